@@ -1,0 +1,1 @@
+"""Backends: how a framework computes a workload. Imported only inside worker processes."""

@@ -1,0 +1,18 @@
+"""JAX backend: probe the environment and run cases. Imported only inside a worker process."""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from xlabench.backends.jax.env import probe
+
+
+def runner_for(workload: str) -> Callable[..., dict[str, Any]]:
+    """The function that runs one case of ``workload`` and returns row fields plus samples."""
+    if workload == "attention":
+        from xlabench.backends.jax.attention_case import run_attention_case
+        return run_attention_case
+    raise ValueError(f"the jax backend has no workload {workload!r}")
+
+
+__all__ = ["probe", "runner_for"]

@@ -1,0 +1,76 @@
+"""Run one attention case in JAX: inputs, AOT compile, timing, check against the float32 reference."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+
+from xlabench.backends.jax import attention_impls as impls
+from xlabench.backends.jax.common import compile_timed, max_normalised_error, measure, peak_memory
+from xlabench.harness import TimingPlan
+from xlabench.workloads.attention import AttentionParams, make_inputs
+from xlabench.worker_api import CaseSkipped
+
+
+def run_attention_case(params: dict[str, Any], impl: str, plan: TimingPlan, interpret: bool,
+                       platform: str) -> dict[str, Any]:
+    p = AttentionParams(**params)
+    im = impls.get(impl)
+    cfg = impls.AttnConfig(causal=p.causal, sm_scale=impls.default_scale(p.head_dim),
+                           block_q=p.block_q, block_k=p.block_k, interpret=interpret)
+    reason = im.unsupported(p.batch, p.seq_len, p.kv_len, p.num_heads, p.kv_heads, p.dtype, cfg, platform)
+    if reason:
+        raise CaseSkipped(reason)
+
+    device = jax.devices()[0]
+    dtype = jnp.dtype(p.dtype)
+    host = make_inputs(p)
+    # The impl's native layout, prepared outside the timed region.
+    q, k, v = (jax.device_put(impls.to_layout(jnp.asarray(host[n], dtype), im.layout), device)
+               for n in ("q", "k", "v"))
+
+    def fwd(q, k, v):
+        return im.fn(q, k, v, cfg)
+
+    if p.mode == "fwd":
+        fn, args = fwd, (q, k, v)
+    else:
+        do = jax.device_put(impls.to_layout(jnp.asarray(host["do"], dtype), im.layout), device)
+
+        def fn(q, k, v, do):
+            out, vjp = jax.vjp(fwd, q, k, v)
+            return (out,) + vjp(do)
+
+        args = (q, k, v, do)
+
+    with impls._tpu_interpret(cfg):  # interpret mode is fixed at trace time: trace inside it
+        compiled, lower_s, compile_s = compile_timed(fn, args)
+        stats, samples, out = measure(compiled, args, plan)
+    mem, mem_note = peak_memory(compiled, device)
+
+    outs = out if isinstance(out, tuple) else (out,)
+    outs = [impls.to_layout(o, im.layout) for o in outs]  # back to [B, S, H, D]
+    del args, q, k, v, out
+    refs = impls.reference_outputs(
+        jnp.asarray(host["q"]), jnp.asarray(host["k"]), jnp.asarray(host["v"]),
+        jnp.asarray(host["do"]) if p.mode == "fwd_bwd" else None, p.causal, cfg.sm_scale)
+    err = max_normalised_error(outs, refs)
+
+    return {
+        "fields": {
+            **stats,
+            "lower_s": lower_s,
+            "compile_s": compile_s,
+            "warmup": plan.warmup,
+            "flops": p.flops(),
+            "kernel_flops": p.kernel_flops(),
+            "peak_memory_bytes": mem,
+            "max_abs_err": err,
+            "err_tol": p.err_tol(),
+            "correct": bool(err <= p.err_tol()),
+            "notes": mem_note,
+        },
+        "samples": samples,
+    }

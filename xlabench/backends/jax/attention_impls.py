@@ -1,0 +1,252 @@
+"""JAX attention implementations, one registry. Every impl takes q [B,Sq,Hq,D], k/v [B,Sk,Hkv,D].
+
+Each impl declares the layout it wants so the attention benchmark can hand it its native layout
+outside the timed region; the model (train workload) calls ``attend`` which transposes as needed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import math
+from dataclasses import dataclass
+from typing import Callable, Optional
+
+import jax
+import jax.numpy as jnp
+
+
+@dataclass(frozen=True)
+class AttnConfig:
+    causal: bool
+    sm_scale: float
+    block_q: Optional[int] = None
+    block_k: Optional[int] = None
+    interpret: bool = False  # run the Pallas kernel in the CPU interpreter
+
+
+@dataclass(frozen=True)
+class JaxAttentionImpl:
+    name: str
+    layout: str  # "bshd" or "bhsd": what fn expects and returns
+    fn: Callable  # fn(q, k, v, cfg) -> out (in `layout`)
+    unsupported: Callable[[int, int, int, int, int, str, AttnConfig, str], Optional[str]]
+
+
+def _none(*_args) -> Optional[str]:
+    return None
+
+
+def _mask(sq: int, sk: int, causal: bool, dtype=jnp.float32):
+    if not causal:
+        return None
+    return jnp.arange(sk)[None, :] <= jnp.arange(sq)[:, None]
+
+
+def naive(q, k, v, cfg: AttnConfig):
+    """softmax(QK^T * scale) V with plain jnp ops; GQA by grouping query heads (no K/V copy)."""
+    b, sq, hq, d = q.shape
+    hkv, sk = k.shape[2], k.shape[1]
+    g = hq // hkv
+    qg = q.reshape(b, sq, hkv, g, d)
+    logits = jnp.einsum("bqhgd,bkhd->bhgqk", qg, k, preferred_element_type=jnp.float32) * cfg.sm_scale
+    mask = _mask(sq, sk, cfg.causal)
+    if mask is not None:
+        logits = jnp.where(mask, logits, jnp.finfo(jnp.float32).min)
+    probs = jax.nn.softmax(logits, axis=-1).astype(v.dtype)
+    out = jnp.einsum("bhgqk,bkhd->bqhgd", probs, v, preferred_element_type=jnp.float32)
+    return out.reshape(b, sq, hq, d).astype(q.dtype)
+
+
+def xla_sdpa(q, k, v, cfg: AttnConfig):
+    return jax.nn.dot_product_attention(q, k, v, scale=cfg.sm_scale, is_causal=cfg.causal,
+                                        implementation="xla")
+
+
+def cudnn(q, k, v, cfg: AttnConfig):
+    return jax.nn.dot_product_attention(q, k, v, scale=cfg.sm_scale, is_causal=cfg.causal,
+                                        implementation="cudnn")
+
+
+def _cudnn_unsupported(b, sq, sk, hq, hkv, dtype, cfg, platform) -> Optional[str]:
+    if dtype not in ("bfloat16", "float16"):
+        return f"cuDNN fused attention needs bfloat16/float16 inputs, got {dtype}"
+    return None
+
+
+def _tpu_interpret(cfg: AttnConfig):
+    """Generic Pallas interpreter for TPU kernels on CPU (fast; works under shard_map)."""
+    if not cfg.interpret:
+        return contextlib.nullcontext()
+    from jax.experimental.pallas import tpu as pltpu
+    return pltpu.force_tpu_interpret_mode(True)
+
+
+def _blocks(cfg: AttnConfig, sq: int, sk: int) -> tuple[int, int]:
+    return min(cfg.block_q or 128, sq), min(cfg.block_k or 128, sk)
+
+
+def _block_unsupported(kernel: str, sq: int, sk: int, cfg: AttnConfig) -> Optional[str]:
+    bq, bk = _blocks(cfg, sq, sk)
+    if sq % bq or sk % bk:
+        return f"{kernel} needs seq_len % block_q == 0 and kv_seq_len % block_k == 0 (got {sq}/{bq}, {sk}/{bk})"
+    return None
+
+
+def flash(q, k, v, cfg: AttnConfig):
+    """Pallas TPU flash attention, [B, H, S, D]."""
+    from jax.experimental.pallas.ops.tpu import flash_attention as fa
+
+    sq, sk = q.shape[2], k.shape[2]
+    bq, bk = _blocks(cfg, sq, sk)
+    sizes = fa.BlockSizes(
+        block_q=bq, block_k_major=bk, block_k=bk, block_b=1,
+        block_q_major_dkv=bq, block_k_major_dkv=bk, block_k_dkv=bk, block_q_dkv=bq,
+        block_k_major_dq=bk, block_k_dq=bk, block_q_dq=bq)
+    with _tpu_interpret(cfg):
+        return fa.flash_attention(q, k, v, causal=cfg.causal, sm_scale=cfg.sm_scale, block_sizes=sizes)
+
+
+def _flash_unsupported(b, sq, sk, hq, hkv, dtype, cfg, platform) -> Optional[str]:
+    if hq != hkv:
+        return ("Pallas TPU flash_attention needs num_kv_heads == num_heads (no GQA/MQA); "
+                "splash supports GQA")
+    if cfg.causal and sq != sk:
+        return "flash causal mask with seq_len != kv_seq_len is not compared here (kernel aligns differently)"
+    return _block_unsupported("flash", sq, sk, cfg)
+
+
+def splash(q, k, v, cfg: AttnConfig):
+    """Pallas TPU splash attention, [B, H, S, D]; GQA as an MQA kernel vmapped over KV heads."""
+    from jax.experimental.pallas.ops.tpu.splash_attention import splash_attention_kernel as sk_lib
+    from jax.experimental.pallas.ops.tpu.splash_attention import splash_attention_mask as mask_lib
+
+    b, hq, sq, d = q.shape
+    hkv, skv = k.shape[1], k.shape[2]
+    bq, bk = _blocks(cfg, sq, skv)
+    sizes = sk_lib.BlockSizes(block_q=bq, block_kv=bk, block_kv_compute=bk,
+                              block_q_dkv=bq, block_kv_dkv=bk, block_kv_dkv_compute=bk,
+                              block_q_dq=bq, block_kv_dq=bk)
+    heads = hq if hkv == hq else hq // hkv
+    one = mask_lib.CausalMask((sq, skv)) if cfg.causal else mask_lib.FullMask((sq, skv))
+    mask = mask_lib.MultiHeadMask([one] * heads)
+    q = q * jnp.asarray(cfg.sm_scale, q.dtype)  # splash takes pre-scaled queries
+    with _tpu_interpret(cfg):
+        if hkv == hq:
+            kernel = sk_lib.make_splash_mha(mask, block_sizes=sizes, head_shards=1, q_seq_shards=1,
+                                            interpret=cfg.interpret)
+            return jax.vmap(kernel)(q, k, v)
+        kernel = sk_lib.make_splash_mqa(mask, block_sizes=sizes, head_shards=1, q_seq_shards=1,
+                                        interpret=cfg.interpret)
+        qg = q.reshape(b, hkv, hq // hkv, sq, d)
+        out = jax.vmap(jax.vmap(kernel))(qg, k, v)
+        return out.reshape(b, hq, sq, d)
+
+
+def _splash_unsupported(b, sq, sk, hq, hkv, dtype, cfg, platform) -> Optional[str]:
+    return _block_unsupported("splash", sq, sk, cfg)
+
+
+def pallas_gpu(q, k, v, cfg: AttnConfig):
+    """Pallas Triton flash attention (GPU), [B, S, H, D]."""
+    from jax.experimental.pallas.ops.gpu import attention as ga
+
+    sq, sk = q.shape[1], k.shape[1]
+    bq, bk = _blocks(cfg, sq, sk)
+    sizes = ga.BlockSizes(block_q=bq, block_k=bk, block_q_dkv=min(32, bq), block_kv_dkv=min(32, bk),
+                          block_q_dq=min(32, bq), block_kv_dq=min(32, bk))
+    return ga.mha(q, k, v, None, sm_scale=cfg.sm_scale, causal=cfg.causal, block_sizes=sizes,
+                  interpret=cfg.interpret)
+
+
+def _pallas_gpu_unsupported(b, sq, sk, hq, hkv, dtype, cfg, platform) -> Optional[str]:
+    if hq != hkv:
+        return "Pallas GPU mha needs num_kv_heads == num_heads (no GQA/MQA)"
+    if cfg.causal and sq != sk:
+        return "Pallas GPU mha causal mask with seq_len != kv_seq_len is not compared here"
+    return _block_unsupported("pallas_gpu", sq, sk, cfg)
+
+
+REGISTRY: dict[str, JaxAttentionImpl] = {
+    "naive": JaxAttentionImpl("naive", "bshd", naive, _none),
+    "xla_sdpa": JaxAttentionImpl("xla_sdpa", "bshd", xla_sdpa, _none),
+    "flash": JaxAttentionImpl("flash", "bhsd", flash, _flash_unsupported),
+    "splash": JaxAttentionImpl("splash", "bhsd", splash, _splash_unsupported),
+    "pallas_gpu": JaxAttentionImpl("pallas_gpu", "bshd", pallas_gpu, _pallas_gpu_unsupported),
+    "cudnn": JaxAttentionImpl("cudnn", "bshd", cudnn, _cudnn_unsupported),
+}
+
+
+def get(name: str) -> JaxAttentionImpl:
+    try:
+        return REGISTRY[name]
+    except KeyError:
+        raise ValueError(f"unknown JAX attention impl {name!r}; expected one of {sorted(REGISTRY)}") from None
+
+
+def to_layout(x, layout: str):
+    """[B, S, H, D] -> the impl's layout (and back: the transpose is its own inverse)."""
+    return x if layout == "bshd" else jnp.swapaxes(x, 1, 2)
+
+
+def attend(q, k, v, impl: str, cfg: AttnConfig):
+    """Attention for models: [B,S,H,D] in and out, whatever layout the impl wants inside."""
+    im = get(impl)
+    out = im.fn(to_layout(q, im.layout), to_layout(k, im.layout), to_layout(v, im.layout), cfg)
+    return to_layout(out, im.layout)
+
+
+def reference(q, k, v, causal: bool, sm_scale: float, q_offset=0):
+    """float32 attention at HIGHEST matmul precision; q_offset places a query chunk in the sequence."""
+    q, k, v = (x.astype(jnp.float32) for x in (q, k, v))
+    b, sq, hq, d = q.shape
+    hkv, sk = k.shape[2], k.shape[1]
+    qg = q.reshape(b, sq, hkv, hq // hkv, d)
+    hi = jax.lax.Precision.HIGHEST
+    logits = jnp.einsum("bqhgd,bkhd->bhgqk", qg, k, precision=hi) * sm_scale
+    if causal:
+        rows = jnp.arange(sq)[:, None] + q_offset
+        logits = jnp.where(jnp.arange(sk)[None, :] <= rows, logits, -jnp.inf)
+    probs = jax.nn.softmax(logits, axis=-1)
+    return jnp.einsum("bhgqk,bkhd->bqhgd", probs, v, precision=hi).reshape(b, sq, hq, d)
+
+
+def default_scale(head_dim: int) -> float:
+    return 1.0 / math.sqrt(head_dim)
+
+
+@functools.lru_cache(maxsize=None)
+def _ref_chunk_fns(causal: bool, sm_scale: float):
+    fwd = jax.jit(lambda q, k, v, off: reference(q, k, v, causal, sm_scale, off))
+
+    def fwd_bwd(q, k, v, do, off):
+        out, vjp = jax.vjp(lambda q, k, v: reference(q, k, v, causal, sm_scale, off), q, k, v)
+        return (out,) + vjp(do)
+
+    return fwd, jax.jit(fwd_bwd)
+
+
+def reference_outputs(q, k, v, do, causal: bool, sm_scale: float, max_score_bytes: int = 1 << 30):
+    """Reference out (and dq, dk, dv when do is given) in float32, chunked over queries so the
+    score matrix never exceeds ``max_score_bytes`` (TPU-scale sequence lengths fit in HBM)."""
+    b, sq, hq, _ = q.shape
+    sk = k.shape[1]
+    per_row = b * hq * sk * 4 * (3 if do is not None else 1)
+    chunk = max(1, min(sq, max_score_bytes // max(per_row, 1)))
+    fwd, fwd_bwd = _ref_chunk_fns(causal, sm_scale)
+    outs, dqs = [], []
+    dk = dv = None
+    for start in range(0, sq, chunk):
+        qc = q[:, start:start + chunk]
+        if do is None:
+            outs.append(fwd(qc, k, v, start))
+            continue
+        o, dq, dkc, dvc = fwd_bwd(qc, k, v, do[:, start:start + chunk], start)
+        outs.append(o)
+        dqs.append(dq)
+        dk = dkc if dk is None else dk + dkc
+        dv = dvc if dv is None else dv + dvc
+    out = jnp.concatenate(outs, axis=1)
+    if do is None:
+        return (out,)
+    return out, jnp.concatenate(dqs, axis=1), dk, dv

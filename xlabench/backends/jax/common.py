@@ -1,0 +1,57 @@
+"""Pieces every JAX workload uses: AOT compile with separate timings, peak memory, sync, errors."""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Callable, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from xlabench.harness import TimingPlan, summarize, time_calls
+
+
+def compile_timed(fn: Callable, args: Sequence[Any], **jit_kwargs) -> tuple[Any, float, float]:
+    """jax.jit(fn).lower(*args).compile(), timing lowering and compilation separately."""
+    t0 = time.perf_counter()
+    lowered = jax.jit(fn, **jit_kwargs).lower(*args)
+    t1 = time.perf_counter()
+    compiled = lowered.compile()
+    t2 = time.perf_counter()
+    return compiled, t1 - t0, t2 - t1
+
+
+def peak_memory(compiled: Any, device: Any) -> tuple[int | None, str]:
+    """Peak device bytes: the allocator's peak where the device reports it, else XLA's estimate."""
+    try:
+        stats = device.memory_stats()
+    except Exception:
+        stats = None
+    if stats and "peak_bytes_in_use" in stats:
+        return int(stats["peak_bytes_in_use"]), "peak memory: device allocator peak_bytes_in_use"
+    try:
+        ma = compiled.memory_analysis()
+        total = (ma.argument_size_in_bytes + ma.output_size_in_bytes + ma.temp_size_in_bytes
+                 - ma.alias_size_in_bytes)
+        return int(total), "peak memory: XLA memory_analysis (arguments+outputs+temps)"
+    except Exception:
+        return None, "peak memory: not reported by this backend"
+
+
+def measure(compiled: Any, args: Sequence[Any], plan: TimingPlan) -> tuple[dict[str, Any], list[float], Any]:
+    samples, out = time_calls(lambda: compiled(*args), jax.block_until_ready, plan)
+    return summarize(samples), samples, out
+
+
+def max_normalised_error(outs: Sequence[Any], refs: Sequence[Any]) -> float:
+    """max over tensors of max|out - ref| / max(1, max|ref|), computed in float32 on the host."""
+    worst = 0.0
+    for o, r in zip(outs, refs):
+        o = np.asarray(jnp.asarray(o, jnp.float32))
+        r = np.asarray(jnp.asarray(r, jnp.float32))
+        if not np.all(np.isfinite(o)):
+            return float("inf")
+        scale = max(1.0, float(np.max(np.abs(r))))
+        worst = max(worst, float(np.max(np.abs(o - r))) / scale)
+    return worst

@@ -1,0 +1,63 @@
+"""What the JAX worker runs on: platform, devices, versions, and (on CPU) a measured matmul peak."""
+
+from __future__ import annotations
+
+import functools
+import time
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+
+@functools.lru_cache(maxsize=1)
+def measure_cpu_peak_tflops(n: int = 2048, reps: int = 5) -> float:
+    """Best-of-``reps`` float32 matmul throughput of the whole host (all virtual devices share it)."""
+    a = jnp.ones((n, n), jnp.float32)
+    f = jax.jit(lambda x: x @ x)
+    f(a).block_until_ready()
+    best = float("inf")
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        f(a).block_until_ready()
+        best = min(best, time.perf_counter() - t0)
+    return 2.0 * n**3 / best / 1e12
+
+
+@functools.lru_cache(maxsize=1)
+def measure_cpu_bandwidth_gbytes_per_s(mbytes: int = 256, reps: int = 5) -> float:
+    """Best-of-``reps`` streaming copy (read + write) of a large float32 array on the host."""
+    x = jnp.ones((mbytes * (1 << 20) // 4,), jnp.float32)
+    f = jax.jit(lambda a: a + 1.0)
+    f(x).block_until_ready()
+    best = float("inf")
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        f(x).block_until_ready()
+        best = min(best, time.perf_counter() - t0)
+    return 2.0 * x.nbytes / best / 1e9
+
+
+def versions() -> str:
+    import jaxlib
+
+    return f"jax {jax.__version__} / jaxlib {jaxlib.__version__}"
+
+
+def probe(measure_peaks: bool = True) -> dict[str, Any]:
+    devs = jax.devices()
+    platform = devs[0].platform
+    env: dict[str, Any] = {
+        "backend": "jax",
+        "platform": platform,
+        "device_kind": devs[0].device_kind,
+        "device_count": len(devs),
+        "process_count": jax.process_count(),
+        "framework_version": versions(),
+        "numpy_version": np.__version__,
+    }
+    if platform == "cpu" and measure_peaks:
+        env["measured_cpu_tflops"] = measure_cpu_peak_tflops()
+        env["measured_cpu_gbytes_per_s"] = measure_cpu_bandwidth_gbytes_per_s()
+    return env

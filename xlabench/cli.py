@@ -1,0 +1,254 @@
+"""The ``xlabench`` command: parse, call into the modules, print, exit code. No framework imports here.
+
+Exit codes: 0 success; 1 a case failed or gave a wrong result (run), a confirmed regression (compare);
+2 bad input (suite file, CSV, option).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any, Optional
+
+import click
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.table import Table
+
+from xlabench import hardware, results, runner
+from xlabench import suite as suite_lib
+
+# Piped output (CI logs) gets a wide console instead of rich's 80-column default.
+console = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
+err_console = Console(stderr=True, highlight=False)
+
+
+class BadInput(click.ClickException):
+    """Bad user input: a clear message and exit code 2, never a traceback."""
+
+    exit_code = 2
+
+    def show(self, file: Any = None) -> None:
+        err_console.print(f"[bold red]error:[/] {self.message}", markup=True, soft_wrap=True)
+
+
+def _load_suite(path: str) -> suite_lib.Suite:
+    try:
+        return suite_lib.load(path)
+    except suite_lib.SuiteError as e:
+        raise BadInput(str(e)) from None
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="xlabench")
+def main() -> None:
+    """Benchmark attention kernels and training steps on XLA devices; report MFU; gate regressions."""
+
+
+# ------------------------------------------------------------------------------------------------ info
+
+
+@main.command()
+@click.option("--backend", default="jax", show_default=True, help="Framework whose view of the machine to show.")
+@click.option("--devices", default=1, show_default=True, help="Virtual CPU devices for the probe.")
+@click.option("--peaks", is_flag=True, help="Also print the whole peak table with sources.")
+def info(backend: str, devices: int, peaks: bool) -> None:
+    """Platform, devices, framework versions and the peak FLOP/s used for MFU (with its source)."""
+    try:
+        env = runner.probe(backend, devices)
+    except runner.WorkerError as e:
+        raise click.ClickException(f"could not start a {backend} worker: {e}") from None
+    peak = hardware.device_peak(env["platform"], env["device_kind"], env.get("measured_cpu_tflops"),
+                                env.get("measured_cpu_gbytes_per_s"), env["device_count"])
+    t = Table(show_header=False, box=None)
+    for k in ("backend", "platform", "device_kind", "device_count", "process_count", "framework_version"):
+        t.add_row(k, str(env.get(k)))
+    t.add_row("peak TFLOP/s per device", f"{peak.tflops:.3f}" if peak.tflops else "unknown")
+    t.add_row("peak GB/s per device", f"{peak.gbytes_per_s:.1f}" if peak.gbytes_per_s else "unknown")
+    t.add_row("peak source", peak.source)
+    if env["platform"] == "cpu":
+        t.add_row("note", "CPU: Pallas TPU/GPU kernels run in interpret mode (pipeline check, not kernel speed)")
+    console.print(t)
+    if peaks:
+        pt = Table(title="peak table (dense bf16, per chip)")
+        for col in ("name", "TFLOP/s", "HBM GB/s", "devices/chip", "source"):
+            pt.add_column(col)
+        for p in hardware.PEAKS:
+            pt.add_row(p.name, f"{p.bf16_tflops_per_chip:g}", f"{p.hbm_gbytes_per_s_per_chip:g}",
+                       str(p.devices_per_chip), p.source)
+        console.print(pt)
+
+
+# -------------------------------------------------------------------------------------- validate, list
+
+
+@main.command()
+@click.argument("suite_files", nargs=-1, required=True, type=click.Path())
+def validate(suite_files: tuple[str, ...]) -> None:
+    """Check suite files; print how many cases each profile expands to."""
+    for path in suite_files:
+        s = _load_suite(path)
+        counts = [("base", len(s.cases("")))] + [(n, len(s.cases(n))) for n in s.profile_names()]
+        shown = ", ".join(f"{n}: {c}" for n, c in counts)
+        console.print(f"[green]ok[/] {path}: suite {s.name!r}, workload {s.spec.workload}; cases per profile: {shown}")
+
+
+def _resolve_profile(s: suite_lib.Suite, profile: Optional[str]) -> tuple[str, Optional[str]]:
+    """(profile, platform): the platform is probed only when no profile was named."""
+    if profile is not None:
+        return s.pick_profile(None, profile), None
+    try:
+        env = runner.probe(s.spec.backends[0], 1)
+    except runner.WorkerError as e:
+        raise click.ClickException(f"could not detect the platform ({e}); pass --profile") from None
+    return s.pick_profile(env["platform"]), env["platform"]
+
+
+def _varying(cases: list[suite_lib.Case]) -> list[str]:
+    keys: list[str] = []
+    for c in cases:
+        for k in c.params:
+            if k not in keys:
+                keys.append(k)
+    return [k for k in keys if len({json.dumps(c.params.get(k), default=str) for c in cases}) > 1]
+
+
+@main.command(name="list")
+@click.argument("suite_file", type=click.Path())
+@click.option("--profile", default=None, help="Profile to expand (default: picked from the detected platform; 'base' for none).")
+def list_cases(suite_file: str, profile: Optional[str]) -> None:
+    """The expanded cases as a table."""
+    s = _load_suite(suite_file)
+    prof, platform = _resolve_profile(s, profile)
+    cases = s.cases(prof)
+    cols = _varying(cases)
+    t = Table(title=f"{s.name}: {len(cases)} cases (profile {prof or 'base'}"
+                    + (f", detected platform {platform})" if platform else ")"))
+    for col in ["#", "case_id", "backend", "impl"] + cols:
+        t.add_column(col)
+    for c in cases:
+        t.add_row(str(c.index), c.case_id, c.backend, c.impl, *[str(c.params.get(k)) for k in cols])
+    console.print(t)
+    fixed = {k: v for k, v in cases[0].params.items() if k not in cols} if cases else {}
+    console.print("fixed: " + ", ".join(f"{k}={v}" for k, v in fixed.items()))
+
+
+# ------------------------------------------------------------------------------------------------- run
+
+
+def _fmt(v: Any, spec: str, scale: float = 1.0) -> str:
+    return "" if v is None or v == "" else format(float(v) * scale, spec)
+
+
+def _summary(rows: list[dict[str, Any]], cases: list[suite_lib.Case]) -> Table:
+    cols = [k for k in _varying(cases) if k not in ("impl",)]
+    t = Table(title="summary")
+    for col in ["backend", "impl"] + cols + ["status", "median ms", "TFLOP/s", "MFU %", "err", "note"]:
+        t.add_column(col, overflow="fold")
+    for r in rows:
+        status = r["status"]
+        style = {"ok": "green", "failed": "red", "skipped": "yellow"}[status]
+        note = r.get("error") or ""
+        if r.get("correct") is False:
+            note = "WRONG RESULT"
+        elif r.get("interpret") and status == "ok":
+            note = "interpret"
+        t.add_row(r["backend"], r["impl"], *[str(r.get(k, "")) for k in cols], f"[{style}]{status}[/]",
+                  _fmt(r.get("median_s"), ".3f", 1e3), _fmt(r.get("tflops_per_s"), ".4g"),
+                  _fmt(r.get("mfu"), ".2f", 100), _fmt(r.get("max_abs_err"), ".1e"), note[:80])
+    return t
+
+
+@main.command()
+@click.argument("suite_file", type=click.Path())
+@click.option("--profile", default=None, help="Profile to run (default: picked from the detected platform; 'base' for none).")
+@click.option("--out", "out_dir", default="results", show_default=True, type=click.Path(), help="Results directory.")
+@click.option("--resume", "resume_csv", default=None, type=click.Path(),
+              help="Continue RUN.csv: skip cases that already have a row (any status).")
+@click.option("--timeout", "timeout_s", default=None, type=float, help="Per-case limit in seconds (overrides the suite's measure.timeout_s).")
+@click.option("--peak-tflops", default=None, type=float, help="Per-device peak TFLOP/s for MFU (overrides the table).")
+@click.option("--impl", "only_impls", multiple=True, help="Run only these impls (repeatable).")
+def run(suite_file: str, profile: Optional[str], out_dir: str, resume_csv: Optional[str],
+        timeout_s: Optional[float], peak_tflops: Optional[float], only_impls: tuple[str, ...]) -> None:
+    """Run a suite: one row per case in results/<suite>/<run-id>.csv, written as each case ends."""
+    s = _load_suite(suite_file)
+    if peak_tflops is not None and peak_tflops <= 0:
+        raise BadInput(f"--peak-tflops must be > 0, got {peak_tflops}")
+    done: set[str] = set()
+    if resume_csv:
+        files = results.RunFiles(Path(resume_csv))
+        try:
+            prior = results.read_rows(files.csv)
+        except results.ResultsFileError as e:
+            raise BadInput(f"--resume: {e}") from None
+        if len(prior) and set(prior["suite"].astype(str)) != {s.name}:
+            raise BadInput(f"--resume: {resume_csv} holds suite(s) {sorted(set(prior['suite'].astype(str)))}, not {s.name!r}")
+        done = set(prior["case_id"].astype(str))
+        run_id = str(prior["run_id"].iloc[0]) if len(prior) else files.csv.stem
+        if profile is None and files.meta.exists():
+            profile = json.loads(files.meta.read_text()).get("profile") or "base"
+    else:
+        run_id = runner.new_run_id()
+        files = results.RunFiles(Path(out_dir) / s.name / f"{run_id}.csv")
+    files.csv.parent.mkdir(parents=True, exist_ok=True)
+    pool = runner.WorkerPool(files.log)
+    started = time.time()
+    try:
+        first = pool.get(s.spec.backends[0], 1)
+    except runner.WorkerError as e:
+        raise click.ClickException(str(e)) from None
+    platform = first.env["platform"]
+    prof = s.pick_profile(platform, profile)
+    cases = s.cases(prof)
+    if only_impls:
+        unknown = set(only_impls) - {c.impl for c in cases}
+        if unknown:
+            pool.close()
+            raise BadInput(f"--impl {', '.join(sorted(unknown))}: not in this suite (impls: "
+                           f"{', '.join(sorted({c.impl for c in cases}))})")
+        cases = [c for c in cases if c.impl in only_impls]
+    todo = [c for c in cases if c.case_id not in done]
+    ctx = runner.RunContext(run_id=run_id, platform=platform, peak_override=peak_tflops, timeout_override=timeout_s)
+    meta = {"run_id": run_id, "suite": s.name, "suite_file": str(s.path), "profile": prof,
+            "workload": s.spec.workload, "command": sys.argv, "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "env": first.env, "git_sha": ctx.git_sha, "hostname": ctx.hostname, "schema_version": results.SCHEMA_VERSION,
+            "suite_spec": s.spec.model_dump(mode="json")}
+    results.write_meta(files, meta)
+    console.print(f"suite [bold]{s.name}[/] profile [bold]{prof or 'base'}[/] on {platform} "
+                  f"({first.env['device_kind']}, {first.env['framework_version']}): {len(todo)} case(s)"
+                  + (f", {len(done)} already done" if done else ""))
+    if platform == "cpu":
+        console.print("[dim]CPU: Pallas kernels run in interpret mode; their rows say interpret=true "
+                      "(a pipeline check, not kernel speed)[/]")
+    rows: list[dict[str, Any]] = []
+    with results.RowWriter(files) as writer, Progress(
+            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+            TextColumn("eta"), TimeRemainingColumn(), console=console, transient=True) as progress:
+        task = progress.add_task(s.name, total=len(todo))
+
+        def on_row(case: suite_lib.Case, row: dict[str, Any]) -> None:
+            status = row["status"]
+            extra = f"{float(row['median_s']) * 1e3:.3f} ms" if status == "ok" else (row.get("error") or "")[:120]
+            colour = {"ok": "green", "failed": "red", "skipped": "yellow"}[status]
+            progress.console.print(f"[{colour}]{status:7}[/] {case.label()}  {extra}", markup=True, soft_wrap=True)
+            progress.advance(task)
+
+        try:
+            rows = runner.run_cases(todo, writer, ctx, pool, on_row)
+        finally:
+            pool.close()
+    console.print(_summary(rows, todo))
+    failed = [r for r in rows if r["status"] == "failed"]
+    wrong = [r for r in rows if r.get("correct") is False]
+    counts = {st: sum(r["status"] == st for r in rows) for st in results.STATUSES}
+    console.print(f"{counts['ok']} ok, {counts['failed']} failed, {counts['skipped']} skipped "
+                  f"in {time.time() - started:.1f}s" + (f"; {len(wrong)} WRONG RESULT(S)" if wrong else ""))
+    console.print(f"results: {files.csv}")
+    if failed or wrong:
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,59 @@
+"""Timing: warm-up, timed iterations each ended by the framework's sync, every sample kept.
+
+Knows nothing about attention or any framework: it gets a zero-argument call and a sync function.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class TimingPlan:
+    warmup: int = 2
+    iters: int = 10
+    min_time_s: float = 0.0
+    max_iters: int = 1000
+
+
+def time_calls(call: Callable[[], Any], sync: Callable[[Any], Any], plan: TimingPlan) -> tuple[list[float], Any]:
+    """Run warm-up, then at least ``plan.iters`` timed iterations and at least ``min_time_s`` seconds
+    (capped at ``max_iters``). Each sample is one call plus its sync (e.g. block_until_ready).
+
+    Returns the per-iteration seconds and the last output (for the correctness check).
+    """
+    out = None
+    for _ in range(plan.warmup):
+        out = sync(call())
+    samples: list[float] = []
+    clock = time.perf_counter
+    started = clock()
+    while len(samples) < plan.iters or (
+            clock() - started < plan.min_time_s and len(samples) < plan.max_iters):
+        t0 = clock()
+        out = call()
+        sync(out)
+        samples.append(clock() - t0)
+    return samples, out
+
+
+def summarize(samples: list[float]) -> dict[str, float | int]:
+    """Median (the headline), mean, min, p10, p90, stdev, cv and n of per-iteration seconds."""
+    a = np.asarray(samples, dtype=np.float64)
+    mean = float(a.mean())
+    stdev = float(statistics.stdev(a)) if len(a) > 1 else 0.0
+    return {
+        "n": int(len(a)),
+        "median_s": float(np.median(a)),
+        "mean_s": mean,
+        "min_s": float(a.min()),
+        "p10_s": float(np.percentile(a, 10)),
+        "p90_s": float(np.percentile(a, 90)),
+        "stdev_s": stdev,
+        "cv": stdev / mean if mean > 0 else 0.0,
+    }

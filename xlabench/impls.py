@@ -1,0 +1,63 @@
+"""The catalog of implementations: names, where each runs, what it is. Framework-free on purpose.
+
+The parent process validates suites and plans skipped rows from this table without importing a
+framework; each backend module maps the same names to code (tests check the two agree).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class ImplInfo:
+    name: str
+    backend: str
+    workloads: tuple[str, ...]
+    platforms: tuple[str, ...]  # where it runs natively
+    interpret_on: tuple[str, ...]  # where it runs in a Pallas interpreter (pipeline check, not speed)
+    doc: str
+
+    def runs_on(self, platform: str) -> bool:
+        return platform in self.platforms or platform in self.interpret_on
+
+    def interpreted(self, platform: str) -> bool:
+        return platform in self.interpret_on and platform not in self.platforms
+
+
+_ATTN = ("attention", "train")
+_ALL = ("cpu", "gpu", "tpu")
+
+CATALOG: tuple[ImplInfo, ...] = (
+    ImplInfo("naive", "jax", _ATTN, _ALL, (),
+             "plain jnp einsum + softmax in float32 logits; XLA fuses it"),
+    ImplInfo("xla_sdpa", "jax", _ATTN, _ALL, (),
+             "jax.nn.dot_product_attention(implementation='xla')"),
+    ImplInfo("flash", "jax", _ATTN, ("tpu",), ("cpu",),
+             "Pallas TPU flash attention (jax.experimental.pallas.ops.tpu.flash_attention)"),
+    ImplInfo("splash", "jax", _ATTN, ("tpu",), ("cpu",),
+             "Pallas TPU splash attention (splash_attention_kernel.make_splash_mha/mqa)"),
+    ImplInfo("pallas_gpu", "jax", _ATTN, ("gpu",), ("cpu",),
+             "Pallas Triton flash attention (jax.experimental.pallas.ops.gpu.attention.mha)"),
+    ImplInfo("cudnn", "jax", _ATTN, ("gpu",), (),
+             "jax.nn.dot_product_attention(implementation='cudnn')"),
+)
+
+BACKENDS = ("jax",)
+
+
+def find(backend: str, name: str) -> ImplInfo | None:
+    for info in CATALOG:
+        if info.backend == backend and info.name == name:
+            return info
+    return None
+
+
+def names_for(workload: str, backend: str | None = None) -> list[str]:
+    """Impl names valid for a workload (optionally one backend), in catalog order, without repeats."""
+    out: list[str] = []
+    for info in CATALOG:
+        if workload in info.workloads and (backend is None or info.backend == backend):
+            if info.name not in out:
+                out.append(info.name)
+    return out

@@ -1,0 +1,32 @@
+"""Derived metrics of a row (TFLOP/s, MFU, GB/s, MBU), computed in the parent from measured fields."""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from xlabench import flops as flop_formulas
+from xlabench.hardware import device_peak
+
+
+def derive(fields: dict[str, Any], env: dict[str, Any], devices: int,
+           peak_override: Optional[float]) -> dict[str, Any]:
+    """Add tflops_per_s, mfu, gbytes_per_s, mbu and the peak used to a successful case's fields."""
+    out: dict[str, Any] = {}
+    peak = device_peak(env.get("platform", ""), env.get("device_kind", ""),
+                       env.get("measured_cpu_tflops"), env.get("measured_cpu_gbytes_per_s"),
+                       int(env.get("device_count", 1) or 1), peak_override)
+    out["peak_tflops"] = peak.tflops
+    out["peak_gbytes_per_s"] = peak.gbytes_per_s
+    out["peak_source"] = peak.source
+    median = fields.get("median_s")
+    if not median:
+        return out
+    if fields.get("flops"):
+        out["tflops_per_s"] = fields["flops"] / median / 1e12
+        if peak.tflops:
+            out["mfu"] = flop_formulas.mfu(fields["flops"], median, devices, peak.tflops)
+    if fields.get("bytes"):
+        out["gbytes_per_s"] = fields["bytes"] / median / 1e9
+        if peak.gbytes_per_s:
+            out["mbu"] = out["gbytes_per_s"] / (devices * peak.gbytes_per_s)
+    return out

@@ -1,0 +1,284 @@
+"""The CSV schema (the one place every column is declared), and reading/writing result files.
+
+A run writes three files under ``results/<suite>/``:
+
+* ``<run-id>.csv``          one row per case, appended and flushed as soon as the case ends;
+* ``<run-id>.samples.csv``  every timed iteration (long format: case_id, iteration, seconds), for the gate;
+* ``<run-id>.meta.json``    the run's environment, suite file, profile and command line.
+
+Every CSV carries every column (empty where a column does not apply to the workload), so files of
+different suites concatenate and the reader never guesses.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import json
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+SCHEMA_VERSION = 1
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    unit: str
+    group: str  # id | case | env | measure | metric
+    doc: str
+
+
+def _c(group: str, rows: list[tuple[str, str, str]]) -> list[Column]:
+    return [Column(name, unit, group, doc) for name, unit, doc in rows]
+
+
+# Case parameters of every workload. A workload's params model must have a column for each of its
+# fields (tests/test_results.py checks this).
+CASE_COLUMNS = _c("case", [
+    ("workload", "", "attention | train | paged_attention"),
+    ("backend", "", "framework that ran the case: jax | torch_xla"),
+    ("impl", "", "implementation name from the impl catalog (xlabench/impls.py)"),
+    ("batch", "", "attention/paged: batch size (sequences)"),
+    ("num_heads", "", "query heads"),
+    ("num_kv_heads", "", "key/value heads (== num_heads: MHA; 1: MQA; otherwise GQA)"),
+    ("seq_len", "tokens", "query sequence length (train: sequence length)"),
+    ("kv_seq_len", "tokens", "key/value sequence length (defaults to seq_len)"),
+    ("head_dim", "", "per-head dimension"),
+    ("causal", "", "causal mask, top-left aligned: query i sees keys 0..i"),
+    ("dtype", "", "input/compute dtype: bfloat16 | float32"),
+    ("mode", "", "fwd | fwd_bwd (forward and the gradients of q, k, v)"),
+    ("block_q", "", "kernel query block size (empty: the kernel's default)"),
+    ("block_k", "", "kernel key/value block size (empty: the kernel's default)"),
+    ("model", "", "train: model preset name"),
+    ("global_batch", "sequences", "train: global batch size"),
+    ("sharding", "", "train: dp | fsdp | tp | 2d | auto"),
+    ("mesh", "", "train: device mesh as axis=size,..."),
+    ("remat", "", "train: activation rematerialisation policy"),
+    ("context_lens", "tokens", "paged: context length distribution spec"),
+    ("page_size", "tokens", "paged: tokens per KV-cache page"),
+    ("pages_per_compute_block", "", "paged: pages per kernel compute block"),
+    ("total_pages", "", "paged: pages in the KV cache"),
+    ("megacore_mode", "", "paged: megacore mode (TPU)"),
+    ("q_tokens", "", "paged: query tokens per sequence (1 = decode)"),
+    ("devices", "", "devices the case ran on"),
+])
+
+ID_COLUMNS = _c("id", [
+    ("schema_version", "", "version of this column list"),
+    ("run_id", "", "identifier of the run (also the file name)"),
+    ("suite", "", "suite name"),
+    ("profile", "", "suite profile used (cpu | gpu | tpu | empty: base)"),
+    ("case_id", "", "hash of workload, backend, impl and the case parameters: stable across runs and hosts"),
+])
+
+ENV_COLUMNS = _c("env", [
+    ("platform", "", "cpu | gpu | tpu"),
+    ("device_kind", "", "device kind reported by the framework (e.g. 'TPU v5 lite')"),
+    ("device_count", "", "devices visible to the worker"),
+    ("process_count", "", "processes in the run (multi-host)"),
+    ("framework_version", "", "e.g. jax 0.10.2 / jaxlib 0.10.2"),
+    ("interpret", "", "true: Pallas kernel ran in the CPU interpreter: a pipeline check, not kernel speed"),
+    ("hostname", "", "host that ran the case"),
+    ("git_sha", "", "xlabench git commit (+dirty)"),
+    ("timestamp", "UTC", "when the case ended, ISO 8601"),
+])
+
+MEASURE_COLUMNS = _c("measure", [
+    ("status", "", "ok | failed | skipped"),
+    ("error", "", "why the case failed or was skipped"),
+    ("lower_s", "s", "time to trace and lower"),
+    ("compile_s", "s", "time to compile the lowered program"),
+    ("warmup", "", "untimed iterations before timing"),
+    ("n", "", "timed iterations"),
+    ("median_s", "s", "median seconds per iteration (the headline)"),
+    ("mean_s", "s", "mean seconds per iteration"),
+    ("min_s", "s", "fastest iteration"),
+    ("p10_s", "s", "10th percentile"),
+    ("p90_s", "s", "90th percentile"),
+    ("stdev_s", "s", "sample standard deviation"),
+    ("cv", "", "coefficient of variation stdev/mean"),
+])
+
+METRIC_COLUMNS = _c("metric", [
+    ("flops", "FLOP", "model FLOPs per iteration (see README: FLOP conventions)"),
+    ("kernel_flops", "FLOP", "FLOPs the kernel executes (attention backward recomputes QK^T: 2.5x forward)"),
+    ("tflops_per_s", "TFLOP/s", "flops / median_s / 1e12"),
+    ("peak_tflops", "TFLOP/s", "peak dense FLOP/s per device used for MFU"),
+    ("peak_source", "", "where peak_tflops comes from (datasheet, measured, or --peak-tflops)"),
+    ("mfu", "", "flops / (median_s * devices * peak): model FLOPs utilisation, 0..1"),
+    ("bytes", "B", "bytes moved per iteration (memory-bound workloads)"),
+    ("gbytes_per_s", "GB/s", "bytes / median_s / 1e9"),
+    ("peak_gbytes_per_s", "GB/s", "peak memory bandwidth per device"),
+    ("mbu", "", "gbytes_per_s / (devices * peak_gbytes_per_s): bandwidth utilisation, 0..1"),
+    ("tokens_per_s", "tokens/s", "train: global tokens per second"),
+    ("peak_memory_bytes", "B", "peak device memory per device (see notes for the source)"),
+    ("max_abs_err", "", "max abs error of the output (and gradients) vs the float32 reference"),
+    ("err_tol", "", "tolerance for max_abs_err at this dtype"),
+    ("correct", "", "max_abs_err <= err_tol: a wrong kernel is never counted as a win"),
+    ("notes", "", "free-text remarks (e.g. the source of peak memory, a recompilation)"),
+])
+
+COLUMNS: list[Column] = ID_COLUMNS + CASE_COLUMNS + ENV_COLUMNS + MEASURE_COLUMNS + METRIC_COLUMNS
+COLUMN_NAMES: list[str] = [c.name for c in COLUMNS]
+CASE_COLUMN_NAMES: list[str] = [c.name for c in CASE_COLUMNS]
+SAMPLE_COLUMNS = ["run_id", "case_id", "iteration", "seconds"]
+STATUSES = ("ok", "failed", "skipped")
+
+# Columns that do not identify a case: excluded from the case hash.
+_NOT_IDENTIFYING = {"devices"}
+
+
+def case_id(workload: str, backend: str, impl: str, params: Mapping[str, Any]) -> str:
+    """Stable id of a case: same parameters, same id, on any host and in any run."""
+    key = {"workload": workload, "backend": backend, "impl": impl}
+    key.update({k: v for k, v in params.items() if v is not None and k not in _NOT_IDENTIFYING})
+    blob = json.dumps(key, sort_keys=True, default=str)
+    return hashlib.sha1(blob.encode()).hexdigest()[:12]
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        if math.isnan(value):
+            return ""
+        return repr(value)
+    if isinstance(value, (dict, list, tuple)):
+        return json.dumps(value, default=str)
+    return str(value)
+
+
+class RunFiles:
+    """Paths of one run's files."""
+
+    def __init__(self, csv_path: Path):
+        self.csv = Path(csv_path)
+        stem = self.csv.name[: -len(".csv")] if self.csv.name.endswith(".csv") else self.csv.name
+        self.samples = self.csv.with_name(stem + ".samples.csv")
+        self.meta = self.csv.with_name(stem + ".meta.json")
+        self.log = self.csv.with_name(stem + ".log")
+
+
+class RowWriter:
+    """Appends rows (and their samples) and flushes after each, so a killed run loses nothing."""
+
+    def __init__(self, files: RunFiles):
+        self.files = files
+        files.csv.parent.mkdir(parents=True, exist_ok=True)
+        new = not files.csv.exists() or files.csv.stat().st_size == 0
+        if not new:
+            check_header(files.csv)
+        self._csv = open(files.csv, "a", newline="", encoding="utf-8")
+        self._rows = csv.DictWriter(self._csv, fieldnames=COLUMN_NAMES, extrasaction="raise")
+        if new:
+            self._rows.writeheader()
+        new_s = not files.samples.exists() or files.samples.stat().st_size == 0
+        self._samples_f = open(files.samples, "a", newline="", encoding="utf-8")
+        self._samples = csv.writer(self._samples_f)
+        if new_s:
+            self._samples.writerow(SAMPLE_COLUMNS)
+        self._flush()
+
+    def _flush(self) -> None:
+        for f in (self._csv, self._samples_f):
+            f.flush()
+            os.fsync(f.fileno())
+
+    def write(self, row: Mapping[str, Any], samples: Iterable[float] = ()) -> None:
+        unknown = set(row) - set(COLUMN_NAMES)
+        if unknown:
+            raise ValueError(f"row has columns not in the schema: {sorted(unknown)}")
+        # Samples first: a row in the CSV always has its samples on disk.
+        for i, s in enumerate(samples):
+            self._samples.writerow([row["run_id"], row["case_id"], i, repr(float(s))])
+        self._rows.writerow({k: _cell(row.get(k)) for k in COLUMN_NAMES})
+        self._flush()
+
+    def close(self) -> None:
+        self._csv.close()
+        self._samples_f.close()
+
+    def __enter__(self) -> "RowWriter":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class ResultsFileError(Exception):
+    """A file is not a readable xlabench results CSV (message names the file and what is wrong)."""
+
+
+def check_header(path: Path) -> list[str]:
+    """Return the header of an xlabench CSV, or raise ResultsFileError saying why it is not one."""
+    path = Path(path)
+    if not path.exists():
+        raise ResultsFileError(f"{path}: no such file")
+    with open(path, newline="", encoding="utf-8") as f:
+        first = f.readline()
+    if not first.strip():
+        raise ResultsFileError(f"{path}: empty file, not an xlabench results CSV")
+    header = next(csv.reader(io.StringIO(first)))
+    missing = {"schema_version", "case_id", "status"} - set(header)
+    if missing:
+        raise ResultsFileError(
+            f"{path}: not an xlabench results CSV (no column(s) {', '.join(sorted(missing))})")
+    return header
+
+
+def read_rows(path: Path):
+    """Load one results CSV as a DataFrame, checking it is an xlabench CSV of this schema version.
+
+    A final line cut off by a kill mid-write is dropped (every complete row is kept).
+    """
+    import pandas as pd
+
+    path = Path(path)
+    header = check_header(path)
+    try:
+        df = pd.read_csv(path, dtype={"case_id": str, "run_id": str}, keep_default_na=True,
+                         on_bad_lines="warn", engine="python")
+    except Exception as e:  # pandas raises several types for malformed files
+        raise ResultsFileError(f"{path}: cannot parse as CSV: {e}") from None
+    if len(df) and df.iloc[-1].isna().all():
+        df = df.iloc[:-1]
+    versions = set(pd.to_numeric(df["schema_version"], errors="coerce").dropna().astype(int))
+    if versions and versions != {SCHEMA_VERSION}:
+        raise ResultsFileError(
+            f"{path}: schema version {sorted(versions)} but this xlabench reads version {SCHEMA_VERSION}")
+    extra = [c for c in header if c not in COLUMN_NAMES]
+    if extra:
+        raise ResultsFileError(f"{path}: unknown column(s) {extra} for schema version {SCHEMA_VERSION}")
+    for b in ("causal", "interpret", "correct"):
+        if b in df:
+            df[b] = df[b].map({True: True, False: False, "true": True, "false": False})
+    return df
+
+
+def read_samples(csv_path: Path):
+    """The per-iteration samples beside a results CSV, as a DataFrame (empty if the file is absent)."""
+    import pandas as pd
+
+    p = RunFiles(csv_path).samples
+    if not p.exists():
+        return pd.DataFrame(columns=SAMPLE_COLUMNS)
+    return pd.read_csv(p, dtype={"case_id": str, "run_id": str})
+
+
+def done_case_ids(csv_path: Path) -> set[str]:
+    """Case ids that already have a row (any status): what --resume skips."""
+    df = read_rows(csv_path)
+    return set(df["case_id"].astype(str))
+
+
+def write_meta(files: RunFiles, meta: Mapping[str, Any]) -> None:
+    tmp = files.meta.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(meta, indent=2, default=str) + "\n")
+    tmp.replace(files.meta)

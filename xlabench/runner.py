@@ -1,0 +1,291 @@
+"""Runs cases in worker processes and writes one row per case as soon as it ends.
+
+The parent never imports a framework. Each worker is a ``python -m xlabench.worker`` process per
+(backend, device count), reused across cases; a crash, a hang past the case's timeout or an OOM kill
+costs one case (a ``failed`` row naming the cause) and the next case gets a fresh worker.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import secrets
+import selectors
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable, Optional
+
+from xlabench import impls as catalog
+from xlabench import results
+from xlabench.metrics import derive
+from xlabench.suite import Case
+
+
+class WorkerError(Exception):
+    """The worker died, hung or answered nonsense; the message says which and is row-ready."""
+
+
+@dataclass
+class WorkerSpec:
+    backend: str
+    devices: int
+    python: str = sys.executable
+
+    @property
+    def key(self) -> tuple[str, int, str]:
+        return (self.backend, self.devices, self.python)
+
+    def environ(self) -> dict[str, str]:
+        env = dict(os.environ)
+        flags = [f for f in env.get("XLA_FLAGS", "").split() if "xla_force_host_platform_device_count" not in f]
+        flags.append(f"--xla_force_host_platform_device_count={self.devices}")  # CPU only; no-op elsewhere
+        env["XLA_FLAGS"] = " ".join(flags)
+        env["PYTHONUNBUFFERED"] = "1"
+        # The worker must import this very xlabench, whichever Python runs it.
+        root = str(Path(__file__).resolve().parent.parent)
+        env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+        return env
+
+
+def _signal_name(code: int) -> str:
+    try:
+        return signal.Signals(-code).name
+    except (ValueError, TypeError):
+        return str(code)
+
+
+class Worker:
+    """One worker process and its line-based JSON pipe."""
+
+    def __init__(self, spec: WorkerSpec, log_path: Optional[Path]):
+        self.spec = spec
+        self.log_path = log_path
+        self._log = open(log_path, "ab") if log_path else subprocess.DEVNULL
+        self._log_start = log_path.stat().st_size if log_path else 0
+        self.proc = subprocess.Popen(
+            [spec.python, "-m", "xlabench.worker", "--backend", spec.backend],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log, env=spec.environ(),
+            start_new_session=True)
+        self._buf = b""
+        self.env: dict[str, Any] = {}
+
+    def request(self, msg: dict[str, Any], timeout_s: float) -> dict[str, Any]:
+        try:
+            self.proc.stdin.write((json.dumps(msg) + "\n").encode())
+            self.proc.stdin.flush()
+        except BrokenPipeError:
+            raise WorkerError(self._death_message()) from None
+        deadline = time.monotonic() + timeout_s
+        fd = self.proc.stdout.fileno()
+        with selectors.DefaultSelector() as sel:
+            sel.register(fd, selectors.EVENT_READ)
+            while b"\n" not in self._buf:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    self.kill()
+                    raise WorkerError(f"timeout: no result after {timeout_s:g}s (compile + run); worker killed")
+                if not sel.select(timeout=min(left, 1.0)):
+                    continue
+                chunk = os.read(fd, 1 << 20)
+                if not chunk:
+                    self.proc.wait(timeout=30)
+                    raise WorkerError(self._death_message())
+                self._buf += chunk
+        line, self._buf = self._buf.split(b"\n", 1)
+        try:
+            reply = json.loads(line)
+        except json.JSONDecodeError:
+            self.kill()
+            raise WorkerError(f"worker sent an unreadable reply: {line[:200]!r}") from None
+        if "fatal" in reply:
+            self.kill()
+            raise WorkerError(reply["fatal"])
+        return reply
+
+    def _death_message(self) -> str:
+        code = self.proc.wait(timeout=30)
+        how = f"killed by {_signal_name(code)}" if code < 0 else f"exit code {code}"
+        if code == -signal.SIGKILL:
+            how += " (the OOM killer sends SIGKILL)"
+        tail = self.log_tail()
+        return f"worker crashed ({how})" + (f"; log tail: {tail}" if tail else "")
+
+    def log_tail(self, lines: int = 3) -> str:
+        if not self.log_path or not self.log_path.exists():
+            return ""
+        with open(self.log_path, "rb") as f:
+            f.seek(self._log_start)
+            text = f.read().decode(errors="replace")
+        kept = [ln.strip() for ln in text.splitlines() if ln.strip() and not ln.startswith("--- case")]
+        return " | ".join(kept[-lines:])[:800]
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            self.proc.wait(timeout=30)
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            try:
+                self.proc.stdin.close()
+                self.proc.wait(timeout=10)
+            except Exception:
+                self.kill()
+        if self._log is not subprocess.DEVNULL:
+            self._log.close()
+
+
+class WorkerPool:
+    """At most one live worker per spec; a worker that failed is replaced on next use."""
+
+    PROBE_TIMEOUT_S = 300.0
+
+    def __init__(self, log_path: Optional[Path], python_for: Callable[[str], str] = lambda b: sys.executable):
+        self.log_path = log_path
+        self.python_for = python_for
+        self._workers: dict[tuple, Worker] = {}
+
+    def get(self, backend: str, devices: int) -> Worker:
+        spec = WorkerSpec(backend, devices, self.python_for(backend))
+        w = self._workers.get(spec.key)
+        if w is not None and w.alive():
+            return w
+        if w is not None:
+            w.close()
+        w = Worker(spec, self.log_path)
+        self._workers[spec.key] = w
+        try:
+            w.env = w.request({"op": "probe"}, self.PROBE_TIMEOUT_S)["env"]
+        except WorkerError as e:
+            self._workers.pop(spec.key, None)
+            w.close()
+            raise WorkerError(f"{backend} worker did not start: {e}") from None
+        return w
+
+    def discard(self, w: Worker) -> None:
+        w.kill()
+        w.close()
+        self._workers = {k: v for k, v in self._workers.items() if v is not w}
+
+    def close(self) -> None:
+        for w in self._workers.values():
+            w.close()
+        self._workers.clear()
+
+
+def probe(backend: str = "jax", devices: int = 1, python: str = sys.executable) -> dict[str, Any]:
+    """The environment a worker sees (platform, devices, versions, CPU peak), without importing it here."""
+    w = Worker(WorkerSpec(backend, devices, python), None)
+    try:
+        return w.request({"op": "probe"}, WorkerPool.PROBE_TIMEOUT_S)["env"]
+    finally:
+        w.close()
+
+
+def new_run_id() -> str:
+    return dt.datetime.now(dt.timezone.utc).strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(2)
+
+
+def git_sha() -> str:
+    root = Path(__file__).resolve().parent.parent
+    try:
+        sha = subprocess.run(["git", "rev-parse", "--short=10", "HEAD"], cwd=root, capture_output=True,
+                             text=True, timeout=10).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
+                               capture_output=True, text=True, timeout=10).stdout.strip()
+        return (sha + ("+dirty" if dirty else "")) if sha else ""
+    except Exception:
+        return ""
+
+
+@dataclass
+class RunContext:
+    run_id: str
+    platform: str
+    git_sha: str = field(default_factory=git_sha)
+    hostname: str = field(default_factory=socket.gethostname)
+    peak_override: Optional[float] = None
+    timeout_override: Optional[float] = None
+
+
+def base_row(case: Case, ctx: RunContext) -> dict[str, Any]:
+    row: dict[str, Any] = {
+        "schema_version": results.SCHEMA_VERSION, "run_id": ctx.run_id, "suite": case.suite,
+        "profile": case.profile, "case_id": case.case_id, "workload": case.workload,
+        "backend": case.backend, "impl": case.impl, "hostname": ctx.hostname, "git_sha": ctx.git_sha,
+        "platform": ctx.platform, "warmup": case.measure.warmup,
+    }
+    row.update({k: v for k, v in case.params.items() if k in results.CASE_COLUMN_NAMES})
+    info = catalog.find(case.backend, case.impl)
+    row["interpret"] = bool(info and info.interpreted(ctx.platform))
+    return row
+
+
+def plan_skip(case: Case, platform: str) -> Optional[str]:
+    """Why a case cannot run on this platform at all (decided without a worker), or None."""
+    info = catalog.find(case.backend, case.impl)
+    if info is None:
+        return f"impl {case.impl!r} does not exist for backend {case.backend!r}"
+    if not info.runs_on(platform):
+        return f"{case.backend}/{case.impl} runs on {', '.join(info.platforms)}, not {platform}"
+    return None
+
+
+def run_case(case: Case, pool: WorkerPool, ctx: RunContext) -> tuple[dict[str, Any], list[float]]:
+    """Measure one case; never raises for the case's own failures (they become the row's status)."""
+    row = base_row(case, ctx)
+    now = lambda: dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")  # noqa: E731
+    reason = plan_skip(case, ctx.platform)
+    if reason:
+        row.update(status="skipped", error=reason, timestamp=now())
+        return row, []
+    timeout = ctx.timeout_override or case.measure.timeout_s
+    worker: Optional[Worker] = None
+    try:
+        worker = pool.get(case.backend, case.devices)
+        env = worker.env
+        row.update({k: env.get(k) for k in ("device_kind", "device_count", "process_count", "framework_version")})
+        row["platform"] = env.get("platform", ctx.platform)
+        msg = {"op": "run", "platform": row["platform"],
+               "case": {"case_id": case.case_id, "workload": case.workload, "backend": case.backend,
+                        "impl": case.impl, "params": case.params, "interpret": row["interpret"],
+                        "measure": case.measure.model_dump()}}
+        reply = worker.request(msg, timeout)
+    except WorkerError as e:
+        if worker is not None:
+            pool.discard(worker)
+        row.update(status="failed", error=str(e), timestamp=now())
+        return row, []
+    row["status"] = reply["status"]
+    row["error"] = reply.get("error")
+    fields = reply.get("fields", {})
+    row.update(fields)
+    if reply["status"] == "ok":
+        row.update(derive(fields, worker.env, case.devices, ctx.peak_override or case.peak_tflops))
+        if fields.get("correct") is False:
+            row["notes"] = "; ".join(filter(None, [row.get("notes"), "WRONG RESULT: error above tolerance"]))
+    row["timestamp"] = now()
+    return row, reply.get("samples", [])
+
+
+def run_cases(cases: Iterable[Case], writer: results.RowWriter, ctx: RunContext, pool: WorkerPool,
+              on_row: Callable[[Case, dict[str, Any]], None] = lambda c, r: None) -> list[dict[str, Any]]:
+    rows = []
+    for case in cases:
+        row, samples = run_case(case, pool, ctx)
+        writer.write(row, samples)
+        rows.append(row)
+        on_row(case, row)
+    return rows

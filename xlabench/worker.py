@@ -1,0 +1,104 @@
+"""Worker process: imports one framework, answers probe/run requests from the parent over a pipe.
+
+Protocol: one JSON object per line. The parent writes requests to stdin; replies go to the original
+stdout, while everything else anyone prints (Python or C++) is sent to stderr, i.e. the run's log.
+The parent never imports a framework; a crash or hang here costs one case, not the run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+import signal
+import sys
+import time
+import traceback
+from typing import Any
+
+from xlabench.harness import TimingPlan
+from xlabench.worker_api import CaseSkipped
+
+FAULT_ENV = "XLABENCH_INJECT_FAULT"
+
+
+def _inject_fault(case: dict[str, Any]) -> None:
+    """Test hook: XLABENCH_INJECT_FAULT='{"match": {"impl": "flash"}, "fault": "exit"}' makes matching
+    cases raise, exit hard, die by SIGSEGV or hang, so the runner's recovery can be tested for real."""
+    spec = os.environ.get(FAULT_ENV)
+    if not spec:
+        return
+    spec = json.loads(spec)
+    fields = {"impl": case["impl"], "backend": case["backend"], **case["params"]}
+    if any(fields.get(k) != v for k, v in spec.get("match", {}).items()):
+        return
+    fault = spec["fault"]
+    if fault == "raise":
+        raise RuntimeError("injected fault: raise")
+    if fault == "exit":
+        os._exit(17)
+    if fault == "segv":
+        os.kill(os.getpid(), signal.SIGSEGV)
+    if fault == "hang":
+        while True:
+            time.sleep(1)
+
+
+def _run(backend: Any, msg: dict[str, Any]) -> dict[str, Any]:
+    case = msg["case"]
+    m = case["measure"]
+    plan = TimingPlan(warmup=m["warmup"], iters=m["iters"], min_time_s=m["min_time_s"],
+                      max_iters=m["max_iters"])
+    try:
+        _inject_fault(case)
+        runner = backend.runner_for(case["workload"])
+        result = runner(case["params"], case["impl"], plan, bool(case["interpret"]), msg["platform"])
+        return {"status": "ok", **result}
+    except CaseSkipped as e:
+        return {"status": "skipped", "error": str(e)}
+    except Exception as e:  # any failure of one case becomes a failed row, the worker lives on
+        traceback.print_exc(file=sys.stderr)
+        text = f"{type(e).__name__}: {e}".strip()
+        return {"status": "failed", "error": text[:2000]}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m xlabench.worker")
+    ap.add_argument("--backend", required=True)
+    args = ap.parse_args(argv)
+
+    proto = os.fdopen(os.dup(1), "w", buffering=1, encoding="utf-8")
+    os.dup2(2, 1)  # stray prints (Python or C) go to the log, never into the protocol
+    sys.stdout = sys.stderr
+
+    def reply(obj: dict[str, Any]) -> None:
+        proto.write(json.dumps(obj, default=float) + "\n")
+        proto.flush()
+
+    try:
+        backend = importlib.import_module(f"xlabench.backends.{args.backend}")
+    except Exception as e:
+        traceback.print_exc()
+        reply({"fatal": f"cannot import backend {args.backend!r}: {type(e).__name__}: {e}"})
+        return 3
+    for line in sys.stdin:
+        msg = json.loads(line)
+        op = msg.get("op")
+        if op == "probe":
+            try:
+                reply({"env": backend.probe()})
+            except Exception as e:
+                traceback.print_exc()
+                reply({"fatal": f"probe failed: {type(e).__name__}: {e}"})
+        elif op == "run":
+            print(f"--- case {msg['case']['case_id']} {msg['case']['impl']} {msg['case']['params']}",
+                  file=sys.stderr, flush=True)
+            reply(_run(backend, msg))
+        else:
+            reply({"fatal": f"unknown op {op!r}"})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

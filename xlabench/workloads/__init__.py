@@ -1,0 +1,20 @@
+"""Workloads: what is computed (parameters, shapes, FLOP/byte counts, inputs). Framework-free."""
+
+from __future__ import annotations
+
+from typing import Type
+
+from pydantic import BaseModel
+
+from xlabench.workloads.attention import AttentionParams
+
+PARAMS: dict[str, Type[BaseModel]] = {
+    "attention": AttentionParams,
+}
+
+
+def params_model(workload: str) -> Type[BaseModel]:
+    try:
+        return PARAMS[workload]
+    except KeyError:
+        raise ValueError(f"unknown workload {workload!r}; expected one of {sorted(PARAMS)}") from None

@@ -1,0 +1,92 @@
+"""Attention workload: parameters (validated), inputs from a fixed seed, tolerances. Framework-free."""
+
+from __future__ import annotations
+
+from typing import Literal, Optional
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, model_validator
+
+from xlabench import flops as flop_formulas
+
+DTYPES = ("bfloat16", "float32")
+
+# max |out - ref| allowed (outputs and gradients are normalised by max(1, max|ref|)); inputs are N(0, 1).
+# bf16 has an 8-bit mantissa (eps 7.8e-3); float32 on TPU matmuls may run in reduced-precision passes.
+ERR_TOL = {"bfloat16": 5e-2, "float32": 5e-3}
+
+
+class AttentionParams(BaseModel):
+    """One attention case. Layout-neutral: the backend arranges [B, S, H, D] as each kernel wants."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    batch: int
+    num_heads: int
+    num_kv_heads: Optional[int] = None
+    seq_len: int
+    kv_seq_len: Optional[int] = None
+    head_dim: int
+    causal: bool = True
+    dtype: Literal["bfloat16", "float32"] = "bfloat16"
+    mode: Literal["fwd", "fwd_bwd"] = "fwd"
+    block_q: Optional[int] = None
+    block_k: Optional[int] = None
+    devices: int = 1
+
+    @model_validator(mode="after")
+    def _check(self) -> "AttentionParams":
+        for name in ("batch", "num_heads", "seq_len", "head_dim", "devices"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        for name in ("num_kv_heads", "kv_seq_len", "block_q", "block_k"):
+            v = getattr(self, name)
+            if v is not None and v < 1:
+                raise ValueError(f"{name} must be >= 1, got {v}")
+        if self.num_heads % self.kv_heads:
+            raise ValueError(
+                f"num_heads ({self.num_heads}) must be divisible by num_kv_heads ({self.kv_heads})")
+        if self.kv_heads > self.num_heads:
+            raise ValueError(f"num_kv_heads ({self.kv_heads}) cannot exceed num_heads ({self.num_heads})")
+        return self
+
+    @property
+    def kv_heads(self) -> int:
+        return self.num_kv_heads if self.num_kv_heads is not None else self.num_heads
+
+    @property
+    def kv_len(self) -> int:
+        return self.kv_seq_len if self.kv_seq_len is not None else self.seq_len
+
+    def resolved(self) -> "AttentionParams":
+        """The same case with defaults made explicit (what goes in the CSV and the case id)."""
+        return self.model_copy(update={"num_kv_heads": self.kv_heads, "kv_seq_len": self.kv_len})
+
+    def flops(self) -> float:
+        return flop_formulas.attention_model_flops(
+            self.batch, self.num_heads, self.seq_len, self.kv_len, self.head_dim, self.causal, self.mode)
+
+    def kernel_flops(self) -> float:
+        return flop_formulas.attention_kernel_flops(
+            self.batch, self.num_heads, self.seq_len, self.kv_len, self.head_dim, self.causal, self.mode)
+
+    def err_tol(self) -> float:
+        return ERR_TOL[self.dtype]
+
+
+def make_inputs(p: AttentionParams, seed: int = 0) -> dict[str, np.ndarray]:
+    """q [B,Sq,Hq,D], k/v [B,Sk,Hkv,D] and the output cotangent, float32, N(0,1), from a fixed seed.
+
+    numpy, not a framework RNG, so JAX and torch_xla see bit-identical inputs.
+    """
+    rng = np.random.default_rng(seed)
+    shape_q = (p.batch, p.seq_len, p.num_heads, p.head_dim)
+    shape_kv = (p.batch, p.kv_len, p.kv_heads, p.head_dim)
+    out = {
+        "q": rng.standard_normal(shape_q, dtype=np.float32),
+        "k": rng.standard_normal(shape_kv, dtype=np.float32),
+        "v": rng.standard_normal(shape_kv, dtype=np.float32),
+    }
+    if p.mode == "fwd_bwd":
+        out["do"] = rng.standard_normal(shape_q, dtype=np.float32)
+    return out
