@@ -81,6 +81,23 @@ def info(backend: str, devices: int, peaks: bool) -> None:
         console.print(pt)
 
 
+@main.command()
+@click.option("--markdown", is_flag=True, help="Print a markdown table (as in the README).")
+def columns(markdown: bool) -> None:
+    """Every CSV column with its unit and meaning (the schema in xlabench/results.py)."""
+    if markdown:
+        click.echo("| column | unit | group | meaning |\n|---|---|---|---|")
+        for c in results.COLUMNS:
+            click.echo(f"| `{c.name}` | {c.unit} | {c.group} | {c.doc.replace('|', '/')} |")
+        return
+    t = Table(title=f"results CSV columns (schema version {results.SCHEMA_VERSION})")
+    for col in ("column", "unit", "group", "meaning"):
+        t.add_column(col)
+    for c in results.COLUMNS:
+        t.add_row(c.name, c.unit, c.group, c.doc)
+    console.print(t)
+
+
 # -------------------------------------------------------------------------------------- validate, list
 
 

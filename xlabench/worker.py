@@ -24,16 +24,19 @@ FAULT_ENV = "XLABENCH_INJECT_FAULT"
 
 
 def _inject_fault(case: dict[str, Any]) -> None:
-    """Test hook: XLABENCH_INJECT_FAULT='{"match": {"impl": "flash"}, "fault": "exit"}' makes matching
-    cases raise, exit hard, die by SIGSEGV or hang, so the runner's recovery can be tested for real."""
-    spec = os.environ.get(FAULT_ENV)
-    if not spec:
+    """Test hook: XLABENCH_INJECT_FAULT='[{"match": {"impl": "flash"}, "fault": "exit"}, ...]' makes
+    matching cases raise, exit hard, die by SIGSEGV or hang, so the runner's recovery is tested for real."""
+    raw = os.environ.get(FAULT_ENV)
+    if not raw:
         return
-    spec = json.loads(spec)
+    specs = json.loads(raw)
     fields = {"impl": case["impl"], "backend": case["backend"], **case["params"]}
-    if any(fields.get(k) != v for k, v in spec.get("match", {}).items()):
-        return
-    fault = spec["fault"]
+    for spec in specs if isinstance(specs, list) else [specs]:
+        if all(fields.get(k) == v for k, v in spec.get("match", {}).items()):
+            _fault(spec["fault"])
+
+
+def _fault(fault: str) -> None:
     if fault == "raise":
         raise RuntimeError("injected fault: raise")
     if fault == "exit":

@@ -1,0 +1,31 @@
+"""Regenerate the README's CSV column table from xlabench/results.py (the one place for the schema)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from xlabench import results
+
+START, END = "<!-- columns:start -->", "<!-- columns:end -->"
+
+
+def table() -> str:
+    lines = ["| column | unit | group | meaning |", "|---|---|---|---|"]
+    lines += [f"| `{c.name}` | {c.unit} | {c.group} | {c.doc.replace('|', '/')} |" for c in results.COLUMNS]
+    return "\n".join(lines)
+
+
+def main() -> None:
+    readme = Path(__file__).resolve().parent.parent / "README.md"
+    text = readme.read_text()
+    block = f"{START}\n{table()}\n{END}"
+    if START in text:
+        text = re.sub(re.escape(START) + ".*?" + re.escape(END), lambda _: block, text, flags=re.S)
+    else:
+        text = text.replace("COLUMNS_TABLE", block)
+    readme.write_text(text)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,71 @@
+"""Every JAX attention impl agrees with the float32 reference on CPU (Pallas kernels interpreted)."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from xlabench import impls as catalog
+from xlabench.backends.jax import attention_impls as impls
+from xlabench.backends.jax.attention_case import run_attention_case
+from xlabench.harness import TimingPlan
+from xlabench.worker_api import CaseSkipped
+
+PLAN = TimingPlan(warmup=0, iters=1)
+CPU_IMPLS = [i.name for i in catalog.CATALOG if i.backend == "jax" and i.runs_on("cpu")]
+
+
+def test_catalog_and_registry_agree():
+    jax_names = {i.name for i in catalog.CATALOG if i.backend == "jax" and "attention" in i.workloads}
+    assert jax_names == set(impls.REGISTRY)
+
+
+@pytest.mark.parametrize("impl,mode,causal,kv_heads", list(itertools.product(
+    CPU_IMPLS, ["fwd", "fwd_bwd"], [True, False], [4, 2])))
+def test_impl_matches_reference(impl, mode, causal, kv_heads):
+    params = dict(batch=1, num_heads=4, num_kv_heads=kv_heads, seq_len=128, head_dim=32,
+                  causal=causal, dtype="float32", mode=mode, block_q=64, block_k=128)
+    interpret = catalog.find("jax", impl).interpreted("cpu")
+    try:
+        result = run_attention_case(params, impl, PLAN, interpret, "cpu")
+    except CaseSkipped as e:
+        # Only a documented limitation may skip: kernels without GQA support.
+        assert kv_heads != 4 and impl in ("flash", "pallas_gpu"), f"unexpected skip: {e}"
+        assert "num_kv_heads == num_heads" in str(e)
+        return
+    f = result["fields"]
+    assert f["correct"], f"{impl} error {f['max_abs_err']} above {f['err_tol']}"
+    assert f["max_abs_err"] < 1e-4  # float32 on CPU: observed ~1e-6
+    assert f["n"] == 1 and len(result["samples"]) == 1
+
+
+def test_bfloat16_within_its_tolerance():
+    params = dict(batch=1, num_heads=2, seq_len=128, head_dim=64, causal=True, dtype="bfloat16", mode="fwd_bwd")
+    f = run_attention_case(params, "splash", PLAN, True, "cpu")["fields"]
+    assert f["correct"] and 1e-4 < f["max_abs_err"] <= f["err_tol"]  # bf16 error is visible, not zero
+
+
+def test_wrong_kernel_is_flagged(monkeypatch):
+    """A kernel that returns garbage must give correct=False, never a silent win."""
+    broken = impls.JaxAttentionImpl("naive", "bshd", lambda q, k, v, cfg: q * 0.5, impls._none)
+    monkeypatch.setitem(impls.REGISTRY, "naive", broken)
+    params = dict(batch=1, num_heads=2, seq_len=64, head_dim=32, dtype="float32")
+    f = run_attention_case(params, "naive", PLAN, False, "cpu")["fields"]
+    assert f["correct"] is False and f["max_abs_err"] > 0.1
+
+
+@pytest.mark.parametrize("impl", CPU_IMPLS)
+def test_causal_with_longer_kv(impl):
+    """Top-left aligned causal mask with kv_seq_len > seq_len: every impl must agree with the reference."""
+    params = dict(batch=1, num_heads=2, seq_len=128, kv_seq_len=256, head_dim=32, causal=True,
+                  dtype="float32", mode="fwd")
+    interpret = catalog.find("jax", impl).interpreted("cpu")
+    f = run_attention_case(params, impl, PLAN, interpret, "cpu")["fields"]
+    assert f["correct"], f"{impl}: {f['max_abs_err']}"
+
+
+def test_block_size_constraint_skips():
+    params = dict(batch=1, num_heads=2, seq_len=192, head_dim=32, dtype="float32", block_q=128, block_k=128)
+    with pytest.raises(CaseSkipped, match="seq_len % block_q"):
+        run_attention_case(params, "flash", PLAN, True, "cpu")

@@ -1,0 +1,140 @@
+"""Suite loading: matrix expansion, zipped keys, profiles, and a clear error for every kind of bad file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from xlabench import suite as suite_lib
+from xlabench.cli import main
+
+ROOT = Path(__file__).resolve().parent.parent
+
+BASE = """
+name: s
+workload: attention
+impls: [naive, flash]
+params: {num_heads: 4, head_dim: 64, batch: 1}
+matrix:
+  seq_len: [128, 256]
+  causal: [true, false]
+profiles:
+  cpu:
+    params: {seq_len: 64}
+    measure: {iters: 3}
+  tpu:
+    matrix:
+      "seq_len,batch": [[512, 8], [1024, 4], [2048, 2]]
+"""
+
+
+def test_matrix_expansion_is_cartesian(write_suite):
+    s = suite_lib.load(write_suite(BASE))
+    cases = s.cases("")
+    assert len(cases) == 2 * 2 * 2  # seq x causal x impls
+    combos = {(c.impl, c.params["seq_len"], c.params["causal"]) for c in cases}
+    assert len(combos) == 8
+    assert all(c.params["kv_seq_len"] == c.params["seq_len"] for c in cases)  # defaults made explicit
+    assert len({c.case_id for c in cases}) == 8
+
+
+def test_profile_params_replace_base_sweep(write_suite):
+    s = suite_lib.load(write_suite(BASE))
+    cases = s.cases("cpu")
+    assert {c.params["seq_len"] for c in cases} == {64}
+    assert len(cases) == 2 * 2  # causal x impls
+    assert all(c.measure.iters == 3 and c.measure.warmup == 2 for c in cases)  # merged, not replaced
+
+
+def test_zipped_matrix_keys(write_suite):
+    s = suite_lib.load(write_suite(BASE))
+    pairs = {(c.params["seq_len"], c.params["batch"]) for c in s.cases("tpu")}
+    assert pairs == {(512, 8), (1024, 4), (2048, 2)}
+
+
+def test_profile_pick(write_suite):
+    s = suite_lib.load(write_suite(BASE))
+    assert s.pick_profile("cpu") == "cpu"
+    assert s.pick_profile("gpu") == ""  # no gpu profile: the base suite
+    assert s.pick_profile("cpu", "tpu") == "tpu"  # --profile wins
+    assert s.pick_profile("cpu", "base") == ""
+    with pytest.raises(suite_lib.SuiteError, match="no profile 'v5e'"):
+        s.pick_profile("cpu", "v5e")
+
+
+def test_case_ids_stable_across_loads(write_suite):
+    a = [c.case_id for c in suite_lib.load(write_suite(BASE)).cases("cpu")]
+    b = [c.case_id for c in suite_lib.load(write_suite(BASE, "again.yaml")).cases("cpu")]
+    assert a == b
+
+
+BAD = {
+    "syntax": ("name: s\nworkload: attention\nimpls: [naive\nparams: {}\n", r"suite.yaml:\d+:\d+: YAML syntax error"),
+    "unknown_top_key": (BASE + "colour: blue\n", r"suite.yaml:\d+: colour: unknown key \(expected one of: name,"),
+    "unknown_param": (BASE.replace("head_dim: 64", "head_dims: 64"),
+                      r"suite.yaml:\d+: params.head_dims: unknown parameter 'head_dims' for workload 'attention'"),
+    "unknown_matrix_param": (BASE.replace("causal: [true, false]", "casual: [true, false]"),
+                             r"matrix.casual: unknown parameter 'casual'"),
+    "unknown_impl": (BASE.replace("[naive, flash]", "[naive, flsh]"),
+                     r"impls.1: unknown impl 'flsh' for workload 'attention' \(expected one of: naive"),
+    "heads_not_divisible": (BASE.replace("batch: 1}", "batch: 1, num_kv_heads: 3}"),
+                            r"num_heads \(4\) must be divisible by num_kv_heads \(3\)"),
+    "wrong_type": (BASE.replace("seq_len: [128, 256]", "seq_len: [128, long]"),
+                   r"invalid case in base suite \(seq_len=long.*seq_len: Input should be a valid integer"),
+    "empty_list": (BASE.replace("seq_len: [128, 256]", "seq_len: []"), r"matrix.seq_len is an empty list"),
+    "both_params_and_matrix": (BASE.replace("batch: 1}", "batch: 1, causal: true}"),
+                               r"'causal' is set twice"),
+    "bad_profile_key": (BASE.replace("measure: {iters: 3}", "measure: {iterations: 3}"),
+                        r"profiles.cpu.measure.iterations: unknown key"),
+    "bad_measure_value": (BASE + "measure: {iters: 0}\n", r"measure.iters: Input should be greater than or equal to 1"),
+    "unknown_workload": (BASE.replace("workload: attention", "workload: convolution"),
+                         r"workload: unknown workload 'convolution'"),
+    "zipped_wrong_arity": (BASE.replace("[[512, 8], [1024, 4], [2048, 2]]", "[[512, 8], [1024]]"),
+                           r"each value must be a list of 2 \(seq_len, batch\)"),
+    "not_a_mapping": ("- just\n- a list\n", r"expected a mapping of suite keys"),
+    "bad_profile_case": (BASE.replace("params: {seq_len: 64}", "params: {seq_len: 64, num_kv_heads: 5}"),
+                         r"invalid case in profile 'cpu'.*must be divisible"),
+    "missing_impls": (BASE.replace("impls: [naive, flash]\n", ""), r"impls: required key is missing"),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(BAD))
+def test_bad_suite_gives_clear_error_and_exit_2(write_suite, kind):
+    text, pattern = BAD[kind]
+    path = write_suite(text)
+    with pytest.raises(suite_lib.SuiteError, match=pattern):
+        suite_lib.load(path)
+    res = CliRunner().invoke(main, ["validate", str(path)])
+    assert res.exit_code == 2, res.output
+    assert "Traceback" not in res.output
+    assert str(path) in res.output
+
+
+def test_error_names_the_line(write_suite):
+    text = BASE.replace("head_dim: 64", "head_dims: 64")
+    path = write_suite(text)
+    with pytest.raises(suite_lib.SuiteError) as e:
+        suite_lib.load(path)
+    line = next(i for i, ln in enumerate(path.read_text().splitlines(), 1) if "head_dims" in ln)
+    assert f"suite.yaml:{line}:" in str(e.value)
+
+
+def test_missing_file(tmp_path):
+    res = CliRunner().invoke(main, ["validate", str(tmp_path / "nope.yaml")])
+    assert res.exit_code == 2 and "no such file" in res.output
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "suites").glob("*.yaml")), ids=lambda p: p.name)
+def test_shipped_suites_validate(path):
+    s = suite_lib.load(path)
+    for name in [""] + s.profile_names():
+        assert s.cases(name), f"{path.name} profile {name or 'base'} expands to no cases"
+    assert "cpu" in s.profile_names()
+
+
+def test_validate_prints_counts_per_profile(write_suite):
+    res = CliRunner().invoke(main, ["validate", str(write_suite(BASE))])
+    assert res.exit_code == 0, res.output
+    assert "base: 8" in res.output and "cpu: 4" in res.output and "tpu: 12" in res.output
