@@ -187,10 +187,20 @@ def _summary(rows: list[dict[str, Any]], cases: list[suite_lib.Case]) -> Table:
 @click.option("--timeout", "timeout_s", default=None, type=float, help="Per-case limit in seconds (overrides the suite's measure.timeout_s).")
 @click.option("--peak-tflops", default=None, type=float, help="Per-device peak TFLOP/s for MFU (overrides the table).")
 @click.option("--impl", "only_impls", multiple=True, help="Run only these impls (repeatable).")
+@click.option("--shard", "shard_spec", default=None, metavar="I/N",
+              help="Run only shard I of N (0-based): a deterministic, cost-balanced split for fanning a suite out "
+                   "over machines; combine the pieces with `xlabench merge`.")
 def run(suite_file: str, profile: Optional[str], out_dir: str, resume_csv: Optional[str],
-        timeout_s: Optional[float], peak_tflops: Optional[float], only_impls: tuple[str, ...]) -> None:
+        timeout_s: Optional[float], peak_tflops: Optional[float], only_impls: tuple[str, ...],
+        shard_spec: Optional[str]) -> None:
     """Run a suite: one row per case in results/<suite>/<run-id>.csv, written as each case ends."""
+    from xlabench import shard
+
     s = _load_suite(suite_file)
+    try:
+        shard_of = shard.parse_shard(shard_spec) if shard_spec is not None else None
+    except ValueError as e:
+        raise BadInput(str(e)) from None
     if peak_tflops is not None and peak_tflops <= 0:
         raise BadInput(f"--peak-tflops must be > 0, got {peak_tflops}")
     done: set[str] = set()
@@ -226,9 +236,11 @@ def run(suite_file: str, profile: Optional[str], out_dir: str, resume_csv: Optio
             raise BadInput(f"--impl {', '.join(sorted(unknown))}: not in this suite (impls: "
                            f"{', '.join(sorted({c.impl for c in cases}))})")
         cases = [c for c in cases if c.impl in only_impls]
+    if shard_of is not None:
+        cases = shard.select(cases, *shard_of)
     todo = [c for c in cases if c.case_id not in done]
     ctx = runner.RunContext(run_id=run_id, platform=platform, peak_override=peak_tflops, timeout_override=timeout_s)
-    meta = {"run_id": run_id, "suite": s.name, "suite_file": str(s.path), "profile": prof,
+    meta = {"run_id": run_id, "suite": s.name, "shard": shard_spec, "suite_file": str(s.path), "profile": prof,
             "workload": s.spec.workload, "command": sys.argv, "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "env": first.env, "git_sha": ctx.git_sha, "hostname": ctx.hostname, "schema_version": results.SCHEMA_VERSION,
             "suite_spec": s.spec.model_dump(mode="json")}
@@ -265,6 +277,20 @@ def run(suite_file: str, profile: Optional[str], out_dir: str, resume_csv: Optio
     console.print(f"results: {files.csv}")
     if failed or wrong:
         sys.exit(1)
+
+
+@main.command()
+@click.argument("csv_files", nargs=-1, required=True, type=click.Path())
+@click.option("-o", "--output", required=True, type=click.Path(), help="Merged CSV to write (samples beside it).")
+def merge(csv_files: tuple[str, ...], output: str) -> None:
+    """Combine the result CSVs of one suite run in shards (`run --shard I/N`) into one file."""
+    from xlabench.merge import MergeError, merge as merge_files
+
+    try:
+        n = merge_files([Path(p) for p in csv_files], Path(output))
+    except (MergeError, results.ResultsFileError) as e:
+        raise BadInput(str(e)) from None
+    console.print(f"merged {len(csv_files)} file(s), {n} rows -> {output}")
 
 
 if __name__ == "__main__":
