@@ -250,5 +250,10 @@ def run(suite_file: str, profile: Optional[str], out_dir: str, resume_csv: Optio
         sys.exit(1)
 
 
+# Commands defined in their own modules (imported here, after main exists, to avoid circular imports).
+from xlabench import cli_plot  # noqa: E402
+
+main.add_command(cli_plot.plot); main.add_command(cli_plot.report)  # noqa: E702
+
 if __name__ == "__main__":
     main()
