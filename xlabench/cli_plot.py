@@ -27,6 +27,8 @@ def _bad(message: str) -> click.ClickException:
 
 def _inputs(paths: tuple[str, ...], results_dir: str) -> list[Path]:
     """CSV files as given; a folder (or nothing: the results folder) means its newest run per suite."""
+    if not paths and not Path(results_dir).is_dir():
+        raise _bad(f"{results_dir}: no such folder (pass CSV files, or run `xlabench run SUITE.yaml` first)")
     files: list[Path] = []
     for raw in paths or (results_dir,):
         p = Path(raw)
