@@ -18,7 +18,6 @@ import pandas as pd
 from matplotlib.artist import Artist
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
-from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from matplotlib.ticker import FixedLocator, NullLocator
 
@@ -104,7 +103,8 @@ def _panels(n: int, ncols: int, width: float = 3.9, height: float = 3.0) -> tupl
     return fig, axes[:n]
 
 
-def _finish(chart: Chart, rows: pd.DataFrame, what: str, gaps: int = 0) -> Chart:
+def _finish(chart: Chart, rows: pd.DataFrame, what: str, gaps: int = 0,
+            gap_reason: str = "failed, skipped or wrong") -> Chart:
     """Title, one legend for the figure, and a footnote for gaps and other notes."""
     fig = chart.figure
     fig.suptitle(cd.title(rows, what), fontsize=11)
@@ -117,7 +117,7 @@ def _finish(chart: Chart, rows: pd.DataFrame, what: str, gaps: int = 0) -> Chart
         fig.legend(list(handles.values()), list(handles), loc="outside right center", fontsize=9,
                    frameon=False)
     if gaps:
-        chart.notes.insert(0, f"{gaps} point(s) failed, skipped or wrong: left as gaps (see xlabench report)")
+        chart.notes.insert(0, f"{gaps} point(s) {gap_reason}: left as gaps (see xlabench report)")
     if chart.notes:
         fig.supxlabel("\n".join(chart.notes), fontsize=8, color="#444444")
     return chart
@@ -210,7 +210,7 @@ def _line_chart(kind: str, rows: pd.DataFrame, *, x: str, y: pd.Series, panel_ke
                 first: Sequence[str], colour_by: str, dash_by: Optional[str], ncols: int,
                 xlabel: str, ylabel: str, what: str, x_values: Optional[pd.Series] = None,
                 util: Optional[tuple[str, str, str]] = None, hline: Optional[tuple[float, str, str]] = None,
-                x_labels: Optional[dict[float, str]] = None) -> Chart:
+                x_labels: Optional[dict[float, str]] = None, gap_reason: str = "failed, skipped or wrong") -> Chart:
     """The shared shape of the line charts: facets, one line per series, NaN gaps, markers, styles.
 
     x_values overrides the plotted x (paged specs placed by their mean length); y holds the figure
@@ -245,7 +245,7 @@ def _line_chart(kind: str, rows: pd.DataFrame, *, x: str, y: pd.Series, panel_ke
         ax.set_xlabel(xlabel)
         ax.set_ylabel(ylabel)
         ax.grid(True, alpha=0.3)
-    return _finish(chart, rows, what, gaps)
+    return _finish(chart, rows, what, gaps, gap_reason)
 
 
 # ----------------------------------------------------------------------------------------- chart kinds
@@ -281,7 +281,8 @@ def attention_speedup(df: pd.DataFrame) -> Chart:
                        colour_by="impl", dash_by="impl", ncols=len(cd.distinct(rows["mode"])) or 1,
                        xlabel="sequence length", ylabel=f"speedup over {cd.BASELINE_IMPL} (x)",
                        what=f"Attention speedup over {cd.BASELINE_IMPL}",
-                       hline=(1.0, cd.BASELINE_IMPL, f"{cd.BASELINE_IMPL} = 1"))
+                       hline=(1.0, cd.BASELINE_IMPL, f"{cd.BASELINE_IMPL} = 1"),
+                       gap_reason=f"failed, skipped, wrong or without a usable {cd.BASELINE_IMPL} row")
 
 
 def paged_bandwidth(df: pd.DataFrame) -> Chart:
@@ -310,6 +311,18 @@ def pick_batch(p: pd.DataFrame, modes: Sequence[Any]) -> float:
     return max(common) if common else float(p["global_batch"].astype(float).max())
 
 
+def _label_bars(ax: Axes, drawn: list[tuple[Any, np.ndarray]]) -> None:
+    """Value labels in %: inside the top of tall bars (clear of the step-time diamonds), above short ones."""
+    top = max((float(np.nanmax(v)) for _, v in drawn if np.isfinite(v).any()), default=1.0) * 1.12
+    ax.set_ylim(0, top)
+    for bars, vals in drawn:
+        tall = [np.isfinite(v) and v >= 0.2 * top for v in vals]
+        ax.bar_label(bars, labels=[f"{v:.1f}%" if t else "" for v, t in zip(vals, tall)], padding=-12,
+                     color="white", fontsize=8, fontweight="bold")
+        ax.bar_label(bars, labels=[f"{v:.1f}%" if np.isfinite(v) and not t else "" for v, t in zip(vals, tall)],
+                     padding=2, fontsize=8)
+
+
 def sharding_bars(df: pd.DataFrame, global_batch: Optional[float] = None) -> Chart:
     """Train rows at one global batch: MFU bars per sharding mode (hatch per impl), step time on the right."""
     rows = _rows(df, "train", ["global_batch"])
@@ -332,6 +345,7 @@ def sharding_bars(df: pd.DataFrame, global_batch: Optional[float] = None) -> Cha
         series = _series(at, ["impl"], extras, orders)
         width = 0.8 / max(len(series), 1)
         ax2 = ax.twinx()
+        drawn = []
         for i, (values, s) in enumerate(series):
             pos = np.arange(len(modes)) + (i - (len(series) - 1) / 2) * width
             by_mode = {str(m): s[cd.text(s["sharding"]) == str(m)] for m in modes}
@@ -341,7 +355,7 @@ def sharding_bars(df: pd.DataFrame, global_batch: Optional[float] = None) -> Cha
             hatch = style(values["impl"]).hatch if len(series) > 1 else ""
             bars = ax.bar(pos, mfu, width * 0.92, color=[style(m).colour for m in modes], hatch=hatch,
                           edgecolor="white", linewidth=0.5)
-            ax.bar_label(bars, labels=[f"{v:.1f}%" if np.isfinite(v) else "" for v in mfu], fontsize=8, padding=2)
+            drawn.append((bars, mfu))
             for x, v, r in zip(pos, mfu, by_mode.values()):
                 if len(r) and not np.isfinite(v):  # a row that is not usable: say why at the foot
                     gaps += 1
@@ -354,8 +368,8 @@ def sharding_bars(df: pd.DataFrame, global_batch: Optional[float] = None) -> Cha
             # Bars are coloured by mode (the tick labels name it): the legend shows the impl's hatch.
             chart.proxies.append(Patch(facecolor="white", edgecolor="#333333", hatch=hatch, label=f"MFU: {lab}"))
         ax.set_xticks(np.arange(len(modes)), [str(m) for m in modes])
-        ax.set_ylim(bottom=0, top=max(ax.get_ylim()[1] * 1.15, 1e-9))
-        ax2.set_ylim(bottom=0)
+        _label_bars(ax, drawn)
+        ax2.set_ylim(bottom=0, top=max(ax2.get_ylim()[1] * 1.2, 1e-9))  # diamonds clear of the frame
         ax.set_ylabel("MFU (%)")
         ax2.set_ylabel("step time (s)")
         ax.set_xlabel("sharding mode")

@@ -17,7 +17,7 @@ from xlabench import chartdata as cd
 
 
 @dataclass(frozen=True)
-class Figure:
+class SummaryFigure:
     header: str
     column: str
     scale: float
@@ -25,10 +25,10 @@ class Figure:
 
 
 # What a workload's summary shows beside the time (one place, so the tables of every suite agree).
-FIGURES: dict[str, list[Figure]] = {
-    "attention": [Figure("TFLOP/s", "tflops_per_s", 1, ".4g"), Figure("MFU %", "mfu", 100, ".2f")],
-    "train": [Figure("tokens/s", "tokens_per_s", 1, ".4g"), Figure("MFU %", "mfu", 100, ".2f")],
-    "paged_attention": [Figure("GB/s", "gbytes_per_s", 1, ".4g"), Figure("MBU %", "mbu", 100, ".2f")],
+FIGURES: dict[str, list[SummaryFigure]] = {
+    "attention": [SummaryFigure("TFLOP/s", "tflops_per_s", 1, ".4g"), SummaryFigure("MFU %", "mfu", 100, ".2f")],
+    "train": [SummaryFigure("tokens/s", "tokens_per_s", 1, ".4g"), SummaryFigure("MFU %", "mfu", 100, ".2f")],
+    "paged_attention": [SummaryFigure("GB/s", "gbytes_per_s", 1, ".4g"), SummaryFigure("MBU %", "mbu", 100, ".2f")],
 }
 _DEFAULT_FIGURES = FIGURES["attention"]
 _REASON_CHARS = 300
