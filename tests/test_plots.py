@@ -206,7 +206,10 @@ def test_other_backend_splits_attention_series(attention):
     chart = plots.attention_tflops(pd.concat([attention, other], ignore_index=True))
     labels = {lab for p, lab in chart.artists if p == "causal · fwd"}
     assert len(labels) == 10
-    assert "naive · backend=torch_xla · framework_version=torch_xla 2.9.0" in labels
+    assert "naive · backend=torch_xla" in labels  # framework_version follows backend: not repeated
+    runs = attention.assign(run_id="20261203-000000-beef")
+    labels = {lab for p, lab in plots.attention_tflops(pd.concat([attention, runs])).artists if p == "causal · fwd"}
+    assert "flash · run_id=20261203-000000-beef (interpret)" in labels and len(labels) == 10
 
 
 # ---------------------------------------------------------------------------------------------- paged
@@ -249,6 +252,11 @@ def test_colours_are_stable_across_charts_and_names(attention):
     assert a.get_color() == s.get_color() == plots.STYLES["flash"].colour
     assert plots.style("some_new_kernel") == plots.style("some_new_kernel")
     assert plots.style("some_new_kernel").colour not in {plots.STYLES[k].colour for k in ("naive",)}
+
+
+def test_a_chart_without_its_figure_is_no_data(train):
+    with pytest.raises(plots.NoData, match="train rows have no mfu values"):
+        plots.mfu_vs_batch(train.assign(mfu=np.nan))
 
 
 def test_kinds_follow_the_workloads(train, attention, paged):

@@ -111,12 +111,16 @@ def split_keys(df: pd.DataFrame, x: str, fixed: Sequence[str]) -> list[str]:
     """Describing columns that take several values at one x within a group of `fixed` values.
 
     These must split a series, or one line would zig-zag between cases. Columns that move with x
-    (attention's batch, zipped with seq_len) or with a fixed key (a sharding mode's mesh) do not.
+    (attention's batch, zipped with seq_len) or with a fixed key (a sharding mode's mesh) do not, nor
+    does one that follows a column already chosen (framework_version follows backend).
     """
-    group = list(fixed) + [x]
     keyed = text(df[[c for c in DESCRIBING if c in df]])
-    return [c for c in DESCRIBING
-            if c in df and c not in group and keyed.groupby(group)[c].nunique().max() > 1]
+    chosen: list[str] = []
+    for c in DESCRIBING:
+        group = list(fixed) + [x] + chosen
+        if c in df and c not in group and keyed.groupby(group)[c].nunique().max() > 1:
+            chosen.append(c)
+    return chosen
 
 
 def sort_order(values: Iterable[Any], canonical: Sequence[Any]) -> list[Any]:
@@ -135,6 +139,8 @@ def fmt_value(column: str, value: Any) -> str:
     """A case parameter as a short label: causal True -> 'causal', 2048.0 -> '2048'."""
     if column == "causal":
         return {True: "causal", False: "non-causal"}.get(value, str(value))
+    if isinstance(value, float) and np.isnan(value):
+        return "-"
     if isinstance(value, float) and value.is_integer():
         return str(int(value))
     return str(value)

@@ -196,7 +196,8 @@ def _facets(rows: pd.DataFrame, keys: Sequence[str], orders: dict[str, Sequence[
 
 
 def _rows(df: pd.DataFrame, workload: str, need: Sequence[str]) -> pd.DataFrame:
-    rows = df[df["workload"] == workload]
+    """The rows of a workload, or NoData when there are none or a column the chart needs is empty."""
+    rows = df[df["workload"] == workload].reset_index(drop=True)  # unique index: y series align by it
     if rows.empty:
         raise NoData(f"no {workload} rows")
     for c in need:
@@ -253,7 +254,7 @@ def _line_chart(kind: str, rows: pd.DataFrame, *, x: str, y: pd.Series, panel_ke
 
 def mfu_vs_batch(df: pd.DataFrame) -> Chart:
     """Train rows: MFU (%) vs global batch, a line per sharding mode (colour) and attention impl (dash)."""
-    rows = _rows(df, "train", ["global_batch"])
+    rows = _rows(df, "train", ["global_batch", "mfu"])
     return _line_chart("mfu_batch", rows, x="global_batch", y=cd.metric(rows, "mfu", 100),
                        panel_keys=["backend", "device_kind", "model"], first=["sharding", "impl"],
                        colour_by="sharding", dash_by="impl", ncols=2, xlabel="global batch (sequences)",
@@ -262,7 +263,7 @@ def mfu_vs_batch(df: pd.DataFrame) -> Chart:
 
 def attention_tflops(df: pd.DataFrame) -> Chart:
     """Attention rows: TFLOP/s vs sequence length per impl, MFU on the right axis, by mode and causal."""
-    rows = _rows(df, "attention", ["seq_len"])
+    rows = _rows(df, "attention", ["seq_len", "tflops_per_s"])
     return _line_chart("attention", rows, x="seq_len", y=cd.metric(rows, "tflops_per_s"),
                        panel_keys=["causal", "mode"], first=["impl"], colour_by="impl", dash_by="impl",
                        ncols=len(cd.distinct(rows["mode"])) or 1, xlabel="sequence length",
@@ -272,7 +273,7 @@ def attention_tflops(df: pd.DataFrame) -> Chart:
 
 def attention_speedup(df: pd.DataFrame) -> Chart:
     """Attention rows: speedup of every impl over naive for the same shape, by mode and causal."""
-    rows = _rows(df, "attention", ["seq_len"])
+    rows = _rows(df, "attention", ["seq_len", "median_s"])
     speed = cd.speedup_over_baseline(rows)
     others = rows[rows["impl"] != cd.BASELINE_IMPL]
     if speed.dropna().empty or others.empty:
@@ -291,7 +292,7 @@ def paged_bandwidth(df: pd.DataFrame) -> Chart:
     context_lens is a distribution spec; a spec that is not a plain number is placed at its mean
     length and ticked with the spec itself.
     """
-    rows = _rows(df, "paged_attention", ["batch"])
+    rows = _rows(df, "paged_attention", ["batch", "gbytes_per_s"])
     specs = cd.distinct(rows["context_lens"])
     numeric = pd.to_numeric(rows["context_lens"], errors="coerce")
     plain = bool(numeric.notna().all())
@@ -325,7 +326,7 @@ def _label_bars(ax: Axes, drawn: list[tuple[Any, np.ndarray]]) -> None:
 
 def sharding_bars(df: pd.DataFrame, global_batch: Optional[float] = None) -> Chart:
     """Train rows at one global batch: MFU bars per sharding mode (hatch per impl), step time on the right."""
-    rows = _rows(df, "train", ["global_batch"])
+    rows = _rows(df, "train", ["global_batch", "mfu"])
     if global_batch is not None and not (rows["global_batch"].astype(float) == float(global_batch)).any():
         have = ", ".join(cd.fmt_value("", b) for b in sorted(set(rows["global_batch"].astype(float))))
         raise NoData(f"no train rows at global batch {cd.fmt_value('', float(global_batch))} (have: {have})")

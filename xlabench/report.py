@@ -77,6 +77,7 @@ def shape_columns(rows: pd.DataFrame) -> list[str]:
 
 def summary(rows: pd.DataFrame) -> str:
     """Best impl per shape (fastest usable row), its figures, and its speedup over the naive baseline."""
+    rows = rows.reset_index(drop=True)  # unique index: best.name finds its speedup
     workload = str(rows["workload"].iloc[0])
     figures = FIGURES.get(workload, _DEFAULT_FIGURES)
     shape = shape_columns(rows)
