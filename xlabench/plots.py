@@ -96,6 +96,8 @@ class Chart:
 def _panels(n: int, ncols: int, width: float = 3.9, height: float = 3.0) -> tuple[Figure, list[Axes]]:
     ncols = max(1, min(ncols, n))
     nrows = -(-n // ncols)
+    if ncols == 1:  # a lone panel (the README's main chart) gets room for its x axis
+        width = max(width, 5.6)
     fig = Figure(figsize=(width * ncols + 1.8, height * nrows + 1.2), layout="constrained")
     axes = fig.subplots(nrows, ncols, squeeze=False).ravel().tolist()
     for ax in axes[n:]:
