@@ -294,4 +294,13 @@ def merge(csv_files: tuple[str, ...], output: str) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    # Run as a script: hand over to the real module, so command modules register on one `main`.
+    import runpy
+
+    runpy.run_module("xlabench", run_name="__main__")
+else:
+    # Commands defined in their own modules, imported after `main` and BadInput exist.
+    from xlabench import cli_plot
+
+    main.add_command(cli_plot.plot)
+    main.add_command(cli_plot.report)
