@@ -47,7 +47,7 @@ CATALOG: tuple[ImplInfo, ...] = (
     ImplInfo("paged", "jax", _PAGED, ("tpu",), ("cpu",),
              "Pallas TPU paged_attention (jax.experimental.pallas.ops.tpu.paged_attention); K/V cast to bf16"),
     ImplInfo("ragged_paged", "jax", _PAGED, ("tpu",), ("cpu",),
-             "Pallas TPU ragged_paged_attention (mixed prefill/decode); fails in the CPU interpreters: skipped"),
+             "Pallas TPU ragged_paged_attention (mixed prefill/decode); on CPU tried in the interpreter, fails: skipped"),
     ImplInfo("paged_gpu", "jax", _PAGED, ("gpu",), ("cpu",),
              "Pallas Triton paged_attention (jax.experimental.pallas.ops.gpu.paged_attention)"),
 )

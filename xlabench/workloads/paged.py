@@ -29,7 +29,6 @@ LENGTHS_SEED = 0  # context lengths are drawn from this seed: a case has the sam
 INPUTS_SEED = 1  # page assignment and data
 ITEMSIZE = {"bfloat16": 2, "float32": 4}
 assert set(ITEMSIZE) == set(DTYPES)
-MEGACORE_MODES = ("kv_head", "batch")
 
 _FIXED = re.compile(r"^\s*(\d+)\s*$")
 _UNIFORM = re.compile(r"^\s*uniform\s*:\s*(\d+)\s*\.\.\s*(\d+)\s*$")

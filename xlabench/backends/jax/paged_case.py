@@ -10,7 +10,7 @@ import jax.numpy as jnp
 
 from xlabench.backends.jax import paged_impls as impls
 from xlabench.backends.jax.attention_impls import default_scale
-from xlabench.backends.jax.common import compile_timed, max_normalised_error, measure, peak_memory
+from xlabench.backends.jax.common import case_result, compile_timed, max_normalised_error, measure, peak_memory
 from xlabench.harness import TimingPlan
 from xlabench.workloads.paged import PagedParams, make_inputs, reference
 from xlabench.worker_api import CaseSkipped
@@ -62,7 +62,7 @@ def run_paged_case(params: dict[str, Any], impl: str, plan: TimingPlan, interpre
     except Exception as e:
         if interpret and im.interpreter_broken:
             first = str(e).strip().splitlines()[0] if str(e).strip() else ""
-            raise CaseSkipped(f"{im.interpreter_broken}; here: {type(e).__name__}: {first}"[:600]) from None
+            raise CaseSkipped(f"{im.interpreter_broken}: {type(e).__name__}: {first}"[:600]) from None
         raise
     mem, mem_note = peak_memory(compiled, device)
     del args
@@ -72,21 +72,6 @@ def run_paged_case(params: dict[str, Any], impl: str, plan: TimingPlan, interpre
     notes = [mem_note]
     if im.kv_round:
         notes.append(f"reference with K/V rounded to {im.kv_round} (the kernel casts them)")
-    return {
-        "fields": {
-            **stats,
-            "lower_s": lower_s,
-            "compile_s": compile_s,
-            "warmup": plan.warmup,
-            "flops": p.flops(),
-            "kernel_flops": p.flops(),
-            "bytes": p.bytes(),
-            "tokens_per_s": p.batch * p.q_tokens / stats["median_s"],
-            "peak_memory_bytes": mem,
-            "max_abs_err": err,
-            "err_tol": p.err_tol(),
-            "correct": bool(err <= p.err_tol()),
-            "notes": "; ".join(notes),
-        },
-        "samples": samples,
-    }
+    return case_result(stats, samples, plan, lower_s, compile_s, mem, err, p.err_tol(), "; ".join(notes),
+                       flops=p.flops(), kernel_flops=p.flops(), bytes=p.bytes(),
+                       tokens_per_s=p.batch * p.q_tokens / stats["median_s"])

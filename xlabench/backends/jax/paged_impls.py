@@ -199,8 +199,7 @@ def _paged_gpu_unsupported(p: PagedParams, platform: str, device_kind: str) -> O
     return _one_query_token("Pallas GPU paged_attention", p) or _megacore_only_paged(p)
 
 
-_RAGGED_CPU = ("ragged_paged_attention does not run in the CPU Pallas interpreter "
-               f"(jax {jax.__version__}); it runs on TPU")
+_RAGGED_CPU = f"ragged_paged_attention does not run in the CPU Pallas interpreter of jax {jax.__version__} (on TPU it does)"
 
 REGISTRY: dict[str, JaxPagedImpl] = {
     "naive": JaxPagedImpl("naive", _shared, naive, _naive_unsupported),
