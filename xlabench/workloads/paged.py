@@ -239,10 +239,9 @@ def reference(inputs: dict[str, np.ndarray], page_size: int, kv_round: Optional[
     TPU paged kernel casts its K/V pages to bfloat16 whatever their dtype).
     """
     q, k_pages, v_pages = inputs["q"], inputs["k_pages"], inputs["v_pages"]
-    if kv_round == "bfloat16":
-        k_pages, v_pages = round_to_bfloat16(k_pages), round_to_bfloat16(v_pages)
-    elif kv_round is not None:
+    if kv_round not in (None, "bfloat16"):
         raise ValueError(f"kv_round: expected None or 'bfloat16', got {kv_round!r}")
+    rounded = round_to_bfloat16 if kv_round else np.asarray  # per sequence: never a copy of the whole cache
     b, nq, hq, d = q.shape
     hkv = k_pages.shape[0]
     out = np.empty(q.shape, np.float32)
@@ -250,8 +249,8 @@ def reference(inputs: dict[str, np.ndarray], page_size: int, kv_round: Optional[
     for i in range(b):
         n = int(inputs["lengths"][i])
         pages = inputs["page_table"][i, : -(-n // page_size)]
-        k = k_pages[:, pages].reshape(hkv, -1, d)[:, :n].astype(np.float64)  # [Hkv, L, D]
-        v = v_pages[:, pages].reshape(hkv, -1, d)[:, :n].astype(np.float64)
+        k = rounded(k_pages[:, pages].reshape(hkv, -1, d)[:, :n]).astype(np.float64)  # [Hkv, L, D]
+        v = rounded(v_pages[:, pages].reshape(hkv, -1, d)[:, :n]).astype(np.float64)
         g = hq // hkv
         qi = q[i].astype(np.float64).reshape(nq, hkv, g, d).transpose(1, 0, 2, 3).reshape(hkv, nq * g, d)
         logits = (qi @ k.transpose(0, 2, 1)) * scale  # [Hkv, nq*g, L]: batched BLAS matmul
