@@ -161,8 +161,10 @@ def _fmt(v: Any, spec: str, scale: float = 1.0) -> str:
 
 def _summary(rows: list[dict[str, Any]], cases: list[suite_lib.Case]) -> Table:
     cols = [k for k in _varying(cases) if k not in ("impl",)]
+    bandwidth = any(r.get("bytes") for r in rows)  # memory-bound workloads: show GB/s and MBU too
     t = Table(title="summary")
-    for col in ["backend", "impl"] + cols + ["status", "median ms", "TFLOP/s", "MFU %", "err", "note"]:
+    for col in (["backend", "impl"] + cols + ["status", "median ms", "TFLOP/s", "MFU %"]
+                + (["GB/s", "MBU %"] if bandwidth else []) + ["err", "note"]):
         t.add_column(col, overflow="fold")
     for r in rows:
         status = r["status"]
@@ -174,7 +176,9 @@ def _summary(rows: list[dict[str, Any]], cases: list[suite_lib.Case]) -> Table:
             note = "interpret"
         t.add_row(r["backend"], r["impl"], *[str(r.get(k, "")) for k in cols], f"[{style}]{status}[/]",
                   _fmt(r.get("median_s"), ".3f", 1e3), _fmt(r.get("tflops_per_s"), ".4g"),
-                  _fmt(r.get("mfu"), ".2f", 100), _fmt(r.get("max_abs_err"), ".1e"), note[:80])
+                  _fmt(r.get("mfu"), ".2f", 100),
+                  *([_fmt(r.get("gbytes_per_s"), ".4g"), _fmt(r.get("mbu"), ".2f", 100)] if bandwidth else []),
+                  _fmt(r.get("max_abs_err"), ".1e"), note[:80])
     return t
 
 

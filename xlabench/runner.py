@@ -228,14 +228,14 @@ def base_row(case: Case, ctx: RunContext) -> dict[str, Any]:
         "platform": ctx.platform, "warmup": case.measure.warmup,
     }
     row.update({k: v for k, v in case.params.items() if k in results.CASE_COLUMN_NAMES})
-    info = catalog.find(case.backend, case.impl)
+    info = catalog.find(case.backend, case.impl, case.workload)
     row["interpret"] = bool(info and info.interpreted(ctx.platform))
     return row
 
 
 def plan_skip(case: Case, platform: str) -> Optional[str]:
     """Why a case cannot run on this platform at all (decided without a worker), or None."""
-    info = catalog.find(case.backend, case.impl)
+    info = catalog.find(case.backend, case.impl, case.workload)
     if info is None:
         return f"impl {case.impl!r} does not exist for backend {case.backend!r}"
     if not info.runs_on(platform):
