@@ -194,17 +194,29 @@ def _summary(rows: list[dict[str, Any]], cases: list[suite_lib.Case]) -> Table:
 @click.option("--shard", "shard_spec", default=None, metavar="I/N",
               help="Run only shard I of N (0-based): a deterministic, cost-balanced split for fanning a suite out "
                    "over machines; combine the pieces with `xlabench merge`.")
+@click.option("--coordinator", default=None, metavar="HOST:PORT",
+              help="Multi-host run: address of process 0's coordinator (with --num-processes, --process-id). "
+                   "Without these, a SLURM or multi-host TPU launch is detected from the environment.")
+@click.option("--num-processes", type=int, default=None, help="Multi-host run: number of processes.")
+@click.option("--process-id", type=int, default=None, help="Multi-host run: this process's index (0 writes the CSV).")
+@click.option("--local-devices", type=int, default=None,
+              help="Virtual CPU devices per process (CPU only; default: the case's device count).")
+@click.option("--init-timeout", type=int, default=120, show_default=True,
+              help="Seconds to wait for all processes to join a multi-host run before failing.")
 def run(suite_file: str, profile: Optional[str], out_dir: str, resume_csv: Optional[str],
         timeout_s: Optional[float], peak_tflops: Optional[float], only_impls: tuple[str, ...],
-        shard_spec: Optional[str]) -> None:
+        shard_spec: Optional[str], coordinator: Optional[str], num_processes: Optional[int],
+        process_id: Optional[int], local_devices: Optional[int], init_timeout: int) -> None:
     """Run a suite: one row per case in results/<suite>/<run-id>.csv, written as each case ends."""
-    from xlabench import shard
+    from xlabench import distributed, shard
 
     s = _load_suite(suite_file)
     try:
         shard_of = shard.parse_shard(shard_spec) if shard_spec is not None else None
+        dist = distributed.from_options(coordinator, num_processes, process_id, init_timeout)
     except ValueError as e:
         raise BadInput(str(e)) from None
+    primary = dist is None or dist.is_primary
     if peak_tflops is not None and peak_tflops <= 0:
         raise BadInput(f"--peak-tflops must be > 0, got {peak_tflops}")
     done: set[str] = set()
@@ -224,12 +236,15 @@ def run(suite_file: str, profile: Optional[str], out_dir: str, resume_csv: Optio
         run_id = runner.new_run_id()
         files = results.RunFiles(Path(out_dir) / s.name / f"{run_id}.csv")
     files.csv.parent.mkdir(parents=True, exist_ok=True)
-    pool = runner.WorkerPool(files.log)
+    log = files.log if primary else files.log.with_name(f"{files.csv.stem}.p{dist.process_id}.log")
+    pool = runner.WorkerPool(log, dist=dist, local_devices=local_devices)
     started = time.time()
     try:
         first = pool.get(s.spec.backends[0], 1)
     except runner.WorkerError as e:
-        raise click.ClickException(str(e)) from None
+        if dist is None:
+            raise click.ClickException(str(e)) from None
+        _fail_all(s, profile, files, run_id, f"multi-host start failed: {e}", primary)
     platform = first.env["platform"]
     prof = s.pick_profile(platform, profile)
     cases = s.cases(prof)
@@ -248,7 +263,8 @@ def run(suite_file: str, profile: Optional[str], out_dir: str, resume_csv: Optio
             "workload": s.spec.workload, "command": sys.argv, "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "env": first.env, "git_sha": ctx.git_sha, "hostname": ctx.hostname, "schema_version": results.SCHEMA_VERSION,
             "suite_spec": s.spec.model_dump(mode="json")}
-    results.write_meta(files, meta)
+    if primary:
+        results.write_meta(files, meta)
     console.print(f"suite [bold]{s.name}[/] profile [bold]{prof or 'base'}[/] on {platform} "
                   f"({first.env['device_kind']}, {first.env['framework_version']}): {len(todo)} case(s)"
                   + (f", {len(done)} already done" if done else ""))
@@ -256,7 +272,7 @@ def run(suite_file: str, profile: Optional[str], out_dir: str, resume_csv: Optio
         console.print("[dim]CPU: Pallas kernels run in interpret mode; their rows say interpret=true "
                       "(a pipeline check, not kernel speed)[/]")
     rows: list[dict[str, Any]] = []
-    with results.RowWriter(files) as writer, Progress(
+    with (results.RowWriter(files) if primary else results.NullWriter()) as writer, Progress(
             TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
             TextColumn("eta"), TimeRemainingColumn(), console=console, transient=True) as progress:
         task = progress.add_task(s.name, total=len(todo))
@@ -278,9 +294,24 @@ def run(suite_file: str, profile: Optional[str], out_dir: str, resume_csv: Optio
     counts = {st: sum(r["status"] == st for r in rows) for st in results.STATUSES}
     console.print(f"{counts['ok']} ok, {counts['failed']} failed, {counts['skipped']} skipped "
                   f"in {time.time() - started:.1f}s" + (f"; {len(wrong)} WRONG RESULT(S)" if wrong else ""))
-    console.print(f"results: {files.csv}")
+    console.print(f"results: {files.csv}" if primary else
+                  f"process {dist.process_id}: results are written by process 0")
     if failed or wrong:
         sys.exit(1)
+
+
+def _fail_all(s: suite_lib.Suite, profile: Optional[str], files: results.RunFiles, run_id: str, error: str,
+              primary: bool) -> None:
+    """A run that cannot start its workers (e.g. a multi-host peer or coordinator is unreachable):
+    every case gets a failed row naming the cause, then exit 1."""
+    prof = s.pick_profile(None, profile) if profile is not None else ""
+    ctx = runner.RunContext(run_id=run_id, platform="")
+    if primary:
+        with results.RowWriter(files) as writer:
+            for case in s.cases(prof):
+                writer.write({**runner.base_row(case, ctx), "status": "failed", "error": error})
+    err_console.print(f"[red]{error}[/]" + (f"\nresults: {files.csv}" if primary else ""))
+    sys.exit(1)
 
 
 @main.command()

@@ -213,6 +213,22 @@ class RowWriter:
         self.close()
 
 
+class NullWriter:
+    """Stands in for RowWriter on processes that must not write (multi-host: only process 0 writes)."""
+
+    def write(self, row: Mapping[str, Any], samples: Iterable[float] = ()) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+    def __enter__(self) -> "NullWriter":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        pass
+
+
 class ResultsFileError(Exception):
     """A file is not a readable xlabench results CSV (message names the file and what is wrong)."""
 

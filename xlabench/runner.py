@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import re
 import secrets
 import selectors
 import signal
@@ -23,6 +24,7 @@ from typing import Any, Callable, Iterable, Optional
 
 from xlabench import impls as catalog
 from xlabench import results
+from xlabench.distributed import DistributedConfig
 from xlabench.metrics import derive
 from xlabench.suite import Case
 
@@ -34,8 +36,9 @@ class WorkerError(Exception):
 @dataclass
 class WorkerSpec:
     backend: str
-    devices: int
+    devices: int  # local (virtual CPU) devices of this worker
     python: str = sys.executable
+    dist: Optional[DistributedConfig] = None
 
     @property
     def key(self) -> tuple[str, int, str]:
@@ -43,6 +46,8 @@ class WorkerSpec:
 
     def environ(self) -> dict[str, str]:
         env = dict(os.environ)
+        if self.dist is not None:
+            env.update(self.dist.worker_env())
         flags = [f for f in env.get("XLA_FLAGS", "").split() if "xla_force_host_platform_device_count" not in f]
         flags.append(f"--xla_force_host_platform_device_count={self.devices}")  # CPU only; no-op elsewhere
         env["XLA_FLAGS"] = " ".join(flags)
@@ -123,7 +128,10 @@ class Worker:
             f.seek(self._log_start)
             text = f.read().decode(errors="replace")
         kept = [ln.strip() for ln in text.splitlines() if ln.strip() and not ln.startswith("--- case")]
-        return " | ".join(kept[-lines:])[:800]
+        # glog fatal lines ("F1202 ...") and Python exceptions say why; stack frames ("@ 0x...") do not.
+        fatal = [ln for ln in kept if re.match(r"F\d{4} |\w*(Error|Exception)\b", ln)]
+        chosen = fatal[-1:] + [ln for ln in kept[-lines:] if not ln.startswith("@")]
+        return " | ".join(dict.fromkeys(chosen))[:800]
 
     def alive(self) -> bool:
         return self.proc.poll() is None
@@ -152,13 +160,25 @@ class WorkerPool:
 
     PROBE_TIMEOUT_S = 300.0
 
-    def __init__(self, log_path: Optional[Path], python_for: Callable[[str], str] = lambda b: sys.executable):
+    def __init__(self, log_path: Optional[Path], python_for: Callable[[str], str] = lambda b: sys.executable,
+                 dist: Optional[DistributedConfig] = None, local_devices: Optional[int] = None):
         self.log_path = log_path
         self.python_for = python_for
+        self.dist = dist
+        self.local_devices = local_devices
         self._workers: dict[tuple, Worker] = {}
 
     def get(self, backend: str, devices: int) -> Worker:
-        spec = WorkerSpec(backend, devices, self.python_for(backend))
+        if self.dist is not None:
+            # One worker per backend for the whole run: every process must start (and join) its workers
+            # in lockstep, and the coordinator's port is held by process 0's live worker.
+            devices = self.local_devices or 1
+            for key, w in list(self._workers.items()):
+                if key[0] != backend:
+                    self.discard(w)
+        elif self.local_devices:
+            devices = self.local_devices
+        spec = WorkerSpec(backend, devices, self.python_for(backend), self.dist)
         w = self._workers.get(spec.key)
         if w is not None and w.alive():
             return w
@@ -256,6 +276,9 @@ def run_case(case: Case, pool: WorkerPool, ctx: RunContext) -> tuple[dict[str, A
     try:
         worker = pool.get(case.backend, case.devices)
         env = worker.env
+        if case.devices > int(env.get("device_count", 1)):
+            raise WorkerError(f"case needs {case.devices} devices; the {case.backend} worker sees "
+                              f"{env.get('device_count')} ({env.get('process_count', 1)} process(es))")
         row.update({k: env.get(k) for k in ("device_kind", "device_count", "process_count", "framework_version")})
         row["platform"] = env.get("platform", ctx.platform)
         msg = {"op": "run", "platform": row["platform"],
@@ -264,7 +287,7 @@ def run_case(case: Case, pool: WorkerPool, ctx: RunContext) -> tuple[dict[str, A
                         "measure": case.measure.model_dump()}}
         reply = worker.request(msg, timeout)
     except WorkerError as e:
-        if worker is not None:
+        if worker is not None and not worker.alive():
             pool.discard(worker)
         row.update(status="failed", error=str(e), timestamp=now())
         return row, []

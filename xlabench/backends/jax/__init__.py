@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from xlabench.backends.jax.env import probe
+from xlabench.backends.jax.env import init_distributed_from_env, probe
+
+init_distributed_from_env()  # first thing in a worker: a multi-process run joins its peers here
 
 
 def runner_for(workload: str) -> Callable[..., dict[str, Any]]:

@@ -24,7 +24,7 @@ def run_attention_case(params: dict[str, Any], impl: str, plan: TimingPlan, inte
     if reason:
         raise CaseSkipped(reason)
 
-    device = jax.devices()[0]
+    device = jax.local_devices()[0]
     dtype = jnp.dtype(p.dtype)
     host = make_inputs(p)
     # The impl's native layout, prepared outside the timed region.

@@ -38,7 +38,7 @@ def run_paged_case(params: dict[str, Any], impl: str, plan: TimingPlan, interpre
                    platform: str) -> dict[str, Any]:
     p = PagedParams(**params)
     im = impls.get(impl)
-    device = jax.devices()[0]
+    device = jax.local_devices()[0]
     reason = im.unsupported(p, platform, device.device_kind)
     if reason:
         raise CaseSkipped(reason)
