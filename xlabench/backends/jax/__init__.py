@@ -12,6 +12,9 @@ def runner_for(workload: str) -> Callable[..., dict[str, Any]]:
     if workload == "attention":
         from xlabench.backends.jax.attention_case import run_attention_case
         return run_attention_case
+    if workload == "train":
+        from xlabench.backends.jax.train_case import run_train_case
+        return run_train_case
     raise ValueError(f"the jax backend has no workload {workload!r}")
 
 

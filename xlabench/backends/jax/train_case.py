@@ -1,0 +1,202 @@
+"""Run one train case in JAX: sharded init, AOT-compiled AdamW step, timed steps, losses, checks."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from xlabench.backends.jax import attention_impls as impls
+from xlabench.backends.jax import model, sharding
+from xlabench.backends.jax.common import compile_timed, peak_memory
+from xlabench.harness import TimingPlan, summarize, time_calls
+from xlabench.worker_api import CaseSkipped
+from xlabench.workloads.train import ADAMW, TrainParams, make_tokens
+
+PARAM_SEED = 0
+TOKEN_SEED = 1
+
+
+def attention_fn(impl: str, cfg: Any, p: TrainParams, mesh: jax.sharding.Mesh, interpret: bool,
+                 platform: str) -> Callable:
+    """The per-shard attention call for ``impl``; kernels without GQA get K/V heads repeated.
+
+    Raises CaseSkipped when the impl cannot run these (per-shard) shapes at all.
+    """
+    im = impls.get(impl)
+    acfg = impls.AttnConfig(causal=True, sm_scale=impls.default_scale(cfg.head_dim), interpret=interpret)
+    b, s, hq, _ = sharding.local_shape((p.global_batch, p.seq_len, cfg.num_heads, cfg.head_dim),
+                                       tuple(sharding.heads_spec(p.sharding)), mesh) \
+        if impl in sharding.SHARD_MAP_IMPLS else (p.global_batch, p.seq_len, cfg.num_heads, cfg.head_dim)
+    hkv = hq * cfg.num_kv_heads // cfg.num_heads
+    reason = im.unsupported(b, s, s, hq, hkv, p.dtype, acfg, platform)
+    repeat = 1
+    if reason and hkv != hq and not im.unsupported(b, s, s, hq, hq, p.dtype, acfg, platform):
+        repeat = hq // hkv  # the kernel needs equal heads: give every query head its K/V copy
+    elif reason:
+        raise CaseSkipped(reason)
+
+    def attend(q: jax.Array, k: jax.Array, v: jax.Array) -> jax.Array:
+        if repeat > 1:
+            k, v = jnp.repeat(k, repeat, axis=2), jnp.repeat(v, repeat, axis=2)
+        return impls.attend(q, k, v, impl, acfg)
+
+    return attend
+
+
+@dataclass
+class StepProgram:
+    """The train step as a function with its shardings, before any array exists (compile-only use)."""
+
+    params: TrainParams
+    mesh: jax.sharding.Mesh
+    fn: Callable  # (params, opt_state, tokens) -> (params, opt_state, loss, per-sequence loss)
+    optimizer: Any
+    param_shardings: Any
+    opt_shardings: Any
+    token_sharding: Any
+    abstract_args: tuple[Any, Any, Any]  # ShapeDtypeStructs of (params, opt_state, tokens)
+    interpret: bool
+
+    def interpret_ctx(self) -> Any:
+        """Interpret mode is fixed at trace time: trace, compile and call inside this context."""
+        return impls._tpu_interpret(impls.AttnConfig(True, 1.0, interpret=self.interpret))
+
+    def compile(self, donate: bool) -> tuple[Any, float, float]:
+        rep = sharding.replicated(self.mesh)
+        with self.interpret_ctx():
+            return compile_timed(
+                self.fn, self.abstract_args,
+                in_shardings=(self.param_shardings, self.opt_shardings, self.token_sharding),
+                out_shardings=(self.param_shardings, self.opt_shardings, rep, rep),
+                donate_argnums=(0, 1) if donate else ())
+
+
+def program(p: TrainParams, impl: str, interpret: bool, platform: str) -> StepProgram:
+    """Mesh, shardings and the step function of a case (raises CaseSkipped where it cannot run)."""
+    if p.sharding == "auto":
+        raise CaseSkipped(sharding.AUTO_REASON)
+    cfg = p.config()
+    mesh = sharding.make_mesh(p.mesh_shape())
+    dtype = jnp.dtype(p.dtype)
+    hooks = sharding.hooks(mesh, p.sharding, attention_fn(impl, cfg, p, mesh, interpret, platform), impl)
+    p_shard = sharding.param_shardings(cfg, mesh, p.sharding)
+    abstract_params = jax.eval_shape(lambda: init_params(p))
+    opt = optax.adamw(**ADAMW)
+    abstract_opt = jax.eval_shape(opt.init, abstract_params)
+    o_shard = optax.tree_map_params(opt, lambda _, s: s, abstract_opt, p_shard,
+                                    transform_non_params=lambda _: sharding.replicated(mesh))
+    tokens = jax.ShapeDtypeStruct((p.global_batch, p.seq_len + 1), jnp.int32)
+
+    def step(params, opt_state, tokens):
+        (loss, per_seq), grads = jax.value_and_grad(
+            lambda w: model.loss(w, tokens, cfg, hooks, p.remat), has_aux=True)(params)
+        updates, opt_state = opt.update(grads, opt_state, params)
+        return optax.apply_updates(params, updates), opt_state, loss, per_seq
+
+    return StepProgram(p, mesh, step, opt, p_shard, o_shard, sharding.batch_sharding(mesh),
+                       (abstract_params, abstract_opt, tokens), interpret)
+
+
+def init_params(p: TrainParams) -> Any:
+    return model.init_params(p.config(), jax.random.key(PARAM_SEED), jnp.dtype(p.dtype))
+
+
+@dataclass
+class TrainSetup:
+    """A compiled step with its state on the mesh (reused by tests)."""
+
+    prog: StepProgram
+    compiled: Any
+    state: tuple[Any, Any]  # (params, opt_state)
+    tokens: jax.Array
+    lower_s: float
+    compile_s: float
+
+    def step(self) -> tuple[jax.Array, jax.Array]:
+        params, opt_state, loss, per_seq = self.compiled(*self.state, self.tokens)
+        self.state = (params, opt_state)
+        return loss, per_seq
+
+
+def build(p: TrainParams, impl: str, interpret: bool, platform: str) -> TrainSetup:
+    """The case's program compiled, with parameters, optimizer state and tokens placed on the mesh."""
+    prog = program(p, impl, interpret, platform)
+    params = jax.jit(lambda: init_params(p), out_shardings=prog.param_shardings)()
+    opt_state = jax.jit(prog.optimizer.init, out_shardings=prog.opt_shardings)(params)
+    tokens = jax.device_put(make_tokens(p, TOKEN_SEED), prog.token_sharding)
+    compiled, lower_s, compile_s = prog.compile(donate=platform != "cpu")  # CPU cannot donate buffers
+    return TrainSetup(prog, compiled, (params, opt_state), tokens, lower_s, compile_s)
+
+
+def reference_losses(setup: TrainSetup) -> np.ndarray:
+    """Per-sequence loss at the current parameters in float32 with naive attention (HIGHEST matmul
+    precision, same mesh), on the first data x fsdp sequences (one per batch shard, to stay cheap)."""
+    p, mesh = setup.prog.params, setup.prog.mesh
+    cfg = p.config()
+    n = mesh.shape["data"] * mesh.shape["fsdp"]
+    hooks = sharding.hooks(mesh, p.sharding, attention_fn("naive", cfg, p, mesh, False, "cpu"), "naive")
+
+    def fwd(params, tokens):
+        f32 = jax.tree.map(lambda w: w.astype(jnp.float32), params)
+        return model.loss(f32, tokens[:n], cfg, hooks)[1]
+
+    with jax.default_matmul_precision("highest"):
+        out = jax.jit(fwd, out_shardings=sharding.replicated(mesh))(setup.state[0], setup.tokens)
+    return np.asarray(out)
+
+
+def run_train_case(params: dict[str, Any], impl: str, plan: TimingPlan, interpret: bool,
+                   platform: str) -> dict[str, Any]:
+    p = TrainParams(**params)
+    setup = build(p, impl, interpret, platform)
+    ref = reference_losses(setup)
+    device = setup.prog.mesh.devices.flat[0]
+    outs: list[tuple[jax.Array, jax.Array]] = []
+
+    def call() -> tuple[jax.Array, jax.Array]:
+        outs.append(setup.step())
+        return outs[-1], setup.state  # synced whole: the update must finish inside the sample
+
+    with setup.prog.interpret_ctx():
+        samples, _ = time_calls(call, jax.block_until_ready, plan)
+    stats = summarize(samples)
+    losses = [float(loss) for loss, _ in outs]
+    timed = losses[plan.warmup:]
+    first_seq = np.asarray(outs[0][1])[: len(ref)]
+    err = float(np.max(np.abs(first_seq - ref)) / max(1.0, float(np.max(np.abs(ref)))))
+    finite = all(math.isfinite(x) for x in losses)
+    mem, mem_note = peak_memory(setup.compiled, device)
+    tokens_per_s = p.tokens / stats["median_s"]
+    notes = [mem_note, f"step 0 loss {losses[0]:.4f} vs float32 naive reference {float(ref.mean()):.4f} "
+                       f"(first {len(ref)} sequences)"]
+    if not finite:
+        notes.append("NON-FINITE LOSS")
+    return {
+        "fields": {
+            **stats,
+            "lower_s": setup.lower_s,
+            "compile_s": setup.compile_s,
+            "warmup": plan.warmup,
+            "flops": p.flops(),
+            "flops_palm": p.flops_palm(),
+            "params_count": p.params_count(),
+            "tokens_per_s": tokens_per_s,
+            "tokens_per_s_per_device": tokens_per_s / p.devices,
+            "loss_first": timed[0],
+            "loss_last": timed[-1],
+            "losses": json.dumps([round(x, 6) for x in timed]),
+            "peak_memory_bytes": mem,
+            "max_abs_err": err if finite else float("inf"),
+            "err_tol": p.err_tol(),
+            "correct": bool(finite and err <= p.err_tol()),
+            "notes": "; ".join(notes),
+        },
+        "samples": samples,
+    }
