@@ -148,23 +148,27 @@ class TrainParams(BaseModel):
     def config(self) -> presets.ModelConfig:
         """The model shape: the preset with any explicitly given dimension replacing its own."""
         given = {k: getattr(self, k) for k in DIM_FIELDS if getattr(self, k) is not None}
-        if self.model != "custom":
+        if self.model == "custom":
+            missing = [k for k in ("arch", "vocab_size", "d_model", "num_layers", "num_heads", "d_ff")
+                       if k not in given]
+            if missing:
+                raise ValueError(f"model 'custom' needs {', '.join(missing)} (or name a preset: "
+                                 f"{', '.join(presets.PRESETS)})")
+            base = None
+        else:
             base = presets.preset(self.model)
-            if "num_heads" in given and "head_dim" not in given and "d_model" not in given:
-                given["head_dim"] = base.d_model // given["num_heads"]
-            if "num_heads" in given and "num_kv_heads" not in given and base.num_kv_heads == base.num_heads:
-                given["num_kv_heads"] = given["num_heads"]
-            return base.replace(**given)
-        missing = [k for k in ("arch", "vocab_size", "d_model", "num_layers", "num_heads", "d_ff") if k not in given]
-        if missing:
-            raise ValueError(f"model 'custom' needs {', '.join(missing)} (or name a preset: "
-                             f"{', '.join(presets.PRESETS)})")
-        if given["d_model"] % given["num_heads"] and "head_dim" not in given:
-            raise ValueError(f"d_model ({given['d_model']}) is not divisible by num_heads ({given['num_heads']}); "
-                             f"give head_dim")
-        given.setdefault("head_dim", given["d_model"] // given["num_heads"])
-        given.setdefault("num_kv_heads", given["num_heads"])
-        return presets.ModelConfig(max_seq_len=max(self.seq_len, 1024), **given)
+        # A changed width or head count re-derives head_dim (and MHA stays MHA) unless given.
+        d = given.get("d_model", base.d_model if base else 0)
+        heads = given.get("num_heads", base.num_heads if base else 0)
+        if "head_dim" not in given and ("d_model" in given or "num_heads" in given):
+            if d % heads:
+                raise ValueError(f"d_model ({d}) is not divisible by num_heads ({heads}); give head_dim")
+            given["head_dim"] = d // heads
+        if "num_kv_heads" not in given and (base is None or base.num_kv_heads == base.num_heads):
+            given["num_kv_heads"] = heads
+        if base is None:
+            return presets.ModelConfig(max_seq_len=max(self.seq_len, 1024), **given)
+        return base.replace(**given)
 
     def mesh_shape(self) -> dict[str, int]:
         return parse_mesh(self.mesh) if self.mesh is not None else default_mesh(self.sharding, self.devices)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from dataclasses import dataclass
@@ -17,10 +18,47 @@ from xlabench.backends.jax import model, sharding
 from xlabench.backends.jax.common import compile_timed, peak_memory
 from xlabench.harness import TimingPlan, summarize, time_calls
 from xlabench.worker_api import CaseSkipped
-from xlabench.workloads.train import ADAMW, TrainParams, make_tokens
+from xlabench.workloads.model_presets import ModelConfig
+from xlabench.workloads.train import ADAMW, MESH_AXES, TrainParams, make_tokens
 
 PARAM_SEED = 0
 TOKEN_SEED = 1
+OPTIMIZER = optax.adamw(**ADAMW)
+MeshKey = tuple[int, int, int]  # (data, fsdp, tensor) sizes
+
+
+def _mesh_key(p: TrainParams) -> MeshKey:
+    shape = p.mesh_shape()
+    return tuple(shape[a] for a in MESH_AXES)  # type: ignore[return-value]
+
+
+# The worker runs many cases of one model and mesh: cache what depends only on those (shardings, the
+# jitted initialiser and reference), so a batch or impl sweep compiles them once.
+@functools.lru_cache(maxsize=16)
+def layouts(cfg: ModelConfig, mode: str, mesh_key: MeshKey) -> tuple[jax.sharding.Mesh, Any, Any, Any]:
+    """(mesh, parameter shardings, optimizer-state shardings, token sharding)."""
+    mesh = sharding.make_mesh(dict(zip(MESH_AXES, mesh_key)))
+    p_shard = sharding.param_shardings(cfg, mesh, mode)
+    abstract = jax.eval_shape(OPTIMIZER.init, abstract_params(cfg, "float32"))
+    o_shard = optax.tree_map_params(OPTIMIZER, lambda _, s: s, abstract, p_shard,
+                                    transform_non_params=lambda _: sharding.replicated(mesh))
+    return mesh, p_shard, o_shard, sharding.batch_sharding(mesh)
+
+
+def abstract_params(cfg: ModelConfig, dtype: str) -> Any:
+    return jax.eval_shape(lambda: model.init_params(cfg, jax.random.key(PARAM_SEED), jnp.dtype(dtype)))
+
+
+@functools.lru_cache(maxsize=16)
+def initializer(cfg: ModelConfig, dtype: str, mode: str, mesh_key: MeshKey) -> Callable[[], tuple[Any, Any]]:
+    """Jitted () -> (params, opt_state), created sharded on the mesh (never whole on one device)."""
+    _, p_shard, o_shard, _ = layouts(cfg, mode, mesh_key)
+
+    def init() -> tuple[Any, Any]:
+        params = model.init_params(cfg, jax.random.key(PARAM_SEED), jnp.dtype(dtype))
+        return params, OPTIMIZER.init(params)
+
+    return jax.jit(init, out_shardings=(p_shard, o_shard))
 
 
 def attention_fn(impl: str, cfg: Any, p: TrainParams, mesh: jax.sharding.Mesh, interpret: bool,
@@ -57,12 +95,18 @@ class StepProgram:
     params: TrainParams
     mesh: jax.sharding.Mesh
     fn: Callable  # (params, opt_state, tokens) -> (params, opt_state, loss, per-sequence loss)
-    optimizer: Any
     param_shardings: Any
     opt_shardings: Any
     token_sharding: Any
-    abstract_args: tuple[Any, Any, Any]  # ShapeDtypeStructs of (params, opt_state, tokens)
     interpret: bool
+
+    @property
+    def abstract_args(self) -> tuple[Any, Any, Any]:
+        """ShapeDtypeStructs of (params, opt_state, tokens)."""
+        p = self.params
+        params = abstract_params(p.config(), p.dtype)
+        tokens = jax.ShapeDtypeStruct((p.global_batch, p.seq_len + 1), jnp.int32)
+        return params, jax.eval_shape(OPTIMIZER.init, params), tokens
 
     def interpret_ctx(self) -> Any:
         """Interpret mode is fixed at trace time: trace, compile and call inside this context."""
@@ -83,29 +127,16 @@ def program(p: TrainParams, impl: str, interpret: bool, platform: str) -> StepPr
     if p.sharding == "auto":
         raise CaseSkipped(sharding.AUTO_REASON)
     cfg = p.config()
-    mesh = sharding.make_mesh(p.mesh_shape())
-    dtype = jnp.dtype(p.dtype)
+    mesh, p_shard, o_shard, tok_shard = layouts(cfg, p.sharding, _mesh_key(p))
     hooks = sharding.hooks(mesh, p.sharding, attention_fn(impl, cfg, p, mesh, interpret, platform), impl)
-    p_shard = sharding.param_shardings(cfg, mesh, p.sharding)
-    abstract_params = jax.eval_shape(lambda: init_params(p))
-    opt = optax.adamw(**ADAMW)
-    abstract_opt = jax.eval_shape(opt.init, abstract_params)
-    o_shard = optax.tree_map_params(opt, lambda _, s: s, abstract_opt, p_shard,
-                                    transform_non_params=lambda _: sharding.replicated(mesh))
-    tokens = jax.ShapeDtypeStruct((p.global_batch, p.seq_len + 1), jnp.int32)
 
     def step(params, opt_state, tokens):
         (loss, per_seq), grads = jax.value_and_grad(
             lambda w: model.loss(w, tokens, cfg, hooks, p.remat), has_aux=True)(params)
-        updates, opt_state = opt.update(grads, opt_state, params)
+        updates, opt_state = OPTIMIZER.update(grads, opt_state, params)
         return optax.apply_updates(params, updates), opt_state, loss, per_seq
 
-    return StepProgram(p, mesh, step, opt, p_shard, o_shard, sharding.batch_sharding(mesh),
-                       (abstract_params, abstract_opt, tokens), interpret)
-
-
-def init_params(p: TrainParams) -> Any:
-    return model.init_params(p.config(), jax.random.key(PARAM_SEED), jnp.dtype(p.dtype))
+    return StepProgram(p, mesh, step, p_shard, o_shard, tok_shard, interpret)
 
 
 @dataclass
@@ -128,28 +159,34 @@ class TrainSetup:
 def build(p: TrainParams, impl: str, interpret: bool, platform: str) -> TrainSetup:
     """The case's program compiled, with parameters, optimizer state and tokens placed on the mesh."""
     prog = program(p, impl, interpret, platform)
-    params = jax.jit(lambda: init_params(p), out_shardings=prog.param_shardings)()
-    opt_state = jax.jit(prog.optimizer.init, out_shardings=prog.opt_shardings)(params)
+    state = initializer(p.config(), p.dtype, p.sharding, _mesh_key(p))()
     tokens = jax.device_put(make_tokens(p, TOKEN_SEED), prog.token_sharding)
     compiled, lower_s, compile_s = prog.compile(donate=platform != "cpu")  # CPU cannot donate buffers
-    return TrainSetup(prog, compiled, (params, opt_state), tokens, lower_s, compile_s)
+    return TrainSetup(prog, compiled, state, tokens, lower_s, compile_s)
+
+
+@functools.lru_cache(maxsize=16)
+def _reference_fn(cfg: ModelConfig, mode: str, mesh_key: MeshKey) -> Callable:
+    mesh = layouts(cfg, mode, mesh_key)[0]
+    naive = functools.partial(impls.attend, impl="naive",
+                              cfg=impls.AttnConfig(causal=True, sm_scale=impls.default_scale(cfg.head_dim)))
+    hooks = sharding.hooks(mesh, mode, naive, "naive")
+
+    def fwd(params, tokens):
+        f32 = jax.tree.map(lambda w: w.astype(jnp.float32), params)
+        return model.loss(f32, tokens, cfg, hooks)[1]
+
+    return jax.jit(fwd, out_shardings=sharding.replicated(mesh))
 
 
 def reference_losses(setup: TrainSetup) -> np.ndarray:
     """Per-sequence loss at the current parameters in float32 with naive attention (HIGHEST matmul
     precision, same mesh), on the first data x fsdp sequences (one per batch shard, to stay cheap)."""
     p, mesh = setup.prog.params, setup.prog.mesh
-    cfg = p.config()
     n = mesh.shape["data"] * mesh.shape["fsdp"]
-    hooks = sharding.hooks(mesh, p.sharding, attention_fn("naive", cfg, p, mesh, False, "cpu"), "naive")
-
-    def fwd(params, tokens):
-        f32 = jax.tree.map(lambda w: w.astype(jnp.float32), params)
-        return model.loss(f32, tokens[:n], cfg, hooks)[1]
-
+    tokens = jax.device_put(setup.tokens[:n], setup.prog.token_sharding)
     with jax.default_matmul_precision("highest"):
-        out = jax.jit(fwd, out_shardings=sharding.replicated(mesh))(setup.state[0], setup.tokens)
-    return np.asarray(out)
+        return np.asarray(_reference_fn(p.config(), p.sharding, _mesh_key(p))(setup.state[0], tokens))
 
 
 def run_train_case(params: dict[str, Any], impl: str, plan: TimingPlan, interpret: bool,
