@@ -113,6 +113,8 @@ def _flash_unsupported(b, sq, sk, hq, hkv, dtype, cfg, platform) -> Optional[str
                 "splash supports GQA")
     if cfg.causal and sq != sk:
         return "flash causal mask with seq_len != kv_seq_len is not compared here (kernel aligns differently)"
+    if _blocks(cfg, sq, sk)[1] % 128:  # the kernel tiles its row statistics in 128-lane blocks
+        return f"Pallas TPU flash needs block_k a multiple of 128 (got {_blocks(cfg, sq, sk)[1]})"
     return _block_unsupported("flash", sq, sk, cfg)
 
 
