@@ -114,7 +114,7 @@ def test_impl_that_cannot_run_is_skipped() -> None:
     mesh = sharding.make_mesh(p.mesh_shape())
     with pytest.raises(CaseSkipped, match="cuDNN fused attention needs bfloat16"):
         train_case.attention_fn("cudnn", p.config(), p, mesh, False, "gpu")
-    with pytest.raises(CaseSkipped, match="flash needs block_k a multiple of 128"):
+    with pytest.raises(CaseSkipped, match="flash_attention needs block_k to be a multiple of 128"):
         train_case.program(_p("gpt2-tiny", seq_len=64), "flash", True, "cpu")
 
 

@@ -111,10 +111,9 @@ def _flash_unsupported(b, sq, sk, hq, hkv, dtype, cfg, platform) -> Optional[str
     if hq != hkv:
         return ("Pallas TPU flash_attention needs num_kv_heads == num_heads (no GQA/MQA); "
                 "splash supports GQA")
-    if cfg.causal and sq != sk:
-        return "flash causal mask with seq_len != kv_seq_len is not compared here (kernel aligns differently)"
-    if _blocks(cfg, sq, sk)[1] % 128:  # the kernel tiles its row statistics in 128-lane blocks
-        return f"Pallas TPU flash needs block_k a multiple of 128 (got {_blocks(cfg, sq, sk)[1]})"
+    _, bk = _blocks(cfg, sq, sk)
+    if bk % 128:
+        return f"Pallas TPU flash_attention needs block_k to be a multiple of 128 (got {bk})"
     return _block_unsupported("flash", sq, sk, cfg)
 
 
@@ -164,8 +163,6 @@ def pallas_gpu(q, k, v, cfg: AttnConfig):
 def _pallas_gpu_unsupported(b, sq, sk, hq, hkv, dtype, cfg, platform) -> Optional[str]:
     if hq != hkv:
         return "Pallas GPU mha needs num_kv_heads == num_heads (no GQA/MQA)"
-    if cfg.causal and sq != sk:
-        return "Pallas GPU mha causal mask with seq_len != kv_seq_len is not compared here"
     return _block_unsupported("pallas_gpu", sq, sk, cfg)
 
 

@@ -44,6 +44,26 @@ def measure(compiled: Any, args: Sequence[Any], plan: TimingPlan) -> tuple[dict[
     return summarize(samples), samples, out
 
 
+def case_result(stats: dict[str, Any], samples: list[float], plan: TimingPlan, lower_s: float, compile_s: float,
+                mem: int | None, err: float, err_tol: float, notes: str, **metrics: Any) -> dict[str, Any]:
+    """The reply of a JAX case runner: row fields (timings, correctness, ``metrics``) and samples."""
+    return {
+        "fields": {
+            **stats,
+            "lower_s": lower_s,
+            "compile_s": compile_s,
+            "warmup": plan.warmup,
+            **metrics,
+            "peak_memory_bytes": mem,
+            "max_abs_err": err,
+            "err_tol": err_tol,
+            "correct": bool(err <= err_tol),
+            "notes": notes,
+        },
+        "samples": samples,
+    }
+
+
 def max_normalised_error(outs: Sequence[Any], refs: Sequence[Any]) -> float:
     """max over tensors of max|out - ref| / max(1, max|ref|), computed in float32 on the host."""
     worst = 0.0

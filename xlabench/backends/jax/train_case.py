@@ -15,7 +15,7 @@ import optax
 
 from xlabench.backends.jax import attention_impls as impls
 from xlabench.backends.jax import model, sharding
-from xlabench.backends.jax.common import compile_timed, peak_memory
+from xlabench.backends.jax.common import case_result, compile_timed, peak_memory
 from xlabench.harness import TimingPlan, summarize, time_calls
 from xlabench.worker_api import CaseSkipped
 from xlabench.workloads.model_presets import ModelConfig
@@ -195,7 +195,7 @@ def run_train_case(params: dict[str, Any], impl: str, plan: TimingPlan, interpre
     p = TrainParams(**params)
     setup = build(p, impl, interpret, platform)
     ref = reference_losses(setup)
-    device = setup.prog.mesh.devices.flat[0]
+    device = next(d for d in setup.prog.mesh.devices.flat if d.process_index == jax.process_index())
     outs: list[tuple[jax.Array, jax.Array]] = []
 
     def call() -> tuple[jax.Array, jax.Array]:
@@ -216,25 +216,8 @@ def run_train_case(params: dict[str, Any], impl: str, plan: TimingPlan, interpre
                        f"float32 naive reference {float(ref.mean()):.4f}"]
     if not finite:
         notes.append("NON-FINITE LOSS")
-    return {
-        "fields": {
-            **stats,
-            "lower_s": setup.lower_s,
-            "compile_s": setup.compile_s,
-            "warmup": plan.warmup,
-            "flops": p.flops(),
-            "flops_palm": p.flops_palm(),
-            "params_count": p.params_count(),
-            "tokens_per_s": tokens_per_s,
-            "tokens_per_s_per_device": tokens_per_s / p.devices,
-            "loss_first": timed[0],
-            "loss_last": timed[-1],
-            "losses": json.dumps([round(x, 6) for x in timed]),
-            "peak_memory_bytes": mem,
-            "max_abs_err": err if finite else float("inf"),
-            "err_tol": p.err_tol(),
-            "correct": bool(finite and err <= p.err_tol()),
-            "notes": "; ".join(notes),
-        },
-        "samples": samples,
-    }
+    return case_result(stats, samples, plan, setup.lower_s, setup.compile_s, mem, err if finite else math.inf,
+                       p.err_tol(), "; ".join(notes), flops=p.flops(), flops_palm=p.flops_palm(),
+                       params_count=p.params_count(), tokens_per_s=tokens_per_s,
+                       tokens_per_s_per_device=tokens_per_s / p.devices, loss_first=timed[0],
+                       loss_last=timed[-1], losses=json.dumps([round(x, 6) for x in timed]))
