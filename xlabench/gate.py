@@ -273,7 +273,15 @@ class RunData:
 
 
 def _check_records(path: Path, what: str) -> None:
-    """Every record has exactly the header's field count: a short record means a cut-off file."""
+    """A whole file: every record has the header's field count and the last line is ended
+    (xlabench writes whole lines and syncs them; anything else was cut off while writing)."""
+    with open(path, "rb") as fb:
+        fb.seek(0, 2)
+        if fb.tell():
+            fb.seek(-1, 2)
+            if fb.read(1) != b"\n":
+                raise ResultsFileError(f"{path}: {what} is truncated: its last line is incomplete "
+                                       "(cut off while writing?)")
     with open(path, newline="", encoding="utf-8") as f:
         reader = csv.reader(f)
         header = next(reader, None)
@@ -327,7 +335,13 @@ def load_run(path: str | Path) -> RunData:
         raise ResultsFileError(f"{spath}: line {int(bad_s.index[0]) + 2}: seconds must be a positive number")
     samples["case_id"] = samples["case_id"].astype(str)
     samples["run_id"] = samples["run_id"].astype(str)
-    return RunData(path, rows, samples)
+    run = RunData(path, rows, samples)
+    for row in rows[rows["status"] == "ok"].to_dict("records"):
+        got, want = len(run.samples_of(row)), _num(row.get("n"))
+        if want is not None and got != want:
+            raise ResultsFileError(f"{spath}: case {row['case_id']} has {got} samples but its row says "
+                                   f"n={int(want)} (truncated or from another run?)")
+    return run
 
 
 # ---------------------------------------------------------------------------------------- comparing
