@@ -131,7 +131,7 @@ def _baseline_profile(base: gate_lib.RunData, suite_name: str) -> Optional[str]:
     suites = set(base.rows["suite"].astype(str))
     if suites != {suite_name}:
         raise BadInput(f"baseline: {base.path} holds suite(s) {', '.join(sorted(suites))}, not {suite_name!r}")
-    profiles = set(base.rows["profile"].fillna("").astype(str))
+    profiles = {p if isinstance(p, str) else "" for p in base.rows["profile"]}  # empty cell: NaN
     return (profiles.pop() or "base") if len(profiles) == 1 else None
 
 
