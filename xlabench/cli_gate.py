@@ -6,6 +6,7 @@ Exit codes: 0 pass; 1 a (confirmed) regression or a candidate case that failed o
 
 from __future__ import annotations
 
+import json
 import shutil
 import sys
 from pathlib import Path
@@ -176,7 +177,10 @@ def gate(suite_file: str, baseline: str, save_baseline: bool, confirm: bool, pro
         msg = (f"baseline {bpath} created from {outcome.files.csv}" if ok else
                f"baseline {bpath} NOT created: {len(outcome.failed)} failed, {len(outcome.wrong)} wrong case(s)")
         console.print(("[green]" if ok else "[bold red]") + msg + "[/]")
-        _write(markdown_path, f"## xlabench gate: {msg}\n")
+        _write(markdown_path, f"## {'✅' if ok else '❌'} xlabench gate: {msg}\n")
+        _write(json_path, json.dumps({"passed": ok, "exit_code": 0 if ok else 1, "baseline": None,
+                                      "candidate": str(outcome.files.csv), "baseline_saved": ok, "cases": []},
+                                     indent=2) + "\n")
         sys.exit(0 if ok else 1)
 
     cmp = _compare(base, cand, cfg)
