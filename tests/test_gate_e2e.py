@@ -1,7 +1,8 @@
 """`compare` and `gate` on real CSVs from CPU runs of a tiny attention suite (workers, real timings).
 
-Timings on this machine are noisy, so no test here relies on two real runs agreeing: a regression or
-an improvement is made certain by scaling a copy of a real run's times (a "doctored" baseline).
+Timings on this machine are noisy (two runs of a 50 µs case can differ 2x under load), so no test
+here relies on two real runs agreeing: a regression or an improvement is made certain by scaling a
+copy of a real run's times 5x (a "doctored" baseline).
 """
 
 from __future__ import annotations
@@ -71,9 +72,9 @@ def test_compare_a_real_run_with_itself_passes(real_run):
     assert "PASSED: 2 unchanged" in r.output
 
 
-def test_compare_flags_a_real_run_against_a_twice_as_fast_baseline(real_run, tmp_path):
+def test_compare_flags_a_real_run_against_a_much_faster_baseline(real_run, tmp_path):
     _, csv = real_run
-    base = doctor(csv, tmp_path / "fast.csv", 0.5)
+    base = doctor(csv, tmp_path / "fast.csv", 0.5)  # the same samples halved: no noise between the files
     js = tmp_path / "v.json"
     r = _cli("compare", str(base), str(csv), "--json", str(js))
     assert r.exit_code == 1, r.output
@@ -89,14 +90,14 @@ def test_compare_flags_a_real_run_against_a_twice_as_fast_baseline(real_run, tmp
 
 def test_gate_confirms_a_reproducible_regression(real_run, tmp_path):
     suite, csv = real_run
-    base = doctor(csv, tmp_path / "baselines" / "tiny.csv", 0.5)
+    base = doctor(csv, tmp_path / "baselines" / "tiny.csv", 0.2)
     before = base.read_bytes()
     js, md = tmp_path / "v.json", tmp_path / "summary.md"
     r = _cli("gate", str(suite), "--baseline", str(base), "--out", str(tmp_path / "results"),
              "--json", str(js), "--markdown", str(md), "--save-baseline")
     assert r.exit_code == 1, r.output
     data = json.loads(js.read_text())
-    assert data["counts"]["regression"] == 2
+    assert data["counts"]["regression"] == 2, r.output
     for c in data["cases"]:
         assert c["confirmation"]["verdict"] == "regression", c
     # the re-run measured only the flagged cases, in its own files
@@ -109,13 +110,13 @@ def test_gate_confirms_a_reproducible_regression(real_run, tmp_path):
 
 def test_gate_passes_on_improvement_and_saves_the_new_baseline(real_run, tmp_path):
     suite, csv = real_run
-    base = doctor(csv, tmp_path / "baselines" / "tiny.csv", 2.0)
+    base = doctor(csv, tmp_path / "baselines" / "tiny.csv", 5.0)
     js = tmp_path / "v.json"
     r = _cli("gate", str(suite), "--baseline", str(base), "--out", str(tmp_path / "results"),
              "--json", str(js), "--save-baseline")
     assert r.exit_code == 0, r.output
     data = json.loads(js.read_text())
-    assert data["counts"]["improvement"] == 2 and data["confirm_run"] is None
+    assert data["counts"]["improvement"] == 2 and data["confirm_run"] is None, r.output
     new = results.read_rows(base)
     assert set(new["run_id"]) != set(results.read_rows(csv)["run_id"])  # replaced by this run
     assert results.RunFiles(base).samples.exists()
