@@ -17,6 +17,7 @@ import click
 from xlabench import gate as gate_lib
 from xlabench import gate_report, results
 from xlabench.cli import BadInput, _load_suite, console, err_console, execute_run
+from xlabench.run_suite import RunOutcome
 
 
 class Fraction(click.ParamType):
@@ -128,12 +129,43 @@ def write_baseline(run_csv: Path, baseline: Path) -> None:
             shutil.copyfile(a, b)
 
 
-def _baseline_profile(base: gate_lib.RunData, suite_name: str) -> Optional[str]:
+def _check_suite(base: gate_lib.RunData, suite_name: str) -> None:
     suites = set(base.rows["suite"].astype(str))
     if suites != {suite_name}:
         raise BadInput(f"baseline: {base.path} holds suite(s) {', '.join(sorted(suites))}, not {suite_name!r}")
+
+
+def _baseline_profile(base: gate_lib.RunData) -> Optional[str]:
+    """The profile the baseline ran with ('base' for none), if it is one."""
     profiles = {p if isinstance(p, str) else "" for p in base.rows["profile"]}  # empty cell: NaN
     return (profiles.pop() or "base") if len(profiles) == 1 else None
+
+
+def _first_baseline(outcome: RunOutcome, bpath: Path, markdown_path: Optional[str],
+                    json_path: Optional[str]) -> int:
+    """--save-baseline without a baseline: keep the run as the baseline unless a case failed."""
+    ok = not (outcome.failed or outcome.wrong)
+    if ok:
+        write_baseline(outcome.files.csv, bpath)
+    msg = (f"baseline {bpath} created from {outcome.files.csv}" if ok else
+           f"baseline {bpath} NOT created: {len(outcome.failed)} failed, {len(outcome.wrong)} wrong case(s)")
+    console.print(("[green]" if ok else "[bold red]") + msg + "[/]")
+    _write(markdown_path, f"## {'✅' if ok else '❌'} xlabench gate: {msg}\n")
+    _write(json_path, json.dumps({"passed": ok, "exit_code": 0 if ok else 1, "baseline": None,
+                                  "candidate": str(outcome.files.csv), "baseline_saved": ok, "cases": []},
+                                 indent=2) + "\n")
+    return 0 if ok else 1
+
+
+def _replace_baseline(cmp: gate_lib.Comparison, run_csv: Path, bpath: Path) -> None:
+    """--save-baseline over an existing baseline: only a run that passed the gate replaces it."""
+    if cmp.passed:
+        write_baseline(run_csv, bpath)
+        console.print(f"baseline {bpath} updated from {run_csv}")
+        return
+    src, dst = results.RunFiles(run_csv), results.RunFiles(bpath)
+    console.print(f"[bold red]baseline {bpath} NOT updated: the gate failed.[/] To accept this run anyway: "
+                  f"cp {src.csv} {dst.csv} && cp {src.samples} {dst.samples}", soft_wrap=True)
 
 
 @click.command()
@@ -164,24 +196,15 @@ def gate(suite_file: str, baseline: str, save_baseline: bool, confirm: bool, pro
         if not bpath.exists():
             raise BadInput(f"baseline: {bpath}: no such file (create it with --save-baseline)")
         base = _load(bpath, "baseline")
+        _check_suite(base, s.name)
         if profile is None:
-            profile = _baseline_profile(base, s.name)
+            profile = _baseline_profile(base)
     run_kw = dict(out_dir=out_dir, timeout_s=timeout_s, peak_tflops=peak_tflops, only_impls=only_impls)
     outcome = run_suite(s, profile=profile, **run_kw)
     cand = _load(outcome.files.csv, "candidate")
 
     if base is None:  # first baseline: nothing to compare with
-        ok = not (outcome.failed or outcome.wrong)
-        if ok:
-            write_baseline(outcome.files.csv, bpath)
-        msg = (f"baseline {bpath} created from {outcome.files.csv}" if ok else
-               f"baseline {bpath} NOT created: {len(outcome.failed)} failed, {len(outcome.wrong)} wrong case(s)")
-        console.print(("[green]" if ok else "[bold red]") + msg + "[/]")
-        _write(markdown_path, f"## {'✅' if ok else '❌'} xlabench gate: {msg}\n")
-        _write(json_path, json.dumps({"passed": ok, "exit_code": 0 if ok else 1, "baseline": None,
-                                      "candidate": str(outcome.files.csv), "baseline_saved": ok, "cases": []},
-                                     indent=2) + "\n")
-        sys.exit(0 if ok else 1)
+        sys.exit(_first_baseline(outcome, bpath, markdown_path, json_path))
 
     cmp = _compare(base, cand, cfg)
     if confirm:
@@ -197,11 +220,5 @@ def gate(suite_file: str, baseline: str, save_baseline: bool, confirm: bool, pro
             raise BadInput(str(e)) from None
     _report(cmp, markdown_path, json_path, "xlabench gate")
     if save_baseline:
-        if cmp.passed:
-            write_baseline(outcome.files.csv, bpath)
-            console.print(f"baseline {bpath} updated from {outcome.files.csv}")
-        else:
-            src, dst = results.RunFiles(outcome.files.csv), results.RunFiles(bpath)
-            console.print(f"[bold red]baseline {bpath} NOT updated: the gate failed.[/] To accept this run anyway: "
-                          f"cp {src.csv} {dst.csv} && cp {src.samples} {dst.samples}", soft_wrap=True)
+        _replace_baseline(cmp, outcome.files.csv, bpath)
     sys.exit(cmp.exit_code)

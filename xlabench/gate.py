@@ -1,23 +1,24 @@
 """Baseline vs candidate: pair the cases, test each change, give verdicts a CI gate can trust.
 
-On a shared machine two runs of the same code differ by a few percent (load, clocks, caches), and
-with enough samples any test calls such a drift "significant". So, as criterion.rs does, a change
-must pass two stages to count:
+Two runs of the same code differ (load, clocks, caches), and with enough samples any test calls
+such a drift "significant": the tests below see only the spread within each run and treat its
+samples as independent, which load that changes over seconds makes untrue. So, as criterion.rs
+does, a change must pass two stages to count (and ``gate`` re-runs what is flagged):
 
 1. **significant**: a two-sided Mann-Whitney U test on the raw per-iteration samples (no normality
    assumed; heavy tails and outliers do not dominate it), its p-values corrected with Holm's
    step-down method over every case of the comparison, so the chance of any false alarm in a
    whole suite stays <= alpha however many cases it has;
-2. **large**: the bootstrap confidence interval of the ratio of medians (candidate / baseline)
-   lies wholly beyond the threshold: for a time metric its lower bound is above 1 + threshold
+2. **large**: the bootstrap confidence interval of the ratio of medians (candidate / baseline; the
+   metric's statistic, the median by default) lies wholly beyond the threshold: for a time metric its lower bound is above 1 + threshold
    (regression) or its upper bound below 1 - threshold (improvement); for a higher-is-better metric
    (TFLOP/s, MFU, GB/s, ...) the other way round.
 
 Otherwise a case is ``unchanged``, or ``inconclusive`` when it has too few samples to ever reach
 significance. Defaults (see GateConfig and docs/gate.md):
 
-* threshold 5%: the smallest slowdown worth failing a build for that stays above the drift of a
-  run's median between runs on quiet hardware; benchmarks/gate_quality.py measures what it costs here;
+* threshold 5%: the smallest slowdown worth failing a build for; it must exceed the runner's
+  run-to-run drift, which benchmarks/gate_quality.py measures (on a shared CPU: raise it);
 * alpha 0.05 family-wise (Holm): at most a 5% chance per comparison that any case is a false
   significant change; the threshold stage and ``gate``'s re-run cut the false-alarm rate far lower;
 * confidence 0.95 for the interval: the bound used in stage 2 is a one-sided 97.5% bound;

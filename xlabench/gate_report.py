@@ -8,6 +8,7 @@ from typing import Optional
 from rich.table import Table
 
 from xlabench import gate
+from xlabench.gate import REGRESSION
 
 _STYLE = {gate.REGRESSION: "bold red", gate.FAILED: "bold red", gate.UNCONFIRMED: "yellow",
           gate.IMPROVEMENT: "green", gate.UNCHANGED: "", gate.INCONCLUSIVE: "yellow", gate.NEW: "cyan",
@@ -42,7 +43,7 @@ def _note(c: gate.CaseVerdict) -> str:
     if c.confirmation is None:
         return c.reason
     r = c.confirmation
-    return f"first run {ratio(c)} (p {_p(c)}); re-run {ratio(r)} (p {_p(r)}): {r.verdict}"
+    return f"re-run: {ratio(r)}, p {_p(r)}: {r.verdict}" + (f" ({r.reason})" if r.verdict != REGRESSION else "")
 
 
 def _ordered(cmp: gate.Comparison) -> list[gate.CaseVerdict]:
