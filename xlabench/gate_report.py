@@ -8,7 +8,6 @@ from typing import Optional
 from rich.table import Table
 
 from xlabench import gate
-from xlabench.gate import REGRESSION
 
 _STYLE = {gate.REGRESSION: "bold red", gate.FAILED: "bold red", gate.UNCONFIRMED: "yellow",
           gate.IMPROVEMENT: "green", gate.UNCHANGED: "", gate.INCONCLUSIVE: "yellow", gate.NEW: "cyan",
@@ -43,7 +42,7 @@ def _note(c: gate.CaseVerdict) -> str:
     if c.confirmation is None:
         return c.reason
     r = c.confirmation
-    return f"re-run: {ratio(r)}, p {_p(r)}: {r.verdict}" + (f" ({r.reason})" if r.verdict != REGRESSION else "")
+    return f"re-run: {ratio(r)}, p {_p(r)}: {r.verdict}" + (f" ({r.reason})" if r.verdict != gate.REGRESSION else "")
 
 
 def _ordered(cmp: gate.Comparison) -> list[gate.CaseVerdict]:
