@@ -14,10 +14,6 @@ from xlabench.cli import main
 
 RECIPE = Path(__file__).resolve().parent.parent / "examples" / "github-actions-tpu.yml"
 
-# Commands another branch adds (issue #4: plots). Until it is merged they cannot be checked here;
-# once registered they are checked like every other command (see test_pending_commands_are_truly_pending).
-PENDING = {"plot"}
-
 
 @pytest.fixture(scope="module")
 def workflow() -> dict:
@@ -64,18 +60,10 @@ def test_recipe_is_a_workflow_for_a_self_hosted_tpu_runner(workflow):
 def test_every_xlabench_command_in_the_recipe_exists_with_its_options(workflow):
     commands = _commands(workflow)
     names = [argv[0] for _, argv in commands]
-    assert {"info", "validate", "gate"} <= set(names)
+    assert {"info", "validate", "gate", "plot"} <= set(names)
     for _, argv in commands:
-        if argv[0] in PENDING and main.get_command(click.Context(main), argv[0]) is None:
-            continue
         ctx = _parse(argv)
         assert not ctx.args, f"{argv}: unexpected extra arguments {ctx.args}"
-
-
-def test_pending_commands_are_truly_pending():
-    # a pending command that now exists is checked by the test above; this says to drop it from PENDING
-    registered = {name for name in PENDING if main.get_command(click.Context(main), name) is not None}
-    assert not registered, f"{registered} are registered now: remove them from PENDING"
 
 
 def test_gate_runs_against_a_committed_baseline_and_feeds_the_summary_and_artifacts(workflow):

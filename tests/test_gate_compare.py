@@ -215,6 +215,16 @@ def test_bad_files_are_refused_with_the_reason(tmp_path, good):
         assert path.stem in str(e.value), name
 
 
+def test_a_file_from_before_a_column_was_added_still_compares(tmp_path, good):
+    lines = good.read_text().splitlines(keepends=True)
+    drop = lines[0].rstrip("\r\n").split(",").index("max_context")
+    older = _rewrite(tmp_path / "older.csv", "".join(
+        ",".join(f for i, f in enumerate(ln.rstrip("\r\n").split(",")) if i != drop) + "\n" for ln in lines))
+    results.RunFiles(older).samples.write_text(results.RunFiles(good).samples.read_text())
+    cmp = gate.compare(gate.load_run(older), gate.load_run(good), gate.GateConfig())
+    assert [c.verdict for c in cmp.cases] == [gate.UNCHANGED, gate.UNCHANGED]
+
+
 def test_compare_command_exits_2_on_each_bad_file(tmp_path, good):
     for name, (path, msg) in bad_files(tmp_path, good).items():
         for args, role in (([str(path), str(good)], "baseline"), ([str(good), str(path)], "candidate")):

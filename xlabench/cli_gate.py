@@ -16,8 +16,7 @@ import click
 
 from xlabench import gate as gate_lib
 from xlabench import gate_report, results
-from xlabench.cli import BadInput, _load_suite, console, err_console, execute_run
-from xlabench.run_suite import RunOutcome
+from xlabench.cli import BadInput, RunOutcome, _load_suite, console, err_console, run_suite
 
 
 class Fraction(click.ParamType):
