@@ -12,32 +12,29 @@ import jax.numpy as jnp
 import numpy as np
 
 
+def _best_seconds(fn, arg, reps: int) -> float:
+    """Fastest of ``reps`` synced calls of a compiled function, after one warm-up call."""
+    fn(arg).block_until_ready()
+    best = float("inf")
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        fn(arg).block_until_ready()
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
 @functools.lru_cache(maxsize=1)
 def measure_cpu_peak_tflops(n: int = 2048, reps: int = 5) -> float:
     """Best-of-``reps`` float32 matmul throughput of the whole host (all virtual devices share it)."""
     a = jnp.ones((n, n), jnp.float32)
-    f = jax.jit(lambda x: x @ x)
-    f(a).block_until_ready()
-    best = float("inf")
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        f(a).block_until_ready()
-        best = min(best, time.perf_counter() - t0)
-    return 2.0 * n**3 / best / 1e12
+    return 2.0 * n**3 / _best_seconds(jax.jit(lambda x: x @ x), a, reps) / 1e12
 
 
 @functools.lru_cache(maxsize=1)
 def measure_cpu_bandwidth_gbytes_per_s(mbytes: int = 256, reps: int = 5) -> float:
     """Best-of-``reps`` streaming copy (read + write) of a large float32 array on the host."""
     x = jnp.ones((mbytes * (1 << 20) // 4,), jnp.float32)
-    f = jax.jit(lambda a: a + 1.0)
-    f(x).block_until_ready()
-    best = float("inf")
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        f(x).block_until_ready()
-        best = min(best, time.perf_counter() - t0)
-    return 2.0 * x.nbytes / best / 1e9
+    return 2.0 * x.nbytes / _best_seconds(jax.jit(lambda a: a + 1.0), x, reps) / 1e9
 
 
 def init_distributed_from_env() -> None:
