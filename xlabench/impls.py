@@ -41,9 +41,19 @@ CATALOG: tuple[ImplInfo, ...] = (
              "Pallas Triton flash attention (jax.experimental.pallas.ops.gpu.attention.mha)"),
     ImplInfo("cudnn", "jax", _ATTN, ("gpu",), (),
              "jax.nn.dot_product_attention(implementation='cudnn')"),
+    # torch_xla: TPU and CPU (PJRT). On CPU the Pallas kernels are the same JAX kernels, interpreted,
+    # inside the torch_xla graph through torch_xla.core.xla_builder.call_jax.
+    ImplInfo("naive", "torch_xla", _ATTN, ("cpu", "tpu"), (),
+             "plain torch matmul + softmax (float32 logits) on the XLA device; XLA fuses it"),
+    ImplInfo("sdpa", "torch_xla", _ATTN, ("cpu", "tpu"), (),
+             "torch.nn.functional.scaled_dot_product_attention on the XLA device"),
+    ImplInfo("flash", "torch_xla", _ATTN, ("tpu",), ("cpu",),
+             "torch_xla.experimental.custom_kernel.flash_attention (CPU: the JAX Pallas kernel via call_jax)"),
+    ImplInfo("splash", "torch_xla", _ATTN, ("tpu",), ("cpu",),
+             "torch_xla.experimental.splash_attention (CPU: the JAX splash kernel via call_jax)"),
 )
 
-BACKENDS = ("jax",)
+BACKENDS = ("jax", "torch_xla")
 
 
 def find(backend: str, name: str) -> ImplInfo | None:

@@ -23,6 +23,7 @@ from typing import Any, Callable, Iterable, Optional
 
 from xlabench import impls as catalog
 from xlabench import results
+from xlabench.envs import Interpreters, worker_environ
 from xlabench.metrics import derive
 from xlabench.suite import Case
 
@@ -42,10 +43,7 @@ class WorkerSpec:
         return (self.backend, self.devices, self.python)
 
     def environ(self) -> dict[str, str]:
-        env = dict(os.environ)
-        flags = [f for f in env.get("XLA_FLAGS", "").split() if "xla_force_host_platform_device_count" not in f]
-        flags.append(f"--xla_force_host_platform_device_count={self.devices}")  # CPU only; no-op elsewhere
-        env["XLA_FLAGS"] = " ".join(flags)
+        env = worker_environ(self.backend, self.devices, dict(os.environ))
         env["PYTHONUNBUFFERED"] = "1"
         # The worker must import this very xlabench, whichever Python runs it.
         root = str(Path(__file__).resolve().parent.parent)
@@ -148,22 +146,35 @@ class Worker:
 
 
 class WorkerPool:
-    """At most one live worker per spec; a worker that failed is replaced on next use."""
+    """At most one live worker per spec; a worker that failed is replaced on next use.
+
+    A worker on an accelerator holds its devices: before another worker starts, such a worker is
+    closed (a JAX and a torch_xla process cannot share a TPU). On CPU they coexist.
+    """
 
     PROBE_TIMEOUT_S = 300.0
 
-    def __init__(self, log_path: Optional[Path], python_for: Callable[[str], str] = lambda b: sys.executable):
+    def __init__(self, log_path: Optional[Path], interpreters: Interpreters = Interpreters()):
         self.log_path = log_path
-        self.python_for = python_for
+        self.interpreters = interpreters
         self._workers: dict[tuple, Worker] = {}
+        self._start_failures: dict[tuple, str] = {}
+
+    def missing(self, backend: str) -> Optional[str]:
+        """Why ``backend`` cannot run here at all (its environment is absent), or None."""
+        return self.interpreters.missing(backend)
 
     def get(self, backend: str, devices: int) -> Worker:
-        spec = WorkerSpec(backend, devices, self.python_for(backend))
+        spec = WorkerSpec(backend, devices, self.interpreters.python_for(backend))
+        if spec.key in self._start_failures:  # a worker that cannot start will not start next case either
+            raise WorkerError(self._start_failures[spec.key])
         w = self._workers.get(spec.key)
         if w is not None and w.alive():
             return w
         if w is not None:
             w.close()
+        for other in [o for o in self._workers.values() if o.alive() and o.env.get("platform", "cpu") != "cpu"]:
+            self.discard(other)
         w = Worker(spec, self.log_path)
         self._workers[spec.key] = w
         try:
@@ -171,7 +182,8 @@ class WorkerPool:
         except WorkerError as e:
             self._workers.pop(spec.key, None)
             w.close()
-            raise WorkerError(f"{backend} worker did not start: {e}") from None
+            self._start_failures[spec.key] = f"{backend} worker did not start: {e}"
+            raise WorkerError(self._start_failures[spec.key]) from None
         return w
 
     def discard(self, w: Worker) -> None:
@@ -185,9 +197,12 @@ class WorkerPool:
         self._workers.clear()
 
 
-def probe(backend: str = "jax", devices: int = 1, python: str = sys.executable) -> dict[str, Any]:
+def probe(backend: str = "jax", devices: int = 1, interpreters: Interpreters = Interpreters()) -> dict[str, Any]:
     """The environment a worker sees (platform, devices, versions, CPU peak), without importing it here."""
-    w = Worker(WorkerSpec(backend, devices, python), None)
+    reason = interpreters.missing(backend)
+    if reason:
+        raise WorkerError(reason)
+    w = Worker(WorkerSpec(backend, devices, interpreters.python_for(backend)), None)
     try:
         return w.request({"op": "probe"}, WorkerPool.PROBE_TIMEOUT_S)["env"]
     finally:
@@ -247,7 +262,7 @@ def run_case(case: Case, pool: WorkerPool, ctx: RunContext) -> tuple[dict[str, A
     """Measure one case; never raises for the case's own failures (they become the row's status)."""
     row = base_row(case, ctx)
     now = lambda: dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")  # noqa: E731
-    reason = plan_skip(case, ctx.platform)
+    reason = plan_skip(case, ctx.platform) or pool.missing(case.backend)
     if reason:
         row.update(status="skipped", error=reason, timestamp=now())
         return row, []
@@ -283,7 +298,11 @@ def run_case(case: Case, pool: WorkerPool, ctx: RunContext) -> tuple[dict[str, A
 def run_cases(cases: Iterable[Case], writer: results.RowWriter, ctx: RunContext, pool: WorkerPool,
               on_row: Callable[[Case, dict[str, Any]], None] = lambda c, r: None) -> list[dict[str, Any]]:
     rows = []
+    order: dict[str, int] = {}
     for case in cases:
+        order.setdefault(case.backend, len(order))
+    # One backend after another: workers that hold an accelerator are started once, not per case.
+    for case in sorted(cases, key=lambda c: order[c.backend]):
         row, samples = run_case(case, pool, ctx)
         writer.write(row, samples)
         rows.append(row)
