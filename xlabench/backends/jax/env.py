@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import functools
-import time
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+
+from xlabench.harness import best_seconds
 
 
 @functools.lru_cache(maxsize=1)
@@ -16,13 +17,7 @@ def measure_cpu_peak_tflops(n: int = 2048, reps: int = 5) -> float:
     """Best-of-``reps`` float32 matmul throughput of the whole host (all virtual devices share it)."""
     a = jnp.ones((n, n), jnp.float32)
     f = jax.jit(lambda x: x @ x)
-    f(a).block_until_ready()
-    best = float("inf")
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        f(a).block_until_ready()
-        best = min(best, time.perf_counter() - t0)
-    return 2.0 * n**3 / best / 1e12
+    return 2.0 * n**3 / best_seconds(lambda: f(a), jax.block_until_ready, reps) / 1e12
 
 
 @functools.lru_cache(maxsize=1)
@@ -30,13 +25,7 @@ def measure_cpu_bandwidth_gbytes_per_s(mbytes: int = 256, reps: int = 5) -> floa
     """Best-of-``reps`` streaming copy (read + write) of a large float32 array on the host."""
     x = jnp.ones((mbytes * (1 << 20) // 4,), jnp.float32)
     f = jax.jit(lambda a: a + 1.0)
-    f(x).block_until_ready()
-    best = float("inf")
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        f(x).block_until_ready()
-        best = min(best, time.perf_counter() - t0)
-    return 2.0 * x.nbytes / best / 1e9
+    return 2.0 * x.nbytes / best_seconds(lambda: f(x), jax.block_until_ready, reps) / 1e9
 
 
 def versions() -> str:
