@@ -33,6 +33,7 @@ torch-xla-env: $(TXLA_BIN)/.installed
 ## the main job: a CPU run of a real suite (cpu profile picked automatically), then its plots
 run: setup
 	$(BIN)/xlabench run $(SUITE)
+	$(BIN)/xlabench plot
 
 ## every test
 test: setup

@@ -36,7 +36,7 @@ def main() -> None:
         suite.write_text(textwrap.dedent(SUITE))
         for i in range(a.runs):
             out = Path(tmp) / f"r{i}"
-            subprocess.run([sys.executable, "-m", "xlabench.cli", "run", str(suite), "--out", str(out)],
+            subprocess.run([sys.executable, "-m", "xlabench", "run", str(suite), "--out", str(out)],
                            check=True, capture_output=True)
             csv = next(p for p in out.glob("*/*.csv") if not p.name.endswith(".samples.csv"))
             medians.append(float(results.read_rows(csv)["median_s"].iloc[0]))

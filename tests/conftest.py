@@ -42,5 +42,5 @@ def run_cli(*args: str, env: dict | None = None, timeout: float = 600) -> subpro
     full_env = dict(os.environ)
     full_env.update(env or {})
     full_env["PYTHONPATH"] = str(ROOT) + os.pathsep + full_env.get("PYTHONPATH", "")
-    return subprocess.run([sys.executable, "-m", "xlabench.cli", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "xlabench", *args], capture_output=True, text=True,
                           env=full_env, timeout=timeout, cwd=str(ROOT))

@@ -95,7 +95,7 @@ def test_killed_run_leaves_parseable_csv_and_resume_completes(write_suite, tmp_p
     path = write_suite(FAULT_SUITE)
     out = tmp_path / "res"
     env = dict(os.environ, PYTHONPATH=str(ROOT), **{FAULT_ENV: json.dumps([{"match": {"seq_len": 128}, "fault": "hang"}])})
-    proc = subprocess.Popen([sys.executable, "-m", "xlabench.cli", "run", str(path), "--out", str(out)],
+    proc = subprocess.Popen([sys.executable, "-m", "xlabench", "run", str(path), "--out", str(out)],
                             env=env, cwd=str(ROOT), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             start_new_session=True)
     deadline = time.time() + 240

@@ -173,8 +173,10 @@ def _fmt(v: Any, spec: str, scale: float = 1.0) -> str:
 
 def _summary(rows: list[dict[str, Any]], cases: list[suite_lib.Case]) -> Table:
     cols = [k for k in _varying(cases) if k not in ("impl",)]
+    bandwidth = any(r.get("bytes") for r in rows)  # memory-bound workloads: show GB/s and MBU too
     t = Table(title="summary")
-    for col in ["backend", "impl"] + cols + ["status", "median ms", "TFLOP/s", "MFU %", "err", "note"]:
+    for col in (["backend", "impl"] + cols + ["status", "median ms", "TFLOP/s", "MFU %"]
+                + (["GB/s", "MBU %"] if bandwidth else []) + ["err", "note"]):
         t.add_column(col, overflow="fold")
     for r in rows:
         status = r["status"]
@@ -186,16 +188,10 @@ def _summary(rows: list[dict[str, Any]], cases: list[suite_lib.Case]) -> Table:
             note = "interpret"
         t.add_row(r["backend"], r["impl"], *[str(r.get(k, "")) for k in cols], f"[{style}]{status}[/]",
                   _fmt(r.get("median_s"), ".3f", 1e3), _fmt(r.get("tflops_per_s"), ".4g"),
-                  _fmt(r.get("mfu"), ".2f", 100), _fmt(r.get("max_abs_err"), ".1e"), note[:80])
+                  _fmt(r.get("mfu"), ".2f", 100),
+                  *([_fmt(r.get("gbytes_per_s"), ".4g"), _fmt(r.get("mbu"), ".2f", 100)] if bandwidth else []),
+                  _fmt(r.get("max_abs_err"), ".1e"), note[:80])
     return t
-
-
-def _first_worker(s: suite_lib.Suite, pool: runner.WorkerPool) -> runner.Worker:
-    """A worker of the first backend whose environment exists: it tells the platform (and profile)."""
-    try:
-        return pool.get(_platform_backend(s, pool.interpreters), 1)
-    except runner.WorkerError as e:
-        raise click.ClickException(str(e)) from None
 
 
 @main.command()
@@ -213,17 +209,30 @@ def _first_worker(s: suite_lib.Suite, pool: runner.WorkerPool) -> runner.Worker:
 @click.option("--shard", "shard_spec", default=None, metavar="I/N",
               help="Run only shard I of N (0-based): a deterministic, cost-balanced split for fanning a suite out "
                    "over machines; combine the pieces with `xlabench merge`.")
+@click.option("--coordinator", default=None, metavar="HOST:PORT",
+              help="Multi-host run: address of process 0's coordinator (with --num-processes, --process-id). "
+                   "Without these, a SLURM or multi-host TPU launch is detected from the environment.")
+@click.option("--num-processes", type=int, default=None, help="Multi-host run: number of processes.")
+@click.option("--process-id", type=int, default=None, help="Multi-host run: this process's index (0 writes the CSV).")
+@click.option("--local-devices", type=int, default=None,
+              help="Virtual CPU devices per process (CPU only; default: the case's device count).")
+@click.option("--init-timeout", type=int, default=120, show_default=True,
+              help="Seconds to wait for all processes to join a multi-host run before failing.")
 def run(suite_file: str, profile: Optional[str], out_dir: str, resume_csv: Optional[str],
         timeout_s: Optional[float], peak_tflops: Optional[float], only_impls: tuple[str, ...],
-        python_torch_xla: Optional[str], shard_spec: Optional[str]) -> None:
+        python_torch_xla: Optional[str], shard_spec: Optional[str], coordinator: Optional[str],
+        num_processes: Optional[int], process_id: Optional[int], local_devices: Optional[int],
+        init_timeout: int) -> None:
     """Run a suite: one row per case in results/<suite>/<run-id>.csv, written as each case ends."""
-    from xlabench import shard
+    from xlabench import distributed, shard
 
     s = _load_suite(suite_file)
     try:
         shard_of = shard.parse_shard(shard_spec) if shard_spec is not None else None
+        dist = distributed.from_options(coordinator, num_processes, process_id, init_timeout)
     except ValueError as e:
         raise BadInput(str(e)) from None
+    primary = dist is None or dist.is_primary
     if peak_tflops is not None and peak_tflops <= 0:
         raise BadInput(f"--peak-tflops must be > 0, got {peak_tflops}")
     done: set[str] = set()
@@ -246,9 +255,15 @@ def run(suite_file: str, profile: Optional[str], out_dir: str, resume_csv: Optio
     interpreters = Interpreters(torch_xla_override=python_torch_xla)
     if python_torch_xla and interpreters.missing("torch_xla"):
         raise BadInput(f"--python-torch-xla: {interpreters.missing('torch_xla')}")
-    pool = runner.WorkerPool(files.log, interpreters)
+    log = files.log if primary else files.log.with_name(f"{files.csv.stem}.p{dist.process_id}.log")
+    pool = runner.WorkerPool(log, interpreters, dist=dist, local_devices=local_devices)
     started = time.time()
-    first = _first_worker(s, pool)
+    try:
+        first = pool.get(_platform_backend(s, interpreters), 1)
+    except runner.WorkerError as e:
+        if dist is None:
+            raise click.ClickException(str(e)) from None
+        _fail_all(s, profile, files, run_id, f"multi-host start failed: {e}", primary)
     platform = first.env["platform"]
     prof = s.pick_profile(platform, profile)
     cases = s.cases(prof)
@@ -271,7 +286,8 @@ def run(suite_file: str, profile: Optional[str], out_dir: str, resume_csv: Optio
             "workload": s.spec.workload, "command": sys.argv, "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "env": first.env, "git_sha": ctx.git_sha, "hostname": ctx.hostname, "schema_version": results.SCHEMA_VERSION,
             "suite_spec": s.spec.model_dump(mode="json")}
-    results.write_meta(files, meta)
+    if primary:
+        results.write_meta(files, meta)
     console.print(f"suite [bold]{s.name}[/] profile [bold]{prof or 'base'}[/] on {platform} "
                   f"({first.env['device_kind']}, {first.env['framework_version']}): {len(todo)} case(s)"
                   + (f", {len(done)} already done" if done else ""))
@@ -279,7 +295,7 @@ def run(suite_file: str, profile: Optional[str], out_dir: str, resume_csv: Optio
         console.print("[dim]CPU: Pallas kernels run in interpret mode; their rows say interpret=true "
                       "(a pipeline check, not kernel speed)[/]")
     rows: list[dict[str, Any]] = []
-    with results.RowWriter(files) as writer, Progress(
+    with (results.RowWriter(files) if primary else results.NullWriter()) as writer, Progress(
             TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
             TextColumn("eta"), TimeRemainingColumn(), console=console, transient=True) as progress:
         task = progress.add_task(s.name, total=len(todo))
@@ -301,9 +317,24 @@ def run(suite_file: str, profile: Optional[str], out_dir: str, resume_csv: Optio
     counts = {st: sum(r["status"] == st for r in rows) for st in results.STATUSES}
     console.print(f"{counts['ok']} ok, {counts['failed']} failed, {counts['skipped']} skipped "
                   f"in {time.time() - started:.1f}s" + (f"; {len(wrong)} WRONG RESULT(S)" if wrong else ""))
-    console.print(f"results: {files.csv}")
+    console.print(f"results: {files.csv}" if primary else
+                  f"process {dist.process_id}: results are written by process 0")
     if failed or wrong:
         sys.exit(1)
+
+
+def _fail_all(s: suite_lib.Suite, profile: Optional[str], files: results.RunFiles, run_id: str, error: str,
+              primary: bool) -> None:
+    """A run that cannot start its workers (e.g. a multi-host peer or coordinator is unreachable):
+    every case gets a failed row naming the cause, then exit 1."""
+    prof = s.pick_profile(None, profile) if profile is not None else ""
+    ctx = runner.RunContext(run_id=run_id, platform="")
+    if primary:
+        with results.RowWriter(files) as writer:
+            for case in s.cases(prof):
+                writer.write({**runner.base_row(case, ctx), "status": "failed", "error": error})
+    err_console.print(f"[red]{error}[/]" + (f"\nresults: {files.csv}" if primary else ""))
+    sys.exit(1)
 
 
 @main.command()
@@ -321,4 +352,13 @@ def merge(csv_files: tuple[str, ...], output: str) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    # Run as a script: hand over to the real module, so command modules register on one `main`.
+    import runpy
+
+    runpy.run_module("xlabench", run_name="__main__")
+else:
+    # Commands defined in their own modules, imported after `main` and BadInput exist.
+    from xlabench import cli_plot
+
+    main.add_command(cli_plot.plot)
+    main.add_command(cli_plot.report)

@@ -5,6 +5,8 @@ A multiply-add counts as 2 FLOPs. Softmax, masking and scaling are not counted (
 
 from __future__ import annotations
 
+from typing import Sequence
+
 
 def causal_visible_keys(seq_len: int, kv_seq_len: int) -> float:
     """Mean number of keys a query sees under a top-left-aligned causal mask (query i sees keys 0..i).
@@ -44,6 +46,35 @@ def attention_kernel_flops(batch: int, num_heads: int, seq_len: int, kv_seq_len:
                            causal: bool, mode: str) -> float:
     fwd = attention_fwd_flops(batch, num_heads, seq_len, kv_seq_len, head_dim, causal)
     return fwd * (1.0 + BWD_KERNEL_FACTOR) if mode == "fwd_bwd" else fwd
+
+
+def paged_decode_flops(lengths: Sequence[int], q_tokens: int, num_heads: int, head_dim: int) -> float:
+    """QK^T and PV over a paged cache: 4 * Hq * D * (keys seen, summed over the query tokens).
+
+    The q new tokens of a sequence of length L are its last q positions, causal: they see
+    L - q + 1, ..., L keys, i.e. q * L - q * (q - 1) / 2 in all (= sum(L_i) for decode, q = 1).
+    """
+    q = q_tokens
+    keys = sum(q * int(n) - q * (q - 1) / 2 for n in lengths)
+    return 4.0 * num_heads * head_dim * keys
+
+
+def paged_decode_bytes(lengths: Sequence[int], page_size: int, num_kv_heads: int, num_heads: int,
+                       head_dim: int, itemsize: int, q_tokens: int, pages_per_sequence: int,
+                       index_itemsize: int = 4) -> float:
+    """Bytes a paged decode step must move: the whole K and V pages that hold each context
+    (2 * sum(ceil(L_i / page) * page) * Hkv * D * itemsize), plus q and out (B * q * Hq * D * itemsize
+    each), plus the int32 page table (B * pages_per_sequence) and lengths (B).
+
+    The same count for every impl (like model FLOPs), so MBU compares impls: an impl that reads more
+    (naive gathers the whole page table width) shows a lower MBU, not a higher byte count.
+    """
+    batch = len(lengths)
+    kv_tokens = sum(-(-int(n) // page_size) * page_size for n in lengths)
+    kv = 2 * kv_tokens * num_kv_heads * head_dim * itemsize
+    q_and_out = 2 * batch * q_tokens * num_heads * head_dim * itemsize
+    table = batch * (pages_per_sequence + 1) * index_itemsize
+    return float(kv + q_and_out + table)
 
 
 def mfu(flops: float, seconds: float, devices: int, peak_tflops: float) -> float:

@@ -79,5 +79,6 @@ def device_peak(platform: str, device_kind: str, measured_cpu_tflops: float | No
         n = max(device_count, 1)
         gb = measured_cpu_gbytes_per_s / n if measured_cpu_gbytes_per_s else None
         return DevicePeak(measured_cpu_tflops / n, gb,
-                          f"measured on this host: float32 matmul, host total / {n} virtual device(s)")
+                          f"measured on this host: float32 matmul (FLOP/s) and streaming copy (GB/s), "
+                          f"host total / {n} virtual device(s)")
     return DevicePeak(None, None, f"unknown device kind {device_kind!r}: pass --peak-tflops for MFU")

@@ -84,3 +84,24 @@ def max_normalised_error(outs: Sequence[np.ndarray], refs: Sequence[np.ndarray])
         scale = max(1.0, float(np.max(np.abs(r))))
         worst = max(worst, float(np.max(np.abs(o - r))) / scale)
     return worst
+
+
+def case_result(stats: dict[str, Any], samples: list[float], plan: TimingPlan, lower_s: float | None,
+                compile_s: float, mem: int | None, err: float, err_tol: float, notes: str,
+                **metrics: Any) -> dict[str, Any]:
+    """The reply of a case runner (any backend): row fields (timings, correctness, ``metrics``) and samples."""
+    return {
+        "fields": {
+            **stats,
+            "lower_s": lower_s,
+            "compile_s": compile_s,
+            "warmup": plan.warmup,
+            **metrics,
+            "peak_memory_bytes": mem,
+            "max_abs_err": err,
+            "err_tol": err_tol,
+            "correct": bool(err <= err_tol),
+            "notes": notes,
+        },
+        "samples": samples,
+    }

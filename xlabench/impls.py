@@ -27,6 +27,7 @@ class ImplInfo:
 
 _ATTN = ("attention", "train")
 _ALL = ("cpu", "gpu", "tpu")
+_PAGED = ("paged_attention",)
 
 CATALOG: tuple[ImplInfo, ...] = (
     ImplInfo("naive", "jax", _ATTN, _ALL, (),
@@ -41,6 +42,14 @@ CATALOG: tuple[ImplInfo, ...] = (
              "Pallas Triton flash attention (jax.experimental.pallas.ops.gpu.attention.mha)"),
     ImplInfo("cudnn", "jax", _ATTN, ("gpu",), (),
              "jax.nn.dot_product_attention(implementation='cudnn')"),
+    ImplInfo("naive", "jax", _PAGED, _ALL, (),
+             "gather every sequence's pages into dense K/V, mask by length, plain jnp attention"),
+    ImplInfo("paged", "jax", _PAGED, ("tpu",), ("cpu",),
+             "Pallas TPU paged_attention (jax.experimental.pallas.ops.tpu.paged_attention); K/V cast to bf16"),
+    ImplInfo("ragged_paged", "jax", _PAGED, ("tpu",), ("cpu",),
+             "Pallas TPU ragged_paged_attention (mixed prefill/decode); on CPU tried in the interpreter, fails: skipped"),
+    ImplInfo("paged_gpu", "jax", _PAGED, ("gpu",), ("cpu",),
+             "Pallas Triton paged_attention (jax.experimental.pallas.ops.gpu.paged_attention)"),
     # torch_xla: TPU and CPU (PJRT). On CPU the Pallas kernels are the same JAX kernels, interpreted,
     # inside the torch_xla graph through torch_xla.core.xla_builder.call_jax.
     ImplInfo("naive", "torch_xla", _ATTN, ("cpu", "tpu"), (),
@@ -56,9 +65,10 @@ CATALOG: tuple[ImplInfo, ...] = (
 BACKENDS = ("jax", "torch_xla")
 
 
-def find(backend: str, name: str) -> ImplInfo | None:
+def find(backend: str, name: str, workload: str | None = None) -> ImplInfo | None:
+    """The catalog entry of an impl (of ``workload`` when given: one name may serve several workloads)."""
     for info in CATALOG:
-        if info.backend == backend and info.name == name:
+        if info.backend == backend and info.name == name and (workload is None or workload in info.workloads):
             return info
     return None
 

@@ -59,9 +59,10 @@ CASE_COLUMNS = _c("case", [
     ("sharding", "", "train: dp | fsdp | tp | 2d | auto"),
     ("mesh", "", "train: device mesh as axis=size,..."),
     ("remat", "", "train: activation rematerialisation policy"),
-    ("context_lens", "tokens", "paged: context length distribution spec"),
+    ("context_lens", "tokens", "paged: context lengths: 'N' (all N), 'uniform:lo..hi' (fixed seed) or 'a,b,c'"),
     ("page_size", "tokens", "paged: tokens per KV-cache page"),
     ("pages_per_compute_block", "", "paged: pages per kernel compute block"),
+    ("max_context", "tokens", "paged: page-table capacity per sequence (pages_per_sequence * page_size)"),
     ("total_pages", "", "paged: pages in the KV cache"),
     ("megacore_mode", "", "paged: megacore mode (TPU)"),
     ("q_tokens", "", "paged: query tokens per sequence (1 = decode)"),
@@ -115,7 +116,7 @@ METRIC_COLUMNS = _c("metric", [
     ("gbytes_per_s", "GB/s", "bytes / median_s / 1e9"),
     ("peak_gbytes_per_s", "GB/s", "peak memory bandwidth per device"),
     ("mbu", "", "gbytes_per_s / (devices * peak_gbytes_per_s): bandwidth utilisation, 0..1"),
-    ("tokens_per_s", "tokens/s", "train: global tokens per second"),
+    ("tokens_per_s", "tokens/s", "train: global tokens per second; paged: query tokens (batch * q_tokens) per second"),
     ("peak_memory_bytes", "B", "peak device memory per device (see notes for the source)"),
     ("max_abs_err", "", "max abs error of the output (and gradients) vs the float32 reference"),
     ("err_tol", "", "tolerance for max_abs_err at this dtype"),
@@ -210,6 +211,22 @@ class RowWriter:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class NullWriter:
+    """Stands in for RowWriter on processes that must not write (multi-host: only process 0 writes)."""
+
+    def write(self, row: Mapping[str, Any], samples: Iterable[float] = ()) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+    def __enter__(self) -> "NullWriter":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        pass
 
 
 class ResultsFileError(Exception):

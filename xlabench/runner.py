@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import re
 import secrets
 import selectors
 import signal
@@ -23,6 +24,7 @@ from typing import Any, Callable, Iterable, Optional
 
 from xlabench import impls as catalog
 from xlabench import results
+from xlabench.distributed import DistributedConfig
 from xlabench.envs import Interpreters, worker_environ
 from xlabench.metrics import derive
 from xlabench.suite import Case
@@ -35,8 +37,9 @@ class WorkerError(Exception):
 @dataclass
 class WorkerSpec:
     backend: str
-    devices: int
+    devices: int  # local (virtual CPU) devices of this worker
     python: str = sys.executable
+    dist: Optional[DistributedConfig] = None
 
     @property
     def key(self) -> tuple[str, int, str]:
@@ -44,6 +47,8 @@ class WorkerSpec:
 
     def environ(self) -> dict[str, str]:
         env = worker_environ(self.backend, self.devices, dict(os.environ))
+        if self.dist is not None:
+            env.update(self.dist.worker_env())
         env["PYTHONUNBUFFERED"] = "1"
         # The worker must import this very xlabench, whichever Python runs it.
         root = str(Path(__file__).resolve().parent.parent)
@@ -121,7 +126,10 @@ class Worker:
             f.seek(self._log_start)
             text = f.read().decode(errors="replace")
         kept = [ln.strip() for ln in text.splitlines() if ln.strip() and not ln.startswith("--- case")]
-        return " | ".join(kept[-lines:])[:800]
+        # glog fatal lines ("F1202 ...") and Python exceptions say why; stack frames ("@ 0x...") do not.
+        fatal = [ln for ln in kept if re.match(r"F\d{4} |\w*(Error|Exception)\b", ln)]
+        chosen = fatal[-1:] + [ln for ln in kept[-lines:] if not ln.startswith("@")]
+        return " | ".join(dict.fromkeys(chosen))[:800]
 
     def alive(self) -> bool:
         return self.proc.poll() is None
@@ -154,9 +162,12 @@ class WorkerPool:
 
     PROBE_TIMEOUT_S = 300.0
 
-    def __init__(self, log_path: Optional[Path], interpreters: Interpreters = Interpreters()):
+    def __init__(self, log_path: Optional[Path], interpreters: Interpreters = Interpreters(),
+                 dist: Optional[DistributedConfig] = None, local_devices: Optional[int] = None):
         self.log_path = log_path
         self.interpreters = interpreters
+        self.dist = dist
+        self.local_devices = local_devices
         self._workers: dict[tuple, Worker] = {}
         self._start_failures: dict[tuple, str] = {}
 
@@ -165,7 +176,16 @@ class WorkerPool:
         return self.interpreters.missing(backend)
 
     def get(self, backend: str, devices: int) -> Worker:
-        spec = WorkerSpec(backend, devices, self.interpreters.python_for(backend))
+        if self.dist is not None:
+            # One worker per backend for the whole run: every process must start (and join) its workers
+            # in lockstep, and the coordinator's port is held by process 0's live worker.
+            devices = self.local_devices or 1
+            for key, w in list(self._workers.items()):
+                if key[0] != backend:
+                    self.discard(w)
+        elif self.local_devices:
+            devices = self.local_devices
+        spec = WorkerSpec(backend, devices, self.interpreters.python_for(backend), self.dist)
         if spec.key in self._start_failures:  # a worker that cannot start will not start next case either
             raise WorkerError(self._start_failures[spec.key])
         w = self._workers.get(spec.key)
@@ -243,14 +263,14 @@ def base_row(case: Case, ctx: RunContext) -> dict[str, Any]:
         "platform": ctx.platform, "warmup": case.measure.warmup,
     }
     row.update({k: v for k, v in case.params.items() if k in results.CASE_COLUMN_NAMES})
-    info = catalog.find(case.backend, case.impl)
+    info = catalog.find(case.backend, case.impl, case.workload)
     row["interpret"] = bool(info and info.interpreted(ctx.platform))
     return row
 
 
 def plan_skip(case: Case, platform: str) -> Optional[str]:
     """Why a case cannot run on this platform at all (decided without a worker), or None."""
-    info = catalog.find(case.backend, case.impl)
+    info = catalog.find(case.backend, case.impl, case.workload)
     if info is None:
         return f"impl {case.impl!r} does not exist for backend {case.backend!r}"
     if not info.runs_on(platform):
@@ -271,6 +291,9 @@ def run_case(case: Case, pool: WorkerPool, ctx: RunContext) -> tuple[dict[str, A
     try:
         worker = pool.get(case.backend, case.devices)
         env = worker.env
+        if case.devices > int(env.get("device_count", 1)):
+            raise WorkerError(f"case needs {case.devices} devices; the {case.backend} worker sees "
+                              f"{env.get('device_count')} ({env.get('process_count', 1)} process(es))")
         row.update({k: env.get(k) for k in ("device_kind", "device_count", "process_count", "framework_version")})
         row["platform"] = env.get("platform", ctx.platform)
         msg = {"op": "run", "platform": row["platform"],
@@ -279,7 +302,7 @@ def run_case(case: Case, pool: WorkerPool, ctx: RunContext) -> tuple[dict[str, A
                         "measure": case.measure.model_dump()}}
         reply = worker.request(msg, timeout)
     except WorkerError as e:
-        if worker is not None:
+        if worker is not None and not worker.alive():
             pool.discard(worker)
         row.update(status="failed", error=str(e), timestamp=now())
         return row, []

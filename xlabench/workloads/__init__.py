@@ -7,9 +7,11 @@ from typing import Type
 from pydantic import BaseModel
 
 from xlabench.workloads.attention import AttentionParams
+from xlabench.workloads.paged import PagedParams
 
 PARAMS: dict[str, Type[BaseModel]] = {
     "attention": AttentionParams,
+    "paged_attention": PagedParams,
 }
 
 

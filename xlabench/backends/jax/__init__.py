@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from xlabench.backends.jax.env import probe
+from xlabench.backends.jax.env import init_distributed_from_env, probe
+
+init_distributed_from_env()  # first thing in a worker: a multi-process run joins its peers here
 
 
 def runner_for(workload: str) -> Callable[..., dict[str, Any]]:
@@ -12,6 +14,9 @@ def runner_for(workload: str) -> Callable[..., dict[str, Any]]:
     if workload == "attention":
         from xlabench.backends.jax.attention_case import run_attention_case
         return run_attention_case
+    if workload == "paged_attention":
+        from xlabench.backends.jax.paged_case import run_paged_case
+        return run_paged_case
     raise ValueError(f"the jax backend has no workload {workload!r}")
 
 

@@ -9,7 +9,7 @@ import jax.numpy as jnp
 
 from xlabench.backends.jax import attention_impls as impls
 from xlabench.backends.jax.common import compile_timed, max_normalised_error, measure, peak_memory
-from xlabench.harness import TimingPlan
+from xlabench.harness import TimingPlan, case_result
 from xlabench.workloads.attention import AttentionParams, make_inputs
 from xlabench.worker_api import CaseSkipped
 
@@ -24,7 +24,7 @@ def run_attention_case(params: dict[str, Any], impl: str, plan: TimingPlan, inte
     if reason:
         raise CaseSkipped(reason)
 
-    device = jax.devices()[0]
+    device = jax.local_devices()[0]
     dtype = jnp.dtype(p.dtype)
     host = make_inputs(p)
     # The impl's native layout, prepared outside the timed region.
@@ -58,19 +58,5 @@ def run_attention_case(params: dict[str, Any], impl: str, plan: TimingPlan, inte
         jnp.asarray(host["do"]) if p.mode == "fwd_bwd" else None, p.causal, cfg.sm_scale)
     err = max_normalised_error(outs, refs)
 
-    return {
-        "fields": {
-            **stats,
-            "lower_s": lower_s,
-            "compile_s": compile_s,
-            "warmup": plan.warmup,
-            "flops": p.flops(),
-            "kernel_flops": p.kernel_flops(),
-            "peak_memory_bytes": mem,
-            "max_abs_err": err,
-            "err_tol": p.err_tol(),
-            "correct": bool(err <= p.err_tol()),
-            "notes": mem_note,
-        },
-        "samples": samples,
-    }
+    return case_result(stats, samples, plan, lower_s, compile_s, mem, err, p.err_tol(), mem_note,
+                       flops=p.flops(), kernel_flops=p.kernel_flops())

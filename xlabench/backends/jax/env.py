@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import os
 from typing import Any
 
 import jax
@@ -28,6 +29,23 @@ def measure_cpu_bandwidth_gbytes_per_s(mbytes: int = 256, reps: int = 5) -> floa
     return 2.0 * x.nbytes / best_seconds(lambda: f(x), jax.block_until_ready, reps) / 1e9
 
 
+def init_distributed_from_env() -> None:
+    """jax.distributed.initialize from the parent's settings (xlabench/distributed.py), with a timeout so an
+    unreachable coordinator or a missing peer fails the worker instead of hanging it."""
+    from xlabench import distributed as d
+
+    timeout = int(os.environ.get(d.ENV_INIT_TIMEOUT, "120"))
+    if os.environ.get(d.ENV_AUTO) == "1":
+        jax.config.update("jax_cpu_collectives_implementation", "gloo")
+        jax.distributed.initialize(initialization_timeout=timeout)
+    elif os.environ.get(d.ENV_COORDINATOR):
+        jax.config.update("jax_cpu_collectives_implementation", "gloo")  # CPU collectives across processes
+        jax.distributed.initialize(coordinator_address=os.environ[d.ENV_COORDINATOR],
+                                   num_processes=int(os.environ[d.ENV_NUM_PROCESSES]),
+                                   process_id=int(os.environ[d.ENV_PROCESS_ID]),
+                                   initialization_timeout=timeout)
+
+
 def versions() -> str:
     import jaxlib
 
@@ -43,6 +61,7 @@ def probe(measure_peaks: bool = True) -> dict[str, Any]:
         "device_kind": devs[0].device_kind,
         "device_count": len(devs),
         "process_count": jax.process_count(),
+        "process_index": jax.process_index(),
         "framework_version": versions(),
         "numpy_version": np.__version__,
     }

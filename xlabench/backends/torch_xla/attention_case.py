@@ -12,7 +12,7 @@ import torch
 from xlabench.backends.torch_xla import attention_impls as impls
 from xlabench.backends.torch_xla import jax_kernels
 from xlabench.backends.torch_xla.common import measure, peak_memory, to_numpy, xla_device
-from xlabench.harness import TimingPlan, max_normalised_error
+from xlabench.harness import TimingPlan, case_result, max_normalised_error
 from xlabench.workloads.attention import AttentionParams, make_inputs
 from xlabench.worker_api import CaseSkipped
 
@@ -63,21 +63,8 @@ def run_attention_case(params: dict[str, Any], impl: str, plan: TimingPlan, inte
     notes = m.notes() + [mem_note]
     if im.note and p.kv_heads != p.num_heads:
         notes.insert(0, im.note)
-    return {
-        "fields": {
-            **m.stats,
-            "compile_s": m.compile_s,
-            "warmup": plan.warmup,
-            "flops": p.flops(),
-            "kernel_flops": p.kernel_flops(),
-            "peak_memory_bytes": mem,
-            "max_abs_err": err,
-            "err_tol": p.err_tol(),
-            "correct": bool(err <= p.err_tol()),
-            "notes": "; ".join(notes),
-        },
-        "samples": m.samples,
-    }
+    return case_result(m.stats, m.samples, plan, None, m.compile_s, mem, err, p.err_tol(), "; ".join(notes),
+                       flops=p.flops(), kernel_flops=p.kernel_flops())
 
 
 def ref_device(platform: str) -> torch.device:

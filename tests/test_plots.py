@@ -1,0 +1,281 @@
+"""Charts drawn from fixture rows: the data each artist holds must be the rows' figures, gaps included."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from matplotlib.colors import to_rgba
+
+from xlabench import chartdata as cd
+from xlabench import plots
+
+FIX = Path(__file__).parent / "fixtures"
+TRAIN_PANEL = "jax · cpu · gpt2-tiny"
+
+
+def raw(name: str) -> pd.DataFrame:
+    """The fixture as plain pandas reads it: the expected values, independent of chartdata."""
+    return pd.read_csv(FIX / name, dtype={"case_id": str, "run_id": str})
+
+
+@pytest.fixture(scope="module")
+def train() -> pd.DataFrame:
+    return cd.load([FIX / "train.csv"])
+
+
+@pytest.fixture(scope="module")
+def attention() -> pd.DataFrame:
+    return cd.load([FIX / "attention_cpu.csv"])
+
+
+@pytest.fixture(scope="module")
+def paged() -> pd.DataFrame:
+    return cd.load([FIX / "paged.csv"])
+
+
+def expected(df: pd.DataFrame, where: dict, x: str, y: str, scale: float = 1.0) -> tuple[list, list]:
+    """(x, y) of the rows matching `where`, sorted by x, y NaN unless the row is ok and correct."""
+    sel = df
+    for k, v in where.items():
+        sel = sel[sel[k] == v]
+    sel = sel.sort_values(x)
+    ok = (sel["status"] == "ok") & (sel["correct"].astype(str).str.lower() != "false")
+    return sel[x].astype(float).tolist(), [v * scale if good else np.nan for v, good in zip(sel[y], ok)]
+
+
+def same(a, b) -> bool:
+    return np.allclose(np.asarray(a, dtype=float), np.asarray(b, dtype=float), equal_nan=True, rtol=1e-12)
+
+
+# ---------------------------------------------------------------------------------------- MFU vs batch
+
+
+def test_mfu_vs_batch_lines_hold_the_rows_mfu_in_percent(train):
+    chart = plots.mfu_vs_batch(train)
+    rows = raw("train.csv")
+    for (sharding, impl, label) in [("dp", "naive", "dp · naive"), ("dp", "flash", "dp · flash (interpret)"),
+                                    ("fsdp", "naive", "fsdp · naive"), ("tp", "naive", "tp · naive")]:
+        line = chart.artists[(TRAIN_PANEL, label)]
+        xs, ys = expected(rows, {"sharding": sharding, "impl": impl}, "global_batch", "mfu", 100)
+        assert same(line.get_xdata(), xs) and same(line.get_ydata(), ys), label
+        assert line.get_color() == plots.style(sharding).colour
+        assert line.get_marker() == "o"
+
+
+def test_failed_and_skipped_points_are_gaps_never_zero(train):
+    chart = plots.mfu_vs_batch(train)
+    fsdp_flash = chart.artists[(TRAIN_PANEL, "fsdp · flash (interpret)")].get_ydata()
+    assert list(np.isnan(fsdp_flash)) == [False, True, False]  # batch 16 failed: an interior gap
+    tp = chart.artists[(TRAIN_PANEL, "tp · naive")].get_ydata()
+    assert np.isnan(tp[-1]) and np.all(np.isfinite(tp[:-1]))
+    auto = chart.artists[(TRAIN_PANEL, "auto · naive (no usable point)")].get_ydata()
+    assert np.isnan(auto).all() and len(auto) == 3
+    for line in chart.artists.values():
+        assert not np.any(np.asarray(line.get_ydata(), dtype=float) == 0)
+    assert any("5 point(s) failed, skipped or wrong" in n for n in chart.notes)
+
+
+def test_single_point_series_is_drawn_with_a_marker(train):
+    line = plots.mfu_vs_batch(train).artists[(TRAIN_PANEL, "2d · naive")]
+    rows = raw("train.csv")
+    assert list(line.get_xdata()) == [16.0]
+    assert same(line.get_ydata(), [rows[(rows.sharding == "2d")]["mfu"].iloc[0] * 100])
+    assert line.get_marker() == "o"
+
+
+def test_line_style_follows_the_attention_impl(train):
+    chart = plots.mfu_vs_batch(train)
+    naive = chart.artists[(TRAIN_PANEL, "dp · naive")]
+    flash = chart.artists[(TRAIN_PANEL, "dp · flash (interpret)")]
+    assert naive.get_color() == flash.get_color()
+    assert naive.get_linestyle() != flash.get_linestyle()
+
+
+def test_title_names_suite_devices_versions_and_interpret(train):
+    chart = plots.mfu_vs_batch(train)
+    title = chart.figure._suptitle.get_text()
+    assert "gpt2" in title and "cpu ×8" in title and "jax 0.10.2 / jaxlib 0.10.2" in title
+    assert cd.INTERPRET_NOTE in title
+    no_interp = plots.mfu_vs_batch(train[train["impl"] == "naive"]).figure._suptitle.get_text()
+    assert cd.INTERPRET_NOTE not in no_interp
+
+
+def test_one_panel_per_backend_and_device_kind(train):
+    other = train.assign(backend="torch_xla", framework_version="torch_xla 2.9.0", interpret=False)
+    chart = plots.mfu_vs_batch(pd.concat([train, other], ignore_index=True))
+    panels = {p for p, _ in chart.artists}
+    assert panels == {TRAIN_PANEL, "torch_xla · cpu · gpt2-tiny"}
+    line = chart.artists[("torch_xla · cpu · gpt2-tiny", "dp · naive")]
+    assert same(line.get_ydata(), chart.artists[(TRAIN_PANEL, "dp · naive")].get_ydata())
+    assert "torch_xla 2.9.0" in chart.figure._suptitle.get_text()
+
+
+# ------------------------------------------------------------------------------------------- sharding
+
+
+def test_sharding_bars_default_batch_is_largest_every_mode_has(train):
+    chart = plots.sharding_bars(train)
+    rows = raw("train.csv")
+    at16 = rows[rows.global_batch == 16]
+    modes = ["dp", "fsdp", "tp", "2d", "auto"]
+    naive = chart.artists[(TRAIN_PANEL, "naive")]
+    want = [at16[(at16.sharding == m) & (at16.impl == "naive")]["mfu"].iloc[0] * 100
+            if ((at16.sharding == m) & (at16.impl == "naive") & (at16.status == "ok")).any() else np.nan
+            for m in modes]
+    assert same([b.get_height() for b in naive], want)
+    assert np.isnan(want[-1])  # auto skipped: no bar, not a zero bar
+    flash = chart.artists[(TRAIN_PANEL, "flash (interpret)")]
+    heights = [b.get_height() for b in flash]
+    assert np.isfinite(heights[0]) and np.isnan(heights[1:]).all()  # fsdp failed, tp/2d/auto: no row
+    assert [b.get_facecolor() for b in naive] == [to_rgba(plots.style(m).colour) for m in modes]
+    steps = chart.artists[(TRAIN_PANEL, "naive step time")].get_ydata()
+    assert same(steps[:4], [at16[(at16.sharding == m) & (at16.impl == "naive")]["median_s"].iloc[0]
+                            for m in modes[:4]])
+    ax = chart.figure.axes[0]
+    texts = [t.get_text() for t in ax.texts]
+    assert f"{want[0]:.1f}%" in texts and " failed" in texts and " skipped" in texts
+    assert "global batch 16" in ax.get_title()
+
+
+def test_sharding_bars_at_a_chosen_batch_and_an_absent_one(train):
+    chart = plots.sharding_bars(train, global_batch=32)
+    naive = [b.get_height() for b in chart.artists[(TRAIN_PANEL, "naive")]]
+    rows = raw("train.csv")
+    assert same(naive[:2], [rows[(rows.sharding == m) & (rows.impl == "naive") & (rows.global_batch == 32)]["mfu"].iloc[0] * 100
+                            for m in ("dp", "fsdp")])
+    assert np.isnan(naive[2:]).all()  # tp failed, 2d no row, auto skipped
+    with pytest.raises(plots.NoData, match=r"global batch 12 \(have: 8, 16, 32\)"):
+        plots.sharding_bars(train, global_batch=12)
+
+
+# ------------------------------------------------------------------------------------------ attention
+
+
+def test_attention_lines_hold_tflops_per_impl_by_mode_and_causal(attention):
+    chart = plots.attention_tflops(attention)
+    rows = raw("attention_cpu.csv")
+    panels = {p for p, _ in chart.artists}
+    assert panels == {"causal · fwd", "causal · fwd_bwd", "non-causal · fwd", "non-causal · fwd_bwd"}
+    assert len(chart.artists) == 4 * 5  # batch moves with seq_len: it does not split series
+    for causal, mode in [(True, "fwd"), (False, "fwd_bwd")]:
+        panel = f"{'causal' if causal else 'non-causal'} · {mode}"
+        for impl in ("naive", "flash", "splash"):
+            lab = impl if impl == "naive" else f"{impl} (interpret)"
+            line = chart.artists[(panel, lab)]
+            xs, ys = expected(rows, {"impl": impl, "causal": causal, "mode": mode}, "seq_len", "tflops_per_s")
+            assert same(line.get_xdata(), xs) and same(line.get_ydata(), ys)
+            assert line.get_color() == plots.style(impl).colour
+    ax = chart.figure.axes[0]
+    assert ax.child_axes and ax.child_axes[0].get_ylabel() == "MFU (%)"
+    assert cd.INTERPRET_NOTE in chart.figure._suptitle.get_text()
+
+
+def test_attention_failed_row_is_a_gap(attention):
+    df = attention.copy()
+    hit = df.index[(df.impl == "flash") & (df.seq_len == 256) & (df.causal == True) & (df["mode"] == "fwd")]  # noqa: E712
+    df["error"] = df["error"].astype(object)
+    df.loc[hit, ["status", "error"]] = ["failed", "boom"]
+    y = plots.attention_tflops(df).artists[("causal · fwd", "flash (interpret)")].get_ydata()
+    assert list(np.isnan(y)) == [False, True, False]
+
+
+def test_speedup_is_naive_median_over_impl_median(attention):
+    chart = plots.attention_speedup(attention)
+    rows = raw("attention_cpu.csv")
+    key = ["seq_len", "causal", "mode"]
+    naive = rows[rows.impl == "naive"].set_index(key)["median_s"]
+    for impl in ("xla_sdpa", "flash", "splash", "pallas_gpu"):
+        mine = rows[(rows.impl == impl) & (rows.causal == False) & (rows["mode"] == "fwd")].sort_values("seq_len")  # noqa: E712
+        want = [naive[tuple(r[k] for k in key)] / r["median_s"] for _, r in mine.iterrows()]
+        lab = impl if impl == "xla_sdpa" else f"{impl} (interpret)"
+        assert same(chart.artists[("non-causal · fwd", lab)].get_ydata(), want)
+    assert not any(lab.startswith("naive") for _, lab in chart.artists)
+    assert all(ax.get_lines()[-1].get_ydata()[0] == 1.0 for ax in chart.figure.axes if ax.get_lines())
+
+
+def test_speedup_needs_naive_rows(attention):
+    with pytest.raises(plots.NoData, match="naive"):
+        plots.attention_speedup(attention[attention.impl != "naive"])
+
+
+def test_other_backend_splits_attention_series(attention):
+    other = attention.assign(backend="torch_xla", framework_version="torch_xla 2.9.0")
+    chart = plots.attention_tflops(pd.concat([attention, other], ignore_index=True))
+    labels = {lab for p, lab in chart.artists if p == "causal · fwd"}
+    assert len(labels) == 10
+    assert "naive · backend=torch_xla" in labels  # framework_version follows backend: not repeated
+    runs = attention.assign(run_id="20261203-000000-beef")
+    labels = {lab for p, lab in plots.attention_tflops(pd.concat([attention, runs])).artists if p == "causal · fwd"}
+    assert "flash · run_id=20261203-000000-beef (interpret)" in labels and len(labels) == 10
+
+
+# ---------------------------------------------------------------------------------------------- paged
+
+
+def test_paged_lines_hold_gbytes_per_s_with_gaps(paged):
+    chart = plots.paged_bandwidth(paged)
+    rows = raw("paged.csv")
+    naive1 = chart.artists[("batch=1", "naive")]
+    assert same(naive1.get_xdata(), [512, 2048, 8192])
+    assert same(naive1.get_ydata(), rows[(rows.batch == 1) & (rows.impl == "naive")]["gbytes_per_s"])
+    paged1 = chart.artists[("batch=1", "paged (interpret)")].get_ydata()
+    assert list(np.isnan(paged1)) == [False, True, False]  # 2048: a wrong result is a gap, not a win
+    naive4 = chart.artists[("batch=4", "naive")]
+    assert same(naive4.get_xdata(), [640, 2048, 8192])  # uniform:256-1024 at its mean
+    assert np.isnan(naive4.get_ydata()[-1])  # failed
+    single = chart.artists[("batch=4", "paged (interpret)")]
+    assert len(single.get_xdata()) == 1 and np.isfinite(single.get_ydata()[0])
+    assert np.isnan(chart.artists[("batch=1", "ragged_paged (interpret) (no usable point)")].get_ydata()).all()
+    ax4 = [ax for ax in chart.figure.axes if ax.get_title() == "batch=4"][0]
+    assert [t.get_text() for t in ax4.get_xticklabels()] == ["uniform:256-1024", "fixed:2048", "fixed:8192"]
+    assert ax4.child_axes[0].get_ylabel() == "MBU (%)"
+
+
+def test_paged_plain_numeric_context_lengths(paged):
+    df = paged[paged.context_lens.str.startswith("fixed")].copy()
+    df["context_lens"] = df["context_lens"].str.removeprefix("fixed:")
+    chart = plots.paged_bandwidth(df)
+    ax = [ax for ax in chart.figure.axes if ax.get_title() == "batch=1"][0]
+    assert ax.get_xscale() == "log"
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["512", "2048", "8192"]
+
+
+# ------------------------------------------------------------------------------ styles, kinds, files
+
+
+def test_colours_are_stable_across_charts_and_names(attention):
+    a = plots.attention_tflops(attention).artists[("causal · fwd", "flash (interpret)")]
+    s = plots.attention_speedup(attention).artists[("causal · fwd", "flash (interpret)")]
+    assert a.get_color() == s.get_color() == plots.STYLES["flash"].colour
+    assert plots.style("some_new_kernel") == plots.style("some_new_kernel")
+    assert plots.style("some_new_kernel").colour not in {plots.STYLES[k].colour for k in ("naive",)}
+
+
+def test_a_chart_without_its_figure_is_no_data(train):
+    with pytest.raises(plots.NoData, match="train rows have no mfu values"):
+        plots.mfu_vs_batch(train.assign(mfu=np.nan))
+
+
+def test_kinds_follow_the_workloads(train, attention, paged):
+    assert plots.kinds_for(train) == ["mfu_batch", "sharding"]
+    assert plots.kinds_for(attention) == ["attention", "speedup"]
+    assert plots.kinds_for(paged) == ["paged"]
+
+
+def test_render_writes_png_and_svg(tmp_path, paged):
+    written, left_out = plots.render(paged, tmp_path, ["png", "svg"])
+    assert sorted(p.name for p in written) == ["paged.png", "paged.svg"] and not left_out
+    assert (tmp_path / "paged.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "<svg" in (tmp_path / "paged.svg").read_text()[:2000]
+
+
+def test_render_leaves_out_an_automatic_kind_with_the_reason(tmp_path, attention):
+    no_naive = attention[attention.impl != "naive"]
+    written, left_out = plots.render(no_naive, tmp_path, ["png"])
+    assert [p.name for p in written] == ["attention.png"]
+    assert left_out and left_out[0].startswith("speedup:") and "naive" in left_out[0]
+    with pytest.raises(plots.NoData):
+        plots.render(no_naive, tmp_path, ["png"], kinds=["speedup"])

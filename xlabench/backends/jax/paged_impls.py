@@ -1,0 +1,217 @@
+"""JAX paged-attention implementations, one registry.
+
+Every impl takes the shared inputs (q [B, nq, Hq, D]; k/v pages [Hkv, total_pages, page_size, D];
+lengths i32[B]; page table i32[B, pages_per_sequence]), rearranges them into its native layout in
+``prepare`` (outside the timed region) and returns the output as [B, nq, Hq, D].
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Optional
+
+import jax
+import jax.numpy as jnp
+
+from xlabench import hardware
+from xlabench.backends.jax.attention_impls import _tpu_interpret as tpu_interpret
+from xlabench.workloads.paged import PagedParams
+
+
+@dataclass(frozen=True)
+class PagedConfig:
+    sm_scale: float
+    pages_per_compute_block: int
+    megacore_mode: Optional[str]
+    interpret: bool  # run the Pallas kernel in the CPU interpreter
+    platform: str
+
+
+@dataclass(frozen=True)
+class JaxPagedImpl:
+    name: str
+    prepare: Callable[..., tuple]  # prepare(q, k_pages, v_pages, lengths, table, cfg) -> args
+    fn: Callable[..., Any]  # fn(*args, cfg) -> out [B, nq, Hq, D]
+    unsupported: Callable[[PagedParams, str, str], Optional[str]]  # (params, platform, device_kind)
+    kv_round: Optional[str] = None  # the kernel rounds K/V to this dtype: the reference does too
+    interpreter_broken: Optional[str] = None  # set: an error in the CPU interpreter is a skip, not a failure
+
+
+def _shared(q, k_pages, v_pages, lengths, table, cfg: PagedConfig) -> tuple:
+    return q, k_pages, v_pages, lengths, table
+
+
+def _megacore_only_paged(p: PagedParams) -> Optional[str]:
+    if p.megacore_mode is not None:
+        return "megacore_mode applies to the Pallas TPU paged kernel only"
+    return None
+
+
+def _one_query_token(kernel: str, p: PagedParams) -> Optional[str]:
+    if p.q_tokens != 1:
+        return (f"{kernel} takes one query token per sequence (q [batch, heads, head_dim]); "
+                f"q_tokens={p.q_tokens} is the ragged_paged / naive path")
+    return None
+
+
+# ------------------------------------------------------------------------------------------- naive
+
+
+def naive(q, k_pages, v_pages, lengths, table, cfg: PagedConfig):
+    """Gather every sequence's page-table row into dense K/V (the whole table width), mask by length
+    (and causally among the new tokens), plain jnp attention in float32 logits; XLA fuses the rest."""
+    b, nq, hq, d = q.shape
+    hkv, _, page, _ = k_pages.shape
+    span = table.shape[1] * page
+
+    def dense(pages):  # [Hkv, T, P, D] -> [B, Hkv, pages_per_sequence * P, D]
+        return jnp.moveaxis(pages[:, table], 0, 1).reshape(b, hkv, span, d)
+
+    k, v = dense(k_pages), dense(v_pages)
+    qg = q.reshape(b, nq, hkv, hq // hkv, d)
+    logits = jnp.einsum("bqhgd,bhkd->bhgqk", qg, k, preferred_element_type=jnp.float32) * cfg.sm_scale
+    last = lengths[:, None] - nq + jnp.arange(nq)[None, :]  # [B, nq]: last key each query sees
+    visible = jnp.arange(span)[None, None, :] <= last[:, :, None]  # [B, nq, S]
+    logits = jnp.where(visible[:, None, None], logits, jnp.finfo(jnp.float32).min)
+    probs = jax.nn.softmax(logits, axis=-1).astype(v.dtype)
+    out = jnp.einsum("bhgqk,bhkd->bqhgd", probs, v, preferred_element_type=jnp.float32)
+    return out.reshape(b, nq, hq, d).astype(q.dtype)
+
+
+def _naive_unsupported(p: PagedParams, platform: str, device_kind: str) -> Optional[str]:
+    return _megacore_only_paged(p)
+
+
+# ------------------------------------------------------------------------------- Pallas TPU paged
+
+
+def _scaled(q, cfg: PagedConfig):
+    """The paged kernels take pre-scaled queries (they compute q.k without a softmax scale)."""
+    return (q.astype(jnp.float32) * cfg.sm_scale).astype(q.dtype)
+
+
+def paged(q, k_pages, v_pages, lengths, table, cfg: PagedConfig):
+    from jax.experimental.pallas.ops.tpu.paged_attention import paged_attention
+
+    with tpu_interpret(cfg):
+        out = paged_attention(_scaled(q[:, 0], cfg), k_pages, v_pages, lengths, table,
+                              pages_per_compute_block=cfg.pages_per_compute_block,
+                              megacore_mode=cfg.megacore_mode)
+    return out[:, None]
+
+
+_MEGACORE_CHIPS = ("TPU v4", "TPU v5p")
+
+
+def _paged_unsupported(p: PagedParams, platform: str, device_kind: str) -> Optional[str]:
+    reason = _one_query_token("Pallas TPU paged_attention", p)
+    if reason:
+        return reason
+    if p.megacore_mode is not None and platform == "tpu":
+        chip = hardware.lookup(device_kind)
+        if chip is None or chip.name not in _MEGACORE_CHIPS:
+            return (f"megacore_mode={p.megacore_mode} needs a megacore chip ({', '.join(_MEGACORE_CHIPS)}); "
+                    f"on {device_kind!r} the kernel may hang (its docstring)")
+    return None
+
+
+# ------------------------------------------------------------------------ Pallas TPU ragged paged
+
+
+def _ragged_prepare(q, k_pages, v_pages, lengths, table, cfg: PagedConfig) -> tuple:
+    """q -> [B*nq, Hq, D]; K/V -> one cache [T, P, 2*Hkv, D] with K heads at even, V at odd slots."""
+    from jax.experimental.pallas.ops.tpu import ragged_paged_attention as rpa
+
+    b, nq, hq, d = q.shape
+    kv = jnp.stack([k_pages, v_pages], axis=1)  # [Hkv, 2, T, P, D]
+    hkv, _, t, page, _ = kv.shape
+    kv = jnp.transpose(kv, (2, 3, 0, 1, 4)).reshape(t, page, 2 * hkv, d)
+    cu_q_lens = jnp.arange(b + 1, dtype=jnp.int32) * nq
+    num_seqs = jnp.array([b], jnp.int32)
+    args = (q.reshape(b * nq, hq, d), kv, lengths, table, cu_q_lens, num_seqs)
+    rpa.dynamic_validate_inputs(*args, sm_scale=cfg.sm_scale, **_ragged_blocks(args, cfg))
+    return args
+
+
+def _ragged_blocks(args: tuple, cfg: PagedConfig) -> dict[str, int]:
+    """KV pages per block = the case's pages_per_compute_block; queries per block from the kernel's
+    tuned table on TPU (it needs a TPU to look up), else at most 32."""
+    from jax.experimental.pallas.ops.tpu import ragged_paged_attention as rpa
+    from jax.experimental.pallas.ops.tpu.ragged_paged_attention import kernel as rpa_kernel
+
+    q, kv, _, table = args[:4]
+    tokens = q.shape[0]
+    bq = min(tokens, 32)
+    if cfg.platform == "tpu":
+        hq_blk, hkv2_blk = rpa_kernel.get_min_heads_per_blk(q.shape[1], kv.shape[2], q.dtype, kv.dtype)
+        _, bq = rpa.get_tuned_block_sizes(q.dtype, kv.dtype, hq_blk, hkv2_blk // 2, q.shape[2], kv.shape[1],
+                                          tokens, table.shape[1])
+    return {"num_kv_pages_per_block": cfg.pages_per_compute_block, "num_queries_per_block": bq}
+
+
+def ragged_paged(q, kv, lengths, table, cu_q_lens, num_seqs, cfg: PagedConfig):
+    from jax.experimental.pallas.ops.tpu import ragged_paged_attention as rpa
+
+    b, nq = table.shape[0], q.shape[0] // table.shape[0]
+    with tpu_interpret(cfg):
+        out = rpa.ragged_paged_attention(q, kv, lengths, table, cu_q_lens, num_seqs, sm_scale=cfg.sm_scale,
+                                         **_ragged_blocks((q, kv, lengths, table), cfg))
+    return out.reshape(b, nq, q.shape[1], q.shape[2])
+
+
+def _ragged_unsupported(p: PagedParams, platform: str, device_kind: str) -> Optional[str]:
+    from jax.experimental.pallas.ops.tpu.ragged_paged_attention import kernel as rpa_kernel
+
+    reason = _megacore_only_paged(p)
+    if reason:
+        return reason
+    if p.head_dim % 128:
+        return (f"ragged_paged_attention needs head_dim a multiple of 128 (its softmax scratch is 128 lanes "
+                f"wide; got {p.head_dim})")
+    try:
+        rpa_kernel.get_min_heads_per_blk(p.num_heads, 2 * p.kv_heads, jnp.dtype(p.dtype), jnp.dtype(p.dtype))
+    except ValueError as e:  # the kernel's own tiling rule for the combined K/V heads
+        return f"ragged_paged_attention: {e} (2 * num_kv_heads = {2 * p.kv_heads} at {p.dtype})"
+    return None
+
+
+# ------------------------------------------------------------------------------ Pallas GPU paged
+
+
+def gpu_k_splits(pages_per_sequence: int, pages_per_compute_block: int, most: int = 16) -> int:
+    """Partitions of the page table the GPU kernel reduces over (its k_splits, default 16): the largest
+    count <= ``most`` that leaves each partition a whole number of compute blocks."""
+    blocks = pages_per_sequence // pages_per_compute_block
+    return max(k for k in range(1, most + 1) if blocks % k == 0)
+
+
+def paged_gpu(q, k_pages, v_pages, lengths, table, cfg: PagedConfig):
+    from jax.experimental.pallas.ops.gpu import paged_attention as gpa
+
+    splits = gpu_k_splits(table.shape[1], cfg.pages_per_compute_block)
+    out = gpa.paged_attention(_scaled(q[:, 0], cfg), k_pages, v_pages, table, lengths,
+                              pages_per_compute_block=cfg.pages_per_compute_block, k_splits=splits,
+                              interpret=cfg.interpret)
+    return out[:, None]
+
+
+def _paged_gpu_unsupported(p: PagedParams, platform: str, device_kind: str) -> Optional[str]:
+    return _one_query_token("Pallas GPU paged_attention", p) or _megacore_only_paged(p)
+
+
+_RAGGED_CPU = f"ragged_paged_attention does not run in the CPU Pallas interpreter of jax {jax.__version__} (on TPU it does)"
+
+REGISTRY: dict[str, JaxPagedImpl] = {
+    "naive": JaxPagedImpl("naive", _shared, naive, _naive_unsupported),
+    "paged": JaxPagedImpl("paged", _shared, paged, _paged_unsupported, kv_round="bfloat16"),
+    "ragged_paged": JaxPagedImpl("ragged_paged", _ragged_prepare, ragged_paged, _ragged_unsupported,
+                                 interpreter_broken=_RAGGED_CPU),
+    "paged_gpu": JaxPagedImpl("paged_gpu", _shared, paged_gpu, _paged_gpu_unsupported),
+}
+
+
+def get(name: str) -> JaxPagedImpl:
+    try:
+        return REGISTRY[name]
+    except KeyError:
+        raise ValueError(f"unknown JAX paged-attention impl {name!r}; expected one of {sorted(REGISTRY)}") from None

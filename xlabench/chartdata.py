@@ -1,0 +1,201 @@
+"""Reading result rows for charts and reports: which rows count, what splits a series, what a title says.
+
+Free of matplotlib, so the plots and the markdown report share one reading of the rows: a failed,
+skipped or wrong-result case is a gap (NaN), never a zero, and never a "best" implementation.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+import pandas as pd
+
+from xlabench import impls, results
+
+INTERPRET_NOTE = "(CPU interpret: pipeline check, not kernel speed)"
+BASELINE_IMPL = "naive"
+
+# Columns that describe a case and may therefore split a series or a table row. The environment
+# columns are here so that two device kinds or two framework versions never share one line.
+DESCRIBING: list[str] = [c for c in results.CASE_COLUMN_NAMES if c != "workload"] + [
+    "device_kind", "framework_version", "run_id"]
+# Kernel tuning knobs: the naive baseline has none, so they never take part in matching a kernel row
+# with its baseline row.
+TUNING = ("block_q", "block_k", "pages_per_compute_block", "megacore_mode")
+# Canonical orders, so legends and bar groups read the same in every chart.
+SHARDING_ORDER = ("dp", "fsdp", "tp", "2d", "auto")
+MODE_ORDER = ("fwd", "fwd_bwd")
+
+
+def load(paths: Sequence[Path]) -> pd.DataFrame:
+    """Rows of several results CSVs in one frame carrying every schema column.
+
+    Raises results.ResultsFileError for a missing or foreign file. A file given twice counts once.
+    """
+    frames = [results.read_rows(Path(p)) for p in paths]
+    frames = [f for f in frames if len(f)]
+    if not frames:
+        return pd.DataFrame(columns=results.COLUMN_NAMES)
+    df = pd.concat(frames, ignore_index=True)
+    df = df.reindex(columns=list(dict.fromkeys(results.COLUMN_NAMES + list(df.columns))))
+    return df.drop_duplicates(subset=["run_id", "case_id"], keep="last").reset_index(drop=True)
+
+
+def newest_runs(root: Path) -> tuple[list[Path], list[str]]:
+    """The newest run CSV of every folder under root, and a note for each CSV that is not xlabench's.
+
+    A run file is named after its run id, which starts with its UTC start time, so the last name in
+    a folder is its newest run.
+    """
+    newest: dict[Path, Path] = {}
+    foreign: list[str] = []
+    for p in sorted(Path(root).rglob("*.csv")):
+        if p.name.endswith(".samples.csv"):
+            continue
+        try:
+            results.check_header(p)
+        except results.ResultsFileError as e:
+            foreign.append(str(e))
+            continue
+        newest[p.parent] = p
+    return sorted(newest.values()), foreign
+
+
+def flag(value: Any) -> bool | None:
+    """A boolean cell (Python or numpy bool, or 'true'/'false') as True/False; None when empty."""
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    return {"true": True, "false": False}.get(str(value).lower())
+
+
+def usable(df: pd.DataFrame) -> pd.Series:
+    """Rows whose figures may be drawn or ranked: measured ok and not known to be wrong."""
+    return (df["status"] == "ok") & (df["correct"].map(flag) != False)  # noqa: E712 (None counts as not wrong)
+
+
+def metric(df: pd.DataFrame, column: str, scale: float = 1.0) -> pd.Series:
+    """A numeric column where the row is usable, NaN elsewhere (a gap in a chart, never a zero)."""
+    return pd.to_numeric(df[column], errors="coerce").where(usable(df)) * scale
+
+
+def interpreted(df: pd.DataFrame) -> bool:
+    """Whether any of these rows ran a Pallas kernel in the CPU interpreter."""
+    return bool((df["interpret"].map(flag) == True).any())  # noqa: E712
+
+
+def distinct(values: Iterable[Any]) -> list[Any]:
+    """Distinct non-empty values in first-seen order."""
+    out: list[Any] = []
+    for v in values:
+        if v is None or (isinstance(v, float) and np.isnan(v)) or v == "":
+            continue
+        if v not in out:
+            out.append(v)
+    return out
+
+
+def text(values: pd.Series | pd.DataFrame) -> pd.Series | pd.DataFrame:
+    """Values as text with empty cells as 'nan' (astype(str) keeps NaN in pandas 3): for grouping and keys."""
+    return values.map(str)
+
+
+def varying(df: pd.DataFrame, columns: Sequence[str]) -> list[str]:
+    """The columns among `columns` that take more than one value in df (empty counts as a value)."""
+    return [c for c in columns if c in df and text(df[c]).nunique() > 1]
+
+
+def split_keys(df: pd.DataFrame, x: str, fixed: Sequence[str]) -> list[str]:
+    """Describing columns that take several values at one x within a group of `fixed` values.
+
+    These must split a series, or one line would zig-zag between cases. Columns that move with x
+    (attention's batch, zipped with seq_len) or with a fixed key (a sharding mode's mesh) do not, nor
+    does one that follows a column already chosen (framework_version follows backend).
+    """
+    keyed = text(df[[c for c in DESCRIBING if c in df]])
+    chosen: list[str] = []
+    for c in DESCRIBING:
+        group = list(fixed) + [x] + chosen
+        if c in df and c not in group and keyed.groupby(group)[c].nunique().max() > 1:
+            chosen.append(c)
+    return chosen
+
+
+def sort_order(values: Iterable[Any], canonical: Sequence[Any]) -> list[Any]:
+    """Values in the canonical order first, then the rest sorted as text."""
+    vals = distinct(values)
+    known = [v for v in canonical if v in vals]
+    return known + sorted((v for v in vals if v not in known), key=str)
+
+
+def impl_order(values: Iterable[Any]) -> list[Any]:
+    """Impl names in catalog order (naive first), unknown names after."""
+    return sort_order(values, [i.name for i in impls.CATALOG])
+
+
+def fmt_value(column: str, value: Any) -> str:
+    """A case parameter as a short label: causal True -> 'causal', 2048.0 -> '2048'."""
+    if column == "causal":
+        return {True: "causal", False: "non-causal"}.get(value, str(value))
+    if isinstance(value, float) and np.isnan(value):
+        return "-"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def label(columns: Sequence[str], values: Sequence[Any], named: Sequence[str] = ()) -> str:
+    """'flash · seq_len=256': the first columns' values bare, the `named` ones as name=value."""
+    parts = []
+    for c, v in zip(columns, values):
+        parts.append(f"{c}={fmt_value(c, v)}" if c in named else fmt_value(c, v))
+    return " · ".join(parts)
+
+
+def title(df: pd.DataFrame, what: str) -> str:
+    """Chart title: what is shown, the suite, device kind and count, framework versions, interpret note."""
+    suites = ", ".join(str(s) for s in distinct(df["suite"]))
+    devices = ", ".join(f"{k} ×{fmt_value('', c)}" for k, c in
+                        distinct(zip(df["device_kind"], df["device_count"])))
+    versions = ", ".join(str(v) for v in distinct(df["framework_version"]))
+    lines = [f"{what}: {suites}", " · ".join(p for p in (devices, versions) if p)]
+    if interpreted(df):
+        lines.append(INTERPRET_NOTE)
+    return "\n".join(lines)
+
+
+_NUMBER = re.compile(r"\d+(?:\.\d+)?")  # no sign: in 'uniform:256-1024' the dash is a range
+
+
+def context_length(spec: Any) -> float:
+    """A number to place a paged case's context_lens spec on an axis: the mean of the numbers in it.
+
+    A plain number is itself; 'uniform:256-1024' -> 640; '[1, 16, 17]' -> the mean length.
+    """
+    if isinstance(spec, (int, float)) and not isinstance(spec, bool):
+        return float(spec)
+    nums = [float(n) for n in _NUMBER.findall(str(spec))]
+    return float(np.mean(nums)) if nums else float("nan")
+
+
+def key(df: pd.DataFrame, columns: Sequence[str]) -> pd.Series:
+    """One text key per row from `columns` (NaN-safe, dtype-safe: for matching rows across frames)."""
+    if not columns:
+        return pd.Series([""] * len(df), index=df.index)
+    return text(df[list(columns)]).agg("|".join, axis=1)
+
+
+def match_columns(df: pd.DataFrame) -> list[str]:
+    """Columns that identify a shape across impls: every describing column but impl and tuning knobs."""
+    return [c for c in DESCRIBING if c in df and c != "impl" and c not in TUNING]
+
+
+def speedup_over_baseline(df: pd.DataFrame, baseline: str = BASELINE_IMPL) -> pd.Series:
+    """baseline median_s / row median_s for the same shape; NaN without a usable baseline row."""
+    cols = match_columns(df)
+    k = key(df, cols)
+    base_rows = usable(df) & (df["impl"] == baseline)
+    base = pd.to_numeric(df.loc[base_rows, "median_s"], errors="coerce").groupby(k[base_rows]).first()
+    return k.map(base) / metric(df, "median_s")

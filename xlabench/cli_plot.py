@@ -1,0 +1,152 @@
+"""`xlabench plot` and `xlabench report`: charts and a markdown report from results CSVs.
+
+Registered on the main group at the bottom of xlabench/cli.py. BadInput is imported when an error is
+raised, not at import time: cli.py imports this module while it is itself being run as __main__.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import click
+import pandas as pd
+
+from xlabench import chartdata as cd
+from xlabench import plots, results
+from xlabench import report as report_lib
+
+FORMATS = ("png", "svg", "pdf")
+
+
+def _bad(message: str) -> click.ClickException:
+    from xlabench.cli import BadInput
+
+    return BadInput(message)
+
+
+def _inputs(paths: tuple[str, ...], results_dir: str) -> list[Path]:
+    """CSV files as given; a folder (or nothing: the results folder) means its newest run per suite."""
+    if not paths and not Path(results_dir).is_dir():
+        raise _bad(f"{results_dir}: no such folder (pass CSV files, or run `xlabench run SUITE.yaml` first)")
+    files: list[Path] = []
+    for raw in paths or (results_dir,):
+        p = Path(raw)
+        if p.is_dir():
+            found, foreign = cd.newest_runs(p)
+            for note in foreign:
+                click.echo(f"note: skipped {note}", err=True)
+            if not found:
+                raise _bad(f"{p}: no xlabench results CSV under this folder (run `xlabench run SUITE.yaml` first)")
+            files += found
+        else:
+            files.append(p)
+    return files
+
+
+def _load(files: list[Path]) -> pd.DataFrame:
+    try:
+        df = cd.load(files)
+    except results.ResultsFileError as e:
+        raise _bad(str(e)) from None
+    if df.empty:
+        raise _bad(f"no rows in {', '.join(map(str, files))} (a run that ended before its first case?)")
+    return df
+
+
+def _formats(spec: str) -> list[str]:
+    fmts = [f.strip().lower() for f in spec.split(",") if f.strip()]
+    unknown = [f for f in fmts if f not in FORMATS]
+    if unknown or not fmts:
+        raise _bad(f"--format {spec!r}: expected a comma list of {', '.join(FORMATS)}")
+    return fmts
+
+
+def _kinds(spec: tuple[str, ...], df: pd.DataFrame) -> Optional[list[str]]:
+    """--kind values (repeatable or comma lists) checked against the registry and the rows' workloads."""
+    names = [k.strip() for s in spec for k in s.split(",") if k.strip()]
+    if not names:
+        return None
+    unknown = [k for k in names if k not in plots.KINDS]
+    if unknown:
+        raise _bad(f"--kind {', '.join(unknown)}: unknown; expected one of {', '.join(plots.KINDS)}")
+    present = set(cd.text(df["workload"]))
+    absent = [k for k in names if plots.KINDS[k].workload not in present]
+    if absent:
+        need = ", ".join(f"{k} needs {plots.KINDS[k].workload} rows" for k in absent)
+        raise _bad(f"--kind: {need}; these CSVs hold {', '.join(sorted(present))}")
+    return names
+
+
+def render_suites(df: pd.DataFrame, out_dir: Path, formats: list[str], kinds: Optional[list[str]],
+                  global_batch: Optional[float]) -> dict[str, list[Path]]:
+    """Charts of every suite in the rows under out_dir/<suite>/; prints what was left out and why."""
+    written: dict[str, list[Path]] = {}
+    for suite in cd.distinct(df["suite"]):
+        rows = df[df["suite"] == suite]
+        wanted = [k for k in kinds if plots.KINDS[k].workload in set(rows["workload"])] if kinds else None
+        if kinds and not wanted:
+            continue
+        try:
+            files, left_out = plots.render(rows, out_dir / str(suite), formats, wanted, global_batch)
+        except plots.NoData as e:
+            raise _bad(f"suite {suite}: {e}") from None
+        for why in left_out:
+            click.echo(f"note: {suite}: no {why}", err=True)
+        written[str(suite)] = files
+    return written
+
+
+_CSV_ARG = click.argument("csv_files", nargs=-1, type=click.Path())
+_RESULTS_OPT = click.option("--results", "results_dir", default="results", show_default=True, type=click.Path(),
+                            help="Folder searched for the newest run of every suite when no CSV is given.")
+_BATCH_OPT = click.option("--global-batch", type=float, default=None,
+                          help="Global batch of the sharding chart (default: the largest every mode has a row for).")
+
+
+@click.command()
+@_CSV_ARG
+@click.option("--out", "out_dir", default="plots", show_default=True, type=click.Path(),
+              help="Charts go to OUT/<suite>/<kind>.<format>.")
+@click.option("--format", "format_spec", default="png,svg", show_default=True, help="Comma list: png, svg, pdf.")
+@click.option("--kind", "kind_spec", multiple=True,
+              help=f"Chart kind(s) (repeatable or comma list; default: every kind the rows call for): "
+                   f"{', '.join(plots.KINDS)}.")
+@_BATCH_OPT
+@_RESULTS_OPT
+def plot(csv_files: tuple[str, ...], out_dir: str, format_spec: str, kind_spec: tuple[str, ...],
+         global_batch: Optional[float], results_dir: str) -> None:
+    """Charts from results CSVs (or folders; none: the newest run of every suite under results/)."""
+    formats = _formats(format_spec)
+    files = _inputs(csv_files, results_dir)
+    df = _load(files)
+    written = render_suites(df, Path(out_dir), formats, _kinds(kind_spec, df), global_batch)
+    n = sum(len(v) for v in written.values())
+    for suite, paths in written.items():
+        for p in paths:
+            click.echo(f"{suite}: {p}")
+    click.echo(f"{n} file(s) from {len(df)} row(s) of {len(files)} run file(s)")
+
+
+@click.command()
+@_CSV_ARG
+@click.option("--out", "out_file", default="report.md", show_default=True, type=click.Path(),
+              help="Markdown file to write.")
+@click.option("--plots-dir", default=None, type=click.Path(),
+              help="Where the report's PNG charts go (default: <report name>_plots/ beside the report).")
+@click.option("--no-charts", is_flag=True, help="Tables only.")
+@_BATCH_OPT
+@_RESULTS_OPT
+def report(csv_files: tuple[str, ...], out_file: str, plots_dir: Optional[str], no_charts: bool,
+           global_batch: Optional[float], results_dir: str) -> None:
+    """Markdown report: environment, best impl per shape, failed/skipped cases with reasons, charts."""
+    files = _inputs(csv_files, results_dir)
+    df = _load(files)
+    out = Path(out_file)
+    charts: dict[str, list[Path]] = {}
+    if not no_charts:
+        pdir = Path(plots_dir) if plots_dir else out.with_name(out.stem + "_plots")
+        charts = render_suites(df, pdir, ["png"], None, global_batch)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(report_lib.build(df, files, charts, out) + "\n", encoding="utf-8")
+    click.echo(f"report: {out} ({len(df)} row(s), {sum(len(v) for v in charts.values())} chart(s))")
