@@ -53,16 +53,40 @@ def torch_xla_python() -> str:
     return interp.python_for("torch_xla")
 
 
-@pytest.fixture(scope="module")
-def both_frameworks(torch_xla_python, tmp_path_factory):
-    """One run of SUITE with both backends, through the CLI: the rows every test below reads."""
-    tmp = tmp_path_factory.mktemp("txla")
-    suite = tmp / "txla.yaml"
-    suite.write_text(textwrap.dedent(SUITE).lstrip())
-    proc = run_cli("run", str(suite), "--out", str(tmp / "res"), env={envs.TORCH_XLA_ENV_VAR: torch_xla_python})
+# Decode (1 new token) and 4 new tokens, ragged lengths, GQA, float32.
+PAGED_SUITE = """
+name: txla_paged
+workload: paged_attention
+backends: [jax, torch_xla]
+impls:
+  jax: [naive, paged]
+  torch_xla: [naive, paged, multi_queries_paged, ragged_paged]
+params: {batch: 4, context_lens: "uniform:4..512", num_heads: 8, num_kv_heads: 2, head_dim: 128,
+         page_size: 16, pages_per_compute_block: 4, dtype: float32}
+matrix:
+  q_tokens: [1, 4]
+measure: {warmup: 1, iters: 3, timeout_s: 300}
+"""
+
+
+def _run_both(suite_text: str, python: str, tmp: Path):
+    """One run of a suite with both backends, through the CLI (as a user runs it): rows and samples."""
+    suite = tmp / "suite.yaml"
+    suite.write_text(textwrap.dedent(suite_text).lstrip())
+    proc = run_cli("run", str(suite), "--out", str(tmp / "res"), env={envs.TORCH_XLA_ENV_VAR: python})
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     csv = next(p for p in (tmp / "res").glob("*/*.csv") if not p.name.endswith(".samples.csv"))
     return results.read_rows(csv), results.read_samples(csv)
+
+
+@pytest.fixture(scope="module")
+def both_frameworks(torch_xla_python, tmp_path_factory):
+    return _run_both(SUITE, torch_xla_python, tmp_path_factory.mktemp("txla"))
+
+
+@pytest.fixture(scope="module")
+def both_paged(torch_xla_python, tmp_path_factory):
+    return _run_both(PAGED_SUITE, torch_xla_python, tmp_path_factory.mktemp("txla_paged"))
 
 
 def test_every_torch_xla_impl_matches_the_float32_reference(both_frameworks):
@@ -97,6 +121,26 @@ def test_jax_and_torch_xla_rows_of_one_case_agree(both_frameworks):
         # Same inputs, each framework against its own float32 reference: both within 1e-4 of it.
         assert r.correct_jax and r.correct_tx and max(r.max_abs_err_jax, r.max_abs_err_tx) < 1e-4
         assert r.case_id_jax != r.case_id_tx and r.mfu_tx > 0
+
+
+def test_torch_xla_paged_impls_match_the_reference_and_jax_counts(both_paged):
+    df, _ = both_paged
+    tx = df[df.backend == "torch_xla"].set_index(["impl", "q_tokens"])
+    assert sorted(set(df[df.backend == "torch_xla"].impl)) == sorted(impls.names_for("paged_attention", "torch_xla"))
+    # The Pallas paged kernel takes one query token: the same skip, for the same reason, as in JAX.
+    jx = df[df.backend == "jax"].set_index(["impl", "q_tokens"])
+    assert tx.loc[("paged", 4), "status"] == jx.loc[("paged", 4), "status"] == "skipped"
+    assert tx.loc[("paged", 4), "error"] == jx.loc[("paged", 4), "error"]
+    ok = tx[tx.status == "ok"]
+    assert len(ok) == 7 and ok.correct.all() and (ok.max_abs_err < 1e-4).all(), ok[["max_abs_err", "notes"]]
+    assert ok.loc[("paged", 1), "interpret"] and "rounded to bfloat16" in ok.loc[("paged", 1), "notes"]
+    for impl in ("multi_queries_paged", "ragged_paged"):  # on CPU: torch_xla's reference paths, labelled
+        assert ok.loc[(impl, 1), "notes"].startswith("CPU: torch_xla's use_kernel=False reference path")
+    assert not ok.notes.str.contains("suspicious").any()
+    for (impl, q_tokens), r in ok.iterrows():  # identical counts to the JAX rows of the same case
+        j = jx.loc[("naive", q_tokens)]
+        assert r.flops == j.flops and r["bytes"] == j["bytes"] and r.flops > 0
+        assert r.tokens_per_s == pytest.approx(4 * q_tokens / r.median_s)
 
 
 def _in_worker_env(python: str, code: str) -> dict:

@@ -15,6 +15,7 @@ Conventions (the same for every impl, so rows compare):
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from typing import Any, Literal, Optional
@@ -262,3 +263,31 @@ def reference(inputs: dict[str, np.ndarray], page_size: int, kv_round: Optional[
         o = (probs @ v).reshape(hkv, nq, g, d)
         out[i] = o.transpose(1, 0, 2, 3).reshape(nq, hq, d)
     return out
+
+
+# A suite runs every impl (and backend) of a case back to back: keep the last case's host inputs and
+# references (at TPU scale they take seconds to draw and compute), keyed by what shapes the data.
+def _data_key(p: PagedParams) -> PagedParams:
+    """The case without the knobs that do not change the data (dtype: inputs are drawn in float32)."""
+    return p.model_copy(update={"pages_per_compute_block": 1, "megacore_mode": None, "dtype": "float32",
+                                "max_context": p.context_max})
+
+
+@functools.lru_cache(maxsize=1)
+def _inputs_of(key: PagedParams) -> dict[str, np.ndarray]:
+    return make_inputs(key)
+
+
+@functools.lru_cache(maxsize=2)
+def _reference_of(key: PagedParams, kv_round: Optional[str]) -> np.ndarray:
+    return reference(_inputs_of(key), key.page_size, kv_round=kv_round)
+
+
+def cached_inputs(p: PagedParams) -> dict[str, np.ndarray]:
+    """``make_inputs`` of the case's data (shared by cases that differ only in kernel knobs or dtype)."""
+    return _inputs_of(_data_key(p))
+
+
+def cached_reference(p: PagedParams, kv_round: Optional[str] = None) -> np.ndarray:
+    """``reference`` of ``cached_inputs(p)``."""
+    return _reference_of(_data_key(p), kv_round)

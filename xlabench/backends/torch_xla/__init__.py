@@ -21,6 +21,9 @@ def runner_for(workload: str) -> Callable[..., dict[str, Any]]:
     if workload == "attention":
         from xlabench.backends.torch_xla.attention_case import run_attention_case
         return run_attention_case
+    if workload == "paged_attention":
+        from xlabench.backends.torch_xla.paged_case import run_paged_case
+        return run_paged_case
     raise ValueError(f"the torch_xla backend has no workload {workload!r}")
 
 

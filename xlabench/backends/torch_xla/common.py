@@ -58,8 +58,9 @@ class XlaMeasurement:
                        "(the graph changed between iterations; the median includes compiling)")
         out.append(f"torch_xla CompileTime: {self.compiles_in_warmup} graph(s) compiled in warm-up")
         if self.executions.count:
-            out.append(f"torch_xla ExecuteTime: mean {self.executions.seconds / self.executions.count * 1e3:.4g} ms "
-                       f"over the {self.executions.count} execution(s) it recorded while timing")
+            n = self.stats["n"]
+            out.append(f"torch_xla ExecuteTime: {self.executions.seconds / n * 1e3:.4g} ms per iteration on the "
+                       f"device ({self.executions.count} execution(s) over {n} timed iterations)")
         return out
 
 

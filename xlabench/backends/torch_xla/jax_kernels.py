@@ -10,6 +10,7 @@ the real torch_xla kernel keeps them).
 from __future__ import annotations
 
 import functools
+import importlib
 from typing import Any, Callable
 
 import torch
@@ -32,22 +33,25 @@ def interpret_all_kernels() -> None:
         config.pallas_tpu_interpret_mode_context_manager.set_global(True)
 
 
+ATTENTION = "xlabench.backends.jax.attention_impls"
+PAGED = "xlabench.backends.jax.paged_impls"
+
+
 @functools.lru_cache(maxsize=None)
-def _jax_fns(impl: str, cfg: Any) -> tuple[Callable, Callable]:
-    """(forward, backward) JAX functions of one JAX-backend impl and config, created once per pair:
-    call_jax caches the traced HLO by function identity, so a new closure per call would retrace."""
+def _jax_fns(registry: str, impl: str, cfg: Any) -> tuple[Callable, Callable]:
+    """(forward, backward) JAX functions of one JAX-backend impl (``registry``: its module) and config,
+    created once per triple: call_jax caches the traced HLO by function identity, so a new closure per
+    call would retrace. backward(*inputs, cotangent) -> the inputs' cotangents."""
     import jax
 
-    from xlabench.backends.jax import attention_impls as jax_impls
+    kernel = importlib.import_module(registry).get(impl).fn
 
-    kernel = jax_impls.get(impl).fn
+    def fwd(*args):
+        return kernel(*args, cfg)
 
-    def fwd(q, k, v):
-        return kernel(q, k, v, cfg)
-
-    def bwd(q, k, v, do):
-        _, vjp = jax.vjp(lambda q, k, v: kernel(q, k, v, cfg), q, k, v)
-        return vjp(do)
+    def bwd(*args):
+        _, vjp = jax.vjp(lambda *a: kernel(*a, cfg), *args[:-1])
+        return vjp(args[-1])
 
     return fwd, bwd
 
@@ -59,17 +63,24 @@ class _JaxKernel(torch.autograd.Function):
 
         ctx.impl, ctx.cfg = impl, cfg
         ctx.save_for_backward(q, k, v)
-        return call_jax(_jax_fns(impl, cfg)[0], (q, k, v))
+        return call_jax(_jax_fns(ATTENTION, impl, cfg)[0], (q, k, v))
 
     @staticmethod
     def backward(ctx, do: torch.Tensor):
         from torch_xla.core.xla_builder import call_jax
 
         q, k, v = ctx.saved_tensors
-        dq, dk, dv = call_jax(_jax_fns(ctx.impl, ctx.cfg)[1], (q, k, v, do.contiguous()))
+        dq, dk, dv = call_jax(_jax_fns(ATTENTION, ctx.impl, ctx.cfg)[1], (q, k, v, do.contiguous()))
         return None, None, dq, dk, dv
 
 
 def apply(impl: str, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cfg: Any) -> torch.Tensor:
-    """The JAX backend's ``impl`` (its layout, its config) on torch_xla tensors, differentiable."""
+    """The JAX backend's attention ``impl`` (its layout, its config) on torch_xla tensors, differentiable."""
     return _JaxKernel.apply(impl, cfg, q.contiguous(), k.contiguous(), v.contiguous())
+
+
+def forward(registry: str, impl: str, cfg: Any, *args: torch.Tensor) -> torch.Tensor:
+    """The JAX backend's ``impl`` of ``registry`` on torch_xla tensors, forward only."""
+    from torch_xla.core.xla_builder import call_jax
+
+    return call_jax(_jax_fns(registry, impl, cfg)[0], tuple(a.contiguous() for a in args))
