@@ -281,7 +281,9 @@ def run(suite_file: str, profile: Optional[str], out_dir: str, resume_csv: Optio
         if pool.missing(backend):
             err_console.print(f"[yellow]warning:[/] {pool.missing(backend)}; its cases become skipped rows",
                               markup=True, soft_wrap=True)
-    ctx = runner.RunContext(run_id=run_id, platform=platform, peak_override=peak_tflops, timeout_override=timeout_s)
+    cpu_peaks = {k: first.env[k] for k in ("measured_cpu_tflops", "measured_cpu_gbytes_per_s") if k in first.env}
+    ctx = runner.RunContext(run_id=run_id, platform=platform, peak_override=peak_tflops, timeout_override=timeout_s,
+                            cpu_peaks=cpu_peaks)
     meta = {"run_id": run_id, "suite": s.name, "shard": shard_spec, "suite_file": str(s.path), "profile": prof,
             "workload": s.spec.workload, "command": sys.argv, "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "env": first.env, "git_sha": ctx.git_sha, "hostname": ctx.hostname, "schema_version": results.SCHEMA_VERSION,

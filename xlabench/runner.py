@@ -253,6 +253,9 @@ class RunContext:
     hostname: str = field(default_factory=socket.gethostname)
     peak_override: Optional[float] = None
     timeout_override: Optional[float] = None
+    # The host's measured CPU peaks (from the run's first worker): every CPU row of the run, whatever its
+    # framework, is rated against the same figure, so MFU/MBU compare across frameworks.
+    cpu_peaks: dict[str, float] = field(default_factory=dict)
 
 
 def base_row(case: Case, ctx: RunContext) -> dict[str, Any]:
@@ -311,7 +314,8 @@ def run_case(case: Case, pool: WorkerPool, ctx: RunContext) -> tuple[dict[str, A
     fields = reply.get("fields", {})
     row.update(fields)
     if reply["status"] == "ok":
-        row.update(derive(fields, worker.env, case.devices, ctx.peak_override or case.peak_tflops))
+        env = {**worker.env, **ctx.cpu_peaks} if worker.env.get("platform") == "cpu" else worker.env
+        row.update(derive(fields, env, case.devices, ctx.peak_override or case.peak_tflops))
         if fields.get("correct") is False:
             row["notes"] = "; ".join(filter(None, [row.get("notes"), "WRONG RESULT: error above tolerance"]))
     row["timestamp"] = now()
