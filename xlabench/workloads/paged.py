@@ -18,6 +18,7 @@ from __future__ import annotations
 import functools
 import math
 import re
+from dataclasses import dataclass
 from typing import Any, Literal, Optional
 
 import numpy as np
@@ -81,6 +82,17 @@ def _spec_bounds(spec: str) -> tuple[int, int]:
         return int(m.group(1)), int(m.group(2))
     values = [int(x) for x in spec.split(",")]
     return min(values), max(values)
+
+
+@dataclass(frozen=True)
+class PagedConfig:
+    """How a backend's paged impl runs one case (shared by every backend, like AttnConfig)."""
+
+    sm_scale: float
+    pages_per_compute_block: int
+    megacore_mode: Optional[str]
+    interpret: bool  # run the Pallas kernel in the CPU interpreter
+    platform: str
 
 
 class PagedParams(BaseModel):

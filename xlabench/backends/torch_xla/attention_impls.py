@@ -10,7 +10,6 @@ kernel) under the same interpreter. Rows of both say interpret=true.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import functools
 import math
 from dataclasses import dataclass
@@ -20,15 +19,9 @@ import torch
 import torch.nn.functional as F
 
 from xlabench.backends.torch_xla import jax_kernels
-
-
-@dataclass(frozen=True)
-class AttnConfig:
-    causal: bool
-    sm_scale: float
-    block_q: Optional[int] = None
-    block_k: Optional[int] = None
-    interpret: bool = False  # CPU: the Pallas kernel runs in JAX's generic interpreter
+from xlabench.workloads.attention import AttnConfig
+from xlabench.workloads.attention import block_unsupported as _block_unsupported
+from xlabench.workloads.attention import kernel_blocks as _blocks
 
 
 @dataclass(frozen=True)
@@ -74,17 +67,6 @@ def sdpa(q, k, v, cfg: AttnConfig):
                                           enable_gqa=q.shape[1] != k.shape[1])
 
 
-def _blocks(cfg: AttnConfig, sq: int, sk: int) -> tuple[int, int]:
-    return min(cfg.block_q or 128, sq), min(cfg.block_k or 128, sk)
-
-
-def _block_unsupported(kernel: str, sq: int, sk: int, cfg: AttnConfig) -> Optional[str]:
-    bq, bk = _blocks(cfg, sq, sk)
-    if sq % bq or sk % bk:
-        return f"{kernel} needs seq_len % block_q == 0 and kv_seq_len % block_k == 0 (got {sq}/{bq}, {sk}/{bk})"
-    return None
-
-
 # ------------------------------------------------------------------------------------------------ flash
 
 
@@ -111,7 +93,7 @@ def _flash_block_sizes(cfg: AttnConfig, sq: int, sk: int) -> Iterator[None]:
 def flash(q, k, v, cfg: AttnConfig):
     """[B, H, S, D]. TPU: custom_kernel.flash_attention (a TPU custom call); CPU: the JAX kernel, interpreted."""
     if cfg.interpret:
-        return jax_kernels.apply("flash", q, k, v, _jax_cfg(cfg))
+        return jax_kernels.apply("flash", q, k, v, cfg)
     from torch_xla.experimental.custom_kernel import flash_attention
 
     with _flash_block_sizes(cfg, q.shape[2], k.shape[2]):
@@ -119,15 +101,12 @@ def flash(q, k, v, cfg: AttnConfig):
 
 
 def _flash_unsupported(b, sq, sk, hq, hkv, dtype, cfg) -> Optional[str]:
-    if hq != hkv:
-        return ("Pallas TPU flash_attention needs num_kv_heads == num_heads (no GQA/MQA); "
-                "splash supports GQA")
-    if cfg.interpret:  # the JAX kernel with the case's block sizes, as in the JAX backend
-        _, bk = _blocks(cfg, sq, sk)
-        if bk % 128:
-            return f"Pallas TPU flash_attention needs block_k to be a multiple of 128 (got {bk})"
-        return _block_unsupported("flash", sq, sk, cfg)
-    return None  # torch_xla pads K/V to its block size itself
+    from xlabench.backends.jax import attention_impls as jax_impls
+
+    if cfg.interpret:  # the JAX kernel with the case's block sizes: the JAX backend's limits
+        return jax_impls.get("flash").unsupported(b, sq, sk, hq, hkv, dtype, cfg, "cpu")
+    # torch_xla pads K/V to its own block size; the kernel still has no GQA (the same rule as in JAX)
+    return jax_impls.get("flash").unsupported(b, sq, sk, hq, hkv, dtype, cfg, "tpu") if hq != hkv else None
 
 
 # ----------------------------------------------------------------------------------------------- splash
@@ -166,13 +145,6 @@ def _splash_unsupported(b, sq, sk, hq, hkv, dtype, cfg) -> Optional[str]:
         return (f"torch_xla splash_attention builds its mask as (seq_len, seq_len): it needs "
                 f"kv_seq_len == seq_len (got {sk} != {sq})")
     return _block_unsupported("splash", sq, sk, cfg)
-
-
-def _jax_cfg(cfg: AttnConfig):
-    """The same case as the JAX backend's config (its kernels are called on CPU)."""
-    from xlabench.backends.jax.attention_impls import AttnConfig as JaxAttnConfig
-
-    return JaxAttnConfig(**dataclasses.asdict(cfg))
 
 
 REGISTRY: dict[str, TorchAttentionImpl] = {

@@ -12,7 +12,7 @@ from xlabench.backends.torch_xla.attention_case import TORCH_DTYPES
 from xlabench.backends.torch_xla.attention_impls import default_scale
 from xlabench.backends.torch_xla.common import measure, peak_memory, to_numpy, xla_device
 from xlabench.harness import TimingPlan, case_result, max_normalised_error
-from xlabench.workloads.paged import PagedParams, cached_inputs, cached_reference
+from xlabench.workloads.paged import PagedConfig, PagedParams, cached_inputs, cached_reference
 from xlabench.worker_api import CaseSkipped
 
 
@@ -26,7 +26,7 @@ def run_paged_case(params: dict[str, Any], impl: str, plan: TimingPlan, interpre
     reason = im.unsupported(p, platform, xm.xla_device_kind(device))
     if reason:
         raise CaseSkipped(reason)
-    cfg = impls.PagedConfig(sm_scale=default_scale(p.head_dim), pages_per_compute_block=p.pages_per_compute_block,
+    cfg = PagedConfig(sm_scale=default_scale(p.head_dim), pages_per_compute_block=p.pages_per_compute_block,
                             megacore_mode=p.megacore_mode, interpret=interpret, platform=platform)
     if interpret:
         jax_kernels.interpret_all_kernels()

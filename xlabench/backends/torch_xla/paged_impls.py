@@ -13,23 +13,13 @@ rows say so.
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from typing import Callable, Optional
 
 import torch
 
 from xlabench.backends.torch_xla import jax_kernels
-from xlabench.workloads.paged import PagedParams
-
-
-@dataclass(frozen=True)
-class PagedConfig:
-    sm_scale: float
-    pages_per_compute_block: int
-    megacore_mode: Optional[str]
-    interpret: bool  # CPU: a Pallas kernel runs in JAX's generic interpreter
-    platform: str
+from xlabench.workloads.paged import PagedConfig, PagedParams
 
 
 @dataclass(frozen=True)
@@ -96,10 +86,7 @@ def naive(q, k_pages, v_pages, lengths, table, cfg: PagedConfig):
 def paged(q, k_pages, v_pages, lengths, table, cfg: PagedConfig):
     """TPU: custom_kernel.paged_attention; CPU: the JAX backend's Pallas paged kernel, interpreted."""
     if cfg.interpret:
-        from xlabench.backends.jax.paged_impls import PagedConfig as JaxPagedConfig
-
-        jcfg = JaxPagedConfig(**dataclasses.asdict(cfg))
-        return jax_kernels.forward(jax_kernels.PAGED, "paged", jcfg, q, k_pages, v_pages, lengths, table)
+        return jax_kernels.forward(jax_kernels.PAGED, "paged", cfg, q, k_pages, v_pages, lengths, table)
     from torch_xla.experimental.custom_kernel import paged_attention
 
     out = paged_attention(_scaled(q[:, 0], cfg), k_pages, v_pages, lengths, table,
