@@ -9,8 +9,9 @@ from __future__ import annotations
 import json
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Iterable, Optional
 
 import click
 from rich.console import Console
@@ -218,15 +219,43 @@ def _summary(rows: list[dict[str, Any]], cases: list[suite_lib.Case]) -> Table:
               help="Virtual CPU devices per process (CPU only; default: the case's device count).")
 @click.option("--init-timeout", type=int, default=120, show_default=True,
               help="Seconds to wait for all processes to join a multi-host run before failing.")
-def run(suite_file: str, profile: Optional[str], out_dir: str, resume_csv: Optional[str],
-        timeout_s: Optional[float], peak_tflops: Optional[float], only_impls: tuple[str, ...],
-        python_torch_xla: Optional[str], shard_spec: Optional[str], coordinator: Optional[str],
-        num_processes: Optional[int], process_id: Optional[int], local_devices: Optional[int],
-        init_timeout: int) -> None:
+def run(suite_file: str, **options: Any) -> None:
     """Run a suite: one row per case in results/<suite>/<run-id>.csv, written as each case ends."""
+    outcome = run_suite(_load_suite(suite_file), **options)
+    if outcome.failed or outcome.wrong:
+        sys.exit(1)
+
+
+@dataclass
+class RunOutcome:
+    """What run_suite did: the run's files, the profile used, the cases it ran and their rows."""
+
+    files: results.RunFiles
+    profile: str
+    cases: list[suite_lib.Case]
+    rows: list[dict[str, Any]]
+
+    @property
+    def failed(self) -> list[dict[str, Any]]:
+        return [r for r in self.rows if r["status"] == "failed"]
+
+    @property
+    def wrong(self) -> list[dict[str, Any]]:
+        return [r for r in self.rows if r.get("correct") is False]
+
+
+def run_suite(s: suite_lib.Suite, profile: Optional[str] = None, out_dir: str = "results",
+              resume_csv: Optional[str] = None, timeout_s: Optional[float] = None,
+              peak_tflops: Optional[float] = None, only_impls: tuple[str, ...] = (),
+              shard_spec: Optional[str] = None, coordinator: Optional[str] = None,
+              num_processes: Optional[int] = None, process_id: Optional[int] = None,
+              local_devices: Optional[int] = None, init_timeout: int = 120,
+              only_case_ids: Optional[Iterable[str]] = None, run_id: Optional[str] = None,
+              python_torch_xla: Optional[str] = None) -> RunOutcome:
+    """The body of `xlabench run` (also `xlabench gate`'s runs): ``only_case_ids`` runs just those
+    cases, ``run_id`` names a new run. Bad input raises BadInput; failed cases are rows."""
     from xlabench import distributed, shard
 
-    s = _load_suite(suite_file)
     try:
         shard_of = shard.parse_shard(shard_spec) if shard_spec is not None else None
         dist = distributed.from_options(coordinator, num_processes, process_id, init_timeout)
@@ -249,7 +278,7 @@ def run(suite_file: str, profile: Optional[str], out_dir: str, resume_csv: Optio
         if profile is None and files.meta.exists():
             profile = json.loads(files.meta.read_text()).get("profile") or "base"
     else:
-        run_id = runner.new_run_id()
+        run_id = run_id or runner.new_run_id()
         files = results.RunFiles(Path(out_dir) / s.name / f"{run_id}.csv")
     files.csv.parent.mkdir(parents=True, exist_ok=True)
     interpreters = Interpreters(torch_xla_override=python_torch_xla)
@@ -265,7 +294,11 @@ def run(suite_file: str, profile: Optional[str], out_dir: str, resume_csv: Optio
             raise click.ClickException(str(e)) from None
         _fail_all(s, profile, files, run_id, f"multi-host start failed: {e}", primary)
     platform = first.env["platform"]
-    prof = s.pick_profile(platform, profile)
+    try:
+        prof = s.pick_profile(platform, profile)
+    except suite_lib.SuiteError as e:
+        pool.close()
+        raise BadInput(str(e)) from None
     cases = s.cases(prof)
     if only_impls:
         unknown = set(only_impls) - {c.impl for c in cases}
@@ -276,6 +309,9 @@ def run(suite_file: str, profile: Optional[str], out_dir: str, resume_csv: Optio
         cases = [c for c in cases if c.impl in only_impls]
     if shard_of is not None:
         cases = shard.select(cases, *shard_of)
+    if only_case_ids is not None:
+        wanted = set(only_case_ids)
+        cases = [c for c in cases if c.case_id in wanted]
     todo = [c for c in cases if c.case_id not in done]
     for backend in dict.fromkeys(c.backend for c in todo):
         if pool.missing(backend):
@@ -314,15 +350,13 @@ def run(suite_file: str, profile: Optional[str], out_dir: str, resume_csv: Optio
         finally:
             pool.close()
     console.print(_summary(rows, todo))
-    failed = [r for r in rows if r["status"] == "failed"]
     wrong = [r for r in rows if r.get("correct") is False]
     counts = {st: sum(r["status"] == st for r in rows) for st in results.STATUSES}
     console.print(f"{counts['ok']} ok, {counts['failed']} failed, {counts['skipped']} skipped "
                   f"in {time.time() - started:.1f}s" + (f"; {len(wrong)} WRONG RESULT(S)" if wrong else ""))
     console.print(f"results: {files.csv}" if primary else
                   f"process {dist.process_id}: results are written by process 0")
-    if failed or wrong:
-        sys.exit(1)
+    return RunOutcome(files, prof, todo, rows)
 
 
 def _fail_all(s: suite_lib.Suite, profile: Optional[str], files: results.RunFiles, run_id: str, error: str,
@@ -364,3 +398,7 @@ else:
 
     main.add_command(cli_plot.plot)
     main.add_command(cli_plot.report)
+    from xlabench import cli_gate
+
+    main.add_command(cli_gate.compare)
+    main.add_command(cli_gate.gate)

@@ -5,7 +5,10 @@ A multiply-add counts as 2 FLOPs. Softmax, masking and scaling are not counted (
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
+
+if TYPE_CHECKING:  # the train formulas read a model shape; flops.py itself stays import-free
+    from xlabench.workloads.model_presets import ModelConfig
 
 
 def causal_visible_keys(seq_len: int, kv_seq_len: int) -> float:
@@ -75,6 +78,49 @@ def paged_decode_bytes(lengths: Sequence[int], page_size: int, num_kv_heads: int
     q_and_out = 2 * batch * q_tokens * num_heads * head_dim * itemsize
     table = batch * (pages_per_sequence + 1) * index_itemsize
     return float(kv + q_and_out + table)
+
+
+# Training step (forward + backward) = 3x forward: the backward pass costs two matmuls per forward
+# matmul (gradient of the activations and of the weights).
+TRAIN_FACTOR = 3.0
+
+
+def train_matmul_flops_per_token(cfg: "ModelConfig") -> float:
+    """Forward FLOPs per token of the weight matmuls: QKV, attention output, MLP, unembedding.
+
+    2 FLOPs per weight per token; biases, norms, the embedding lookup and the optimizer are not counted.
+    """
+    d, hq, hkv, dh, f = cfg.d_model, cfg.num_heads, cfg.num_kv_heads, cfg.head_dim, cfg.d_ff
+    qkv = d * (hq + 2 * hkv) * dh
+    out = hq * dh * d
+    mlp = (3 if cfg.glu else 2) * d * f
+    return 2.0 * (cfg.num_layers * (qkv + out + mlp) + d * cfg.vocab_size)
+
+
+def train_step_flops(cfg: "ModelConfig", global_batch: int, seq_len: int, causal: bool = True) -> float:
+    """Model FLOPs of one training step, all devices (MaxText ``calculate_tflops_training_per_device``
+    times the device count): 3 x tokens x (weight matmuls + attention ``4 * S_eff * Hq * D`` per layer).
+
+    ``causal`` uses the exact mean visible keys ``(S + 1) / 2`` (MaxText rounds it to ``S / 2``);
+    ``causal=False`` counts the full ``S x S`` score matrix (what an unmasked-then-masked naive kernel
+    computes, and PaLM's convention).
+    """
+    s_eff = effective_kv(seq_len, seq_len, causal)
+    attn = 4.0 * s_eff * cfg.num_heads * cfg.head_dim * cfg.num_layers
+    return TRAIN_FACTOR * global_batch * seq_len * (train_matmul_flops_per_token(cfg) + attn)
+
+
+def train_step_flops_palm(cfg: "ModelConfig", global_batch: int, seq_len: int) -> float:
+    """PaLM (Chowdhery et al. 2022, appendix B): ``(6N + 12 L H Q T)`` per token, times the tokens.
+
+    N: parameters that take part in a matmul (``model_presets.matmul_param_count``); the attention
+    term is non-causal (full ``T x T``), so it exceeds ``train_step_flops`` by the masked half.
+    """
+    from xlabench.workloads.model_presets import matmul_param_count
+
+    n = matmul_param_count(cfg)
+    per_token = 6.0 * n + 12.0 * cfg.num_layers * cfg.num_heads * cfg.head_dim * seq_len
+    return global_batch * seq_len * per_token
 
 
 def mfu(flops: float, seconds: float, devices: int, peak_tflops: float) -> float:

@@ -8,10 +8,12 @@ from pydantic import BaseModel
 
 from xlabench.workloads.attention import AttentionParams
 from xlabench.workloads.paged import PagedParams
+from xlabench.workloads.train import TrainParams
 
 PARAMS: dict[str, Type[BaseModel]] = {
     "attention": AttentionParams,
     "paged_attention": PagedParams,
+    "train": TrainParams,
 }
 
 

@@ -17,6 +17,9 @@ def runner_for(workload: str) -> Callable[..., dict[str, Any]]:
     if workload == "paged_attention":
         from xlabench.backends.jax.paged_case import run_paged_case
         return run_paged_case
+    if workload == "train":
+        from xlabench.backends.jax.train_case import run_train_case
+        return run_train_case
     raise ValueError(f"the jax backend has no workload {workload!r}")
 
 

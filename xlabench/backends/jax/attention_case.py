@@ -45,7 +45,7 @@ def run_attention_case(params: dict[str, Any], impl: str, plan: TimingPlan, inte
 
         args = (q, k, v, do)
 
-    with impls._tpu_interpret(cfg):  # interpret mode is fixed at trace time: trace inside it
+    with impls.tpu_interpret(cfg):  # interpret mode is fixed at trace time: trace inside it
         compiled, lower_s, compile_s = compile_timed(fn, args)
         stats, samples, out = measure(compiled, args, plan)
     mem, mem_note = peak_memory(compiled, device)

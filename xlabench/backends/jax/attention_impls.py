@@ -69,7 +69,7 @@ def _cudnn_unsupported(b, sq, sk, hq, hkv, dtype, cfg, platform) -> Optional[str
     return None
 
 
-def _tpu_interpret(cfg: AttnConfig):
+def tpu_interpret(cfg: AttnConfig):
     """Generic Pallas interpreter for TPU kernels on CPU (fast; works under shard_map)."""
     if not cfg.interpret:
         return contextlib.nullcontext()
@@ -87,7 +87,7 @@ def flash(q, k, v, cfg: AttnConfig):
         block_q=bq, block_k_major=bk, block_k=bk, block_b=1,
         block_q_major_dkv=bq, block_k_major_dkv=bk, block_k_dkv=bk, block_q_dkv=bq,
         block_k_major_dq=bk, block_k_dq=bk, block_q_dq=bq)
-    with _tpu_interpret(cfg):
+    with tpu_interpret(cfg):
         return fa.flash_attention(q, k, v, causal=cfg.causal, sm_scale=cfg.sm_scale, block_sizes=sizes)
 
 
@@ -116,7 +116,7 @@ def splash(q, k, v, cfg: AttnConfig):
     one = mask_lib.CausalMask((sq, skv)) if cfg.causal else mask_lib.FullMask((sq, skv))
     mask = mask_lib.MultiHeadMask([one] * heads)
     q = q * jnp.asarray(cfg.sm_scale, q.dtype)  # splash takes pre-scaled queries
-    with _tpu_interpret(cfg):
+    with tpu_interpret(cfg):
         if hkv == hq:
             kernel = sk_lib.make_splash_mha(mask, block_sizes=sizes, head_shards=1, q_seq_shards=1,
                                             interpret=cfg.interpret)

@@ -14,7 +14,7 @@ import jax
 import jax.numpy as jnp
 
 from xlabench import hardware
-from xlabench.backends.jax.attention_impls import _tpu_interpret as tpu_interpret
+from xlabench.backends.jax.attention_impls import tpu_interpret
 from xlabench.workloads.paged import PagedConfig, PagedParams
 
 

@@ -1,0 +1,17 @@
+"""How differently two training runs moved the weights (shared by the train tests and their worker)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+
+def update_rel_diff(ua: list[np.ndarray], ub: list[np.ndarray]) -> float:
+    """|update_a - update_b| / |update_b| over all parameters (L2), updates = final - initial weights.
+
+    Robust where single elements are not: AdamW's first steps move each weight by about
+    lr * sign(grad), so a gradient near zero whose sign is decided by rounding moves by lr either way.
+    """
+    num = math.sqrt(sum(float(np.sum((a - b) ** 2)) for a, b in zip(ua, ub)))
+    return num / math.sqrt(sum(float(np.sum(b ** 2)) for b in ub))

@@ -1,0 +1,288 @@
+"""compare(): pairing, statuses, environments, confirmation, file checks, and the `compare` command."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from tests._gate_data import case, draw, write_run
+from xlabench import gate, results
+from xlabench.cli import main
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng(11)
+
+
+def _cli(*args: str):
+    return CliRunner().invoke(main, list(args))
+
+
+def _by_label(cmp: gate.Comparison) -> dict[str, gate.CaseVerdict]:
+    return {c.label.split(" ")[0]: c for c in cmp.cases}
+
+
+def test_cases_pair_by_parameters_not_by_order_or_run(tmp_path, rng):
+    a, b, c = case("naive"), case("xla_sdpa"), case("flash")
+    base = write_run(tmp_path / "base.csv", [(a, draw(rng, 20)), (b, draw(rng, 20)), (c, draw(rng, 20))], "r1")
+    # candidate: other order, other run id; b 40% slower; c gone; d new
+    d = case("splash")
+    cand = write_run(tmp_path / "cand.csv", [(b, draw(rng, 20, 1.4)), (d, draw(rng, 20)), (a, draw(rng, 20))], "r2")
+    cmp = gate.compare(gate.load_run(base), gate.load_run(cand), gate.GateConfig())
+    v = _by_label(cmp)
+    assert v["jax/xla_sdpa"].verdict == gate.REGRESSION and v["jax/xla_sdpa"].ratio > 1.3
+    assert v["jax/naive"].verdict == gate.UNCHANGED
+    assert v["jax/splash"].verdict == gate.NEW
+    assert v["jax/flash"].verdict == gate.MISSING
+    assert not cmp.passed and cmp.exit_code == 1
+    # Holm ran over the two tested cases only
+    tested = [x for x in cmp.cases if x.p_value is not None]
+    assert len(tested) == 2
+
+
+def test_candidate_failure_wrong_result_and_skips(tmp_path, rng):
+    a, b, c = case("naive"), case("xla_sdpa"), case("flash")
+    base = write_run(tmp_path / "base.csv", [(a, draw(rng, 20)), (b, draw(rng, 20)), (c, draw(rng, 20))])
+    cand = write_run(tmp_path / "cand.csv", [(a, draw(rng, 20)), (b, draw(rng, 20)), (c, None)],
+                     status={0: "failed"})
+    cmp = gate.compare(gate.load_run(base), gate.load_run(cand), gate.GateConfig())
+    v = _by_label(cmp)
+    assert v["jax/naive"].verdict == gate.FAILED and "failed on purpose" in v["jax/naive"].reason
+    assert v["jax/flash"].verdict == gate.SKIPPED and "baseline: ok" in v["jax/flash"].reason
+    assert cmp.exit_code == 1
+    wrong = write_run(tmp_path / "wrong.csv", [(b, draw(rng, 20))], correct=False, max_abs_err=0.3)
+    cmp = gate.compare(gate.load_run(base), gate.load_run(wrong), gate.GateConfig())
+    assert _by_label(cmp)["jax/xla_sdpa"].verdict == gate.FAILED
+    assert "wrong result" in _by_label(cmp)["jax/xla_sdpa"].reason
+
+
+def test_baseline_without_a_measurement_makes_the_case_new(tmp_path, rng):
+    a = case("naive")
+    base = write_run(tmp_path / "base.csv", [(a, draw(rng, 20))], status={0: "failed"})
+    cand = write_run(tmp_path / "cand.csv", [(a, draw(rng, 20))])
+    cmp = gate.compare(gate.load_run(base), gate.load_run(cand), gate.GateConfig())
+    assert cmp.cases[0].verdict == gate.NEW and "baseline status failed" in cmp.cases[0].reason
+    assert cmp.passed
+
+
+def test_parameters_that_disagree_under_one_case_id_are_refused(tmp_path, rng):
+    a = case("naive")
+    base = write_run(tmp_path / "base.csv", [(a, draw(rng, 20))])
+    cand = write_run(tmp_path / "cand.csv", [(a, draw(rng, 20))], head_dim=64)  # row edited, id unchanged
+    with pytest.raises(gate.GateInputError, match="disagree on head_dim"):
+        gate.compare(gate.load_run(base), gate.load_run(cand), gate.GateConfig())
+
+
+def test_different_environments_are_refused_unless_allowed(tmp_path, rng):
+    a = case("naive")
+    base = write_run(tmp_path / "base.csv", [(a, draw(rng, 20))], env={"device_kind": "TPU v5 lite"})
+    cand = write_run(tmp_path / "cand.csv", [(a, draw(rng, 20))],
+                     env={"device_kind": "TPU v6 lite", "framework_version": "jax 0.7.1"})
+    b, c = gate.load_run(base), gate.load_run(cand)
+    with pytest.raises(gate.EnvMismatchError, match="device_kind: baseline 'TPU v5 lite' vs candidate 'TPU v6 lite'"):
+        gate.compare(b, c, gate.GateConfig())
+    cmp = gate.compare(b, c, gate.GateConfig(allow_env_mismatch=True))
+    assert cmp.cases[0].verdict == gate.UNCHANGED
+    assert "framework_version" in cmp.warnings[0] and "--allow-env-mismatch" in cmp.warnings[0]
+
+
+def test_throughput_metric_reads_rows_and_flags_the_slower_candidate(tmp_path, rng):
+    a = case("naive")
+    base = write_run(tmp_path / "base.csv", [(a, draw(rng, 21))])  # odd n: the median is one sample
+    cand = write_run(tmp_path / "cand.csv", [(a, draw(rng, 21, 1.3))])
+    cmp = gate.compare(gate.load_run(base), gate.load_run(cand), gate.GateConfig(metric="tflops_per_s"))
+    v = cmp.cases[0]
+    assert v.verdict == gate.REGRESSION and v.ratio < 0.8 and v.ci_high < 0.95
+    # the per-iteration values really are TFLOP/s: the median equals the row's column
+    assert v.baseline == pytest.approx(gate.load_run(base).rows["tflops_per_s"].iloc[0], rel=1e-9)
+
+
+def test_missing_throughput_column_is_inconclusive(tmp_path, rng):
+    a = case("naive")
+    base = write_run(tmp_path / "base.csv", [(a, draw(rng, 20))])
+    cand = write_run(tmp_path / "cand.csv", [(a, draw(rng, 20))])
+    cmp = gate.compare(gate.load_run(base), gate.load_run(cand), gate.GateConfig(metric="mfu"))
+    assert cmp.cases[0].verdict == gate.INCONCLUSIVE and "mfu is empty" in cmp.cases[0].reason
+
+
+def _regressing_pair(tmp_path, rng):
+    a, b = case("naive"), case("xla_sdpa")
+    base = gate.load_run(write_run(tmp_path / "base.csv", [(a, draw(rng, 20)), (b, draw(rng, 20))], "b"))
+    cand = gate.load_run(write_run(tmp_path / "cand.csv", [(a, draw(rng, 20, 1.5)), (b, draw(rng, 20))], "c"))
+    return a, base, cand
+
+
+def test_confirmation_keeps_only_reproduced_regressions(tmp_path, rng):
+    a, base, cand = _regressing_pair(tmp_path, rng)
+    first = gate.compare(base, cand, gate.GateConfig())
+    assert [c.verdict for c in first.cases] == [gate.REGRESSION, gate.UNCHANGED]
+    asked: list[list[str]] = []
+
+    def rerun_fast(ids):  # the slowdown was noise: the re-run is back to normal
+        asked.append(ids)
+        return gate.load_run(write_run(tmp_path / "again.csv", [(a, draw(rng, 20))], "again"))
+
+    cmp = gate.confirm(first, base, rerun_fast, gate.GateConfig())
+    assert asked == [[first.cases[0].case_id]]  # only the flagged case is re-run
+    assert cmp.cases[0].verdict == gate.UNCONFIRMED and cmp.cases[0].confirmation.verdict == gate.UNCHANGED
+    assert cmp.passed and cmp.confirm_run.endswith("again.csv")
+
+    def rerun_slow(ids):
+        return gate.load_run(write_run(tmp_path / "again2.csv", [(a, draw(rng, 20, 1.5))], "again2"))
+
+    cmp = gate.confirm(first, base, rerun_slow, gate.GateConfig())
+    assert cmp.cases[0].verdict == gate.REGRESSION and cmp.cases[0].confirmation.verdict == gate.REGRESSION
+    assert cmp.exit_code == 1
+
+    def rerun_crash(ids):
+        return gate.load_run(write_run(tmp_path / "again3.csv", [(a, draw(rng, 20))], "again3", status={0: "failed"}))
+
+    assert gate.confirm(first, base, rerun_crash, gate.GateConfig()).cases[0].verdict == gate.FAILED
+
+
+def test_nothing_flagged_means_no_rerun(tmp_path, rng):
+    a = case("naive")
+    base = gate.load_run(write_run(tmp_path / "base.csv", [(a, draw(rng, 20))]))
+    first = gate.compare(base, base, gate.GateConfig())
+
+    def boom(ids):
+        raise AssertionError("must not re-run")
+
+    assert gate.confirm(first, base, boom, gate.GateConfig()) is first
+
+
+# ------------------------------------------------------------------------------------ bad input files
+
+
+@pytest.fixture
+def good(tmp_path, rng) -> Path:
+    return write_run(tmp_path / "good.csv", [(case("naive"), draw(rng, 20)), (case("xla_sdpa"), draw(rng, 20))])
+
+
+def _rewrite(path: Path, text: str) -> Path:
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def bad_files(tmp_path: Path, good: Path) -> dict[str, tuple[Path, str]]:
+    text = good.read_text()
+    lines = text.splitlines(keepends=True)
+    header = lines[0].rstrip("\r\n").split(",")
+    foreign = _rewrite(tmp_path / "foreign.csv", "date,open,close\n2024-01-01,1,2\n")
+    empty = _rewrite(tmp_path / "empty.csv", "")
+    header_only = _rewrite(tmp_path / "header.csv", lines[0])
+    truncated = _rewrite(tmp_path / "truncated.csv", "".join(lines[:2]) + lines[2][: len(lines[2]) // 3])
+    short_row = _rewrite(tmp_path / "shortrow.csv", "".join(lines[:2]) + lines[2][: len(lines[2]) // 3] + "\n")
+    v2 = _rewrite(tmp_path / "v2.csv", "".join([lines[0]] + [ln.replace("1,", "2,", 1) for ln in lines[1:]]))
+    drop = header.index("device_kind")
+    old = _rewrite(tmp_path / "old.csv", "".join(
+        ",".join(f for i, f in enumerate(ln.rstrip("\r\n").split(",")) if i != drop) + "\n" for ln in lines))
+    nos = tmp_path / "nosamples.csv"
+    nos.write_text(text)
+    cut_s = tmp_path / "cutsamples.csv"
+    cut_s.write_text(text)
+    s_text = results.RunFiles(good).samples.read_text()
+    results.RunFiles(cut_s).samples.write_text(s_text[: len(s_text) - 12])
+    short_s = tmp_path / "shortsamples.csv"
+    short_s.write_text(text)
+    s_lines = s_text.splitlines(keepends=True)
+    results.RunFiles(short_s).samples.write_text("".join(s_lines[:-3]))  # cut at a line end
+    return {
+        "missing": (tmp_path / "nope.csv", "no such file"),
+        "empty": (empty, "empty file"),
+        "header only": (header_only, "no result rows"),
+        "truncated": (truncated, "truncated"),
+        "short row": (short_row, "shortrow.csv:3: results CSV is truncated"),
+        "foreign": (foreign, "not an xlabench results CSV"),
+        "schema version": (v2, "schema version [2]"),
+        "schema columns": (old, "schema mismatch: no column(s) device_kind"),
+        "no samples": (nos, "nosamples.samples.csv: no such file"),
+        "truncated samples": (cut_s, "truncated"),
+        "samples cut at a line end": (short_s, "has 17 samples but its row says n=20"),
+    }
+
+
+def test_bad_files_are_refused_with_the_reason(tmp_path, good):
+    for name, (path, msg) in bad_files(tmp_path, good).items():
+        with pytest.raises(results.ResultsFileError) as e:
+            gate.load_run(path)
+        assert msg in str(e.value), name
+        assert path.stem in str(e.value), name
+
+
+def test_a_file_from_before_a_column_was_added_still_compares(tmp_path, good):
+    lines = good.read_text().splitlines(keepends=True)
+    drop = lines[0].rstrip("\r\n").split(",").index("max_context")
+    older = _rewrite(tmp_path / "older.csv", "".join(
+        ",".join(f for i, f in enumerate(ln.rstrip("\r\n").split(",")) if i != drop) + "\n" for ln in lines))
+    results.RunFiles(older).samples.write_text(results.RunFiles(good).samples.read_text())
+    cmp = gate.compare(gate.load_run(older), gate.load_run(good), gate.GateConfig())
+    assert [c.verdict for c in cmp.cases] == [gate.UNCHANGED, gate.UNCHANGED]
+
+
+def test_compare_command_exits_2_on_each_bad_file(tmp_path, good):
+    for name, (path, msg) in bad_files(tmp_path, good).items():
+        for args, role in (([str(path), str(good)], "baseline"), ([str(good), str(path)], "candidate")):
+            r = _cli("compare", *args)
+            assert r.exit_code == 2, (name, r.output)
+            assert f"error: {role}:" in r.output and msg in r.output, (name, r.output)
+            assert "Traceback" not in r.output
+
+
+# ------------------------------------------------------------------------------------------ command
+
+
+def test_compare_command_passes_identical_runs_and_writes_reports(tmp_path, good):
+    md, js = tmp_path / "out" / "s.md", tmp_path / "v.json"
+    r = _cli("compare", str(good), str(good), "--markdown", str(md), "--json", str(js))
+    assert r.exit_code == 0, r.output
+    assert "PASSED: 2 unchanged" in r.output
+    data = json.loads(js.read_text())
+    assert data["passed"] is True and data["counts"]["unchanged"] == 2
+    assert {c["ratio"] for c in data["cases"]} == {1.0}
+    text = md.read_text()
+    assert text.startswith("## ✅ xlabench compare: PASSED") and "| unchanged | `jax/naive" in text
+
+
+def test_compare_command_fails_on_regression_and_reports_it(tmp_path, rng):
+    a, b = case("naive"), case("xla_sdpa")
+    base = write_run(tmp_path / "base.csv", [(a, draw(rng, 20)), (b, draw(rng, 20))])
+    cand = write_run(tmp_path / "cand.csv", [(a, draw(rng, 20, 1.25)), (b, draw(rng, 20))])
+    md, js = tmp_path / "s.md", tmp_path / "v.json"
+    r = _cli("compare", str(base), str(cand), "--threshold", "5%", "--markdown", str(md), "--json", str(js))
+    assert r.exit_code == 1, r.output
+    assert "FAILED: 1 regression, 1 unchanged" in r.output
+    case_ = next(c for c in json.loads(js.read_text())["cases"] if c["verdict"] == "regression")
+    assert case_["label"].startswith("jax/naive") and case_["ci_low"] > 1.05
+    assert "❌ regression" in md.read_text()
+    # the same change under a 40% threshold is not a regression
+    r = _cli("compare", str(base), str(cand), "--threshold", "0.4")
+    assert r.exit_code == 0, r.output
+
+
+def test_compare_command_env_mismatch_exit_2_then_warning(tmp_path, rng):
+    a = case("naive")
+    base = write_run(tmp_path / "base.csv", [(a, draw(rng, 20))])
+    cand = write_run(tmp_path / "cand.csv", [(a, draw(rng, 20))], env={"device_kind": "TPU v5 lite"})
+    r = _cli("compare", str(base), str(cand))
+    assert r.exit_code == 2 and "different environments" in r.output and "--allow-env-mismatch" in r.output
+    md = tmp_path / "s.md"
+    r = _cli("compare", str(base), str(cand), "--allow-env-mismatch", "--markdown", str(md))
+    assert r.exit_code == 0 and "warning:" in r.output
+    assert "> ⚠️ baseline and candidate ran in different environments" in md.read_text()
+
+
+@pytest.mark.parametrize("args, msg", [
+    (["--threshold", "5"], "must be between 0 and 100%"),
+    (["--threshold", "five"], "is not a fraction"),
+    (["--metric", "speed"], "Invalid value for '--metric'"),
+    (["--min-samples", "1"], "min_samples must be >= 2"),
+])
+def test_compare_command_bad_options_exit_2(good, args, msg):
+    r = _cli("compare", str(good), str(good), *args)
+    assert r.exit_code == 2 and msg in r.output, r.output

@@ -1,0 +1,102 @@
+"""Device mesh and shardings of the train step, per sharding mode.
+
+Mesh axes are always (data, fsdp, tensor), size 1 where a mode does not use one. The batch is split
+over data x fsdp. Parameters follow their logical axes (model.layout) through RULES:
+
+* ``dp``:   every parameter replicated;
+* ``fsdp``: the model dimension of every weight split over ``fsdp`` (optimizer state alike);
+* ``tp``:   Megatron tensor parallelism: heads, MLP hidden and vocabulary split over ``tensor``;
+* ``2d``:   fsdp x tensor, both of the above.
+
+XLA's SPMD partitioner splits plain ops; Pallas kernels are custom calls it cannot split, so those
+run per shard through ``jax.shard_map`` (attention is independent per sequence and per head).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Optional
+
+import jax
+from jax.sharding import NamedSharding, PartitionSpec as P
+
+from xlabench.backends.jax import model
+from xlabench.workloads.train import MESH_AXES
+
+BATCH_AXES = ("data", "fsdp")
+RULES: dict[str, dict[str, str]] = {
+    "dp": {},
+    "fsdp": {model.EMBED: "fsdp"},
+    "tp": {model.HEADS: "tensor", model.MLP: "tensor", model.VOCAB: "tensor"},
+    "2d": {model.EMBED: "fsdp", model.HEADS: "tensor", model.MLP: "tensor", model.VOCAB: "tensor"},
+}
+# Custom calls XLA cannot partition: run them per shard under shard_map.
+SHARD_MAP_IMPLS = frozenset({"flash", "splash", "pallas_gpu"})
+
+AUTO_REASON = ("JAX has no public XLA auto-sharding (jax.sharding.AUTO is gone in jax 0.10; jax 0.7.1's "
+               "private one aborts on CPU: 'auto-partitioner callback wasn't registered'); torch_xla runs auto")
+
+
+def make_mesh(shape: dict[str, int]) -> jax.sharding.Mesh:
+    """A (data, fsdp, tensor) mesh over the first prod(shape) devices."""
+    n = shape["data"] * shape["fsdp"] * shape["tensor"]
+    devices = jax.devices()
+    if len(devices) < n:
+        raise ValueError(f"mesh {shape} needs {n} devices but {len(devices)} are visible "
+                         f"({devices[0].platform}); set devices to at most {len(devices)}")
+    return jax.make_mesh(tuple(shape[a] for a in MESH_AXES), MESH_AXES,
+                         axis_types=(jax.sharding.AxisType.Auto,) * len(MESH_AXES), devices=devices[:n])
+
+
+def _axis(mode: str, logical: Optional[str]) -> Optional[str]:
+    return RULES[mode].get(logical) if logical else None
+
+
+def param_shardings(cfg: Any, mesh: jax.sharding.Mesh, mode: str) -> Any:
+    """NamedSharding per parameter, same tree as model.layout(cfg)."""
+    return jax.tree.map(lambda s: NamedSharding(mesh, P(*(_axis(mode, a) for a in s.axes))),
+                        model.layout(cfg), is_leaf=model.is_spec)
+
+
+def batch_sharding(mesh: jax.sharding.Mesh) -> NamedSharding:
+    return NamedSharding(mesh, P(BATCH_AXES, None))
+
+
+def replicated(mesh: jax.sharding.Mesh) -> NamedSharding:
+    return NamedSharding(mesh, P())
+
+
+def local_shape(global_shape: tuple[int, ...], spec_axes: tuple[Any, ...], mesh: jax.sharding.Mesh) -> tuple[int, ...]:
+    """Per-shard shape of an array laid out by ``spec_axes`` (mesh axis name, tuple of names or None)."""
+    out = []
+    for n, ax in zip(global_shape, spec_axes):
+        names = ax if isinstance(ax, tuple) else (ax,) if ax else ()
+        div = 1
+        for name in names:
+            div *= mesh.shape[name]
+        out.append(n // div)
+    return tuple(out)
+
+
+def heads_spec(mode: str) -> P:
+    return P(BATCH_AXES, None, _axis(mode, model.HEADS), None)
+
+
+def hooks(mesh: jax.sharding.Mesh, mode: str, attention: Callable, impl: str) -> model.Hooks:
+    """Sharding constraints on activations plus the attention call (under shard_map for Pallas impls)."""
+
+    def constrain(spec: P) -> Callable[[jax.Array], jax.Array]:
+        sharding = NamedSharding(mesh, spec)
+        return lambda x: jax.lax.with_sharding_constraint(x, sharding)
+
+    hspec = heads_spec(mode)
+    attend = attention
+    if impl in SHARD_MAP_IMPLS:
+        attend = jax.shard_map(attention, mesh=mesh, in_specs=(hspec, hspec, hspec), out_specs=hspec,
+                               check_vma=False)
+    return model.Hooks(
+        attention=attend,
+        act=constrain(P(BATCH_AXES, None, None)),
+        heads=constrain(hspec),
+        mlp=constrain(P(BATCH_AXES, None, _axis(mode, model.MLP))),
+        logits=constrain(P(BATCH_AXES, None, _axis(mode, model.VOCAB))),
+    )

@@ -1,0 +1,223 @@
+"""Run one train case in JAX: sharded init, AOT-compiled AdamW step, timed steps, losses, checks."""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from xlabench.backends.jax import attention_impls as impls
+from xlabench.backends.jax import model, sharding
+from xlabench.backends.jax.common import case_result, compile_timed, peak_memory
+from xlabench.harness import TimingPlan, summarize, time_calls
+from xlabench.worker_api import CaseSkipped
+from xlabench.workloads.model_presets import ModelConfig
+from xlabench.workloads.train import ADAMW, MESH_AXES, TrainParams, make_tokens
+
+PARAM_SEED = 0
+TOKEN_SEED = 1
+OPTIMIZER = optax.adamw(**ADAMW)
+MeshKey = tuple[int, int, int]  # (data, fsdp, tensor) sizes
+
+
+def _mesh_key(p: TrainParams) -> MeshKey:
+    shape = p.mesh_shape()
+    return tuple(shape[a] for a in MESH_AXES)  # type: ignore[return-value]
+
+
+# The worker runs many cases of one model and mesh: cache what depends only on those (shardings, the
+# jitted initialiser and reference), so a batch or impl sweep compiles them once.
+@functools.lru_cache(maxsize=16)
+def layouts(cfg: ModelConfig, mode: str, mesh_key: MeshKey) -> tuple[jax.sharding.Mesh, Any, Any, Any]:
+    """(mesh, parameter shardings, optimizer-state shardings, token sharding)."""
+    mesh = sharding.make_mesh(dict(zip(MESH_AXES, mesh_key)))
+    p_shard = sharding.param_shardings(cfg, mesh, mode)
+    abstract = jax.eval_shape(OPTIMIZER.init, abstract_params(cfg, "float32"))
+    o_shard = optax.tree_map_params(OPTIMIZER, lambda _, s: s, abstract, p_shard,
+                                    transform_non_params=lambda _: sharding.replicated(mesh))
+    return mesh, p_shard, o_shard, sharding.batch_sharding(mesh)
+
+
+def abstract_params(cfg: ModelConfig, dtype: str) -> Any:
+    return jax.eval_shape(lambda: model.init_params(cfg, jax.random.key(PARAM_SEED), jnp.dtype(dtype)))
+
+
+@functools.lru_cache(maxsize=16)
+def initializer(cfg: ModelConfig, dtype: str, mode: str, mesh_key: MeshKey) -> Callable[[], tuple[Any, Any]]:
+    """Jitted () -> (params, opt_state), created sharded on the mesh (never whole on one device)."""
+    _, p_shard, o_shard, _ = layouts(cfg, mode, mesh_key)
+
+    def init() -> tuple[Any, Any]:
+        params = model.init_params(cfg, jax.random.key(PARAM_SEED), jnp.dtype(dtype))
+        return params, OPTIMIZER.init(params)
+
+    return jax.jit(init, out_shardings=(p_shard, o_shard))
+
+
+def attention_fn(impl: str, cfg: ModelConfig, p: TrainParams, mesh: jax.sharding.Mesh, interpret: bool,
+                 platform: str) -> Callable:
+    """The per-shard attention call for ``impl``; kernels without GQA get K/V heads repeated.
+
+    Raises CaseSkipped when the impl cannot run these (per-shard) shapes at all.
+    """
+    im = impls.get(impl)
+    acfg = impls.AttnConfig(causal=True, sm_scale=impls.default_scale(cfg.head_dim), interpret=interpret)
+    shape = (p.global_batch, p.seq_len, cfg.num_heads, cfg.head_dim)
+    if impl in sharding.SHARD_MAP_IMPLS:  # the kernel sees one shard
+        shape = sharding.local_shape(shape, tuple(sharding.heads_spec(p.sharding)), mesh)
+    b, s, hq, _ = shape
+    hkv = hq * cfg.num_kv_heads // cfg.num_heads
+    reason = im.unsupported(b, s, s, hq, hkv, p.dtype, acfg, platform)
+    repeat = 1
+    if reason and hkv != hq and not im.unsupported(b, s, s, hq, hq, p.dtype, acfg, platform):
+        repeat = hq // hkv  # the kernel needs equal heads: give every query head its K/V copy
+    elif reason:
+        raise CaseSkipped(reason)
+
+    def attend(q: jax.Array, k: jax.Array, v: jax.Array) -> jax.Array:
+        if repeat > 1:
+            k, v = jnp.repeat(k, repeat, axis=2), jnp.repeat(v, repeat, axis=2)
+        return impls.attend(q, k, v, impl, acfg)
+
+    return attend
+
+
+@dataclass
+class StepProgram:
+    """The train step as a function with its shardings, before any array exists (compile-only use)."""
+
+    params: TrainParams
+    mesh: jax.sharding.Mesh
+    fn: Callable  # (params, opt_state, tokens) -> (params, opt_state, loss, per-sequence loss)
+    param_shardings: Any
+    opt_shardings: Any
+    token_sharding: Any
+    interpret: bool
+
+    @property
+    def abstract_args(self) -> tuple[Any, Any, Any]:
+        """ShapeDtypeStructs of (params, opt_state, tokens)."""
+        p = self.params
+        params = abstract_params(p.config(), p.dtype)
+        tokens = jax.ShapeDtypeStruct((p.global_batch, p.seq_len + 1), jnp.int32)
+        return params, jax.eval_shape(OPTIMIZER.init, params), tokens
+
+    def interpret_ctx(self) -> Any:
+        """Interpret mode is fixed at trace time: trace, compile and call inside this context."""
+        return impls.tpu_interpret(impls.AttnConfig(True, 1.0, interpret=self.interpret))
+
+    def compile(self, donate: bool) -> tuple[Any, float, float]:
+        rep = sharding.replicated(self.mesh)
+        with self.interpret_ctx():
+            return compile_timed(
+                self.fn, self.abstract_args,
+                in_shardings=(self.param_shardings, self.opt_shardings, self.token_sharding),
+                out_shardings=(self.param_shardings, self.opt_shardings, rep, rep),
+                donate_argnums=(0, 1) if donate else ())
+
+
+def program(p: TrainParams, impl: str, interpret: bool, platform: str) -> StepProgram:
+    """Mesh, shardings and the step function of a case (raises CaseSkipped where it cannot run)."""
+    if p.sharding == "auto":
+        raise CaseSkipped(sharding.AUTO_REASON)
+    cfg = p.config()
+    mesh, p_shard, o_shard, tok_shard = layouts(cfg, p.sharding, _mesh_key(p))
+    hooks = sharding.hooks(mesh, p.sharding, attention_fn(impl, cfg, p, mesh, interpret, platform), impl)
+
+    def step(params, opt_state, tokens):
+        (loss, per_seq), grads = jax.value_and_grad(
+            lambda w: model.loss(w, tokens, cfg, hooks, p.remat), has_aux=True)(params)
+        updates, opt_state = OPTIMIZER.update(grads, opt_state, params)
+        return optax.apply_updates(params, updates), opt_state, loss, per_seq
+
+    return StepProgram(p, mesh, step, p_shard, o_shard, tok_shard, interpret)
+
+
+@dataclass
+class TrainSetup:
+    """A compiled step with its state on the mesh (reused by tests)."""
+
+    prog: StepProgram
+    compiled: Any
+    state: tuple[Any, Any]  # (params, opt_state)
+    tokens: jax.Array
+    lower_s: float
+    compile_s: float
+
+    def step(self) -> tuple[jax.Array, jax.Array]:
+        params, opt_state, loss, per_seq = self.compiled(*self.state, self.tokens)
+        self.state = (params, opt_state)
+        return loss, per_seq
+
+
+def build(p: TrainParams, impl: str, interpret: bool, platform: str) -> TrainSetup:
+    """The case's program compiled, with parameters, optimizer state and tokens placed on the mesh."""
+    prog = program(p, impl, interpret, platform)
+    state = initializer(p.config(), p.dtype, p.sharding, _mesh_key(p))()
+    tokens = jax.device_put(make_tokens(p, TOKEN_SEED), prog.token_sharding)
+    compiled, lower_s, compile_s = prog.compile(donate=platform != "cpu")  # CPU cannot donate buffers
+    return TrainSetup(prog, compiled, state, tokens, lower_s, compile_s)
+
+
+@functools.lru_cache(maxsize=16)
+def _reference_fn(cfg: ModelConfig, mode: str, mesh_key: MeshKey) -> Callable:
+    mesh = layouts(cfg, mode, mesh_key)[0]
+    naive = functools.partial(impls.attend, impl="naive",
+                              cfg=impls.AttnConfig(causal=True, sm_scale=impls.default_scale(cfg.head_dim)))
+    hooks = sharding.hooks(mesh, mode, naive, "naive")
+
+    def fwd(params, tokens):
+        f32 = jax.tree.map(lambda w: w.astype(jnp.float32), params)
+        return model.loss(f32, tokens, cfg, hooks)[1]
+
+    return jax.jit(fwd, out_shardings=sharding.replicated(mesh))
+
+
+def reference_losses(setup: TrainSetup) -> np.ndarray:
+    """Per-sequence loss at the current parameters in float32 with naive attention (HIGHEST matmul
+    precision, same mesh), on the first data x fsdp sequences (one per batch shard, to stay cheap)."""
+    p, mesh = setup.prog.params, setup.prog.mesh
+    n = mesh.shape["data"] * mesh.shape["fsdp"]
+    tokens = jax.device_put(setup.tokens[:n], setup.prog.token_sharding)
+    with jax.default_matmul_precision("highest"):
+        return np.asarray(_reference_fn(p.config(), p.sharding, _mesh_key(p))(setup.state[0], tokens))
+
+
+def run_train_case(params: dict[str, Any], impl: str, plan: TimingPlan, interpret: bool,
+                   platform: str) -> dict[str, Any]:
+    p = TrainParams(**params)
+    setup = build(p, impl, interpret, platform)
+    ref = reference_losses(setup)
+    device = next(d for d in setup.prog.mesh.devices.flat if d.process_index == jax.process_index())
+    outs: list[tuple[jax.Array, jax.Array]] = []
+
+    def call() -> tuple[jax.Array, jax.Array]:
+        outs.append(setup.step())
+        return outs[-1], setup.state  # synced whole: the update must finish inside the sample
+
+    with setup.prog.interpret_ctx():
+        samples, _ = time_calls(call, jax.block_until_ready, plan)
+    stats = summarize(samples)
+    losses = [float(loss) for loss, _ in outs]
+    timed = losses[plan.warmup:]
+    first_seq = np.asarray(outs[0][1])[: len(ref)]
+    err = float(np.max(np.abs(first_seq - ref)) / max(1.0, float(np.max(np.abs(ref)))))
+    finite = all(math.isfinite(x) for x in losses)
+    mem, mem_note = peak_memory(setup.compiled, device)
+    tokens_per_s = p.tokens / stats["median_s"]
+    notes = [mem_note, f"step 0 loss of the first {len(ref)} sequences {float(first_seq.mean()):.4f}, "
+                       f"float32 naive reference {float(ref.mean()):.4f}"]
+    if not finite:
+        notes.append("NON-FINITE LOSS")
+    return case_result(stats, samples, plan, setup.lower_s, setup.compile_s, mem, err if finite else math.inf,
+                       p.err_tol(), "; ".join(notes), flops=p.flops(), flops_palm=p.flops_palm(),
+                       params_count=p.params_count(), tokens_per_s=tokens_per_s,
+                       tokens_per_s_per_device=tokens_per_s / p.devices, loss_first=timed[0],
+                       loss_last=timed[-1], losses=json.dumps([round(x, 6) for x in timed]))

@@ -1,0 +1,223 @@
+"""``xlabench compare`` and ``xlabench gate``: the regression gate's commands (statistics in gate.py).
+
+Exit codes: 0 pass; 1 a (confirmed) regression or a candidate case that failed or was wrong;
+2 bad input (missing, empty, truncated or foreign file, schema mismatch, environments differ).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+import click
+
+from xlabench import gate as gate_lib
+from xlabench import gate_report, results
+from xlabench.cli import BadInput, RunOutcome, _load_suite, console, err_console, run_suite
+
+
+class Fraction(click.ParamType):
+    """A fraction written as '5%' or '0.05'."""
+
+    name = "fraction"
+
+    def convert(self, value: Any, param: Optional[click.Parameter], ctx: Optional[click.Context]) -> float:
+        if isinstance(value, float):
+            return value
+        text = str(value).strip()
+        try:
+            f = float(text[:-1]) / 100 if text.endswith("%") else float(text)
+        except ValueError:
+            self.fail(f"{value!r} is not a fraction; write e.g. 5% or 0.05", param, ctx)
+        if not 0 < f < 1:
+            self.fail(f"{value!r} must be between 0 and 100% (exclusive); write e.g. 5% or 0.05", param, ctx)
+        return f
+
+
+def _judging_options(f: Callable) -> Callable:
+    d = gate_lib.GateConfig()
+    opts = [
+        click.option("--metric", type=click.Choice(list(gate_lib.METRICS)), default=d.metric, show_default=True,
+                     help="Column to compare; throughputs (TFLOP/s, MFU, GB/s, ...) are higher-is-better."),
+        click.option("--threshold", type=Fraction(), default=f"{d.threshold:.0%}", show_default=True,
+                     help="Smallest change that counts, at the confidence bound (e.g. 5% or 0.05)."),
+        click.option("--alpha", type=Fraction(), default=str(d.alpha), show_default=True,
+                     help="Family-wise significance level (Holm over all cases)."),
+        click.option("--confidence", type=Fraction(), default=str(d.confidence), show_default=True,
+                     help="Confidence level of the bootstrap interval of the ratio."),
+        click.option("--min-samples", type=int, default=d.min_samples, show_default=True,
+                     help="Fewer samples on either side: 'inconclusive'."),
+        click.option("--allow-env-mismatch", is_flag=True,
+                     help="Compare even if device kind or framework version differ (a warning is shown)."),
+        click.option("--markdown", "markdown_path", type=click.Path(dir_okay=False), default=None,
+                     help="Also write the result as markdown (e.g. $GITHUB_STEP_SUMMARY)."),
+        click.option("--json", "json_path", type=click.Path(dir_okay=False), default=None,
+                     help="Also write the verdicts as JSON."),
+    ]
+    for opt in reversed(opts):
+        f = opt(f)
+    return f
+
+
+def _config(metric: str, threshold: float, alpha: float, confidence: float, min_samples: int,
+            allow_env_mismatch: bool) -> gate_lib.GateConfig:
+    try:
+        return gate_lib.GateConfig(metric=metric, threshold=threshold, alpha=alpha, confidence=confidence,
+                                   min_samples=min_samples, allow_env_mismatch=allow_env_mismatch)
+    except ValueError as e:
+        raise BadInput(str(e)) from None
+
+
+def _load(path: str | Path, role: str) -> gate_lib.RunData:
+    try:
+        return gate_lib.load_run(path)
+    except results.ResultsFileError as e:
+        raise BadInput(f"{role}: {e}") from None
+
+
+def _compare(base: gate_lib.RunData, cand: gate_lib.RunData, cfg: gate_lib.GateConfig,
+             **kw: Any) -> gate_lib.Comparison:
+    try:
+        return gate_lib.compare(base, cand, cfg, **kw)
+    except gate_lib.GateInputError as e:
+        raise BadInput(str(e)) from None
+
+
+def _write(path: Optional[str], text: str) -> None:
+    if path:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "a" if path == "/dev/stdout" else "w", encoding="utf-8") as f:
+            f.write(text)
+
+
+def _report(cmp: gate_lib.Comparison, markdown_path: Optional[str], json_path: Optional[str], title: str) -> None:
+    console.print(gate_report.table(cmp))
+    for w in cmp.warnings:
+        err_console.print(f"[bold yellow]warning:[/] {w}", soft_wrap=True)
+    colour = "green" if cmp.passed else "bold red"
+    console.print(f"[{colour}]{gate_report.headline(cmp)}[/]")
+    _write(markdown_path, gate_report.markdown(cmp, title))
+    _write(json_path, gate_report.to_json(cmp))
+
+
+@click.command()
+@click.argument("baseline", type=click.Path())
+@click.argument("candidate", type=click.Path())
+@_judging_options
+def compare(baseline: str, candidate: str, metric: str, threshold: float, alpha: float, confidence: float,
+            min_samples: int, allow_env_mismatch: bool, markdown_path: Optional[str],
+            json_path: Optional[str]) -> None:
+    """Compare two results CSVs case by case; exit 1 on a regression or a failed candidate case."""
+    cfg = _config(metric, threshold, alpha, confidence, min_samples, allow_env_mismatch)
+    base = _load(baseline, "baseline")
+    cand = _load(candidate, "candidate")
+    cmp = _compare(base, cand, cfg)
+    _report(cmp, markdown_path, json_path, "xlabench compare")
+    sys.exit(cmp.exit_code)
+
+
+def write_baseline(run_csv: Path, baseline: Path) -> None:
+    """Copy a run's CSV, samples and metadata to the baseline path (the samples are what the gate needs)."""
+    src, dst = results.RunFiles(run_csv), results.RunFiles(baseline)
+    dst.csv.parent.mkdir(parents=True, exist_ok=True)
+    for a, b in ((src.csv, dst.csv), (src.samples, dst.samples), (src.meta, dst.meta)):
+        if a.exists():
+            shutil.copyfile(a, b)
+
+
+def _check_suite(base: gate_lib.RunData, suite_name: str) -> None:
+    suites = set(base.rows["suite"].astype(str))
+    if suites != {suite_name}:
+        raise BadInput(f"baseline: {base.path} holds suite(s) {', '.join(sorted(suites))}, not {suite_name!r}")
+
+
+def _baseline_profile(base: gate_lib.RunData) -> Optional[str]:
+    """The profile the baseline ran with ('base' for none), if it is one."""
+    profiles = {p if isinstance(p, str) else "" for p in base.rows["profile"]}  # empty cell: NaN
+    return (profiles.pop() or "base") if len(profiles) == 1 else None
+
+
+def _first_baseline(outcome: RunOutcome, bpath: Path, markdown_path: Optional[str],
+                    json_path: Optional[str]) -> int:
+    """--save-baseline without a baseline: keep the run as the baseline unless a case failed."""
+    ok = not (outcome.failed or outcome.wrong)
+    if ok:
+        write_baseline(outcome.files.csv, bpath)
+    msg = (f"baseline {bpath} created from {outcome.files.csv}" if ok else
+           f"baseline {bpath} NOT created: {len(outcome.failed)} failed, {len(outcome.wrong)} wrong case(s)")
+    console.print(("[green]" if ok else "[bold red]") + msg + "[/]")
+    _write(markdown_path, f"## {'✅' if ok else '❌'} xlabench gate: {msg}\n")
+    _write(json_path, json.dumps({"passed": ok, "exit_code": 0 if ok else 1, "baseline": None,
+                                  "candidate": str(outcome.files.csv), "baseline_saved": ok, "cases": []},
+                                 indent=2) + "\n")
+    return 0 if ok else 1
+
+
+def _replace_baseline(cmp: gate_lib.Comparison, run_csv: Path, bpath: Path) -> None:
+    """--save-baseline over an existing baseline: only a run that passed the gate replaces it."""
+    if cmp.passed:
+        write_baseline(run_csv, bpath)
+        console.print(f"baseline {bpath} updated from {run_csv}")
+        return
+    src, dst = results.RunFiles(run_csv), results.RunFiles(bpath)
+    console.print(f"[bold red]baseline {bpath} NOT updated: the gate failed.[/] To accept this run anyway: "
+                  f"cp {src.csv} {dst.csv} && cp {src.samples} {dst.samples}", soft_wrap=True)
+
+
+@click.command()
+@click.argument("suite_file", type=click.Path())
+@click.option("--baseline", required=True, type=click.Path(dir_okay=False),
+              help="Baseline results CSV (its .samples.csv must sit beside it).")
+@click.option("--save-baseline", is_flag=True,
+              help="Write this run as the baseline: creates it if absent, else replaces it when the gate passes.")
+@click.option("--confirm/--no-confirm", default=True, show_default=True,
+              help="Re-run the cases flagged as regressions; fail only if a regression reproduces.")
+@click.option("--profile", default=None, help="Suite profile (default: the baseline's, else from the platform).")
+@click.option("--out", "out_dir", default="results", show_default=True, type=click.Path(), help="Results directory.")
+@click.option("--timeout", "timeout_s", default=None, type=float, help="Per-case limit in seconds.")
+@click.option("--peak-tflops", default=None, type=float, help="Per-device peak TFLOP/s for MFU.")
+@click.option("--impl", "only_impls", multiple=True, help="Run only these impls (repeatable).")
+@_judging_options
+def gate(suite_file: str, baseline: str, save_baseline: bool, confirm: bool, profile: Optional[str],
+         out_dir: str, timeout_s: Optional[float], peak_tflops: Optional[float], only_impls: tuple[str, ...],
+         metric: str, threshold: float, alpha: float, confidence: float, min_samples: int,
+         allow_env_mismatch: bool, markdown_path: Optional[str], json_path: Optional[str]) -> None:
+    """Run a suite, compare it with a baseline, re-run flagged cases; exit 1 only on a confirmed regression
+    or a failed case."""
+    s = _load_suite(suite_file)
+    cfg = _config(metric, threshold, alpha, confidence, min_samples, allow_env_mismatch)
+    bpath = Path(baseline)
+    base: Optional[gate_lib.RunData] = None
+    if bpath.exists() or not save_baseline:
+        if not bpath.exists():
+            raise BadInput(f"baseline: {bpath}: no such file (create it with --save-baseline)")
+        base = _load(bpath, "baseline")
+        _check_suite(base, s.name)
+        if profile is None:
+            profile = _baseline_profile(base)
+    run_kw = dict(out_dir=out_dir, timeout_s=timeout_s, peak_tflops=peak_tflops, only_impls=only_impls)
+    outcome = run_suite(s, profile=profile, **run_kw)
+    cand = _load(outcome.files.csv, "candidate")
+
+    if base is None:  # first baseline: nothing to compare with
+        sys.exit(_first_baseline(outcome, bpath, markdown_path, json_path))
+
+    cmp = _compare(base, cand, cfg)
+    if confirm:
+        def rerun(case_ids: list[str]) -> gate_lib.RunData:
+            console.print(f"[yellow]{len(case_ids)} case(s) flagged as regressions: re-running them to confirm[/]")
+            again = run_suite(s, profile=outcome.profile or "base", only_case_ids=case_ids,
+                                run_id=f"{outcome.files.csv.stem}-confirm", **run_kw)
+            return _load(again.files.csv, "re-run")
+
+        try:
+            cmp = gate_lib.confirm(cmp, base, rerun, cfg)
+        except gate_lib.GateInputError as e:
+            raise BadInput(str(e)) from None
+    _report(cmp, markdown_path, json_path, "xlabench gate")
+    if save_baseline:
+        _replace_baseline(cmp, outcome.files.csv, bpath)
+    sys.exit(cmp.exit_code)

@@ -1,0 +1,206 @@
+"""Train workload: one full training step (forward, cross-entropy, backward, AdamW) of a decoder-only
+transformer on synthetic tokens. Parameters (validated, with the device mesh), FLOPs, inputs.
+Framework-free: the backends build the model and the mesh from these.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Literal, Optional, Union
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, field_validator, model_validator
+
+from xlabench import flops as flop_formulas
+from xlabench.workloads import model_presets as presets
+
+MESH_AXES: tuple[str, ...] = ("data", "fsdp", "tensor")
+SHARDINGS: tuple[str, ...] = ("dp", "fsdp", "tp", "2d", "auto")
+# Mesh axes each mode may use with size > 1 (data parallelism can be added to every mode).
+MODE_AXES: dict[str, tuple[str, ...]] = {
+    "dp": ("data",),
+    "fsdp": ("data", "fsdp"),
+    "tp": ("data", "tensor"),
+    "2d": ("data", "fsdp", "tensor"),
+    "auto": MESH_AXES,
+}
+REMAT = ("none", "full", "dots")
+DIM_FIELDS = ("arch", "vocab_size", "d_model", "num_layers", "num_heads", "num_kv_heads", "head_dim", "d_ff")
+
+# |per-sequence loss of the step at its initial parameters - float32 naive reference| / max(1, |ref|).
+# At initialisation the loss is near ln(vocab) whatever attention does, so this catches a broken step
+# (NaN, wrong shapes or masks that blow up), not a subtly wrong kernel: the attention workload does that.
+ERR_TOL = {"bfloat16": 2e-2, "float32": 2e-3}
+
+# AdamW settings of every step (the study's optimizer; the values only need to be sane and fixed).
+ADAMW = {"learning_rate": 3e-4, "b1": 0.9, "b2": 0.95, "eps": 1e-8, "weight_decay": 0.1}
+
+
+def parse_mesh(value: Union[str, dict[str, Any]]) -> dict[str, int]:
+    """``{data: 4, fsdp: 2}`` or ``"data=4,fsdp=2"`` -> {data, fsdp, tensor} sizes (missing axes = 1)."""
+    if isinstance(value, str):
+        items: dict[str, Any] = {}
+        for part in filter(None, (p.strip() for p in value.split(","))):
+            name, sep, size = part.partition("=")
+            if not sep:
+                raise ValueError(f"mesh {value!r}: expected axis=size pairs like 'data=4,fsdp=2', got {part!r}")
+            items[name.strip()] = size.strip()
+    elif isinstance(value, dict):
+        items = dict(value)
+    else:
+        raise ValueError(f"mesh must be a mapping like {{data: 4, fsdp: 2}} or a string 'data=4,fsdp=2', "
+                         f"got {value!r}")
+    out = {a: 1 for a in MESH_AXES}
+    for name, size in items.items():
+        if name not in MESH_AXES:
+            raise ValueError(f"mesh axis {name!r} is not one of: {', '.join(MESH_AXES)}")
+        try:
+            n = int(size)
+        except (TypeError, ValueError):
+            n = 0
+        if n < 1 or str(n) != str(size).strip():
+            raise ValueError(f"mesh axis {name}: size must be an integer >= 1, got {size!r}")
+        out[name] = n
+    return out
+
+
+def mesh_str(mesh: dict[str, int]) -> str:
+    return ",".join(f"{a}={mesh[a]}" for a in MESH_AXES)
+
+
+def default_mesh(sharding: str, devices: int) -> dict[str, int]:
+    """All devices on the mode's own axis; ``2d``: tensor = largest divisor <= sqrt(devices)."""
+    mesh = {a: 1 for a in MESH_AXES}
+    if sharding == "2d":
+        tensor = max(t for t in range(1, math.isqrt(devices) + 1) if devices % t == 0)
+        mesh.update(fsdp=devices // tensor, tensor=tensor)
+    else:
+        mesh[{"dp": "data", "fsdp": "fsdp", "tp": "tensor", "auto": "data"}[sharding]] = devices
+    return mesh
+
+
+class TrainParams(BaseModel):
+    """One training-step case: a model (preset, optionally with dims overridden, or 'custom'), the
+    batch, precision, attention impl (the case's impl), and how the step is sharded over the mesh."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    model: str
+    arch: Optional[Literal["gpt2", "llama"]] = None
+    vocab_size: Optional[int] = None
+    d_model: Optional[int] = None
+    num_layers: Optional[int] = None
+    num_heads: Optional[int] = None
+    num_kv_heads: Optional[int] = None
+    head_dim: Optional[int] = None
+    d_ff: Optional[int] = None
+    global_batch: int
+    seq_len: int
+    dtype: Literal["bfloat16", "float32"] = "bfloat16"
+    sharding: Literal["dp", "fsdp", "tp", "2d", "auto"] = "fsdp"
+    mesh: Optional[Union[str, dict[str, Any]]] = None
+    remat: Literal["none", "full", "dots"] = "none"
+    devices: int = 1
+
+    @field_validator("model")
+    @classmethod
+    def _model(cls, v: str) -> str:
+        if v != "custom":
+            presets.preset(v)  # raises with the list of presets
+        return v
+
+    @model_validator(mode="after")
+    def _check(self) -> "TrainParams":
+        for name in ("global_batch", "seq_len", "devices") + DIM_FIELDS[1:]:
+            v = getattr(self, name)
+            if v is not None and v < 1:
+                raise ValueError(f"{name} must be >= 1, got {v}")
+        cfg = self.config()
+        if cfg.num_heads % cfg.num_kv_heads:
+            raise ValueError(f"num_heads ({cfg.num_heads}) must be divisible by num_kv_heads ({cfg.num_kv_heads})")
+        if cfg.arch == "gpt2" and self.seq_len > cfg.max_seq_len:
+            raise ValueError(f"seq_len {self.seq_len} exceeds the {cfg.max_seq_len} learned positions of "
+                             f"{self.model} (gpt2 has a position table)")
+        mesh = self.mesh_shape()
+        size = math.prod(mesh.values())
+        if size != self.devices:
+            raise ValueError(f"mesh {mesh_str(mesh)} spans {size} devices but devices is {self.devices}; "
+                             f"the product of the mesh axes must equal devices")
+        extra = [a for a in MESH_AXES if mesh[a] > 1 and a not in MODE_AXES[self.sharding]]
+        if extra:
+            raise ValueError(f"sharding {self.sharding!r} uses mesh axes {', '.join(MODE_AXES[self.sharding])}; "
+                             f"axis {', '.join(f'{a}={mesh[a]}' for a in extra)} must be 1 (use 2d to combine "
+                             f"fsdp and tensor)")
+        batch_shards = mesh["data"] * mesh["fsdp"]
+        if self.global_batch % batch_shards:
+            raise ValueError(f"global_batch {self.global_batch} must be divisible by data x fsdp = "
+                             f"{batch_shards} (the batch is split over both)")
+        t = mesh["tensor"]
+        for name in ("num_heads", "num_kv_heads", "d_ff"):
+            if getattr(cfg, name) % t:
+                raise ValueError(f"{name} ({getattr(cfg, name)}) must be divisible by mesh tensor={t} "
+                                 f"(tensor parallelism splits heads and the MLP)")
+        if cfg.d_model % mesh["fsdp"]:
+            raise ValueError(f"d_model ({cfg.d_model}) must be divisible by mesh fsdp={mesh['fsdp']} "
+                             f"(fsdp splits the model dimension of every weight)")
+        return self
+
+    def config(self) -> presets.ModelConfig:
+        """The model shape: the preset with any explicitly given dimension replacing its own."""
+        given = {k: getattr(self, k) for k in DIM_FIELDS if getattr(self, k) is not None}
+        if self.model == "custom":
+            missing = [k for k in ("arch", "vocab_size", "d_model", "num_layers", "num_heads", "d_ff")
+                       if k not in given]
+            if missing:
+                raise ValueError(f"model 'custom' needs {', '.join(missing)} (or name a preset: "
+                                 f"{', '.join(presets.PRESETS)})")
+            base = None
+        else:
+            base = presets.preset(self.model)
+        # A changed width or head count re-derives head_dim (and MHA stays MHA) unless given.
+        d = given.get("d_model", base.d_model if base else 0)
+        heads = given.get("num_heads", base.num_heads if base else 0)
+        if "head_dim" not in given and ("d_model" in given or "num_heads" in given):
+            if d % heads:
+                raise ValueError(f"d_model ({d}) is not divisible by num_heads ({heads}); give head_dim")
+            given["head_dim"] = d // heads
+        if "num_kv_heads" not in given and (base is None or base.num_kv_heads == base.num_heads):
+            given["num_kv_heads"] = heads
+        if base is None:
+            return presets.ModelConfig(max_seq_len=max(self.seq_len, 1024), **given)
+        return base.replace(**given)
+
+    def mesh_shape(self) -> dict[str, int]:
+        return parse_mesh(self.mesh) if self.mesh is not None else default_mesh(self.sharding, self.devices)
+
+    def resolved(self) -> "TrainParams":
+        """Every model dimension and the full mesh made explicit (what goes in the CSV and the case id)."""
+        cfg = self.config()
+        return self.model_copy(update={**{k: getattr(cfg, k) for k in DIM_FIELDS},
+                                       "mesh": mesh_str(self.mesh_shape())})
+
+    @property
+    def tokens(self) -> int:
+        return self.global_batch * self.seq_len
+
+    def flops(self) -> float:
+        return flop_formulas.train_step_flops(self.config(), self.global_batch, self.seq_len, causal=True)
+
+    def flops_palm(self) -> float:
+        return flop_formulas.train_step_flops_palm(self.config(), self.global_batch, self.seq_len)
+
+    def params_count(self) -> int:
+        return presets.param_count(self.config())
+
+    def err_tol(self) -> float:
+        return ERR_TOL[self.dtype]
+
+
+def make_tokens(p: TrainParams, seed: int = 0) -> np.ndarray:
+    """[global_batch, seq_len + 1] int32 token ids, uniform over the vocabulary, from a fixed seed.
+
+    Inputs are ``[:, :-1]``, targets ``[:, 1:]``. The same batch every step: the benchmark measures the
+    step, not a data pipeline, and a model that memorises it shows a falling loss (a live step).
+    """
+    rng = np.random.default_rng(seed)
+    return rng.integers(0, p.config().vocab_size, size=(p.global_batch, p.seq_len + 1), dtype=np.int32)
