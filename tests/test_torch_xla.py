@@ -15,6 +15,7 @@ import subprocess
 import textwrap
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from xlabench import envs, impls, results
@@ -66,6 +67,26 @@ params: {batch: 4, context_lens: "uniform:4..512", num_heads: 8, num_kv_heads: 2
 matrix:
   q_tokens: [1, 4]
 measure: {warmup: 1, iters: 3, timeout_s: 300}
+"""
+
+
+# A one-layer model of each architecture (GQA and RoPE in llama), unsharded and sharded on 4 devices.
+TRAIN_SUITE = """
+name: txla_train
+workload: train
+backends: [jax, torch_xla]
+impls: [naive]
+params: {model: custom, vocab_size: 256, d_model: 64, num_layers: 1, num_heads: 4, d_ff: 128,
+         seq_len: 32, global_batch: 8, dtype: float32}
+matrix:
+  "arch,num_kv_heads,sharding,devices":
+    - [gpt2, 4, dp, 1]
+    - [gpt2, 4, fsdp, 4]
+    - [gpt2, 4, 2d, 4]
+    - [gpt2, 4, auto, 4]
+    - [llama, 2, dp, 1]
+    - [llama, 2, 2d, 4]
+measure: {warmup: 0, iters: 2, timeout_s: 600}
 """
 
 
@@ -122,6 +143,37 @@ def test_jax_and_torch_xla_rows_of_one_case_agree(both_frameworks):
         assert r.correct_jax and r.correct_tx and max(r.max_abs_err_jax, r.max_abs_err_tx) < 1e-4
         assert r.case_id_jax != r.case_id_tx and r.mfu_tx > 0
         assert r.peak_tflops_jax == r.peak_tflops_tx  # one host peak per run: MFU compares across frameworks
+
+
+@pytest.fixture(scope="module")
+def both_train(torch_xla_python, tmp_path_factory):
+    return _run_both(TRAIN_SUITE, torch_xla_python, tmp_path_factory.mktemp("txla_train"))
+
+
+def test_torch_xla_sharded_train_step_equals_unsharded(both_train):
+    df, _ = both_train
+    tx = df[df.backend == "torch_xla"].set_index(["arch", "sharding"])
+    assert len(tx) == 6 and (tx.status == "ok").all() and tx.correct.all(), tx[["status", "error", "notes"]]
+    assert (tx.max_abs_err < 1e-4).all()  # step-0 loss vs the float32 naive reference
+    for arch, sharded in (("gpt2", ["fsdp", "2d", "auto"]), ("llama", ["2d"])):
+        base = json.loads(tx.loc[(arch, "dp"), "losses"])
+        assert base[1] < base[0]  # a live step: the loss falls on the repeated batch
+        for mode in sharded:
+            assert json.loads(tx.loc[(arch, mode), "losses"]) == pytest.approx(base, abs=1e-4), (arch, mode)
+    manual = tx.drop(index=("gpt2", "auto"))  # auto-sharding may re-shard between steps; manual modes must not
+    assert not manual.notes.str.contains("suspicious").any()
+
+
+def test_jax_and_torch_xla_train_rows_count_the_same(both_train):
+    df, _ = both_train
+    ok = df[df.status == "ok"]
+    pairs = ok[ok.backend == "jax"].merge(ok[ok.backend == "torch_xla"], on=["arch", "sharding"], suffixes=("_jax", "_tx"))
+    assert len(pairs) == 5  # JAX has no auto-sharding: that row is skipped there
+    for col in ("flops", "flops_palm", "params_count"):
+        assert (pairs[f"{col}_jax"] == pairs[f"{col}_tx"]).all(), col
+    assert pairs.correct_jax.all() and pairs.correct_tx.all()
+    # Same model, same tokens, different initial values (each framework's RNG): both start near ln(vocab).
+    assert ((pairs.loss_first_tx - np.log(256)).abs() < 0.2).all() and ((pairs.loss_first_jax - np.log(256)).abs() < 0.2).all()
 
 
 def test_torch_xla_paged_impls_match_the_reference_and_jax_counts(both_paged):

@@ -13,7 +13,7 @@ import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 ROOT = Path(__file__).resolve().parent.parent
 TORCH_XLA_ENV_VAR = "XLABENCH_TORCH_XLA_PYTHON"
@@ -63,9 +63,25 @@ def tpu_chips_present() -> bool:
     return False
 
 
-def worker_environ(backend: str, devices: int, env: dict[str, str]) -> dict[str, str]:
-    """Framework-specific variables of a worker: virtual CPU device counts, torch_xla's PJRT device."""
+TORCH_XLA_SPMD_VAR = "XLABENCH_TORCH_XLA_SPMD"
+
+
+def worker_variant(backend: str, workload: str, params: dict[str, Any]) -> str:
+    """The process-global mode a case's worker must be in. torch_xla's ``xr.use_spmd()`` (and its
+    ``auto=True`` form) cannot be undone in a process: train cases run in SPMD workers, auto-sharded
+    ones in their own; attention and paged cases in plain workers."""
+    if backend == "torch_xla" and workload == "train":
+        return "spmd-auto" if params.get("sharding") == "auto" else "spmd"
+    return ""
+
+
+def worker_environ(backend: str, devices: int, env: dict[str, str], variant: str = "") -> dict[str, str]:
+    """Framework-specific variables of a worker: virtual CPU device counts, torch_xla's PJRT device
+    and SPMD mode."""
     env = dict(env)
+    env.pop(TORCH_XLA_SPMD_VAR, None)
+    if variant:
+        env[TORCH_XLA_SPMD_VAR] = variant
     flags = [f for f in env.get("XLA_FLAGS", "").split() if "xla_force_host_platform_device_count" not in f]
     flags.append(f"--xla_force_host_platform_device_count={devices}")  # JAX on CPU; no-op elsewhere
     env["XLA_FLAGS"] = " ".join(flags)

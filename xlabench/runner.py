@@ -25,7 +25,7 @@ from typing import Any, Callable, Iterable, Optional
 from xlabench import impls as catalog
 from xlabench import results
 from xlabench.distributed import DistributedConfig
-from xlabench.envs import Interpreters, worker_environ
+from xlabench.envs import Interpreters, worker_environ, worker_variant
 from xlabench.metrics import derive
 from xlabench.suite import Case
 
@@ -40,13 +40,14 @@ class WorkerSpec:
     devices: int  # local (virtual CPU) devices of this worker
     python: str = sys.executable
     dist: Optional[DistributedConfig] = None
+    variant: str = ""  # process-global framework mode (torch_xla SPMD): one worker per variant
 
     @property
-    def key(self) -> tuple[str, int, str]:
-        return (self.backend, self.devices, self.python)
+    def key(self) -> tuple[str, int, str, str]:
+        return (self.backend, self.devices, self.python, self.variant)
 
     def environ(self) -> dict[str, str]:
-        env = worker_environ(self.backend, self.devices, dict(os.environ))
+        env = worker_environ(self.backend, self.devices, dict(os.environ), self.variant)
         if self.dist is not None:
             env.update(self.dist.worker_env())
         env["PYTHONUNBUFFERED"] = "1"
@@ -175,7 +176,7 @@ class WorkerPool:
         """Why ``backend`` cannot run here at all (its environment is absent), or None."""
         return self.interpreters.missing(backend)
 
-    def get(self, backend: str, devices: int) -> Worker:
+    def get(self, backend: str, devices: int, variant: str = "") -> Worker:
         if self.dist is not None:
             # One worker per backend for the whole run: every process must start (and join) its workers
             # in lockstep, and the coordinator's port is held by process 0's live worker.
@@ -185,7 +186,7 @@ class WorkerPool:
                     self.discard(w)
         elif self.local_devices:
             devices = self.local_devices
-        spec = WorkerSpec(backend, devices, self.interpreters.python_for(backend), self.dist)
+        spec = WorkerSpec(backend, devices, self.interpreters.python_for(backend), self.dist, variant)
         if spec.key in self._start_failures:  # a worker that cannot start will not start next case either
             raise WorkerError(self._start_failures[spec.key])
         w = self._workers.get(spec.key)
@@ -292,7 +293,7 @@ def run_case(case: Case, pool: WorkerPool, ctx: RunContext) -> tuple[dict[str, A
     timeout = ctx.timeout_override or case.measure.timeout_s
     worker: Optional[Worker] = None
     try:
-        worker = pool.get(case.backend, case.devices)
+        worker = pool.get(case.backend, case.devices, worker_variant(case.backend, case.workload, case.params))
         env = worker.env
         if case.devices > int(env.get("device_count", 1)):
             raise WorkerError(f"case needs {case.devices} devices; the {case.backend} worker sees "

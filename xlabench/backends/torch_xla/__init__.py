@@ -7,8 +7,16 @@ the device first, or a later torch_xla operation can hang (pytorch/xla#8793; tor
 
 from __future__ import annotations
 
-import torch_xla  # noqa: F401  (first, see above)
+import os  # noqa: I001
 
+import torch_xla  # noqa: F401  (first, see above)
+import torch_xla.runtime as xr
+
+from xlabench.envs import TORCH_XLA_SPMD_VAR
+
+# SPMD is process-global and cannot be undone: the runner starts a worker per mode (envs.worker_variant).
+if os.environ.get(TORCH_XLA_SPMD_VAR):
+    xr.use_spmd(auto=os.environ[TORCH_XLA_SPMD_VAR] == "spmd-auto")
 torch_xla._XLAC._init_computation_client()
 
 from typing import Any, Callable  # noqa: E402
@@ -24,6 +32,9 @@ def runner_for(workload: str) -> Callable[..., dict[str, Any]]:
     if workload == "paged_attention":
         from xlabench.backends.torch_xla.paged_case import run_paged_case
         return run_paged_case
+    if workload == "train":
+        from xlabench.backends.torch_xla.train_case import run_train_case
+        return run_train_case
     raise ValueError(f"the torch_xla backend has no workload {workload!r}")
 
 

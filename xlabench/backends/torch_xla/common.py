@@ -64,12 +64,11 @@ class XlaMeasurement:
         return out
 
 
-def measure(call: Callable[[], Any], plan: TimingPlan) -> XlaMeasurement:
-    """One compiling call plus ``plan.warmup`` warm-up calls, then the timed iterations."""
+def measure(call: Callable[[], Any], plan: TimingPlan, compiling_calls: int = 1) -> XlaMeasurement:
+    """``compiling_calls`` calls (a train step needs two: the first creates the optimizer state, so the
+    second is a new graph) plus ``plan.warmup`` warm-up calls, then the timed iterations."""
     c0 = MetricDelta.take("CompileTime")
-    out = call()
-    sync()
-    for _ in range(plan.warmup):
+    for _ in range(compiling_calls + plan.warmup):
         out = call()
         sync()
     c1, e1 = MetricDelta.take("CompileTime"), MetricDelta.take("ExecuteTime")

@@ -36,12 +36,23 @@ def platform() -> str:
     return _PLATFORMS.get(kind.upper(), kind.lower())
 
 
+def device_kind() -> str:
+    """The device kind string (e.g. 'TPU v5 lite', 'cpu'). Under SPMD torch_xla has one virtual device
+    without a kind: JAX (in this environment, as torch_xla's own kernels do) names the real one."""
+    try:
+        return xm.xla_device_kind(torch_xla.device())
+    except RuntimeError:
+        import jax
+
+        return jax.devices()[0].device_kind
+
+
 def probe(measure_peaks: bool = True) -> dict[str, Any]:
     plat = platform()
     env: dict[str, Any] = {
         "backend": "torch_xla",
         "platform": plat,
-        "device_kind": xm.xla_device_kind(torch_xla.device()),
+        "device_kind": device_kind(),
         "device_count": xr.global_runtime_device_count(),
         "process_count": xr.process_count(),
         "framework_version": versions(),

@@ -11,6 +11,7 @@ from xlabench.backends.torch_xla import paged_impls as impls
 from xlabench.backends.torch_xla.attention_case import TORCH_DTYPES
 from xlabench.backends.torch_xla.attention_impls import default_scale
 from xlabench.backends.torch_xla.common import measure, peak_memory, to_numpy, xla_device
+from xlabench.backends.torch_xla.env import device_kind
 from xlabench.harness import TimingPlan, case_result, max_normalised_error
 from xlabench.workloads.paged import PagedConfig, PagedParams, cached_inputs, cached_reference
 from xlabench.worker_api import CaseSkipped
@@ -18,12 +19,10 @@ from xlabench.worker_api import CaseSkipped
 
 def run_paged_case(params: dict[str, Any], impl: str, plan: TimingPlan, interpret: bool,
                    platform: str) -> dict[str, Any]:
-    import torch_xla.core.xla_model as xm
-
     p = PagedParams(**params)
     im = impls.get(impl)
     device = xla_device()
-    reason = im.unsupported(p, platform, xm.xla_device_kind(device))
+    reason = im.unsupported(p, platform, device_kind())
     if reason:
         raise CaseSkipped(reason)
     cfg = PagedConfig(sm_scale=default_scale(p.head_dim), pages_per_compute_block=p.pages_per_compute_block,
