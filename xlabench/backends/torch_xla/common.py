@@ -48,7 +48,7 @@ class XlaMeasurement:
     compile_s: float
     compiles_in_warmup: int
     recompiles_while_timing: int
-    executions: MetricDelta  # XLA's ExecuteTime over the timed iterations
+    executions: MetricDelta  # XLA's ExecuteTime (ExecuteReplicatedTime under SPMD) over the timed iterations
 
     def notes(self) -> list[str]:
         """Row remarks: recompilations (suspicious timing) and what XLA's ExecuteTime saw."""
@@ -64,6 +64,12 @@ class XlaMeasurement:
         return out
 
 
+def _executions() -> MetricDelta:
+    """Device executions so far: ExecuteTime, or ExecuteReplicatedTime for SPMD programs."""
+    a, b = MetricDelta.take("ExecuteTime"), MetricDelta.take("ExecuteReplicatedTime")
+    return MetricDelta(a.count + b.count, a.seconds + b.seconds)
+
+
 def measure(call: Callable[[], Any], plan: TimingPlan, compiling_calls: int = 1) -> XlaMeasurement:
     """``compiling_calls`` calls (a train step needs two: the first creates the optimizer state, so the
     second is a new graph) plus ``plan.warmup`` warm-up calls, then the timed iterations."""
@@ -71,9 +77,9 @@ def measure(call: Callable[[], Any], plan: TimingPlan, compiling_calls: int = 1)
     for _ in range(compiling_calls + plan.warmup):
         out = call()
         sync()
-    c1, e1 = MetricDelta.take("CompileTime"), MetricDelta.take("ExecuteTime")
+    c1, e1 = MetricDelta.take("CompileTime"), _executions()
     samples, out = time_calls(call, lambda _: sync(), dataclasses.replace(plan, warmup=0))
-    c2, e2 = MetricDelta.take("CompileTime"), MetricDelta.take("ExecuteTime")
+    c2, e2 = MetricDelta.take("CompileTime"), _executions()
     warm, timed = c1 - c0, c2 - c1
     return XlaMeasurement(
         stats=summarize(samples), samples=samples, out=out, compile_s=warm.seconds,
