@@ -11,8 +11,27 @@ $(BIN)/.installed: pyproject.toml
 	$(BIN)/python -m pip install -q -e '.[test]'
 	touch $@
 
-.PHONY: setup run test
+# The torch_xla environment, apart from the JAX one (torch 2.9.0 from PyPI is a 4.2 GB CUDA build;
+# ~7.6 GB installed). xlabench finds it at .venv-torch-xla (or --python-torch-xla / XLABENCH_TORCH_XLA_PYTHON).
+# Idempotent: a complete environment is left alone. On a TPU VM add libtpu: TXLA_EXTRAS=pallas,tpu.
+# torch_xla 2.9.0's wheel bundles an older torchax that imports flax at import time: the torchax release
+# that call_jax needs goes in after torch_xla, on its own, and overwrites it.
+TXLA_VENV ?= .venv-torch-xla
+TXLA_BIN := $(TXLA_VENV)/bin
+TXLA_EXTRAS ?= pallas
+$(TXLA_BIN)/.installed: pyproject.toml
+	test -x $(TXLA_BIN)/python || $(PY) -m venv $(TXLA_VENV)
+	$(TXLA_BIN)/python -m pip install -q --upgrade pip
+	$(TXLA_BIN)/python -m pip install -q 'torch==2.9.0' 'torch_xla[$(TXLA_EXTRAS)]==2.9.0' -e '.[torch-xla]'
+	$(TXLA_BIN)/python -m pip install -q --no-deps --force-reinstall 'torchax==0.0.13'
+	$(TXLA_BIN)/python -c 'import torch_xla, torchax, jax; from torch_xla.core.xla_builder import call_jax'
+	touch $@
+
+.PHONY: setup run test torch-xla-env
 setup: $(BIN)/.installed
+
+## the torch_xla environment (run once; `make test` and `xlabench run` then drive it)
+torch-xla-env: $(TXLA_BIN)/.installed
 
 ## the main job: a CPU run of a real suite (cpu profile picked automatically), then its plots
 run: setup

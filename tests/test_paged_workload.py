@@ -26,7 +26,8 @@ def make(**kw) -> PagedParams:
 def test_registered_and_every_field_has_a_column():
     assert PARAMS["paged_attention"] is PagedParams
     assert set(PagedParams.model_fields) <= set(results.CASE_COLUMN_NAMES)
-    assert catalog.names_for("paged_attention") == ["naive", "paged", "ragged_paged", "paged_gpu"]
+    assert catalog.names_for("paged_attention", "jax") == ["naive", "paged", "ragged_paged", "paged_gpu"]
+    assert catalog.names_for("paged_attention", "torch_xla") == ["naive", "paged", "multi_queries_paged", "ragged_paged"]
 
 
 @pytest.mark.parametrize("spec, canonical", [
@@ -176,4 +177,4 @@ def test_suite_validate_exits_2_with_the_reason(tmp_path, sweep, message):
 def test_suite_file_validates():
     res = CliRunner().invoke(main, ["validate", "suites/paged_attention.yaml"])
     assert res.exit_code == 0, res.output
-    assert "cpu: 48" in res.output
+    assert "cpu: 96" in res.output  # 48 JAX + 48 torch_xla cases

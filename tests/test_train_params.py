@@ -146,8 +146,9 @@ def test_invalid_mesh_in_suite_names_file_and_case(tmp_path) -> None:
     assert str(path) in msg and "spans 4 devices but devices is 8" in msg
 
 
-@pytest.mark.parametrize("name,profiles", [("gpt2", {"cpu": 18, "tpu": 48, "gpu": 16}),
-                                           ("llama", {"cpu": 18, "tpu": 36, "gpu": 12})])
+# cpu and tpu: JAX and torch_xla cases (llama: torch_xla without splash); gpu: JAX only.
+@pytest.mark.parametrize("name,profiles", [("gpt2", {"cpu": 36, "tpu": 96, "gpu": 16}),
+                                           ("llama", {"cpu": 30, "tpu": 60, "gpu": 12})])
 def test_model_suites_expand(name: str, profiles: dict) -> None:
     s = suite_lib.load(f"suites/{name}.yaml")
     for prof, n in profiles.items():

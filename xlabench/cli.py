@@ -20,6 +20,7 @@ from rich.table import Table
 
 from xlabench import hardware, results, runner
 from xlabench import suite as suite_lib
+from xlabench.envs import Interpreters
 
 # Piped output (CI logs) gets a wide console instead of rich's 80-column default.
 console = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
@@ -55,10 +56,12 @@ def main() -> None:
 @click.option("--backend", default="jax", show_default=True, help="Framework whose view of the machine to show.")
 @click.option("--devices", default=1, show_default=True, help="Virtual CPU devices for the probe.")
 @click.option("--peaks", is_flag=True, help="Also print the whole peak table with sources.")
-def info(backend: str, devices: int, peaks: bool) -> None:
+@click.option("--python-torch-xla", "python_torch_xla", default=None, type=click.Path(),
+              help="Python of the torch_xla environment (see `run --help`).")
+def info(backend: str, devices: int, peaks: bool, python_torch_xla: Optional[str]) -> None:
     """Platform, devices, framework versions and the peak FLOP/s used for MFU (with its source)."""
     try:
-        env = runner.probe(backend, devices)
+        env = runner.probe(backend, devices, Interpreters(torch_xla_override=python_torch_xla))
     except runner.WorkerError as e:
         raise click.ClickException(f"could not start a {backend} worker: {e}") from None
     peak = hardware.device_peak(env["platform"], env["device_kind"], env.get("measured_cpu_tflops"),
@@ -113,12 +116,21 @@ def validate(suite_files: tuple[str, ...]) -> None:
         console.print(f"[green]ok[/] {path}: suite {s.name!r}, workload {s.spec.workload}; cases per profile: {shown}")
 
 
+def _platform_backend(s: suite_lib.Suite, interpreters: Interpreters) -> str:
+    """The suite's first backend (any profile's) whose environment exists: its worker detects the platform."""
+    backends = list(dict.fromkeys(s.spec.backends + [b for p in s.spec.profiles.values() for b in p.backends or []]))
+    for b in backends:
+        if not interpreters.missing(b):
+            return b
+    raise click.ClickException("; ".join(interpreters.missing(b) or "" for b in backends))
+
+
 def _resolve_profile(s: suite_lib.Suite, profile: Optional[str]) -> tuple[str, Optional[str]]:
     """(profile, platform): the platform is probed only when no profile was named."""
     if profile is not None:
         return s.pick_profile(None, profile), None
     try:
-        env = runner.probe(s.spec.backends[0], 1)
+        env = runner.probe(_platform_backend(s, Interpreters()), 1)
     except runner.WorkerError as e:
         raise click.ClickException(f"could not detect the platform ({e}); pass --profile") from None
     return s.pick_profile(env["platform"]), env["platform"]
@@ -192,6 +204,9 @@ def _summary(rows: list[dict[str, Any]], cases: list[suite_lib.Case]) -> Table:
 @click.option("--timeout", "timeout_s", default=None, type=float, help="Per-case limit in seconds (overrides the suite's measure.timeout_s).")
 @click.option("--peak-tflops", default=None, type=float, help="Per-device peak TFLOP/s for MFU (overrides the table).")
 @click.option("--impl", "only_impls", multiple=True, help="Run only these impls (repeatable).")
+@click.option("--python-torch-xla", "python_torch_xla", default=None, type=click.Path(),
+              help="Python of the torch_xla environment (default: $XLABENCH_TORCH_XLA_PYTHON, else "
+                   ".venv-torch-xla/bin/python; create it with `make torch-xla-env`).")
 @click.option("--shard", "shard_spec", default=None, metavar="I/N",
               help="Run only shard I of N (0-based): a deterministic, cost-balanced split for fanning a suite out "
                    "over machines; combine the pieces with `xlabench merge`.")
@@ -235,7 +250,8 @@ def run_suite(s: suite_lib.Suite, profile: Optional[str] = None, out_dir: str = 
               shard_spec: Optional[str] = None, coordinator: Optional[str] = None,
               num_processes: Optional[int] = None, process_id: Optional[int] = None,
               local_devices: Optional[int] = None, init_timeout: int = 120,
-              only_case_ids: Optional[Iterable[str]] = None, run_id: Optional[str] = None) -> RunOutcome:
+              only_case_ids: Optional[Iterable[str]] = None, run_id: Optional[str] = None,
+              python_torch_xla: Optional[str] = None) -> RunOutcome:
     """The body of `xlabench run` (also `xlabench gate`'s runs): ``only_case_ids`` runs just those
     cases, ``run_id`` names a new run. Bad input raises BadInput; failed cases are rows."""
     from xlabench import distributed, shard
@@ -265,11 +281,14 @@ def run_suite(s: suite_lib.Suite, profile: Optional[str] = None, out_dir: str = 
         run_id = run_id or runner.new_run_id()
         files = results.RunFiles(Path(out_dir) / s.name / f"{run_id}.csv")
     files.csv.parent.mkdir(parents=True, exist_ok=True)
+    interpreters = Interpreters(torch_xla_override=python_torch_xla)
+    if python_torch_xla and interpreters.missing("torch_xla"):
+        raise BadInput(f"--python-torch-xla: {interpreters.missing('torch_xla')}")
     log = files.log if primary else files.log.with_name(f"{files.csv.stem}.p{dist.process_id}.log")
-    pool = runner.WorkerPool(log, dist=dist, local_devices=local_devices)
+    pool = runner.WorkerPool(log, interpreters, dist=dist, local_devices=local_devices)
     started = time.time()
     try:
-        first = pool.get(s.spec.backends[0], 1)
+        first = pool.get(_platform_backend(s, interpreters), 1)
     except runner.WorkerError as e:
         if dist is None:
             raise click.ClickException(str(e)) from None
@@ -294,7 +313,13 @@ def run_suite(s: suite_lib.Suite, profile: Optional[str] = None, out_dir: str = 
         wanted = set(only_case_ids)
         cases = [c for c in cases if c.case_id in wanted]
     todo = [c for c in cases if c.case_id not in done]
-    ctx = runner.RunContext(run_id=run_id, platform=platform, peak_override=peak_tflops, timeout_override=timeout_s)
+    for backend in dict.fromkeys(c.backend for c in todo):
+        if pool.missing(backend):
+            err_console.print(f"[yellow]warning:[/] {pool.missing(backend)}; its cases become skipped rows",
+                              markup=True, soft_wrap=True)
+    cpu_peaks = {k: first.env[k] for k in ("measured_cpu_tflops", "measured_cpu_gbytes_per_s") if k in first.env}
+    ctx = runner.RunContext(run_id=run_id, platform=platform, peak_override=peak_tflops, timeout_override=timeout_s,
+                            cpu_peaks=cpu_peaks)
     meta = {"run_id": run_id, "suite": s.name, "shard": shard_spec, "suite_file": str(s.path), "profile": prof,
             "workload": s.spec.workload, "command": sys.argv, "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "env": first.env, "git_sha": ctx.git_sha, "hostname": ctx.hostname, "schema_version": results.SCHEMA_VERSION,

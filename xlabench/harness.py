@@ -8,7 +8,7 @@ from __future__ import annotations
 import statistics
 import time
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -42,6 +42,17 @@ def time_calls(call: Callable[[], Any], sync: Callable[[Any], Any], plan: Timing
     return samples, out
 
 
+def best_seconds(call: Callable[[], Any], sync: Callable[[Any], Any], reps: int) -> float:
+    """Fastest of ``reps`` synced calls after one untimed call (compilation): a throughput probe."""
+    sync(call())
+    best = float("inf")
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        sync(call())
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
 def summarize(samples: list[float]) -> dict[str, float | int]:
     """Median (the headline), mean, min, p10, p90, stdev, cv and n of per-iteration seconds."""
     a = np.asarray(samples, dtype=np.float64)
@@ -56,4 +67,41 @@ def summarize(samples: list[float]) -> dict[str, float | int]:
         "p90_s": float(np.percentile(a, 90)),
         "stdev_s": stdev,
         "cv": stdev / mean if mean > 0 else 0.0,
+    }
+
+
+def max_normalised_error(outs: Sequence[np.ndarray], refs: Sequence[np.ndarray]) -> float:
+    """max over tensors of max|out - ref| / max(1, max|ref|), in float32 on the host; inf if not finite.
+
+    Framework-free (numpy in): every backend compares its outputs with its float32 reference this way.
+    """
+    worst = 0.0
+    for o, r in zip(outs, refs):
+        o = np.asarray(o, dtype=np.float32)
+        r = np.asarray(r, dtype=np.float32)
+        if not np.all(np.isfinite(o)):
+            return float("inf")
+        scale = max(1.0, float(np.max(np.abs(r))))
+        worst = max(worst, float(np.max(np.abs(o - r))) / scale)
+    return worst
+
+
+def case_result(stats: dict[str, Any], samples: list[float], plan: TimingPlan, lower_s: float | None,
+                compile_s: float, mem: int | None, err: float, err_tol: float, notes: str,
+                **metrics: Any) -> dict[str, Any]:
+    """The reply of a case runner (any backend): row fields (timings, correctness, ``metrics``) and samples."""
+    return {
+        "fields": {
+            **stats,
+            "lower_s": lower_s,
+            "compile_s": compile_s,
+            "warmup": plan.warmup,
+            **metrics,
+            "peak_memory_bytes": mem,
+            "max_abs_err": err,
+            "err_tol": err_tol,
+            "correct": bool(err <= err_tol),
+            "notes": notes,
+        },
+        "samples": samples,
     }

@@ -50,9 +50,29 @@ CATALOG: tuple[ImplInfo, ...] = (
              "Pallas TPU ragged_paged_attention (mixed prefill/decode); on CPU tried in the interpreter, fails: skipped"),
     ImplInfo("paged_gpu", "jax", _PAGED, ("gpu",), ("cpu",),
              "Pallas Triton paged_attention (jax.experimental.pallas.ops.gpu.paged_attention)"),
+    # torch_xla: TPU and CPU (PJRT). On CPU the Pallas kernels are the same JAX kernels, interpreted,
+    # inside the torch_xla graph through torch_xla.core.xla_builder.call_jax.
+    ImplInfo("naive", "torch_xla", _ATTN, ("cpu", "tpu"), (),
+             "plain torch matmul + softmax (float32 logits) on the XLA device; XLA fuses it"),
+    ImplInfo("sdpa", "torch_xla", _ATTN, ("cpu", "tpu"), (),
+             "torch.nn.functional.scaled_dot_product_attention on the XLA device"),
+    ImplInfo("flash", "torch_xla", _ATTN, ("tpu",), ("cpu",),
+             "torch_xla.experimental.custom_kernel.flash_attention (CPU: the JAX Pallas kernel via call_jax)"),
+    ImplInfo("splash", "torch_xla", _ATTN, ("tpu",), ("cpu",),
+             "torch_xla.experimental.splash_attention (CPU: the JAX splash kernel via call_jax)"),
+    ImplInfo("naive", "torch_xla", _PAGED, ("cpu", "tpu"), (),
+             "gather every sequence's pages into dense K/V, mask by length, plain torch attention"),
+    ImplInfo("paged", "torch_xla", _PAGED, ("tpu",), ("cpu",),
+             "custom_kernel.paged_attention (CPU: the JAX Pallas paged kernel via call_jax); K/V cast to bf16"),
+    # Their Pallas kernels do not run in JAX's CPU interpreter: on CPU these rows are torch_xla's
+    # use_kernel=False reference paths (plain torch ops), not kernels; the rows' notes say so.
+    ImplInfo("multi_queries_paged", "torch_xla", _PAGED, ("cpu", "tpu"), (),
+             "custom_kernel.multi_queries_paged_attention (CPU: its use_kernel=False reference, not the kernel)"),
+    ImplInfo("ragged_paged", "torch_xla", _PAGED, ("cpu", "tpu"), (),
+             "custom_kernel.ragged_paged_attention (CPU: its use_kernel=False reference, not the kernel)"),
 )
 
-BACKENDS = ("jax",)
+BACKENDS = ("jax", "torch_xla")
 
 
 def find(backend: str, name: str, workload: str | None = None) -> ImplInfo | None:

@@ -25,6 +25,7 @@ from typing import Any, Callable, Iterable, Optional
 from xlabench import impls as catalog
 from xlabench import results
 from xlabench.distributed import DistributedConfig
+from xlabench.envs import Interpreters, worker_environ, worker_variant
 from xlabench.metrics import derive
 from xlabench.suite import Case
 
@@ -39,18 +40,16 @@ class WorkerSpec:
     devices: int  # local (virtual CPU) devices of this worker
     python: str = sys.executable
     dist: Optional[DistributedConfig] = None
+    variant: str = ""  # process-global framework mode (torch_xla SPMD): one worker per variant
 
     @property
-    def key(self) -> tuple[str, int, str]:
-        return (self.backend, self.devices, self.python)
+    def key(self) -> tuple[str, int, str, str]:
+        return (self.backend, self.devices, self.python, self.variant)
 
     def environ(self) -> dict[str, str]:
-        env = dict(os.environ)
+        env = worker_environ(self.backend, self.devices, dict(os.environ), self.variant)
         if self.dist is not None:
             env.update(self.dist.worker_env())
-        flags = [f for f in env.get("XLA_FLAGS", "").split() if "xla_force_host_platform_device_count" not in f]
-        flags.append(f"--xla_force_host_platform_device_count={self.devices}")  # CPU only; no-op elsewhere
-        env["XLA_FLAGS"] = " ".join(flags)
         env["PYTHONUNBUFFERED"] = "1"
         # The worker must import this very xlabench, whichever Python runs it.
         root = str(Path(__file__).resolve().parent.parent)
@@ -156,19 +155,28 @@ class Worker:
 
 
 class WorkerPool:
-    """At most one live worker per spec; a worker that failed is replaced on next use."""
+    """At most one live worker per spec; a worker that failed is replaced on next use.
+
+    A worker on an accelerator holds its devices: before another worker starts, such a worker is
+    closed (a JAX and a torch_xla process cannot share a TPU). On CPU they coexist.
+    """
 
     PROBE_TIMEOUT_S = 300.0
 
-    def __init__(self, log_path: Optional[Path], python_for: Callable[[str], str] = lambda b: sys.executable,
+    def __init__(self, log_path: Optional[Path], interpreters: Interpreters = Interpreters(),
                  dist: Optional[DistributedConfig] = None, local_devices: Optional[int] = None):
         self.log_path = log_path
-        self.python_for = python_for
+        self.interpreters = interpreters
         self.dist = dist
         self.local_devices = local_devices
         self._workers: dict[tuple, Worker] = {}
+        self._start_failures: dict[tuple, str] = {}
 
-    def get(self, backend: str, devices: int) -> Worker:
+    def missing(self, backend: str) -> Optional[str]:
+        """Why ``backend`` cannot run here at all (its environment is absent), or None."""
+        return self.interpreters.missing(backend)
+
+    def get(self, backend: str, devices: int, variant: str = "") -> Worker:
         if self.dist is not None:
             # One worker per backend for the whole run: every process must start (and join) its workers
             # in lockstep, and the coordinator's port is held by process 0's live worker.
@@ -178,12 +186,16 @@ class WorkerPool:
                     self.discard(w)
         elif self.local_devices:
             devices = self.local_devices
-        spec = WorkerSpec(backend, devices, self.python_for(backend), self.dist)
+        spec = WorkerSpec(backend, devices, self.interpreters.python_for(backend), self.dist, variant)
+        if spec.key in self._start_failures:  # a worker that cannot start will not start next case either
+            raise WorkerError(self._start_failures[spec.key])
         w = self._workers.get(spec.key)
         if w is not None and w.alive():
             return w
         if w is not None:
             w.close()
+        for other in [o for o in self._workers.values() if o.alive() and o.env.get("platform", "cpu") != "cpu"]:
+            self.discard(other)
         w = Worker(spec, self.log_path)
         self._workers[spec.key] = w
         try:
@@ -191,7 +203,8 @@ class WorkerPool:
         except WorkerError as e:
             self._workers.pop(spec.key, None)
             w.close()
-            raise WorkerError(f"{backend} worker did not start: {e}") from None
+            self._start_failures[spec.key] = f"{backend} worker did not start: {e}"
+            raise WorkerError(self._start_failures[spec.key]) from None
         return w
 
     def discard(self, w: Worker) -> None:
@@ -205,9 +218,12 @@ class WorkerPool:
         self._workers.clear()
 
 
-def probe(backend: str = "jax", devices: int = 1, python: str = sys.executable) -> dict[str, Any]:
+def probe(backend: str = "jax", devices: int = 1, interpreters: Interpreters = Interpreters()) -> dict[str, Any]:
     """The environment a worker sees (platform, devices, versions, CPU peak), without importing it here."""
-    w = Worker(WorkerSpec(backend, devices, python), None)
+    reason = interpreters.missing(backend)
+    if reason:
+        raise WorkerError(reason)
+    w = Worker(WorkerSpec(backend, devices, interpreters.python_for(backend)), None)
     try:
         return w.request({"op": "probe"}, WorkerPool.PROBE_TIMEOUT_S)["env"]
     finally:
@@ -238,6 +254,9 @@ class RunContext:
     hostname: str = field(default_factory=socket.gethostname)
     peak_override: Optional[float] = None
     timeout_override: Optional[float] = None
+    # The host's measured CPU peaks (from the run's first worker): every CPU row of the run, whatever its
+    # framework, is rated against the same figure, so MFU/MBU compare across frameworks.
+    cpu_peaks: dict[str, float] = field(default_factory=dict)
 
 
 def base_row(case: Case, ctx: RunContext) -> dict[str, Any]:
@@ -267,14 +286,14 @@ def run_case(case: Case, pool: WorkerPool, ctx: RunContext) -> tuple[dict[str, A
     """Measure one case; never raises for the case's own failures (they become the row's status)."""
     row = base_row(case, ctx)
     now = lambda: dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")  # noqa: E731
-    reason = plan_skip(case, ctx.platform)
+    reason = plan_skip(case, ctx.platform) or pool.missing(case.backend)
     if reason:
         row.update(status="skipped", error=reason, timestamp=now())
         return row, []
     timeout = ctx.timeout_override or case.measure.timeout_s
     worker: Optional[Worker] = None
     try:
-        worker = pool.get(case.backend, case.devices)
+        worker = pool.get(case.backend, case.devices, worker_variant(case.backend, case.workload, case.params))
         env = worker.env
         if case.devices > int(env.get("device_count", 1)):
             raise WorkerError(f"case needs {case.devices} devices; the {case.backend} worker sees "
@@ -296,7 +315,8 @@ def run_case(case: Case, pool: WorkerPool, ctx: RunContext) -> tuple[dict[str, A
     fields = reply.get("fields", {})
     row.update(fields)
     if reply["status"] == "ok":
-        row.update(derive(fields, worker.env, case.devices, ctx.peak_override or case.peak_tflops))
+        env = {**worker.env, **ctx.cpu_peaks} if worker.env.get("platform") == "cpu" else worker.env
+        row.update(derive(fields, env, case.devices, ctx.peak_override or case.peak_tflops))
         if fields.get("correct") is False:
             row["notes"] = "; ".join(filter(None, [row.get("notes"), "WRONG RESULT: error above tolerance"]))
     row["timestamp"] = now()
@@ -306,7 +326,11 @@ def run_case(case: Case, pool: WorkerPool, ctx: RunContext) -> tuple[dict[str, A
 def run_cases(cases: Iterable[Case], writer: results.RowWriter, ctx: RunContext, pool: WorkerPool,
               on_row: Callable[[Case, dict[str, Any]], None] = lambda c, r: None) -> list[dict[str, Any]]:
     rows = []
+    order: dict[str, int] = {}
     for case in cases:
+        order.setdefault(case.backend, len(order))
+    # One backend after another: workers that hold an accelerator are started once, not per case.
+    for case in sorted(cases, key=lambda c: order[c.backend]):
         row, samples = run_case(case, pool, ctx)
         writer.write(row, samples)
         rows.append(row)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Optional, Union
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -23,6 +23,11 @@ PLATFORMS = ("cpu", "gpu", "tpu")
 
 class SuiteError(Exception):
     """A suite file is unreadable or invalid. The message is complete and user-facing."""
+
+
+# One list for every backend (a pair whose impl the backend lacks becomes a skipped row), or one list
+# per backend: {jax: [naive, flash], torch_xla: [naive, sdpa, flash]} (impl names differ by framework).
+Impls = Union[list[str], dict[str, list[str]]]
 
 
 class Measure(BaseModel):
@@ -51,7 +56,7 @@ class Profile(BaseModel):
     model_config = ConfigDict(extra="forbid")
     description: str = ""
     backends: Optional[list[str]] = None
-    impls: Optional[list[str]] = None
+    impls: Optional[Impls] = None
     params: dict[str, Any] = {}
     matrix: dict[str, list[Any]] = {}
     measure: MeasureOverride = MeasureOverride()
@@ -70,7 +75,7 @@ class SuiteSpec(BaseModel):
     description: str = ""
     workload: str
     backends: list[str] = ["jax"]
-    impls: list[str]
+    impls: Impls
     params: dict[str, Any] = {}
     matrix: dict[str, list[Any]] = {}
     measure: Measure = Measure()
@@ -255,11 +260,16 @@ def load(path: str | Path) -> Suite:
     return suite
 
 
+def _impl_lists(impls: Impls) -> list[tuple[tuple[Any, ...], Optional[str], list[str]]]:
+    """(key path suffix, backend or None for 'any', names) for each list in an impls entry."""
+    if isinstance(impls, dict):
+        return [((b,), b, names) for b, names in impls.items()]
+    return [((), None, impls)]
+
+
 def _check_names(suite: Suite, root: Any) -> None:
     spec = suite.spec
-    valid_impls = catalog.names_for(spec.workload)
     param_fields = list(WORKLOAD_PARAMS[spec.workload].model_fields)
-    where: list[tuple[tuple[Any, ...], list[str], list[str]]] = [(("impls",), spec.impls, valid_impls)]
     sections = [((), spec.params, spec.matrix)] + [
         (("profiles", n), p.params, p.matrix) for n, p in spec.profiles.items()]
     for prefix, params, matrix in sections:
@@ -275,25 +285,33 @@ def _check_names(suite: Suite, root: Any) -> None:
                     raise SuiteError(f"{_where(suite.path, root, prefix + (section, key))}: {name!r} is set "
                                      f"twice (also in {swept[name]}); keep one")
                 swept[name] = f"{section}.{key}"
+    impl_entries: list[tuple[tuple[Any, ...], Impls]] = [(("impls",), spec.impls)]
     for n, p in spec.profiles.items():
         if p.impls is not None:
-            where.append((("profiles", n, "impls"), p.impls, valid_impls))
+            impl_entries.append((("profiles", n, "impls"), p.impls))
         if p.backends is not None:
             try:
                 _check_backends(p.backends)
             except ValueError as e:
                 raise SuiteError(f"{_where(suite.path, root, ('profiles', n, 'backends'))}: {e}") from None
-    for loc, names, valid in where:
-        if not names:
-            raise SuiteError(f"{_where(suite.path, root, loc)}: empty list; expected impls from: {', '.join(valid)}")
-        for i, name in enumerate(names):
-            if name not in valid:
-                raise SuiteError(f"{_where(suite.path, root, loc + (i,))}: unknown impl {name!r} for workload "
-                                 f"{spec.workload!r} (expected one of: {', '.join(valid)})")
+    for loc, entry in impl_entries:
+        for suffix, backend, names in _impl_lists(entry):
+            if backend is not None and backend not in catalog.BACKENDS:
+                raise SuiteError(f"{_where(suite.path, root, loc + suffix)}: unknown backend {backend!r} "
+                                 f"(expected one of: {', '.join(catalog.BACKENDS)})")
+            valid = catalog.names_for(spec.workload, backend)
+            if not names:
+                raise SuiteError(f"{_where(suite.path, root, loc + suffix)}: empty list; expected impls from: "
+                                 f"{', '.join(valid)}")
+            for i, name in enumerate(names):
+                if name not in valid:
+                    on = f" on backend {backend!r}" if backend else ""
+                    raise SuiteError(f"{_where(suite.path, root, loc + suffix + (i,))}: unknown impl {name!r} for "
+                                     f"workload {spec.workload!r}{on} (expected one of: {', '.join(valid)})")
 
 
-def _apply_profile(spec: SuiteSpec, profile: str) -> tuple[list[str], list[str], dict, dict, Measure, Optional[float]]:
-    backends, impl_names = list(spec.backends), list(spec.impls)
+def _apply_profile(spec: SuiteSpec, profile: str) -> tuple[list[str], Impls, dict, dict, Measure, Optional[float]]:
+    backends, impl_names = list(spec.backends), spec.impls
     params, matrix = dict(spec.params), dict(spec.matrix)
     measure, peak = spec.measure, spec.peak_tflops
     if profile:
@@ -318,6 +336,13 @@ def expand(suite: Suite, profile: str = "", root: Any = None) -> list[Case]:
     """The cartesian product of the matrix, for every backend and impl, validated case by case."""
     spec = suite.spec
     backends, impl_names, params, matrix, measure, peak = _apply_profile(spec, profile)
+    impls_of: dict[str, list[str]] = {}
+    for backend in backends:
+        if isinstance(impl_names, dict) and backend not in impl_names:
+            loc = ("profiles", profile, "impls") if profile and spec.profiles[profile].impls is not None else ("impls",)
+            raise SuiteError(f"{_where(suite.path, root, loc) if root is not None else suite.path}: no impl list for "
+                             f"backend {backend!r} (backends: {', '.join(backends)}); add '{backend}: [...]'")
+        impls_of[backend] = impl_names[backend] if isinstance(impl_names, dict) else list(impl_names)
     model = WORKLOAD_PARAMS[spec.workload]
     keys = list(matrix)
     cases: list[Case] = []
@@ -341,7 +366,7 @@ def expand(suite: Suite, profile: str = "", root: Any = None) -> list[Case]:
                              f"invalid case in {prof} ({shown or 'fixed params'}): {msgs}") from None
         case_params = resolved.model_dump()
         for backend in backends:
-            for impl in impl_names:
+            for impl in impls_of[backend]:
                 cid = results.case_id(spec.workload, backend, impl, case_params)
                 if cid in seen:
                     continue

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Literal, Optional
 
 import numpy as np
@@ -90,3 +91,32 @@ def make_inputs(p: AttentionParams, seed: int = 0) -> dict[str, np.ndarray]:
     if p.mode == "fwd_bwd":
         out["do"] = rng.standard_normal(shape_q, dtype=np.float32)
     return out
+
+
+@dataclass(frozen=True)
+class AttnConfig:
+    """How a backend's attention impl runs one case (shared by every backend, so one can call another's
+    kernels with it: torch_xla runs the JAX kernels on CPU)."""
+
+    causal: bool
+    sm_scale: float
+    block_q: Optional[int] = None
+    block_k: Optional[int] = None
+    interpret: bool = False  # run the Pallas kernel in the CPU interpreter
+
+
+# Pallas kernel block sizes: a case's block_q / block_k, default 128, clipped to the sequence. ``cfg`` is
+# any backend's attention config (it has block_q and block_k).
+DEFAULT_BLOCK = 128
+
+
+def kernel_blocks(cfg, sq: int, sk: int) -> tuple[int, int]:
+    return min(cfg.block_q or DEFAULT_BLOCK, sq), min(cfg.block_k or DEFAULT_BLOCK, sk)
+
+
+def block_unsupported(kernel: str, sq: int, sk: int, cfg) -> Optional[str]:
+    """Why a blocked kernel cannot run this case (blocks must tile both sequences), or None."""
+    bq, bk = kernel_blocks(cfg, sq, sk)
+    if sq % bq or sk % bk:
+        return f"{kernel} needs seq_len % block_q == 0 and kv_seq_len % block_k == 0 (got {sq}/{bq}, {sk}/{bk})"
+    return None

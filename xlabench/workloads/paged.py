@@ -15,8 +15,10 @@ Conventions (the same for every impl, so rows compare):
 
 from __future__ import annotations
 
+import functools
 import math
 import re
+from dataclasses import dataclass
 from typing import Any, Literal, Optional
 
 import numpy as np
@@ -80,6 +82,17 @@ def _spec_bounds(spec: str) -> tuple[int, int]:
         return int(m.group(1)), int(m.group(2))
     values = [int(x) for x in spec.split(",")]
     return min(values), max(values)
+
+
+@dataclass(frozen=True)
+class PagedConfig:
+    """How a backend's paged impl runs one case (shared by every backend, like AttnConfig)."""
+
+    sm_scale: float
+    pages_per_compute_block: int
+    megacore_mode: Optional[str]
+    interpret: bool  # run the Pallas kernel in the CPU interpreter
+    platform: str
 
 
 class PagedParams(BaseModel):
@@ -262,3 +275,31 @@ def reference(inputs: dict[str, np.ndarray], page_size: int, kv_round: Optional[
         o = (probs @ v).reshape(hkv, nq, g, d)
         out[i] = o.transpose(1, 0, 2, 3).reshape(nq, hq, d)
     return out
+
+
+# A suite runs every impl (and backend) of a case back to back: keep the last case's host inputs and
+# references (at TPU scale they take seconds to draw and compute), keyed by what shapes the data.
+def _data_key(p: PagedParams) -> PagedParams:
+    """The case without the knobs that do not change the data (dtype: inputs are drawn in float32)."""
+    return p.model_copy(update={"pages_per_compute_block": 1, "megacore_mode": None, "dtype": "float32",
+                                "max_context": p.context_max})
+
+
+@functools.lru_cache(maxsize=1)
+def _inputs_of(key: PagedParams) -> dict[str, np.ndarray]:
+    return make_inputs(key)
+
+
+@functools.lru_cache(maxsize=2)
+def _reference_of(key: PagedParams, kv_round: Optional[str]) -> np.ndarray:
+    return reference(_inputs_of(key), key.page_size, kv_round=kv_round)
+
+
+def cached_inputs(p: PagedParams) -> dict[str, np.ndarray]:
+    """``make_inputs`` of the case's data (shared by cases that differ only in kernel knobs or dtype)."""
+    return _inputs_of(_data_key(p))
+
+
+def cached_reference(p: PagedParams, kv_round: Optional[str] = None) -> np.ndarray:
+    """``reference`` of ``cached_inputs(p)``."""
+    return _reference_of(_data_key(p), kv_round)

@@ -8,8 +8,8 @@ import jax
 import jax.numpy as jnp
 
 from xlabench.backends.jax import attention_impls as impls
-from xlabench.backends.jax.common import case_result, compile_timed, max_normalised_error, measure, peak_memory
-from xlabench.harness import TimingPlan
+from xlabench.backends.jax.common import compile_timed, max_normalised_error, measure, peak_memory
+from xlabench.harness import TimingPlan, case_result
 from xlabench.workloads.attention import AttentionParams, make_inputs
 from xlabench.worker_api import CaseSkipped
 

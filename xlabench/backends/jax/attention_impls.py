@@ -15,14 +15,9 @@ from typing import Callable, Optional
 import jax
 import jax.numpy as jnp
 
-
-@dataclass(frozen=True)
-class AttnConfig:
-    causal: bool
-    sm_scale: float
-    block_q: Optional[int] = None
-    block_k: Optional[int] = None
-    interpret: bool = False  # run the Pallas kernel in the CPU interpreter
+from xlabench.workloads.attention import AttnConfig  # noqa: F401 (re-exported: models import it from here)
+from xlabench.workloads.attention import block_unsupported as _block_unsupported
+from xlabench.workloads.attention import kernel_blocks as _blocks
 
 
 @dataclass(frozen=True)
@@ -80,17 +75,6 @@ def tpu_interpret(cfg: AttnConfig):
         return contextlib.nullcontext()
     from jax.experimental.pallas import tpu as pltpu
     return pltpu.force_tpu_interpret_mode(True)
-
-
-def _blocks(cfg: AttnConfig, sq: int, sk: int) -> tuple[int, int]:
-    return min(cfg.block_q or 128, sq), min(cfg.block_k or 128, sk)
-
-
-def _block_unsupported(kernel: str, sq: int, sk: int, cfg: AttnConfig) -> Optional[str]:
-    bq, bk = _blocks(cfg, sq, sk)
-    if sq % bq or sk % bk:
-        return f"{kernel} needs seq_len % block_q == 0 and kv_seq_len % block_k == 0 (got {sq}/{bq}, {sk}/{bk})"
-    return None
 
 
 def flash(q, k, v, cfg: AttnConfig):

@@ -9,6 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from xlabench import harness
 from xlabench.harness import TimingPlan, summarize, time_calls
 
 
@@ -49,34 +50,7 @@ def measure(compiled: Any, args: Sequence[Any], plan: TimingPlan) -> tuple[dict[
     return summarize(samples), samples, out
 
 
-def case_result(stats: dict[str, Any], samples: list[float], plan: TimingPlan, lower_s: float, compile_s: float,
-                mem: int | None, err: float, err_tol: float, notes: str, **metrics: Any) -> dict[str, Any]:
-    """The reply of a JAX case runner: row fields (timings, correctness, ``metrics``) and samples."""
-    return {
-        "fields": {
-            **stats,
-            "lower_s": lower_s,
-            "compile_s": compile_s,
-            "warmup": plan.warmup,
-            **metrics,
-            "peak_memory_bytes": mem,
-            "max_abs_err": err,
-            "err_tol": err_tol,
-            "correct": bool(err <= err_tol),
-            "notes": notes,
-        },
-        "samples": samples,
-    }
-
-
 def max_normalised_error(outs: Sequence[Any], refs: Sequence[Any]) -> float:
-    """max over tensors of max|out - ref| / max(1, max|ref|), computed in float32 on the host."""
-    worst = 0.0
-    for o, r in zip(outs, refs):
-        o = np.asarray(jnp.asarray(o, jnp.float32))
-        r = np.asarray(jnp.asarray(r, jnp.float32))
-        if not np.all(np.isfinite(o)):
-            return float("inf")
-        scale = max(1.0, float(np.max(np.abs(r))))
-        worst = max(worst, float(np.max(np.abs(o - r))) / scale)
-    return worst
+    """max over tensors of max|out - ref| / max(1, max|ref|) (see xlabench.harness), from JAX arrays."""
+    as_np = lambda xs: [np.asarray(jnp.asarray(x, jnp.float32)) for x in xs]  # noqa: E731
+    return harness.max_normalised_error(as_np(outs), as_np(refs))

@@ -4,37 +4,29 @@ from __future__ import annotations
 
 import functools
 import os
-import time
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-
-def _best_seconds(fn, arg, reps: int) -> float:
-    """Fastest of ``reps`` synced calls of a compiled function, after one warm-up call."""
-    fn(arg).block_until_ready()
-    best = float("inf")
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        fn(arg).block_until_ready()
-        best = min(best, time.perf_counter() - t0)
-    return best
+from xlabench.harness import best_seconds
 
 
 @functools.lru_cache(maxsize=1)
 def measure_cpu_peak_tflops(n: int = 2048, reps: int = 5) -> float:
     """Best-of-``reps`` float32 matmul throughput of the whole host (all virtual devices share it)."""
     a = jnp.ones((n, n), jnp.float32)
-    return 2.0 * n**3 / _best_seconds(jax.jit(lambda x: x @ x), a, reps) / 1e12
+    f = jax.jit(lambda x: x @ x)
+    return 2.0 * n**3 / best_seconds(lambda: f(a), jax.block_until_ready, reps) / 1e12
 
 
 @functools.lru_cache(maxsize=1)
 def measure_cpu_bandwidth_gbytes_per_s(mbytes: int = 256, reps: int = 5) -> float:
     """Best-of-``reps`` streaming copy (read + write) of a large float32 array on the host."""
     x = jnp.ones((mbytes * (1 << 20) // 4,), jnp.float32)
-    return 2.0 * x.nbytes / _best_seconds(jax.jit(lambda a: a + 1.0), x, reps) / 1e9
+    f = jax.jit(lambda a: a + 1.0)
+    return 2.0 * x.nbytes / best_seconds(lambda: f(x), jax.block_until_ready, reps) / 1e9
 
 
 def init_distributed_from_env() -> None:

@@ -2,36 +2,17 @@
 
 from __future__ import annotations
 
-import functools
-from typing import Any, Optional
+from typing import Any
 
 import jax
 import jax.numpy as jnp
 
 from xlabench.backends.jax import paged_impls as impls
 from xlabench.backends.jax.attention_impls import default_scale
-from xlabench.backends.jax.common import case_result, compile_timed, max_normalised_error, measure, peak_memory
-from xlabench.harness import TimingPlan
-from xlabench.workloads.paged import PagedParams, make_inputs, reference
+from xlabench.backends.jax.common import compile_timed, max_normalised_error, measure, peak_memory
+from xlabench.harness import TimingPlan, case_result
+from xlabench.workloads.paged import PagedParams, cached_inputs, cached_reference
 from xlabench.worker_api import CaseSkipped
-
-
-# A suite runs every impl of a case back to back: keep the last case's host inputs and references
-# (at TPU scale they take seconds to draw and compute). Keyed by the parameters that shape them.
-@functools.lru_cache(maxsize=1)
-def _host_inputs(p: PagedParams) -> dict[str, Any]:
-    return make_inputs(p)
-
-
-@functools.lru_cache(maxsize=2)
-def _reference(p: PagedParams, kv_round: Optional[str]):
-    return reference(_host_inputs(p), p.page_size, kv_round=kv_round)
-
-
-def _data_key(p: PagedParams) -> PagedParams:
-    """The case without the knobs that do not change the data (dtype: inputs are drawn in float32)."""
-    return p.model_copy(update={"pages_per_compute_block": 1, "megacore_mode": None, "dtype": "float32",
-                                "max_context": p.context_max})
 
 
 def run_paged_case(params: dict[str, Any], impl: str, plan: TimingPlan, interpret: bool,
@@ -45,7 +26,7 @@ def run_paged_case(params: dict[str, Any], impl: str, plan: TimingPlan, interpre
     cfg = impls.PagedConfig(sm_scale=default_scale(p.head_dim), pages_per_compute_block=p.pages_per_compute_block,
                             megacore_mode=p.megacore_mode, interpret=interpret, platform=platform)
 
-    host = _host_inputs(_data_key(p))
+    host = cached_inputs(p)
     dtype = jnp.dtype(p.dtype)
     shared = [jax.device_put(jnp.asarray(host[n], dtype), device) for n in ("q", "k_pages", "v_pages")]
     shared += [jax.device_put(jnp.asarray(host[n]), device) for n in ("lengths", "page_table")]
@@ -67,7 +48,7 @@ def run_paged_case(params: dict[str, Any], impl: str, plan: TimingPlan, interpre
     mem, mem_note = peak_memory(compiled, device)
     del args
 
-    ref = _reference(_data_key(p), im.kv_round)
+    ref = cached_reference(p, im.kv_round)
     err = max_normalised_error([out], [ref])
     notes = [mem_note]
     if im.kv_round:

@@ -15,16 +15,7 @@ import jax.numpy as jnp
 
 from xlabench import hardware
 from xlabench.backends.jax.attention_impls import tpu_interpret
-from xlabench.workloads.paged import PagedParams
-
-
-@dataclass(frozen=True)
-class PagedConfig:
-    sm_scale: float
-    pages_per_compute_block: int
-    megacore_mode: Optional[str]
-    interpret: bool  # run the Pallas kernel in the CPU interpreter
-    platform: str
+from xlabench.workloads.paged import PagedConfig, PagedParams
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,119 @@
+"""Run one attention case in torch_xla: the JAX backend's inputs and FLOPs, metrics-based timing, check
+against a float32 reference."""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any, Iterator, Optional
+
+import numpy as np
+import torch
+
+from xlabench.backends.torch_xla import attention_impls as impls
+from xlabench.backends.torch_xla import jax_kernels
+from xlabench.backends.torch_xla.common import measure, peak_memory, to_numpy, xla_device
+from xlabench.harness import TimingPlan, case_result, max_normalised_error
+from xlabench.workloads.attention import AttentionParams, make_inputs
+from xlabench.worker_api import CaseSkipped
+
+TORCH_DTYPES = {"bfloat16": torch.bfloat16, "float32": torch.float32}
+# Query rows per reference chunk: the float32 score matrix of a chunk stays under this many bytes.
+REF_MAX_SCORE_BYTES = 1 << 30
+
+
+def run_attention_case(params: dict[str, Any], impl: str, plan: TimingPlan, interpret: bool,
+                       platform: str) -> dict[str, Any]:
+    p = AttentionParams(**params)
+    im = impls.get(impl)
+    cfg = impls.AttnConfig(causal=p.causal, sm_scale=impls.default_scale(p.head_dim),
+                           block_q=p.block_q, block_k=p.block_k, interpret=interpret)
+    reason = im.unsupported(p.batch, p.seq_len, p.kv_len, p.num_heads, p.kv_heads, p.dtype, cfg)
+    if reason:
+        raise CaseSkipped(reason)
+
+    device = xla_device()
+    dtype = TORCH_DTYPES[p.dtype]
+    host = make_inputs(p)
+    grad = p.mode == "fwd_bwd"
+
+    def on_device(name: str) -> torch.Tensor:  # the impl's native layout, prepared outside the timing
+        t = impls.to_layout(torch.from_numpy(host[name]).to(dtype), im.layout).contiguous()
+        return t.to(device).requires_grad_(grad and name != "do")
+
+    q, k, v = (on_device(n) for n in ("q", "k", "v"))
+    do = on_device("do") if grad else None
+
+    if interpret:
+        jax_kernels.interpret_all_kernels()
+
+    def call():
+        out = im.fn(q, k, v, cfg)
+        if not grad:
+            return (out,)
+        return (out,) + torch.autograd.grad(out, (q, k, v), do)
+
+    m = measure(call, plan)
+    mem, mem_note = peak_memory(device)
+    outs = [to_numpy(impls.to_layout(o, im.layout)) for o in m.out]  # back to [B, S, H, D]
+    del q, k, v, do
+    m.out = None
+    refs = reference_outputs(host, p, cfg.sm_scale, ref_device(platform))
+    err = max_normalised_error(outs, refs)
+
+    notes = m.notes() + [mem_note]
+    if im.note and p.kv_heads != p.num_heads:
+        notes.insert(0, im.note)
+    return case_result(m.stats, m.samples, plan, None, m.compile_s, mem, err, p.err_tol(), "; ".join(notes),
+                       flops=p.flops(), kernel_flops=p.kernel_flops())
+
+
+def ref_device(platform: str) -> torch.device:
+    """Where the reference runs: eager torch on the host CPU (exact float32, no compile) when the
+    device is the CPU anyway; the XLA device otherwise (TPU-scale sequences), at highest precision."""
+    return torch.device("cpu") if platform == "cpu" else xla_device()
+
+
+@contextlib.contextmanager
+def _highest_precision(device: torch.device) -> Iterator[None]:
+    """float32 matmuls at full precision on an XLA device (TPU default: one bf16 pass), then back."""
+    if device.type != "xla":
+        yield
+        return
+    import torch_xla.backends
+
+    saved = torch_xla.backends.get_mat_mul_precision()
+    torch_xla.backends.set_mat_mul_precision("highest")
+    try:
+        yield
+    finally:
+        torch_xla.backends.set_mat_mul_precision(saved)
+
+
+def reference_outputs(host: dict[str, np.ndarray], p: AttentionParams, sm_scale: float,
+                      device: torch.device, max_score_bytes: int = REF_MAX_SCORE_BYTES) -> list[np.ndarray]:
+    """float32 out (and dq, dk, dv for fwd_bwd) from the numpy inputs, chunked over queries."""
+    q, k, v = (torch.from_numpy(host[n]).to(device) for n in ("q", "k", "v"))
+    do = torch.from_numpy(host["do"]).to(device) if "do" in host else None
+    k.requires_grad_(do is not None)
+    v.requires_grad_(do is not None)
+    per_row = p.batch * p.num_heads * p.kv_len * 4 * (3 if do is not None else 1)
+    chunk = max(1, min(p.seq_len, max_score_bytes // max(per_row, 1)))
+    outs, dqs = [], []
+    dk: Optional[torch.Tensor] = None
+    dv: Optional[torch.Tensor] = None
+    with _highest_precision(device):
+        for start in range(0, p.seq_len, chunk):
+            qc = q[:, start:start + chunk].detach().requires_grad_(do is not None)
+            o = impls.grouped_attention(qc, k, v, p.causal, sm_scale, q_offset=start)
+            if do is None:
+                outs.append(to_numpy(o))
+                continue
+            dq, dkc, dvc = torch.autograd.grad(o, (qc, k, v), do[:, start:start + chunk])
+            outs.append(to_numpy(o))
+            dqs.append(to_numpy(dq))
+            dk = dkc if dk is None else dk + dkc
+            dv = dvc if dv is None else dv + dvc
+    res = [np.concatenate(outs, axis=1)]
+    if do is not None:
+        res += [np.concatenate(dqs, axis=1), to_numpy(dk), to_numpy(dv)]
+    return res

@@ -1,0 +1,172 @@
+"""torch_xla attention implementations, one registry. Inputs q [B,Sq,Hq,D], k/v [B,Sk,Hkv,D] as in JAX.
+
+On TPU, ``flash`` and ``splash`` are torch_xla's own Pallas wrappers. On CPU, torch_xla's custom_kernel
+ops would emit a TPU custom call (forcing that lowering aborts the process), so ``flash`` runs the
+very JAX kernel the JAX backend uses, in the generic Pallas interpreter, inside the torch_xla graph
+(``call_jax``); ``splash`` runs torch_xla's own splash wrapper (itself a ``call_jax`` of the JAX
+kernel) under the same interpreter. Rows of both say interpret=true.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import math
+from dataclasses import dataclass
+from typing import Callable, Iterator, Optional
+
+import torch
+import torch.nn.functional as F
+
+from xlabench.backends.torch_xla import jax_kernels
+from xlabench.workloads.attention import AttnConfig
+from xlabench.workloads.attention import block_unsupported as _block_unsupported
+from xlabench.workloads.attention import kernel_blocks as _blocks
+
+
+@dataclass(frozen=True)
+class TorchAttentionImpl:
+    name: str
+    layout: str  # "bshd" or "bhsd": what fn expects and returns
+    fn: Callable  # fn(q, k, v, cfg) -> out (in `layout`)
+    unsupported: Callable[[int, int, int, int, int, str, AttnConfig], Optional[str]]
+    note: str = ""  # goes into the row's notes
+
+
+def _none(*_args) -> Optional[str]:
+    return None
+
+
+def grouped_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, sm_scale: float,
+                      q_offset: int = 0) -> torch.Tensor:
+    """softmax(QK^T * scale) V, [B,S,H,D]; GQA by grouping query heads (no K/V copy); float32 logits.
+
+    Causal is top-left aligned: query i (counted from ``q_offset``) sees keys 0..i.
+    """
+    b, sq, hq, d = q.shape
+    hkv, sk = k.shape[2], k.shape[1]
+    qg = q.reshape(b, sq, hkv, hq // hkv, d)
+    logits = torch.einsum("bqhgd,bkhd->bhgqk", qg, k).float() * sm_scale
+    if causal:
+        rows = torch.arange(sq, device=q.device)[:, None] + q_offset
+        visible = torch.arange(sk, device=q.device)[None, :] <= rows
+        logits = logits.masked_fill(~visible, float("-inf"))
+    probs = torch.softmax(logits, dim=-1).to(v.dtype)
+    out = torch.einsum("bhgqk,bkhd->bqhgd", probs, v)
+    return out.reshape(b, sq, hq, d).to(q.dtype)
+
+
+def naive(q, k, v, cfg: AttnConfig):
+    """Plain torch ops on the XLA device; XLA fuses them."""
+    return grouped_attention(q, k, v, cfg.causal, cfg.sm_scale)
+
+
+def sdpa(q, k, v, cfg: AttnConfig):
+    """F.scaled_dot_product_attention, [B, H, S, D]; its is_causal mask is top-left aligned too."""
+    return F.scaled_dot_product_attention(q, k, v, is_causal=cfg.causal, scale=cfg.sm_scale,
+                                          enable_gqa=q.shape[1] != k.shape[1])
+
+
+# ------------------------------------------------------------------------------------------------ flash
+
+
+@contextlib.contextmanager
+def _flash_block_sizes(cfg: AttnConfig, sq: int, sk: int) -> Iterator[None]:
+    """torch_xla's flash_attention takes no block sizes: it reads FlashAttention.DEFAULT_BLOCK_SIZES
+    (clipped to the sequence) when it traces. A case's block_q/block_k are set there for its duration."""
+    from torch_xla.experimental.custom_kernel import FlashAttention
+
+    saved = dict(FlashAttention.DEFAULT_BLOCK_SIZES)
+    bq, bk = _blocks(cfg, sq, sk)
+    if cfg.block_q:
+        FlashAttention.DEFAULT_BLOCK_SIZES.update(block_q=bq, block_q_major_dkv=bq, block_q_dkv=bq, block_q_dq=bq)
+    if cfg.block_k:
+        FlashAttention.DEFAULT_BLOCK_SIZES.update(block_k_major=bk, block_k=bk, block_k_major_dkv=bk,
+                                                  block_k_dkv=bk, block_k_dq=bk, block_k_major_dq=bk)
+    try:
+        yield
+    finally:
+        FlashAttention.DEFAULT_BLOCK_SIZES.clear()
+        FlashAttention.DEFAULT_BLOCK_SIZES.update(saved)
+
+
+def flash(q, k, v, cfg: AttnConfig):
+    """[B, H, S, D]. TPU: custom_kernel.flash_attention (a TPU custom call); CPU: the JAX kernel, interpreted."""
+    if cfg.interpret:
+        return jax_kernels.apply("flash", q, k, v, cfg)
+    from torch_xla.experimental.custom_kernel import flash_attention
+
+    with _flash_block_sizes(cfg, q.shape[2], k.shape[2]):
+        return flash_attention(q, k, v, causal=cfg.causal, sm_scale=cfg.sm_scale)
+
+
+def _flash_unsupported(b, sq, sk, hq, hkv, dtype, cfg) -> Optional[str]:
+    from xlabench.backends.jax import attention_impls as jax_impls
+
+    if cfg.interpret:  # the JAX kernel with the case's block sizes: the JAX backend's limits
+        return jax_impls.get("flash").unsupported(b, sq, sk, hq, hkv, dtype, cfg, "cpu")
+    # torch_xla pads K/V to its own block size; the kernel still has no GQA (the same rule as in JAX)
+    return jax_impls.get("flash").unsupported(b, sq, sk, hq, hkv, dtype, cfg, "tpu") if hq != hkv else None
+
+
+# ----------------------------------------------------------------------------------------------- splash
+
+
+def splash(q, k, v, cfg: AttnConfig):
+    """torch_xla.experimental.splash_attention, [B, H, S, D] (MHA: GQA K/V heads are repeated first).
+
+    The wrapper shards over a ("data", "fsdp") mesh with shard_map; one case runs on one device, so
+    the mesh is 1 x 1. It takes no softmax scale: queries are pre-scaled (as JAX splash expects)."""
+    from torch_xla.experimental.splash_attention import SplashAttentionConfig, splash_attention
+
+    hq, hkv = q.shape[1], k.shape[1]
+    if hkv != hq:
+        k, v = (x.repeat_interleave(hq // hkv, dim=1) for x in (k, v))
+    sq, sk = q.shape[2], k.shape[2]
+    bq, bk = _blocks(cfg, sq, sk)
+    config = SplashAttentionConfig(
+        mesh=str(_single_device_mesh()), qkv_partition_spec=(("data", "fsdp"), None, None, None),
+        segment_ids_partition_spec=(("data", "fsdp"), None),
+        sa_block_q=bq, sa_block_kv=bk, sa_block_kv_compute=bk, sa_block_q_dkv=bq, sa_block_kv_dkv=bk,
+        sa_block_kv_dkv_compute=bk, sa_block_q_dq=bq, sa_block_kv_dq=bk)
+    return splash_attention(q * cfg.sm_scale, k, v, config.to_json(), causal=cfg.causal)
+
+
+@functools.lru_cache(maxsize=1)
+def _single_device_mesh():
+    import numpy as np
+    import torch_xla.distributed.spmd as xs
+
+    return xs.Mesh(np.array([0]), (1, 1), ("data", "fsdp"))
+
+
+def _splash_unsupported(b, sq, sk, hq, hkv, dtype, cfg) -> Optional[str]:
+    if sq != sk:
+        return (f"torch_xla splash_attention builds its mask as (seq_len, seq_len): it needs "
+                f"kv_seq_len == seq_len (got {sk} != {sq})")
+    return _block_unsupported("splash", sq, sk, cfg)
+
+
+REGISTRY: dict[str, TorchAttentionImpl] = {
+    "naive": TorchAttentionImpl("naive", "bshd", naive, _none),
+    "sdpa": TorchAttentionImpl("sdpa", "bhsd", sdpa, _none),
+    "flash": TorchAttentionImpl("flash", "bhsd", flash, _flash_unsupported),
+    "splash": TorchAttentionImpl("splash", "bhsd", splash, _splash_unsupported,
+                                 note="GQA: K/V heads repeated to num_heads (torch_xla splash is MHA-only)"),
+}
+
+
+def get(name: str) -> TorchAttentionImpl:
+    try:
+        return REGISTRY[name]
+    except KeyError:
+        raise ValueError(f"unknown torch_xla attention impl {name!r}; expected one of {sorted(REGISTRY)}") from None
+
+
+def to_layout(x: torch.Tensor, layout: str) -> torch.Tensor:
+    """[B, S, H, D] -> the impl's layout (and back: the transpose is its own inverse)."""
+    return x if layout == "bshd" else x.transpose(1, 2)
+
+
+def default_scale(head_dim: int) -> float:
+    return 1.0 / math.sqrt(head_dim)

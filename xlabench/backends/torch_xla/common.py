@@ -1,0 +1,106 @@
+"""Timing for torch_xla: compile vs execute from torch_xla.debug.metrics, recompilations, peak memory.
+
+torch_xla traces lazily and compiles at ``torch_xla.sync``: there is no AOT step to time apart. So the
+first call (and the warm-up) compile, and their ``CompileTime`` metric delta is the row's compile_s;
+every timed iteration is one call plus ``torch_xla.sync(wait=True)`` (tracing, graph hashing, the
+cache lookup and execution: what a torch_xla user pays per step). A compilation *during* timing means
+the graph changed between iterations: the row says so, because its median then includes compiling.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, Callable, Optional
+
+import numpy as np
+import torch
+import torch_xla
+import torch_xla.core.xla_model as xm
+import torch_xla.debug.metrics as met
+
+from xlabench.backends.torch_xla.env import sync
+from xlabench.harness import TimingPlan, summarize, time_calls
+
+
+@dataclass(frozen=True)
+class MetricDelta:
+    """Count and accumulated seconds of one torch_xla metric: totals when taken, or a difference."""
+
+    count: int
+    seconds: float
+
+    @classmethod
+    def take(cls, name: str) -> "MetricDelta":
+        data = met.metric_data(name)  # None until the first sample; values in nanoseconds
+        return cls(int(data[0]), float(data[1]) / 1e9) if data else cls(0, 0.0)
+
+    def __sub__(self, other: "MetricDelta") -> "MetricDelta":
+        return MetricDelta(self.count - other.count, self.seconds - other.seconds)
+
+
+
+@dataclass
+class XlaMeasurement:
+    stats: dict[str, Any]
+    samples: list[float]
+    out: Any
+    compile_s: float
+    compiles_in_warmup: int
+    recompiles_while_timing: int
+    executions: MetricDelta  # XLA's ExecuteTime (ExecuteReplicatedTime under SPMD) over the timed iterations
+
+    def notes(self) -> list[str]:
+        """Row remarks: recompilations (suspicious timing) and what XLA's ExecuteTime saw."""
+        out = []
+        if self.recompiles_while_timing:
+            out.append(f"suspicious: {self.recompiles_while_timing} recompilation(s) while timing "
+                       "(the graph changed between iterations; the median includes compiling)")
+        out.append(f"torch_xla CompileTime: {self.compiles_in_warmup} graph(s) compiled in warm-up")
+        if self.executions.count:
+            n = self.stats["n"]
+            out.append(f"torch_xla ExecuteTime: {self.executions.seconds / n * 1e3:.4g} ms per iteration on the "
+                       f"device ({self.executions.count} execution(s) over {n} timed iterations)")
+        return out
+
+
+def _executions() -> MetricDelta:
+    """Device executions so far: ExecuteTime, or ExecuteReplicatedTime for SPMD programs."""
+    a, b = MetricDelta.take("ExecuteTime"), MetricDelta.take("ExecuteReplicatedTime")
+    return MetricDelta(a.count + b.count, a.seconds + b.seconds)
+
+
+def measure(call: Callable[[], Any], plan: TimingPlan, compiling_calls: int = 1) -> XlaMeasurement:
+    """``compiling_calls`` calls (a train step needs two: the first creates the optimizer state, so the
+    second is a new graph) plus ``plan.warmup`` warm-up calls, then the timed iterations."""
+    c0 = MetricDelta.take("CompileTime")
+    for _ in range(compiling_calls + plan.warmup):
+        out = call()
+        sync()
+    c1, e1 = MetricDelta.take("CompileTime"), _executions()
+    samples, out = time_calls(call, lambda _: sync(), dataclasses.replace(plan, warmup=0))
+    c2, e2 = MetricDelta.take("CompileTime"), _executions()
+    warm, timed = c1 - c0, c2 - c1
+    return XlaMeasurement(
+        stats=summarize(samples), samples=samples, out=out, compile_s=warm.seconds,
+        compiles_in_warmup=warm.count, recompiles_while_timing=timed.count, executions=e2 - e1)
+
+
+def peak_memory(device: torch.device) -> tuple[Optional[int], str]:
+    """Peak device bytes where the runtime reports them (TPU); the PJRT CPU client does not."""
+    try:
+        info = xm.get_memory_info(device)
+    except Exception:
+        return None, "peak memory: not reported by this torch_xla device"
+    for key in ("peak_bytes_used", "bytes_used"):
+        if key in info:
+            return int(info[key]), f"peak memory: xm.get_memory_info {key}"
+    return None, "peak memory: not reported by this torch_xla device"
+
+
+def to_numpy(t: torch.Tensor) -> np.ndarray:
+    return t.detach().to("cpu", dtype=torch.float32).numpy()
+
+
+def xla_device() -> torch.device:
+    return torch_xla.device()

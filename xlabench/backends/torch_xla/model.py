@@ -1,0 +1,122 @@
+"""The same decoder-only transformer as the JAX backend's, in torch: GPT-2 or LLaMA from a ModelConfig.
+
+The parameters, their shapes, logical axes and initialisers come from the one description of them,
+``xlabench.backends.jax.model.layout`` (plain data), so both frameworks train the same model and shard
+it by the same rules. Values are drawn with torch's generator (not bit-identical to JAX's).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Callable, Iterator, Optional
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from xlabench.backends.jax.model import INIT_STD, ParamSpec, layout
+from xlabench.workloads.model_presets import ModelConfig
+
+Attention = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]  # [B,S,H,D] x3 -> [B,S,Hq,D]
+
+
+def flat_layout(cfg: ModelConfig) -> Iterator[tuple[str, ParamSpec]]:
+    """(dotted name, spec) of every parameter, in layout order: 'embed', 'layers.0.wq', ..."""
+    def walk(prefix: str, node: Any) -> Iterator[tuple[str, ParamSpec]]:
+        if isinstance(node, ParamSpec):
+            yield prefix, node
+        elif isinstance(node, dict):
+            for k, v in node.items():
+                yield from walk(f"{prefix}.{k}" if prefix else k, v)
+        else:
+            for i, v in enumerate(node):
+                yield from walk(f"{prefix}.{i}", v)
+    yield from walk("", layout(cfg))
+
+
+class Transformer(nn.Module):
+    """Parameters in one flat ParameterDict ('.' -> '/'); forward(tokens) -> per-sequence loss [B]."""
+
+    def __init__(self, cfg: ModelConfig, dtype: torch.dtype, seed: int, attention: Attention):
+        super().__init__()
+        self.cfg = cfg
+        self.attention = attention
+        gen = torch.Generator().manual_seed(seed)
+        resid_std = INIT_STD / math.sqrt(2 * cfg.num_layers)
+        self.specs = dict(flat_layout(cfg))
+        params = {}
+        for name, spec in self.specs.items():
+            if spec.init == "zeros":
+                t = torch.zeros(spec.shape)
+            elif spec.init == "ones":
+                t = torch.ones(spec.shape)
+            else:
+                std = resid_std if spec.init == "residual" else INIT_STD
+                t = torch.randn(spec.shape, generator=gen) * std
+            params[name.replace(".", "/")] = nn.Parameter(t.to(dtype))
+        self.w = nn.ParameterDict(params)
+
+    def p(self, name: str) -> torch.Tensor:
+        return self.w[name.replace(".", "/")]
+
+    def _norm(self, prefix: str, x: torch.Tensor) -> torch.Tensor:
+        """LayerNorm (gpt2) or RMSNorm (llama), statistics in float32."""
+        xf = x.float()
+        if self.cfg.arch == "gpt2":
+            xf = xf - xf.mean(-1, keepdim=True)
+        y = xf * torch.rsqrt((xf * xf).mean(-1, keepdim=True) + self.cfg.norm_eps)
+        y = y * self.p(f"{prefix}.scale").float()
+        if self.cfg.arch == "gpt2":
+            y = y + self.p(f"{prefix}.bias").float()
+        return y.to(x.dtype)
+
+    def _rope(self, x: torch.Tensor) -> torch.Tensor:
+        """Rotary position embedding, rotate-half convention (HF LLaMA), angles in float32."""
+        s, dh = x.shape[1], x.shape[-1]
+        inv = 1.0 / (self.cfg.rope_theta ** (torch.arange(0, dh, 2, dtype=torch.float32, device=x.device) / dh))
+        ang = torch.arange(s, dtype=torch.float32, device=x.device)[:, None] * inv[None, :]
+        cos = torch.cat([torch.cos(ang)] * 2, -1)[None, :, None, :]
+        sin = torch.cat([torch.sin(ang)] * 2, -1)[None, :, None, :]
+        xf = x.float()
+        x1, x2 = xf.chunk(2, dim=-1)
+        return (xf * cos + torch.cat([-x2, x1], -1) * sin).to(x.dtype)
+
+    def _block(self, i: int, x: torch.Tensor) -> torch.Tensor:
+        cfg, p = self.cfg, (lambda n: self.p(f"layers.{i}.{n}"))
+        h = self._norm(f"layers.{i}.attn_norm", x)
+        q, k, v = (torch.einsum("bsd,dhk->bshk", h, p(w)) for w in ("wq", "wk", "wv"))
+        if cfg.biases:
+            q, k, v = q + p("bq"), k + p("bk"), v + p("bv")
+        if cfg.arch == "llama":
+            q, k = self._rope(q), self._rope(k)
+        attn = torch.einsum("bshk,hkd->bsd", self.attention(q, k, v), p("wo"))
+        x = x + (attn + p("bo") if cfg.biases else attn)
+        h = self._norm(f"layers.{i}.mlp_norm", x)
+        if cfg.glu:
+            u = F.silu(torch.einsum("bsd,df->bsf", h, p("w_gate"))) * torch.einsum("bsd,df->bsf", h, p("w_up"))
+            return x + torch.einsum("bsf,fd->bsd", u, p("w_down"))
+        u = F.gelu(torch.einsum("bsd,df->bsf", h, p("w_in")) + p("b_in"), approximate="tanh")
+        return x + torch.einsum("bsf,fd->bsd", u, p("w_out")) + p("b_out")
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        """tokens [B, S+1] -> next-token cross-entropy per sequence [B] (float32)."""
+        cfg = self.cfg
+        inputs, targets = tokens[:, :-1], tokens[:, 1:].long()
+        x = self.p("embed")[inputs.long()]
+        if cfg.arch == "gpt2":
+            x = x + self.p("pos")[: inputs.shape[1]]
+        for i in range(cfg.num_layers):
+            x = self._block(i, x)
+        x = self._norm("final_norm", x)
+        w = self.p("embed").t() if cfg.tied_embeddings else self.p("unembed")
+        z = torch.einsum("bsd,dv->bsv", x, w).float()
+        if cfg.padded_vocab != cfg.vocab_size:
+            pad = torch.arange(cfg.padded_vocab, device=z.device) >= cfg.vocab_size
+            z = z.masked_fill(pad, float("-inf"))
+        per_token = torch.logsumexp(z, dim=-1) - z.gather(-1, targets[..., None])[..., 0]
+        return per_token.mean(-1)
+
+
+def logical_axes(cfg: ModelConfig) -> dict[str, tuple[Optional[str], ...]]:
+    """Parameter name ('/'-joined, as in Transformer.w) -> logical axis per dimension."""
+    return {name.replace(".", "/"): spec.axes for name, spec in flat_layout(cfg)}

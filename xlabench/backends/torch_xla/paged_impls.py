@@ -1,0 +1,175 @@
+"""torch_xla paged-attention implementations, one registry (shared inputs and layout as the JAX ones).
+
+Every impl takes q [B, nq, Hq, D]; k/v pages [Hkv, total_pages, page_size, D]; lengths i32[B]; page
+table i32[B, pages_per_sequence]; rearranges them in ``prepare`` (outside the timed region) and
+returns [B, nq, Hq, D].
+
+On TPU ``paged``, ``multi_queries_paged`` and ``ragged_paged`` are torch_xla's custom_kernel ops (TPU
+custom calls). On CPU: ``paged`` is the JAX backend's Pallas kernel, interpreted, through ``call_jax``;
+``multi_queries_paged`` and ``ragged_paged`` are torch_xla's ``use_kernel=False`` reference paths (plain
+torch ops, one sequence at a time): their Pallas kernels do not run in JAX's CPU interpreter, and the
+rows say so.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Optional
+
+import torch
+
+from xlabench.backends.torch_xla import jax_kernels
+from xlabench.workloads.paged import PagedConfig, PagedParams
+
+
+@dataclass(frozen=True)
+class TorchPagedImpl:
+    name: str
+    prepare: Callable[..., tuple]  # prepare(q, k_pages, v_pages, lengths, table, cfg) -> args
+    fn: Callable[..., torch.Tensor]  # fn(*args, cfg) -> out [B, nq, Hq, D]
+    unsupported: Callable[[PagedParams, str, str], Optional[str]]  # (params, platform, device_kind)
+    kv_round: Callable[[str], Optional[str]] = lambda platform: None  # the kernel rounds K/V to this dtype
+    cpu_note: str = ""  # what the row ran on CPU, when that is not the TPU kernel
+
+
+def _shared(q, k_pages, v_pages, lengths, table, cfg: PagedConfig) -> tuple:
+    return q, k_pages, v_pages, lengths, table
+
+
+def _scaled(q: torch.Tensor, cfg: PagedConfig) -> torch.Tensor:
+    """The paged kernels take pre-scaled queries (q.k without a softmax scale)."""
+    return (q.float() * cfg.sm_scale).to(q.dtype)
+
+
+def _jax_rule(name: str) -> Callable[[PagedParams, str, str], Optional[str]]:
+    """The JAX backend's limits of the same kernel (one place for them)."""
+    def rule(p: PagedParams, platform: str, device_kind: str) -> Optional[str]:
+        from xlabench.backends.jax import paged_impls as jax_paged
+
+        return jax_paged.get(name).unsupported(p, platform, device_kind)
+    return rule
+
+
+def _megacore_only_paged(p: PagedParams, platform: str, device_kind: str) -> Optional[str]:
+    if p.megacore_mode is not None:
+        return "megacore_mode applies to the Pallas TPU paged kernel only"
+    return None
+
+
+# ------------------------------------------------------------------------------------------- naive
+
+
+def naive(q, k_pages, v_pages, lengths, table, cfg: PagedConfig):
+    """Gather every sequence's page-table row into dense K/V (the whole table width), mask by length
+    (and causally among the new tokens), plain torch attention in float32 logits on the XLA device."""
+    b, nq, hq, d = q.shape
+    hkv, _, page, _ = k_pages.shape
+    span = table.shape[1] * page
+
+    def dense(pages):  # [Hkv, T, P, D] -> [B, Hkv, pages_per_sequence * P, D]
+        return pages[:, table].transpose(0, 1).reshape(b, hkv, span, d)
+
+    k, v = dense(k_pages), dense(v_pages)
+    qg = q.reshape(b, nq, hkv, hq // hkv, d)
+    logits = torch.einsum("bqhgd,bhkd->bhgqk", qg, k).float() * cfg.sm_scale
+    last = lengths[:, None] - nq + torch.arange(nq, device=q.device)[None, :]  # [B, nq]: last key seen
+    visible = torch.arange(span, device=q.device)[None, None, :] <= last[:, :, None]  # [B, nq, S]
+    logits = logits.masked_fill(~visible[:, None, None], float("-inf"))
+    probs = torch.softmax(logits, dim=-1).to(v.dtype)
+    out = torch.einsum("bhgqk,bhkd->bqhgd", probs, v)
+    return out.reshape(b, nq, hq, d).to(q.dtype)
+
+
+# ------------------------------------------------------------------------------------------- paged
+
+
+def paged(q, k_pages, v_pages, lengths, table, cfg: PagedConfig):
+    """TPU: custom_kernel.paged_attention; CPU: the JAX backend's Pallas paged kernel, interpreted."""
+    if cfg.interpret:
+        return jax_kernels.forward(jax_kernels.PAGED, "paged", cfg, q, k_pages, v_pages, lengths, table)
+    from torch_xla.experimental.custom_kernel import paged_attention
+
+    out = paged_attention(_scaled(q[:, 0], cfg), k_pages, v_pages, lengths, table,
+                          pages_per_compute_block=cfg.pages_per_compute_block, megacore_mode=cfg.megacore_mode)
+    return out[:, None]
+
+
+# ----------------------------------------------------------------------------- multi-queries paged
+
+
+def multi_queries_paged(q, k_pages, v_pages, lengths, table, effective_q_lens, cfg: PagedConfig):
+    """custom_kernel.multi_queries_paged_attention: q [B, nq, Hq, D], the new tokens causal among
+    themselves (effective_q_lens = nq). CPU: its use_kernel=False reference path."""
+    from torch_xla.experimental.custom_kernel import multi_queries_paged_attention
+
+    return multi_queries_paged_attention(
+        _scaled(q, cfg), k_pages, v_pages, lengths, table, effective_q_lens,
+        num_kv_pages_per_compute_block=cfg.pages_per_compute_block, num_queries_per_compute_block=q.shape[1],
+        use_kernel=cfg.platform == "tpu")
+
+
+def _mq_prepare(q, k_pages, v_pages, lengths, table, cfg: PagedConfig) -> tuple:
+    effective = torch.full((q.shape[0],), q.shape[1], dtype=torch.int32, device=q.device)
+    return q, k_pages, v_pages, lengths, table, effective
+
+
+def _mq_unsupported(p: PagedParams, platform: str, device_kind: str) -> Optional[str]:
+    if platform == "tpu" and (p.page_size * p.pages_per_compute_block) % 128:
+        return (f"multi_queries_paged_attention needs page_size * pages_per_compute_block to be a multiple of "
+                f"128 (got {p.page_size} * {p.pages_per_compute_block})")
+    return _megacore_only_paged(p, platform, device_kind)
+
+
+# ------------------------------------------------------------------------------------ ragged paged
+
+
+def _ragged_prepare(q, k_pages, v_pages, lengths, table, cfg: PagedConfig) -> tuple:
+    """q -> [B*nq, Hq, D]; K/V -> one cache [T, P, 2*Hkv, D] with K heads at even, V at odd slots."""
+    b, nq, hq, d = q.shape
+    kv = torch.stack([k_pages, v_pages], dim=1)  # [Hkv, 2, T, P, D]
+    hkv, _, t, page, _ = kv.shape
+    kv = kv.permute(2, 3, 0, 1, 4).reshape(t, page, 2 * hkv, d).contiguous()
+    cu_q_lens = (torch.arange(b + 1, dtype=torch.int32) * nq).to(q.device)
+    num_seqs = torch.tensor([b], dtype=torch.int32).to(q.device)
+    return q.reshape(b * nq, hq, d), kv, lengths, table, cu_q_lens, num_seqs
+
+
+def ragged_paged(q, kv, lengths, table, cu_q_lens, num_seqs, cfg: PagedConfig):
+    """custom_kernel.ragged_paged_attention (its tuned query blocks); CPU: its use_kernel=False path."""
+    from torch_xla.experimental.custom_kernel import ragged_paged_attention
+
+    b = table.shape[0]
+    kernel = cfg.platform == "tpu"
+    out = ragged_paged_attention(q, kv, lengths, table, cu_q_lens, num_seqs, sm_scale=cfg.sm_scale,
+                                 use_kernel=kernel,
+                                 num_kv_pages_per_block=cfg.pages_per_compute_block if kernel else None)
+    return out.reshape(b, q.shape[0] // b, q.shape[1], q.shape[2])
+
+
+def _ragged_unsupported(p: PagedParams, platform: str, device_kind: str) -> Optional[str]:
+    if platform == "tpu" and p.head_dim % 128:
+        return f"ragged_paged_attention needs head_dim a multiple of 128 (got {p.head_dim})"
+    return _megacore_only_paged(p, platform, device_kind)
+
+
+_REFERENCE_PATH = ("CPU: torch_xla's use_kernel=False reference path (plain torch ops per sequence, host "
+                   "syncs), not the Pallas kernel: {kernel} does not run in JAX's CPU interpreter")
+
+REGISTRY: dict[str, TorchPagedImpl] = {
+    "naive": TorchPagedImpl("naive", _shared, naive, _megacore_only_paged),
+    "paged": TorchPagedImpl("paged", _shared, paged, _jax_rule("paged"), kv_round=lambda platform: "bfloat16"),
+    "multi_queries_paged": TorchPagedImpl(
+        "multi_queries_paged", _mq_prepare, multi_queries_paged, _mq_unsupported,
+        kv_round=lambda platform: "bfloat16" if platform == "tpu" else None,  # the kernel casts K/V
+        cpu_note=_REFERENCE_PATH.format(kernel="its kernel (program_id outside the interpreter)")),
+    "ragged_paged": TorchPagedImpl(
+        "ragged_paged", _ragged_prepare, ragged_paged, _ragged_unsupported,
+        cpu_note=_REFERENCE_PATH.format(kernel="ragged_paged_attention_v2 (NotImplementedError)")),
+}
+
+
+def get(name: str) -> TorchPagedImpl:
+    try:
+        return REGISTRY[name]
+    except KeyError:
+        raise ValueError(f"unknown torch_xla paged-attention impl {name!r}; expected one of {sorted(REGISTRY)}") from None

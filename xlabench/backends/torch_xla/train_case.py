@@ -1,0 +1,191 @@
+"""Run one train case in torch_xla: the JAX backend's model, presets, FLOPs and tokens, AdamW, torch_xla
+SPMD sharding, timed steps, losses, check against a float32 naive reference.
+
+The worker is an SPMD worker (``xr.use_spmd()``, or ``use_spmd(auto=True)`` for ``auto``; the runner
+starts one per mode, see ``xlabench.envs.worker_variant``). Sharding modes, over a (data, fsdp, tensor)
+mesh of ``devices`` virtual devices:
+
+* ``dp``: parameters replicated, the batch split over data;
+* ``fsdp``: FSDPv2 (``SpmdFullyShardedDataParallel``: every parameter's first dimension over fsdp, and
+  data too when the mesh has one);
+* ``tp`` / ``2d``: ``xs.mark_sharding`` per weight by the JAX backend's logical-axis rules (heads, MLP,
+  vocabulary over tensor; 2d adds the model dimension over fsdp);
+* ``auto``: XLA's auto-sharding chooses (nothing is marked).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+from typing import Any, Callable
+
+import numpy as np
+import torch
+
+from xlabench.backends.torch_xla import attention_impls as attn
+from xlabench.backends.torch_xla.attention_case import TORCH_DTYPES, _highest_precision, ref_device
+from xlabench.backends.torch_xla.common import measure, peak_memory, xla_device
+from xlabench.backends.torch_xla.model import Transformer, logical_axes
+from xlabench.harness import TimingPlan, case_result
+from xlabench.worker_api import CaseSkipped
+from xlabench.workloads.model_presets import ModelConfig
+from xlabench.workloads.train import ADAMW, MESH_AXES, TrainParams, make_tokens
+
+PARAM_SEED = 0
+TOKEN_SEED = 1  # the JAX backend's token seed: both frameworks train on the same batch
+BATCH_AXES = ("data", "fsdp")
+TRAIN_IMPLS = ("naive", "sdpa", "flash")
+# Steps that compile: the first creates AdamW's state (a different graph from every later step).
+COMPILING_STEPS = 2
+
+
+def _rules(mode: str) -> dict[str, str]:
+    from xlabench.backends.jax.sharding import RULES  # logical axis -> mesh axis: one table for both
+
+    return RULES[mode]
+
+
+def make_mesh(p: TrainParams):
+    import torch_xla.distributed.spmd as xs
+    import torch_xla.runtime as xr
+
+    shape = p.mesh_shape()
+    n = p.devices
+    if xr.global_runtime_device_count() != n:  # a torch_xla SPMD mesh spans every device of the process
+        raise ValueError(f"mesh {shape} spans {n} devices but torch_xla sees {xr.global_runtime_device_count()}; "
+                         f"an SPMD mesh must use them all: set devices to {xr.global_runtime_device_count()}")
+    return xs.Mesh(np.arange(n), tuple(shape[a] for a in MESH_AXES), MESH_AXES)
+
+
+def attention_fn(impl: str, cfg: ModelConfig, p: TrainParams, mesh: Any, interpret: bool,
+                 platform: str) -> Callable:
+    """[B,S,H,D] attention for the model; kernels without GQA get K/V heads repeated."""
+    if impl not in TRAIN_IMPLS:
+        raise CaseSkipped(f"torch_xla train runs attention impls {', '.join(TRAIN_IMPLS)}; not {impl!r}")
+    acfg = attn.AttnConfig(causal=True, sm_scale=attn.default_scale(cfg.head_dim), interpret=interpret)
+    repeat = cfg.num_heads // cfg.num_kv_heads
+    if impl == "flash":
+        if platform != "tpu":
+            raise CaseSkipped("torch_xla flash in the train step runs on TPU only (custom_kernel.flash_attention "
+                              "with partition_spec/mesh); on CPU the interpreted kernel is not wired into SPMD yet")
+        return _flash_spmd(acfg, p, mesh, repeat)
+    im = attn.get(impl)
+
+    def attend(q, k, v):
+        out = im.fn(attn.to_layout(q, im.layout), attn.to_layout(k, im.layout), attn.to_layout(v, im.layout), acfg)
+        return attn.to_layout(out, im.layout)
+
+    return attend
+
+
+def _flash_spmd(acfg: attn.AttnConfig, p: TrainParams, mesh: Any, repeat: int) -> Callable:
+    """custom_kernel.flash_attention under SPMD: it runs per shard (batch over data x fsdp, heads over
+    tensor) given the partition spec and the mesh."""
+    from torch_xla.experimental.custom_kernel import flash_attention
+
+    heads = _rules(p.sharding).get("heads") if p.sharding != "auto" else None
+    spec = (BATCH_AXES, heads, None, None)
+
+    def attend(q, k, v):
+        if repeat > 1:
+            k, v = k.repeat_interleave(repeat, dim=2), v.repeat_interleave(repeat, dim=2)
+        out = flash_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), causal=True,
+                              sm_scale=acfg.sm_scale, partition_spec=spec, mesh=mesh)
+        return out.transpose(1, 2)
+
+    return attend
+
+
+def shard(model: Transformer, p: TrainParams, mesh: Any) -> torch.nn.Module:
+    """Lay the (device-resident) model out on the mesh for the case's sharding mode."""
+    import torch_xla.distributed.spmd as xs
+
+    if p.sharding == "auto":
+        return model
+    if p.sharding == "fsdp":
+        from torch_xla.experimental.spmd_fully_sharded_data_parallel import SpmdFullyShardedDataParallel
+
+        data = "data" if mesh.shape()["data"] > 1 else None
+        out_spec = (BATCH_AXES,) if data else ("fsdp",)
+        return SpmdFullyShardedDataParallel(model, mesh=mesh, extra_data_axis=data,
+                                            shard_output=lambda out, m: xs.mark_sharding(out, m, out_spec))
+    rules = _rules(p.sharding)
+    for name, axes in logical_axes(p.config()).items():
+        xs.mark_sharding(model.w[name], mesh, tuple(rules.get(a) if a else None for a in axes))
+    return model
+
+
+def reference_losses(model: Transformer, tokens: np.ndarray, device: torch.device) -> np.ndarray:
+    """Per-sequence loss at the initial parameters in float32 with naive attention (highest matmul
+    precision on an XLA device), for the given sequences."""
+    cfg = model.cfg
+    ref = copy.deepcopy(model).float().to(device)
+    naive = attn.get("naive")
+    acfg = attn.AttnConfig(causal=True, sm_scale=attn.default_scale(cfg.head_dim))
+    ref.attention = lambda q, k, v: naive.fn(q, k, v, acfg)
+    with torch.no_grad(), _highest_precision(device):
+        return ref(torch.from_numpy(tokens).to(device)).cpu().numpy()
+
+
+def run_train_case(params: dict[str, Any], impl: str, plan: TimingPlan, interpret: bool,
+                   platform: str) -> dict[str, Any]:
+    import torch_xla.distributed.spmd as xs
+
+    p = TrainParams(**params)
+    cfg = p.config()
+    if p.remat == "dots":
+        raise CaseSkipped("remat 'dots' (save weight matmul outputs) has no torch_xla counterpart here; "
+                          "use none or full")
+    mesh = make_mesh(p)
+    model = Transformer(cfg, TORCH_DTYPES[p.dtype], PARAM_SEED,
+                        attention_fn(impl, cfg, p, mesh, interpret, platform))
+    tokens_np = make_tokens(p, TOKEN_SEED)
+    n_ref = p.mesh_shape()["data"] * p.mesh_shape()["fsdp"]  # one sequence per batch shard, as in JAX
+    ref = reference_losses(model, tokens_np[:n_ref], ref_device(platform))
+
+    device = xla_device()
+    step_model = shard(model.to(device), p, mesh)
+    if p.remat == "full":
+        _checkpoint_blocks(model)
+    tokens = torch.from_numpy(tokens_np).to(device)
+    if p.sharding != "auto":
+        xs.mark_sharding(tokens, mesh, (BATCH_AXES, None))
+    opt = torch.optim.AdamW(step_model.parameters(), lr=ADAMW["learning_rate"], betas=(ADAMW["b1"], ADAMW["b2"]),
+                            eps=ADAMW["eps"], weight_decay=ADAMW["weight_decay"])
+    outs: list[tuple[torch.Tensor, torch.Tensor]] = []
+
+    def call() -> tuple[torch.Tensor, torch.Tensor]:
+        per_seq = step_model(tokens)
+        loss = per_seq.mean()
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        outs.append((loss.detach(), per_seq.detach()))
+        return outs[-1]
+
+    m = measure(call, plan, compiling_calls=COMPILING_STEPS)
+    mem, mem_note = peak_memory(device)
+    losses = [float(loss) for loss, _ in outs]
+    timed = losses[COMPILING_STEPS + plan.warmup:]  # after the compiling steps and the warm-up
+    first_seq = outs[0][1].cpu().numpy()[:n_ref]
+    err = float(np.max(np.abs(first_seq - ref)) / max(1.0, float(np.max(np.abs(ref)))))
+    finite = all(math.isfinite(x) for x in losses)
+    tokens_per_s = p.tokens / m.stats["median_s"]
+    notes = m.notes() + [mem_note, f"step 0 loss of the first {n_ref} sequences {float(first_seq.mean()):.4f}, "
+                                   f"float32 naive reference {float(ref.mean()):.4f}"]
+    if not finite:
+        notes.append("NON-FINITE LOSS")
+    return case_result(m.stats, m.samples, plan, None, m.compile_s, mem, err if finite else math.inf,
+                       p.err_tol(), "; ".join(notes), flops=p.flops(), flops_palm=p.flops_palm(),
+                       params_count=p.params_count(), tokens_per_s=tokens_per_s,
+                       tokens_per_s_per_device=tokens_per_s / p.devices, loss_first=timed[0],
+                       loss_last=timed[-1], losses=json.dumps([round(x, 6) for x in timed]))
+
+
+def _checkpoint_blocks(model: Transformer) -> None:
+    """remat 'full': keep only each layer's input; recompute the layer in the backward pass."""
+    from torch_xla.utils.checkpoint import checkpoint
+
+    block = model._block
+    model._block = lambda i, x: checkpoint(block, i, x, use_reentrant=False)

@@ -1,0 +1,92 @@
+"""Which Python interpreter runs each backend's workers, and what to do when its environment is missing.
+
+JAX runs in the interpreter of the CLI itself. torch_xla lives in its own environment (torch 2.9 is a
+4 GB CUDA build that must not weigh on the JAX one), found in this order: ``--python-torch-xla PATH``,
+the ``XLABENCH_TORCH_XLA_PYTHON`` environment variable, ``<repo>/.venv-torch-xla/bin/python`` (what
+``make torch-xla-env`` creates). Framework-free: the parent never imports torch or JAX.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Optional
+
+ROOT = Path(__file__).resolve().parent.parent
+TORCH_XLA_ENV_VAR = "XLABENCH_TORCH_XLA_PYTHON"
+TORCH_XLA_DEFAULT = ROOT / ".venv-torch-xla" / "bin" / "python"
+TORCH_XLA_HOWTO = (
+    "create it with `make torch-xla-env` (a venv at .venv-torch-xla with torch==2.9.0, "
+    "torch_xla[pallas]==2.9.0 and torchax; ~4 GB download) or pass --python-torch-xla / set "
+    f"{TORCH_XLA_ENV_VAR} to the python of an environment that has them")
+
+
+@dataclass(frozen=True)
+class Interpreters:
+    """The resolved interpreter per backend; ``torch_xla_override`` is the --python-torch-xla option."""
+
+    torch_xla_override: Optional[str] = None
+
+    def torch_xla(self) -> tuple[str, str]:
+        """(path, where the path came from)."""
+        if self.torch_xla_override:
+            return self.torch_xla_override, "--python-torch-xla"
+        if os.environ.get(TORCH_XLA_ENV_VAR):
+            return os.environ[TORCH_XLA_ENV_VAR], TORCH_XLA_ENV_VAR
+        return str(TORCH_XLA_DEFAULT), "the default location"
+
+    def python_for(self, backend: str) -> str:
+        return self.torch_xla()[0] if backend == "torch_xla" else sys.executable
+
+    def missing(self, backend: str) -> Optional[str]:
+        """Why ``backend``'s workers cannot start (a row-ready reason with the fix), or None."""
+        if backend != "torch_xla":
+            return None
+        path, source = self.torch_xla()
+        if os.path.isfile(path) and os.access(path, os.X_OK):
+            return None
+        return (f"torch_xla environment missing (make torch-xla-env): {path} ({source}) is not an executable "
+                f"python; {TORCH_XLA_HOWTO}")
+
+
+def tpu_chips_present() -> bool:
+    """Google TPU chips on the PCI bus (how torch_xla itself decides PJRT_DEVICE=TPU), without importing it."""
+    for vendor in glob.glob("/sys/bus/pci/devices/*/vendor"):
+        try:
+            if Path(vendor).read_text().strip() == "0x1ae0":
+                return True
+        except OSError:
+            continue
+    return False
+
+
+TORCH_XLA_SPMD_VAR = "XLABENCH_TORCH_XLA_SPMD"
+
+
+def worker_variant(backend: str, workload: str, params: dict[str, Any]) -> str:
+    """The process-global mode a case's worker must be in. torch_xla's ``xr.use_spmd()`` (and its
+    ``auto=True`` form) cannot be undone in a process: train cases run in SPMD workers, auto-sharded
+    ones in their own; attention and paged cases in plain workers."""
+    if backend == "torch_xla" and workload == "train":
+        return "spmd-auto" if params.get("sharding") == "auto" else "spmd"
+    return ""
+
+
+def worker_environ(backend: str, devices: int, env: dict[str, str], variant: str = "") -> dict[str, str]:
+    """Framework-specific variables of a worker: virtual CPU device counts, torch_xla's PJRT device
+    and SPMD mode."""
+    env = dict(env)
+    env.pop(TORCH_XLA_SPMD_VAR, None)
+    if variant:
+        env[TORCH_XLA_SPMD_VAR] = variant
+    flags = [f for f in env.get("XLA_FLAGS", "").split() if "xla_force_host_platform_device_count" not in f]
+    flags.append(f"--xla_force_host_platform_device_count={devices}")  # JAX on CPU; no-op elsewhere
+    env["XLA_FLAGS"] = " ".join(flags)
+    if backend == "torch_xla":
+        env["CPU_NUM_DEVICES"] = str(devices)  # torch_xla's virtual CPU devices (XLA_FLAGS has no effect)
+        if "PJRT_DEVICE" not in env and not tpu_chips_present():
+            env["PJRT_DEVICE"] = "CPU"  # a user's PJRT_DEVICE (e.g. TPU) is left alone
+    return env
