@@ -19,23 +19,13 @@ if os.environ.get(TORCH_XLA_SPMD_VAR):
     xr.use_spmd(auto=os.environ[TORCH_XLA_SPMD_VAR] == "spmd-auto")
 torch_xla._XLAC._init_computation_client()
 
-from typing import Any, Callable  # noqa: E402
-
 from xlabench.backends.torch_xla.env import probe  # noqa: E402
+from xlabench.worker_api import runner_table  # noqa: E402
 
 
-def runner_for(workload: str) -> Callable[..., dict[str, Any]]:
-    """The function that runs one case of ``workload`` and returns row fields plus samples."""
-    if workload == "attention":
-        from xlabench.backends.torch_xla.attention_case import run_attention_case
-        return run_attention_case
-    if workload == "paged_attention":
-        from xlabench.backends.torch_xla.paged_case import run_paged_case
-        return run_paged_case
-    if workload == "train":
-        from xlabench.backends.torch_xla.train_case import run_train_case
-        return run_train_case
-    raise ValueError(f"the torch_xla backend has no workload {workload!r}")
+runner_for = runner_table(__name__, {"attention": "attention_case:run_attention_case",
+                                     "paged_attention": "paged_case:run_paged_case",
+                                     "train": "train_case:run_train_case"})
 
 
 __all__ = ["probe", "runner_for"]
