@@ -113,6 +113,21 @@ def test_one_panel_per_backend_and_device_kind(train):
     assert "torch_xla 2.9.0" in chart.figure._suptitle.get_text()
 
 
+def test_backend_with_only_skipped_rows_gets_no_panel_and_no_nan_in_title(train):
+    """A suite listing torch_xla on a machine without its environment: all its rows are skipped,
+    planned by the parent (no device kind, no version)."""
+    skipped = train.assign(backend="torch_xla", status="skipped", mfu=np.nan, median_s=np.nan,
+                           device_kind=np.nan, device_count=np.nan, framework_version=np.nan)
+    both = pd.concat([train, skipped], ignore_index=True)
+    for chart in (plots.mfu_vs_batch(both), plots.sharding_bars(both)):
+        assert {p.split(" · ")[0] for p, _ in chart.artists} == {"jax"}
+        title = chart.figure._suptitle.get_text()
+        assert "nan" not in title and "cpu ×8" in title
+    footnote = plots.mfu_vs_batch(both).figure.texts[-1].get_text()
+    gaps = int(footnote.split()[0])
+    assert gaps >= len(skipped)  # the hidden panel's rows still count in the footnote
+
+
 # ------------------------------------------------------------------------------------------- sharding
 
 

@@ -157,9 +157,11 @@ def label(columns: Sequence[str], values: Sequence[Any], named: Sequence[str] = 
 def title(df: pd.DataFrame, what: str) -> str:
     """Chart title: what is shown, the suite, device kind and count, framework versions, interpret note."""
     suites = ", ".join(str(s) for s in distinct(df["suite"]))
+    # Rows planned as skipped never reached a worker: they have no device or version to show.
+    env = df.dropna(subset=["device_kind"])
     devices = ", ".join(f"{k} ×{fmt_value('', c)}" for k, c in
-                        distinct(zip(df["device_kind"], df["device_count"])))
-    versions = ", ".join(str(v) for v in distinct(df["framework_version"]))
+                        distinct(zip(env["device_kind"], env["device_count"])))
+    versions = ", ".join(str(v) for v in distinct(env["framework_version"].dropna()))
     lines = [f"{what}: {suites}", " · ".join(p for p in (devices, versions) if p)]
     if interpreted(df):
         lines.append(INTERPRET_NOTE)

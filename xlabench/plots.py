@@ -197,6 +197,15 @@ def _facets(rows: pd.DataFrame, keys: Sequence[str], orders: dict[str, Sequence[
             for values, p in _series(rows, keys, [], orders)]
 
 
+def _drop_empty(facets: list[tuple[str, pd.DataFrame]], usable: pd.Series) -> tuple[list[tuple[str, pd.DataFrame]], int]:
+    """Panels with at least one usable point, and how many rows the dropped panels held (for the
+    footnote): a backend whose rows were all skipped (say, no torch_xla environment) gets no empty panel."""
+    kept = [(t, p) for t, p in facets if usable[p.index].any()]
+    if not kept:
+        return facets, 0
+    return kept, sum(len(p) for t, p in facets if not usable[p.index].any())
+
+
 def _rows(df: pd.DataFrame, workload: str, need: Sequence[str]) -> pd.DataFrame:
     """The rows of a workload, or NoData when there are none or a column the chart needs is empty."""
     rows = df[df["workload"] == workload].reset_index(drop=True)  # unique index: y series align by it
@@ -223,10 +232,9 @@ def _line_chart(kind: str, rows: pd.DataFrame, *, x: str, y: pd.Series, panel_ke
               "mode": cd.sort_order(rows["mode"], cd.MODE_ORDER), "causal": [True, False]}
     xs_all = pd.to_numeric(x_values if x_values is not None else rows[x], errors="coerce")
     extras = cd.split_keys(rows, x, list(panel_keys) + list(first))
-    facets = _facets(rows, panel_keys, orders, named_panels)
+    facets, gaps = _drop_empty(_facets(rows, panel_keys, orders, named_panels), y.notna())
     fig, axes = _panels(len(facets), ncols)
     chart = Chart(kind, fig)
-    gaps = 0
     for ax, (ptitle, p) in zip(axes, facets):
         for i, (values, s) in enumerate(_series(p, first, extras, orders)):
             s = s.assign(_x=xs_all[s.index]).sort_values("_x")
@@ -335,11 +343,10 @@ def sharding_bars(df: pd.DataFrame, global_batch: Optional[float] = None) -> Cha
     orders = {"impl": cd.impl_order(rows["impl"]), "sharding": cd.sort_order(rows["sharding"], cd.SHARDING_ORDER)}
     panel_keys = ["backend", "device_kind", "model"]
     extras = cd.split_keys(rows, "global_batch", panel_keys + ["sharding", "impl"])
-    facets = _facets(rows, panel_keys, orders)
+    facets, gaps = _drop_empty(_facets(rows, panel_keys, orders), pd.to_numeric(rows["mfu"], errors="coerce").notna())
     fig, axes = _panels(len(facets), 2, width=5.2)
     chart = Chart("sharding", fig)
     batches = []
-    gaps = 0
     for ax, (ptitle, p) in zip(axes, facets):
         modes = cd.sort_order(p["sharding"], cd.SHARDING_ORDER)
         batch = float(global_batch) if global_batch is not None else pick_batch(p, modes)
