@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass
 from typing import Literal, Optional
 
@@ -74,6 +76,11 @@ class AttentionParams(BaseModel):
     def err_tol(self) -> float:
         return ERR_TOL[self.dtype]
 
+    def attn_config(self, interpret: bool) -> "AttnConfig":
+        """How any backend's impl runs this case."""
+        return AttnConfig(causal=self.causal, sm_scale=default_scale(self.head_dim), block_q=self.block_q,
+                          block_k=self.block_k, interpret=interpret)
+
 
 def make_inputs(p: AttentionParams, seed: int = 0) -> dict[str, np.ndarray]:
     """q [B,Sq,Hq,D], k/v [B,Sk,Hkv,D] and the output cotangent, float32, N(0,1), from a fixed seed.
@@ -103,6 +110,11 @@ class AttnConfig:
     block_q: Optional[int] = None
     block_k: Optional[int] = None
     interpret: bool = False  # run the Pallas kernel in the CPU interpreter
+
+
+def default_scale(head_dim: int) -> float:
+    """Softmax scale 1/sqrt(D): the one convention every backend and model uses."""
+    return 1.0 / math.sqrt(head_dim)
 
 
 # Pallas kernel block sizes: a case's block_q / block_k, default 128, clipped to the sequence. ``cfg`` is

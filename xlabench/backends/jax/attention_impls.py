@@ -8,14 +8,13 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import math
 from dataclasses import dataclass
 from typing import Callable, Optional
 
 import jax
 import jax.numpy as jnp
 
-from xlabench.workloads.attention import AttnConfig  # noqa: F401 (re-exported: models import it from here)
+from xlabench.workloads.attention import AttnConfig, default_scale  # noqa: F401 (re-exported for models)
 from xlabench.workloads.attention import block_unsupported as _block_unsupported
 from xlabench.workloads.attention import kernel_blocks as _blocks
 
@@ -193,9 +192,6 @@ def reference(q, k, v, causal: bool, sm_scale: float, q_offset=0):
     probs = jax.nn.softmax(logits, axis=-1)
     return jnp.einsum("bhgqk,bkhd->bqhgd", probs, v, precision=hi).reshape(b, sq, hq, d)
 
-
-def default_scale(head_dim: int) -> float:
-    return 1.0 / math.sqrt(head_dim)
 
 
 @functools.lru_cache(maxsize=None)

@@ -25,8 +25,7 @@ def run_attention_case(params: dict[str, Any], impl: str, plan: TimingPlan, inte
                        platform: str) -> dict[str, Any]:
     p = AttentionParams(**params)
     im = impls.get(impl)
-    cfg = impls.AttnConfig(causal=p.causal, sm_scale=impls.default_scale(p.head_dim),
-                           block_q=p.block_q, block_k=p.block_k, interpret=interpret)
+    cfg = p.attn_config(interpret)
     reason = im.unsupported(p.batch, p.seq_len, p.kv_len, p.num_heads, p.kv_heads, p.dtype, cfg)
     if reason:
         raise CaseSkipped(reason)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import math
 from dataclasses import dataclass
 from typing import Callable, Iterator, Optional
 
@@ -19,7 +18,7 @@ import torch
 import torch.nn.functional as F
 
 from xlabench.backends.torch_xla import jax_kernels
-from xlabench.workloads.attention import AttnConfig
+from xlabench.workloads.attention import AttnConfig, default_scale  # noqa: F401 (re-exported for models)
 from xlabench.workloads.attention import block_unsupported as _block_unsupported
 from xlabench.workloads.attention import kernel_blocks as _blocks
 
@@ -173,6 +172,3 @@ def to_layout(x: torch.Tensor, layout: str) -> torch.Tensor:
     """[B, S, H, D] -> the impl's layout (and back: the transpose is its own inverse)."""
     return x if layout == "bshd" else x.transpose(1, 2)
 
-
-def default_scale(head_dim: int) -> float:
-    return 1.0 / math.sqrt(head_dim)
