@@ -349,14 +349,15 @@ def run_suite(s: suite_lib.Suite, profile: Optional[str] = None, out_dir: str = 
             rows = runner.run_cases(todo, writer, ctx, pool, on_row)
         finally:
             pool.close()
+    outcome = RunOutcome(files, prof, todo, rows)
     console.print(_summary(rows, todo))
-    wrong = [r for r in rows if r.get("correct") is False]
     counts = {st: sum(r["status"] == st for r in rows) for st in results.STATUSES}
+    wrong = len(outcome.wrong)
     console.print(f"{counts['ok']} ok, {counts['failed']} failed, {counts['skipped']} skipped "
-                  f"in {time.time() - started:.1f}s" + (f"; {len(wrong)} WRONG RESULT(S)" if wrong else ""))
+                  f"in {time.time() - started:.1f}s" + (f"; {wrong} WRONG RESULT(S)" if wrong else ""))
     console.print(f"results: {files.csv}" if primary else
                   f"process {dist.process_id}: results are written by process 0")
-    return RunOutcome(files, prof, todo, rows)
+    return outcome
 
 
 def _fail_all(s: suite_lib.Suite, profile: Optional[str], files: results.RunFiles, run_id: str, error: str,
