@@ -110,6 +110,17 @@ def test_missing_throughput_column_is_inconclusive(tmp_path, rng):
     assert cmp.cases[0].verdict == gate.INCONCLUSIVE and "mfu is empty" in cmp.cases[0].reason
 
 
+def test_different_repeats_on_the_two_sides_give_a_warning(tmp_path, rng):
+    a = case("naive")
+    base = write_run(tmp_path / "base.csv", [(a, draw(rng, 20))])
+    cand = write_run(tmp_path / "cand.csv", [(a, draw(rng, 60))], repeats=3)
+    cmp = gate.compare(gate.load_run(base), gate.load_run(cand), gate.GateConfig())
+    assert cmp.warnings == ["the baseline pooled 1 run(s) per case, the candidate 3: the baseline's run-to-run "
+                            "drift dominates; record it with at least as many --repeats (docs/gate.md: shared hosts)"]
+    more = gate.compare(gate.load_run(cand), gate.load_run(base), gate.GateConfig())  # baseline 3, candidate 1
+    assert more.warnings == []
+
+
 def _regressing_pair(tmp_path, rng):
     a, b = case("naive"), case("xla_sdpa")
     base = gate.load_run(write_run(tmp_path / "base.csv", [(a, draw(rng, 20)), (b, draw(rng, 20))], "b"))

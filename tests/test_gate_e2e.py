@@ -151,3 +151,24 @@ def test_gate_refuses_a_baseline_of_another_suite(real_run, tmp_path):
     other.write_text(SUITE.replace("name: tiny", "name: other"))
     r = _cli("gate", str(other), "--baseline", str(csv), "--out", str(tmp_path / "results"))
     assert r.exit_code == 2 and "holds suite(s) tiny, not 'other'" in r.output
+
+
+def test_repeats_pool_independent_runs_into_one_row(tmp_path, monkeypatch):
+    """--repeats 3: three separate worker runs per case (fresh compile each), pooled: 3 x 20 samples, a
+    `repeats` column, each run's median in the notes; a fault in a repeat fails the row, saying which."""
+    suite = tmp_path / "tiny.yaml"
+    suite.write_text(SUITE)
+    monkeypatch.setenv("XLABENCH_INJECT_FAULT", json.dumps({"match": {"impl": "xla_sdpa"}, "fault": "raise"}))
+    r = _cli("run", str(suite), "--out", str(tmp_path / "results"), "--repeats", "3")
+    assert r.exit_code == 1, r.output  # the failed case
+    csv = Path(re.search(r"results: (\S+\.csv)", r.output).group(1))
+    rows = results.read_rows(csv).set_index("impl")
+    ok, bad = rows.loc["naive"], rows.loc["xla_sdpa"]
+    assert ok["status"] == "ok" and int(ok["repeats"]) == 3 and int(ok["n"]) == 60
+    medians = re.search(r"3 repeats pooled \(medians ([^)]*)\)", ok["notes"]).group(1).split(", ")
+    assert len(medians) == 3 and all(m.endswith(" ms") for m in medians)
+    samples = results.read_samples(csv)
+    mine = samples[samples["case_id"] == ok["case_id"]]
+    assert len(mine) == 60 and float(ok["median_s"]) == pytest.approx(mine["seconds"].median(), rel=1e-12)
+    assert bad["status"] == "failed" and bad["error"].startswith("repeat 1 of 3: RuntimeError: injected fault")
+    assert pd.isna(bad["repeats"])

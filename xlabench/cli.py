@@ -6,6 +6,7 @@ Exit codes: 0 success; 1 a case failed or gave a wrong result (run), a confirmed
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 import time
@@ -219,6 +220,9 @@ def _summary(rows: list[dict[str, Any]], cases: list[suite_lib.Case]) -> Table:
               help="Virtual CPU devices per process (CPU only; default: the case's device count).")
 @click.option("--init-timeout", type=int, default=120, show_default=True,
               help="Seconds to wait for all processes to join a multi-host run before failing.")
+@click.option("--repeats", type=int, default=None,
+              help="Independent runs of each case, pooled into its row (overrides measure.repeats; "
+                   "3 for gating on a shared host, see docs/gate.md).")
 def run(suite_file: str, **options: Any) -> None:
     """Run a suite: one row per case in results/<suite>/<run-id>.csv, written as each case ends."""
     outcome = run_suite(_load_suite(suite_file), **options)
@@ -251,9 +255,10 @@ def run_suite(s: suite_lib.Suite, profile: Optional[str] = None, out_dir: str = 
               num_processes: Optional[int] = None, process_id: Optional[int] = None,
               local_devices: Optional[int] = None, init_timeout: int = 120,
               only_case_ids: Optional[Iterable[str]] = None, run_id: Optional[str] = None,
-              python_torch_xla: Optional[str] = None) -> RunOutcome:
+              python_torch_xla: Optional[str] = None, repeats: Optional[int] = None) -> RunOutcome:
     """The body of `xlabench run` (also `xlabench gate`'s runs): ``only_case_ids`` runs just those
-    cases, ``run_id`` names a new run. Bad input raises BadInput; failed cases are rows."""
+    cases, ``run_id`` names a new run, ``repeats`` overrides measure.repeats. Bad input raises
+    BadInput; failed cases are rows."""
     from xlabench import distributed, shard
 
     try:
@@ -264,6 +269,8 @@ def run_suite(s: suite_lib.Suite, profile: Optional[str] = None, out_dir: str = 
     primary = dist is None or dist.is_primary
     if peak_tflops is not None and peak_tflops <= 0:
         raise BadInput(f"--peak-tflops must be > 0, got {peak_tflops}")
+    if repeats is not None and repeats < 1:
+        raise BadInput(f"--repeats must be >= 1, got {repeats}")
     done: set[str] = set()
     if resume_csv:
         files = results.RunFiles(Path(resume_csv))
@@ -312,6 +319,8 @@ def run_suite(s: suite_lib.Suite, profile: Optional[str] = None, out_dir: str = 
     if only_case_ids is not None:
         wanted = set(only_case_ids)
         cases = [c for c in cases if c.case_id in wanted]
+    if repeats is not None:
+        cases = [dataclasses.replace(c, measure=c.measure.model_copy(update={"repeats": repeats})) for c in cases]
     todo = [c for c in cases if c.case_id not in done]
     for backend in dict.fromkeys(c.backend for c in todo):
         if pool.missing(backend):

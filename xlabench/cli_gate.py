@@ -180,10 +180,12 @@ def _replace_baseline(cmp: gate_lib.Comparison, run_csv: Path, bpath: Path) -> N
 @click.option("--timeout", "timeout_s", default=None, type=float, help="Per-case limit in seconds.")
 @click.option("--peak-tflops", default=None, type=float, help="Per-device peak TFLOP/s for MFU.")
 @click.option("--impl", "only_impls", multiple=True, help="Run only these impls (repeatable).")
+@click.option("--repeats", type=int, default=None,
+              help="Independent runs of each case, pooled (overrides measure.repeats; the re-run uses it too).")
 @_judging_options
 def gate(suite_file: str, baseline: str, save_baseline: bool, confirm: bool, profile: Optional[str],
          out_dir: str, timeout_s: Optional[float], peak_tflops: Optional[float], only_impls: tuple[str, ...],
-         metric: str, threshold: float, alpha: float, confidence: float, min_samples: int,
+         repeats: Optional[int], metric: str, threshold: float, alpha: float, confidence: float, min_samples: int,
          allow_env_mismatch: bool, markdown_path: Optional[str], json_path: Optional[str]) -> None:
     """Run a suite, compare it with a baseline, re-run flagged cases; exit 1 only on a confirmed regression
     or a failed case."""
@@ -198,7 +200,8 @@ def gate(suite_file: str, baseline: str, save_baseline: bool, confirm: bool, pro
         _check_suite(base, s.name)
         if profile is None:
             profile = _baseline_profile(base)
-    run_kw = dict(out_dir=out_dir, timeout_s=timeout_s, peak_tflops=peak_tflops, only_impls=only_impls)
+    run_kw = dict(out_dir=out_dir, timeout_s=timeout_s, peak_tflops=peak_tflops, only_impls=only_impls,
+                  repeats=repeats)
     outcome = run_suite(s, profile=profile, **run_kw)
     cand = _load(outcome.files.csv, "candidate")
 

@@ -479,6 +479,12 @@ def compare(base: RunData, cand: RunData, cfg: GateConfig,
             raise EnvMismatchError(msg + " (pass --allow-env-mismatch to compare anyway)")
         warn.append(msg + " (compared anyway: --allow-env-mismatch)")
 
+    runs = {side: sorted({int(_num(rows[k].get("repeats")) or 1) for k in common if rows[k]["status"] == "ok"})
+            for side, rows in (("baseline", b_rows), ("candidate", c_rows))}
+    if runs["baseline"] and runs["candidate"] and min(runs["baseline"]) < max(runs["candidate"]):
+        warn.append(f"the baseline pooled {'/'.join(map(str, runs['baseline']))} run(s) per case, the candidate "
+                    f"{'/'.join(map(str, runs['candidate']))}: the baseline's run-to-run drift dominates; record it "
+                    "with at least as many --repeats (docs/gate.md: shared hosts)")
     labels = _labels(list(c_rows.values()) + [b_rows[k] for k in b_rows if k not in c_rows])
     metric = cfg.metric_info
     verdicts: dict[str, CaseVerdict] = {}

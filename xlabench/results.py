@@ -108,6 +108,7 @@ MEASURE_COLUMNS = _c("measure", [
     ("p90_s", "s", "90th percentile"),
     ("stdev_s", "s", "sample standard deviation"),
     ("cv", "", "coefficient of variation stdev/mean"),
+    ("repeats", "", "independent runs of the case pooled into this row (measure.repeats); n counts all"),
 ])
 
 METRIC_COLUMNS = _c("metric", [

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Optional
 
 from xlabench import impls as catalog
-from xlabench import results
+from xlabench import repeats, results
 from xlabench.distributed import DistributedConfig
 from xlabench.envs import Interpreters, worker_environ, worker_variant
 from xlabench.metrics import derive
@@ -291,7 +291,10 @@ def run_case(case: Case, pool: WorkerPool, ctx: RunContext) -> tuple[dict[str, A
         row.update(status="skipped", error=reason, timestamp=now())
         return row, []
     timeout = ctx.timeout_override or case.measure.timeout_s
+    n_repeats = case.measure.repeats
     worker: Optional[Worker] = None
+    replies: list[dict[str, Any]] = []
+    attempt = ""  # which repeat a failure happened in (with more than one)
     try:
         worker = pool.get(case.backend, case.devices, worker_variant(case.backend, case.workload, case.params))
         env = worker.env
@@ -304,14 +307,24 @@ def run_case(case: Case, pool: WorkerPool, ctx: RunContext) -> tuple[dict[str, A
                "case": {"case_id": case.case_id, "workload": case.workload, "backend": case.backend,
                         "impl": case.impl, "params": case.params, "interpret": row["interpret"],
                         "measure": case.measure.model_dump()}}
-        reply = worker.request(msg, timeout)
+        for i in range(n_repeats):  # each a fresh run of the case: inputs, trace (JAX: compile), warm-up
+            attempt = f"repeat {i + 1} of {n_repeats}: " if n_repeats > 1 else ""
+            reply = worker.request(msg, timeout)
+            if reply["status"] != "ok":
+                if reply["status"] == "failed":
+                    reply = {**reply, "error": f"{attempt}{reply.get('error')}"}
+                break
+            replies.append(reply)
+        else:
+            reply = repeats.pool(replies)
     except WorkerError as e:
         if worker is not None and not worker.alive():
             pool.discard(worker)
-        row.update(status="failed", error=str(e), timestamp=now())
+        row.update(status="failed", error=f"{attempt}{e}", timestamp=now())
         return row, []
     row["status"] = reply["status"]
     row["error"] = reply.get("error")
+    row["repeats"] = len(replies) if reply["status"] == "ok" else None
     fields = reply.get("fields", {})
     row.update(fields)
     if reply["status"] == "ok":

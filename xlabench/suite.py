@@ -38,6 +38,8 @@ class Measure(BaseModel):
     iters: int = Field(10, ge=1, description="minimum timed iterations")
     min_time_s: float = Field(0.0, ge=0, description="keep timing until this many seconds have passed")
     max_iters: int = Field(1000, ge=1, description="cap on timed iterations when min_time_s is set")
+    repeats: int = Field(1, ge=1, description="independent runs of each case (fresh inputs, compile and warm-up "
+                                              "each), pooled into its row: averages out run-to-run drift")
     timeout_s: float = Field(600.0, gt=0, description="per-case limit (compile + run) before the worker is killed")
 
 
@@ -47,6 +49,7 @@ class MeasureOverride(BaseModel):
     iters: Optional[int] = Field(None, ge=1)
     min_time_s: Optional[float] = Field(None, ge=0)
     max_iters: Optional[int] = Field(None, ge=1)
+    repeats: Optional[int] = Field(None, ge=1)
     timeout_s: Optional[float] = Field(None, gt=0)
 
 
