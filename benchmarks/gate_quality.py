@@ -115,13 +115,6 @@ def collect(rounds: int, power_rounds: int, repeats: int, base_repeats: int, war
     return data
 
 
-def rate(k: int, n: int) -> str:
-    if n == 0:
-        return "n/a"
-    ci = stats.binomtest(k, n).proportion_ci(confidence_level=0.95, method="wilson")
-    return f"{k}/{n} = {k / n:.1%} (95% CI {ci.low:.1%}-{ci.high:.1%})"
-
-
 def pooled(runs: list[list[float]], k: int) -> np.ndarray:
     """The first k runs of a side, pooled as `measure.repeats: k` pools them into one row."""
     return np.concatenate([np.asarray(r, dtype=float) for r in runs[:k]])
@@ -129,7 +122,6 @@ def pooled(runs: list[list[float]], k: int) -> np.ndarray:
 
 def analyze(data: dict, cfg: gate.GateConfig, k_base: int, k: int) -> dict:
     """Verdicts per arm; the one-stage (compare) and two-stage-with-re-run (gate) rates."""
-    f = gate.STATISTICS[cfg.metric_info.statistic]
     out: dict = {"config": {"metric": cfg.metric, "threshold": cfg.threshold, "alpha": cfg.alpha,
                             "confidence": cfg.confidence, "base_repeats": k_base, "repeats": k}, "arms": {}}
     by_arm: dict[str, dict] = {}
@@ -140,7 +132,7 @@ def analyze(data: dict, cfg: gate.GateConfig, k_base: int, k: int) -> dict:
             x = pooled(first, k)
             v1 = gate.assess([(a, x)], cfg, [f"{i}-{extra}-1"])[0]
             st["n"] += 1
-            st["ratios"].append(float(f(x) / f(a)))
+            st["ratios"].append(v1.ratio)
             if v1.verdict == gate.REGRESSION:
                 st["compare"] += 1
                 v2 = gate.assess([(a, pooled(again, k))], cfg, [f"{i}-{extra}-2"])[0]
