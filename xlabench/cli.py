@@ -345,17 +345,23 @@ def run_suite(s: suite_lib.Suite, profile: Optional[str] = None, out_dir: str = 
     with (results.RowWriter(files) if primary else results.NullWriter()) as writer, Progress(
             TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
             TextColumn("eta"), TimeRemainingColumn(), console=console, transient=True) as progress:
-        task = progress.add_task(s.name, total=len(todo))
+        # The bar counts runs (a case with measure.repeats K is K runs, taken in passes over the suite).
+        task = progress.add_task(s.name, total=sum(c.measure.repeats for c in todo))
+        runs_done: dict[str, int] = {}
+
+        def on_repeat(case: suite_lib.Case) -> None:
+            runs_done[case.case_id] = runs_done.get(case.case_id, 0) + 1
+            progress.advance(task)
 
         def on_row(case: suite_lib.Case, row: dict[str, Any]) -> None:
             status = row["status"]
             extra = f"{float(row['median_s']) * 1e3:.3f} ms" if status == "ok" else (row.get("error") or "")[:120]
             colour = {"ok": "green", "failed": "red", "skipped": "yellow"}[status]
             progress.console.print(f"[{colour}]{status:7}[/] {case.label()}  {extra}", markup=True, soft_wrap=True)
-            progress.advance(task)
+            progress.advance(task, case.measure.repeats - runs_done.get(case.case_id, 0))  # runs it will not take
 
         try:
-            rows = runner.run_cases(todo, writer, ctx, pool, on_row)
+            rows = runner.run_cases(todo, writer, ctx, pool, on_row, on_repeat)
         finally:
             pool.close()
     outcome = RunOutcome(files, prof, todo, rows)

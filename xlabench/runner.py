@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import random
 import re
 import secrets
 import selectors
@@ -282,19 +283,43 @@ def plan_skip(case: Case, platform: str) -> Optional[str]:
     return None
 
 
-def run_case(case: Case, pool: WorkerPool, ctx: RunContext) -> tuple[dict[str, Any], list[float]]:
-    """Measure one case; never raises for the case's own failures (they become the row's status)."""
-    row = base_row(case, ctx)
-    now = lambda: dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")  # noqa: E731
+@dataclass
+class CaseRun:
+    """One case in flight: its row so far and the replies of the repeats done."""
+
+    case: Case
+    row: dict[str, Any]
+    replies: list[dict[str, Any]] = field(default_factory=list)
+    final: Optional[dict[str, Any]] = None  # the worker's last reply when the case ended early (failed)
+    done: bool = False
+
+    @property
+    def wanted(self) -> int:
+        return self.case.measure.repeats
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def start_case(case: Case, pool: WorkerPool, ctx: RunContext) -> CaseRun:
+    """A case about to run; one that cannot run here at all is done at once (a skipped row)."""
+    state = CaseRun(case, base_row(case, ctx))
     reason = plan_skip(case, ctx.platform) or pool.missing(case.backend)
     if reason:
-        row.update(status="skipped", error=reason, timestamp=now())
-        return row, []
-    timeout = ctx.timeout_override or case.measure.timeout_s
-    n_repeats = case.measure.repeats
+        state.row.update(status="skipped", error=reason, timestamp=_now())
+        state.done = True
+    return state
+
+
+def run_repeat(state: CaseRun, pool: WorkerPool, ctx: RunContext) -> None:
+    """One independent run of the case (fresh inputs, trace and, for JAX, compile; its own warm-up).
+
+    Never raises for the case's own failures: they end the case with a failed row."""
+    case, row = state.case, state.row
+    i, n = len(state.replies), state.wanted
+    attempt = f"repeat {i + 1} of {n}: " if n > 1 else ""  # which repeat a failure happened in
     worker: Optional[Worker] = None
-    replies: list[dict[str, Any]] = []
-    attempt = ""  # which repeat a failure happened in (with more than one)
     try:
         worker = pool.get(case.backend, case.devices, worker_variant(case.backend, case.workload, case.params))
         env = worker.env
@@ -307,45 +332,93 @@ def run_case(case: Case, pool: WorkerPool, ctx: RunContext) -> tuple[dict[str, A
                "case": {"case_id": case.case_id, "workload": case.workload, "backend": case.backend,
                         "impl": case.impl, "params": case.params, "interpret": row["interpret"],
                         "measure": case.measure.model_dump()}}
-        for i in range(n_repeats):  # each a fresh run of the case: inputs, trace (JAX: compile), warm-up
-            attempt = f"repeat {i + 1} of {n_repeats}: " if n_repeats > 1 else ""
-            reply = worker.request(msg, timeout)
-            if reply["status"] != "ok":
-                if reply["status"] == "failed":
-                    reply = {**reply, "error": f"{attempt}{reply.get('error')}"}
-                break
-            replies.append(reply)
-        else:
-            reply = repeats.pool(replies)
+        reply = worker.request(msg, ctx.timeout_override or case.measure.timeout_s)
     except WorkerError as e:
         if worker is not None and not worker.alive():
             pool.discard(worker)
-        row.update(status="failed", error=f"{attempt}{e}", timestamp=now())
+        row.update(status="failed", error=f"{attempt}{e}", timestamp=_now())
+        state.done = True
+        return
+    if reply["status"] != "ok":
+        if reply["status"] == "failed":
+            reply = {**reply, "error": f"{attempt}{reply.get('error')}"}
+        state.final = reply
+        state.done = True
+    else:
+        reply["worker_env"] = worker.env
+        state.replies.append(reply)
+        state.done = len(state.replies) >= n
+
+
+def finish_case(state: CaseRun, ctx: RunContext) -> tuple[dict[str, Any], list[float]]:
+    """The row (and samples) of a case that has ended: its repeats pooled, the metrics derived."""
+    row = state.row
+    if "status" in row:  # skipped, or the worker failed outright
         return row, []
+    reply = state.final or repeats.pool(state.replies)
     row["status"] = reply["status"]
     row["error"] = reply.get("error")
-    row["repeats"] = len(replies) if reply["status"] == "ok" else None
+    row["repeats"] = len(state.replies) if reply["status"] == "ok" else None
     fields = reply.get("fields", {})
     row.update(fields)
     if reply["status"] == "ok":
-        env = {**worker.env, **ctx.cpu_peaks} if worker.env.get("platform") == "cpu" else worker.env
-        row.update(derive(fields, env, case.devices, ctx.peak_override or case.peak_tflops))
+        env = state.replies[0]["worker_env"]
+        env = {**env, **ctx.cpu_peaks} if env.get("platform") == "cpu" else env
+        row.update(derive(fields, env, state.case.devices, ctx.peak_override or state.case.peak_tflops))
         if fields.get("correct") is False:
             row["notes"] = "; ".join(filter(None, [row.get("notes"), "WRONG RESULT: error above tolerance"]))
-    row["timestamp"] = now()
+    row["timestamp"] = _now()
     return row, reply.get("samples", [])
 
 
+def run_case(case: Case, pool: WorkerPool, ctx: RunContext) -> tuple[dict[str, Any], list[float]]:
+    """Measure one case, its repeats back to back; never raises for the case's own failures."""
+    state = start_case(case, pool, ctx)
+    while not state.done:
+        run_repeat(state, pool, ctx)
+    return finish_case(state, ctx)
+
+
 def run_cases(cases: Iterable[Case], writer: results.RowWriter, ctx: RunContext, pool: WorkerPool,
-              on_row: Callable[[Case, dict[str, Any]], None] = lambda c, r: None) -> list[dict[str, Any]]:
-    rows = []
-    order: dict[str, int] = {}
+              on_row: Callable[[Case, dict[str, Any]], None] = lambda c, r: None,
+              on_repeat: Callable[[Case], None] = lambda c: None) -> list[dict[str, Any]]:
+    """Run every case, writing each row as soon as its case ends.
+
+    Repeats are taken in passes over the cases, the order shuffled after the first pass (random
+    interleaving, as Google Benchmark's --benchmark_enable_random_interleaving): a case's runs are
+    spread over the run instead of back to back, so a slow stretch of a shared host hits every case
+    a little instead of all of one case's runs (benchmarks/gate_quality.py measures the effect).
+    Cases are grouped by backend and worker so an accelerator's worker is started once per group.
+    """
+    cases = list(cases)
+    order: dict[tuple, int] = {}
     for case in cases:
-        order.setdefault(case.backend, len(order))
-    # One backend after another: workers that hold an accelerator are started once, not per case.
-    for case in sorted(cases, key=lambda c: order[c.backend]):
-        row, samples = run_case(case, pool, ctx)
-        writer.write(row, samples)
-        rows.append(row)
-        on_row(case, row)
+        order.setdefault((case.backend,), len(order))
+    groups: dict[tuple, list[Case]] = {}
+    for case in sorted(cases, key=lambda c: order[(c.backend,)]):
+        key = (case.backend, case.devices, worker_variant(case.backend, case.workload, case.params))
+        groups.setdefault(key, []).append(case)
+    rng = random.Random(ctx.run_id)  # the order is reproducible from the run id
+    rows = []
+
+    def step(state: CaseRun) -> None:
+        if not state.done:
+            run_repeat(state, pool, ctx)
+            on_repeat(state.case)
+        if state.done:
+            row, samples = finish_case(state, ctx)
+            writer.write(row, samples)
+            rows.append(row)
+            on_row(state.case, row)
+
+    for group in groups.values():
+        states = []
+        for case in group:  # the first pass in suite order
+            state = start_case(case, pool, ctx)
+            states.append(state)
+            step(state)
+        while pending := [s for s in states if not s.done]:
+            rng.shuffle(pending)
+            for state in pending:
+                step(state)
     return rows

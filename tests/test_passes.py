@@ -1,0 +1,118 @@
+"""run_cases takes repeats in passes over the suite (random interleaving), writing each row as its case ends."""
+
+from __future__ import annotations
+
+import dataclasses
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from xlabench import runner, suite
+from xlabench.harness import summarize
+
+SUITE = """
+name: passes
+workload: attention
+backends: [jax]
+impls: [naive]
+params: {num_heads: 2, head_dim: 32, dtype: float32, batch: 1}
+matrix:
+  seq_len: [32, 64, 96, 128]
+measure: {warmup: 0, iters: 4, repeats: 3}
+"""
+
+
+class FakeWorker:
+    """Answers run requests without a framework and records which case each one was for."""
+
+    env = {"platform": "cpu", "device_kind": "cpu", "device_count": 1, "process_count": 1,
+           "framework_version": "jax fake"}
+
+    def __init__(self, log: list[str], fail: dict[str, int]):
+        self.log, self.fail = log, fail
+
+    def request(self, msg: dict[str, Any], timeout: float) -> dict[str, Any]:
+        case_id = msg["case"]["case_id"]
+        self.log.append(case_id)
+        if self.log.count(case_id) == self.fail.get(case_id):
+            return {"status": "failed", "error": "RuntimeError: boom"}
+        samples = [1e-3 * (1 + 0.01 * len(self.log))] * 4
+        return {"status": "ok", "fields": {**summarize(samples), "correct": True}, "samples": samples}
+
+    def alive(self) -> bool:
+        return True
+
+
+class FakePool:
+    def __init__(self, fail: dict[str, int] | None = None):
+        self.log: list[str] = []
+        self.worker = FakeWorker(self.log, fail or {})
+
+    def missing(self, backend: str) -> None:
+        return None
+
+    def get(self, backend: str, devices: int, variant: str = "") -> FakeWorker:
+        return self.worker
+
+
+class ListWriter:
+    def __init__(self, log: list[str]):
+        self.log, self.rows = log, []
+
+    def write(self, row: dict[str, Any], samples: list[float]) -> None:
+        self.rows.append((len(self.log), row, list(samples)))  # how many runs had happened when it was written
+
+
+def _cases(tmp_path: Path) -> list[suite.Case]:
+    p = tmp_path / "passes.yaml"
+    p.write_text(textwrap.dedent(SUITE).lstrip())
+    return suite.load(p).cases()
+
+
+def test_repeats_are_passes_over_the_suite_in_shuffled_order(tmp_path):
+    cases = _cases(tmp_path)
+    ids = [c.case_id for c in cases]
+    pool = FakePool()
+    writer = ListWriter(pool.log)
+    rows = runner.run_cases(cases, writer, runner.RunContext(run_id="r1", platform="cpu", git_sha="x"), pool)
+    log = pool.log
+    assert len(log) == 12 and log[:4] == ids  # the first pass in suite order
+    passes = [log[0:4], log[4:8], log[8:12]]
+    assert all(sorted(p) == sorted(ids) for p in passes)  # every case once per pass, never back to back
+    assert passes[1] != ids or passes[2] != ids  # later passes shuffled (seeded by the run id)
+    again = FakePool()
+    runner.run_cases(cases, ListWriter(again.log), runner.RunContext(run_id="r1", platform="cpu", git_sha="x"), again)
+    assert again.log == log  # the same run id, the same order
+    # Each row is written right after its case's last run, with its 3 runs' samples pooled.
+    for written_after, row, samples in writer.rows:
+        assert row["status"] == "ok" and row["repeats"] == 3 and len(samples) == 12
+        assert log[written_after - 1] == row["case_id"] and log[:written_after].count(row["case_id"]) == 3
+        mine = [i for i, c in enumerate(log) if c == row["case_id"]]
+        expected = np.median([1e-3 * (1 + 0.01 * (i + 1)) for i in mine])
+        assert row["median_s"] == expected
+    assert len(rows) == 4
+
+
+def test_a_failure_in_a_later_pass_ends_only_that_case(tmp_path):
+    cases = _cases(tmp_path)
+    bad = cases[1].case_id
+    pool = FakePool(fail={bad: 2})
+    writer = ListWriter(pool.log)
+    runner.run_cases(cases, writer, runner.RunContext(run_id="r2", platform="cpu", git_sha="x"), pool)
+    assert pool.log.count(bad) == 2 and len(pool.log) == 11  # the others still take all 3 runs
+    by_id = {row["case_id"]: (after, row) for after, row, _ in writer.rows}
+    after, row = by_id[bad]
+    assert row["status"] == "failed" and row["error"] == "repeat 2 of 3: RuntimeError: boom"
+    assert after < len(pool.log)  # written when it failed, not at the end of the run
+    assert all(r["status"] == "ok" for c, (_, r) in by_id.items() if c != bad)
+
+
+def test_one_repeat_runs_each_case_once_in_suite_order(tmp_path):
+    cases = [dataclasses.replace(c, measure=c.measure.model_copy(update={"repeats": 1})) for c in _cases(tmp_path)]
+    pool = FakePool()
+    writer = ListWriter(pool.log)
+    runner.run_cases(cases, writer, runner.RunContext(run_id="r3", platform="cpu", git_sha="x"), pool)
+    assert pool.log == [c.case_id for c in cases]
+    assert [after for after, _, _ in writer.rows] == [1, 2, 3, 4]  # each row as soon as its case ends
