@@ -7,12 +7,17 @@ iterations, exactly as a worker does for one case (one repeat of ``measure.repea
 are real extra work: the candidate computes attention over a larger batch (batch 40 -> 42 .. 48:
 +5% .. +20% FLOPs).
 
-Runs are taken in interleaved rounds so slow periods of the shared machine hit every arm alike.
-Each round measures the baseline A (--base-repeats runs back to back, as `--repeats` takes them),
-then per candidate arm X (--repeats runs) and, at once, its re-run X' (--repeats runs), which
-`xlabench gate` takes only for a flagged case;
-it is always taken here so that every setting can be judged on the same runs. Per round, arm and
-setting (metric, threshold, repeats k <= K pooled per side):
+Each round emulates three `xlabench run`s of a suite whose cases are the round's arms, with
+repeats taken as the runner takes them: in passes over the suite, the first in suite order, later
+ones shuffled, so a case's runs are spread over the run, not back to back:
+
+* the baseline suite: one case per arm, all at batch 40 (the code before the change), --base-repeats passes;
+* the candidate suite: the arms (batch 40 + extra), --repeats passes;
+* the re-run X' of each arm, --repeats runs back to back (`xlabench gate` re-runs only flagged
+  cases, so a lone flagged case's re-run has nothing to interleave with); always taken here so
+  that every setting can be judged on the same runs.
+
+Per round, arm and setting (metric, threshold, first k <= K passes pooled per side):
 
 * compare (one stage):  gate.assess(A, X) says regression;
 * gate (with re-run):   compare flags it AND gate.assess(A, X') says regression again
@@ -20,7 +25,7 @@ setting (metric, threshold, repeats k <= K pooled per side):
 
 A/A arms (X is the same case as A) give the false-alarm rate; the others the detection rate.
 
-    python benchmarks/gate_quality.py                    # ~21 min on 2 shared cores
+    python benchmarks/gate_quality.py                    # ~26 min on 2 shared cores
     python benchmarks/gate_quality.py --rounds 20 --power-rounds 5    # quick look
     python benchmarks/gate_quality.py --analyze results/gate_quality/<time>.json
 
@@ -55,12 +60,15 @@ def settings(k_base: int, k: int) -> dict[str, tuple[gate.GateConfig, int, int]]
     without repeats, then with repeats, then the shared-host recipe of docs/gate.md (a low quantile,
     a lower threshold, a baseline recorded with more repeats than each candidate run)."""
     shared = gate.GateConfig(metric="p10_s", threshold=0.03)
-    return {
+    out = {
         "defaults, 1 run per side": (gate.GateConfig(), 1, 1),
         f"defaults, --repeats {k} on both sides": (gate.GateConfig(), k, k),
         f"--metric p10_s --threshold 3%, --repeats {k} on both sides": (shared, k, k),
-        f"--metric p10_s --threshold 3%, baseline --repeats {k_base}, candidate --repeats {k}": (shared, k_base, k),
     }
+    for kb, kc in sorted({(6, 3), (k_base, k)}):  # the recipe of docs/gate.md, and what was measured
+        if kb <= k_base and kc <= k:
+            out[f"--metric p10_s --threshold 3%, baseline --repeats {kb}, candidate --repeats {kc}"] = (shared, kb, kc)
+    return out
 
 
 def measure_run(batch: int, warmup: int, iters: int, seed: int) -> list[float]:
@@ -86,28 +94,40 @@ def measure_run(batch: int, warmup: int, iters: int, seed: int) -> list[float]:
     return samples
 
 
+def passes(cases: list[int], k: int, rng: np.random.Generator, warmup: int, iters: int, seed: int
+           ) -> dict[str, list[list[float]]]:
+    """k passes over the cases (batch sizes), as runner.run_cases takes repeats: runs per case."""
+    runs: dict[str, list[list[float]]] = {str(i): [] for i in range(len(cases))}
+    for p in range(k):
+        order = list(range(len(cases))) if p == 0 else [int(i) for i in rng.permutation(len(cases))]
+        for i in order:
+            runs[str(i)].append(measure_run(cases[i], warmup, iters, seed=seed))
+    return runs
+
+
 def collect(rounds: int, power_rounds: int, repeats: int, base_repeats: int, warmup: int, iters: int,
             max_s: float, seed: int) -> dict:
-    """Interleaved rounds: A (base_repeats runs), then per arm X and its re-run X' (repeats runs each)."""
+    """Rounds of: the baseline suite (base_repeats passes), the candidate suite (repeats passes),
+    each arm's re-run (repeats runs back to back)."""
     rng = np.random.default_rng(seed)
     data: dict = {"iters": iters, "warmup": warmup, "repeats": repeats, "base_repeats": base_repeats,
-                  "rounds": [], "loadavg": []}
+                  "order": "passes", "rounds": [], "loadavg": []}
     every = max(1, round(rounds / max(power_rounds, 1)))
     started = time.time()
-
-    def side(batch: int, r: int, k: int = repeats) -> list[list[float]]:
-        return [measure_run(batch, warmup, iters, seed=r) for _ in range(k)]
-
     for r in range(rounds):
         if time.time() - started > max_s:
             print(f"time budget reached after {r} rounds", file=sys.stderr)
             break
         arms = MAIN_EXTRA + (POWER_EXTRA if power_rounds and r % every == 0 else [])
-        arms = [int(a) for a in rng.permutation(arms)]  # no arm always runs first or last
+        arms = [int(a) for a in rng.permutation(arms)]  # the suite's case order: no arm always first
         data["loadavg"].append(os.getloadavg()[0])  # other users of the machine
-        rec: dict = {"A": side(BASE_BATCH, r, base_repeats), "arms": {}}
-        for extra in arms:
-            rec["arms"][str(extra)] = [side(BASE_BATCH + extra, r), side(BASE_BATCH + extra, r)]
+        base = passes([BASE_BATCH] * len(arms), base_repeats, rng, warmup, iters, r)
+        cand = passes([BASE_BATCH + a for a in arms], repeats, rng, warmup, iters, r)
+        rec: dict = {"A": {str(a): base[str(i)] for i, a in enumerate(arms)}, "arms": {}}
+        for i in rng.permutation(len(arms)):
+            a = arms[int(i)]
+            again = [measure_run(BASE_BATCH + a, warmup, iters, seed=r) for _ in range(repeats)]
+            rec["arms"][str(a)] = [cand[str(int(i))], again]
         data["rounds"].append(rec)
         if (r + 1) % 10 == 0:
             print(f"round {r + 1}/{rounds} after {time.time() - started:.0f}s", file=sys.stderr)
@@ -126,8 +146,9 @@ def analyze(data: dict, cfg: gate.GateConfig, k_base: int, k: int) -> dict:
                             "confidence": cfg.confidence, "base_repeats": k_base, "repeats": k}, "arms": {}}
     by_arm: dict[str, dict] = {}
     for i, rec in enumerate(data["rounds"]):
-        a = pooled(rec["A"], k_base)
         for extra, (first, again) in rec["arms"].items():
+            # Passes: each arm has its own baseline case; the older layout shared one baseline per round.
+            a = pooled(rec["A"][extra] if isinstance(rec["A"], dict) else rec["A"], k_base)
             st = by_arm.setdefault(extra, {"n": 0, "compare": 0, "gate": 0, "ratios": []})
             x = pooled(first, k)
             v1 = gate.assess([(a, x)], cfg, [f"{i}-{extra}-1"])[0]
@@ -165,8 +186,10 @@ def report(data: dict, results: dict[str, dict]) -> str:
              f"{data['iters']} timed iterations per run)", "",
              f"{len(data['rounds'])} rounds in {data['wall_s']:.0f}s on {os.cpu_count()} cores with a 1-minute load "
              f"average of {np.median(data['loadavg']):.1f} (median; max {np.max(data['loadavg']):.1f}); "
-             f"{data['base_repeats']} baseline runs and 2 x {data['repeats']} runs per candidate arm and round; measured slowdown = median over rounds of the "
-             "candidate/baseline ratio of the metric's statistic", ""]
+             f"{data['base_repeats']} baseline runs and 2 x {data['repeats']} runs per candidate arm and round, "
+             + ("in passes over the round's suite (each arm its own baseline case)" if data.get("order") == "passes"
+                else "back to back (one baseline shared by the round's arms)")
+             + "; measured slowdown = median over rounds of the candidate/baseline ratio of the metric's statistic", ""]
 
     def smallest(x: float | None) -> str:
         return "none of those tried" if x is None else f"+{x:.1%} FLOPs"
