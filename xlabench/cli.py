@@ -221,8 +221,8 @@ def _summary(rows: list[dict[str, Any]], cases: list[suite_lib.Case]) -> Table:
 @click.option("--init-timeout", type=int, default=120, show_default=True,
               help="Seconds to wait for all processes to join a multi-host run before failing.")
 @click.option("--repeats", type=int, default=None,
-              help="Independent runs of each case, pooled into its row (overrides measure.repeats; "
-                   "3 for gating on a shared host, see docs/gate.md).")
+              help="Independent runs of each case, taken in passes over the suite and pooled into its row "
+                   "(overrides measure.repeats; for gating on a shared host see docs/gate.md).")
 def run(suite_file: str, **options: Any) -> None:
     """Run a suite: one row per case in results/<suite>/<run-id>.csv, written as each case ends."""
     outcome = run_suite(_load_suite(suite_file), **options)

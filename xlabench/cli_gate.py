@@ -181,7 +181,8 @@ def _replace_baseline(cmp: gate_lib.Comparison, run_csv: Path, bpath: Path) -> N
 @click.option("--peak-tflops", default=None, type=float, help="Per-device peak TFLOP/s for MFU.")
 @click.option("--impl", "only_impls", multiple=True, help="Run only these impls (repeatable).")
 @click.option("--repeats", type=int, default=None,
-              help="Independent runs of each case, pooled (overrides measure.repeats; the re-run uses it too).")
+              help="Independent runs of each case, taken in passes over the suite and pooled (overrides "
+                   "measure.repeats; the re-run uses it too).")
 @_judging_options
 def gate(suite_file: str, baseline: str, save_baseline: bool, confirm: bool, profile: Optional[str],
          out_dir: str, timeout_s: Optional[float], peak_tflops: Optional[float], only_impls: tuple[str, ...],

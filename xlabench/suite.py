@@ -39,7 +39,8 @@ class Measure(BaseModel):
     min_time_s: float = Field(0.0, ge=0, description="keep timing until this many seconds have passed")
     max_iters: int = Field(1000, ge=1, description="cap on timed iterations when min_time_s is set")
     repeats: int = Field(1, ge=1, description="independent runs of each case (fresh inputs, compile and warm-up "
-                                              "each), pooled into its row: averages out run-to-run drift")
+                                              "each), taken in passes over the suite and pooled into its row: "
+                                              "averages out run-to-run drift")
     timeout_s: float = Field(600.0, gt=0, description="per-case limit (compile + run) before the worker is killed")
 
 
