@@ -25,7 +25,7 @@ Per round, arm and setting (metric, threshold, first k <= K passes pooled per si
 
 A/A arms (X is the same case as A) give the false-alarm rate; the others the detection rate.
 
-    python benchmarks/gate_quality.py                    # ~26 min on 2 shared cores
+    python benchmarks/gate_quality.py                    # ~40 min on 2 shared cores (35 measuring)
     python benchmarks/gate_quality.py --rounds 20 --power-rounds 5    # quick look
     python benchmarks/gate_quality.py --analyze results/gate_quality/<time>.json
 
@@ -228,15 +228,16 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--rounds", type=int, default=100, help="rounds with A/A and +10%% arms (>= 100 for the goal)")
     ap.add_argument("--power-rounds", type=int, default=20, help="of those, rounds (spread out) that also run the other slowdowns")
-    ap.add_argument("--repeats", type=int, default=3, help="runs per candidate side and round")
-    ap.add_argument("--base-repeats", type=int, default=6, help="runs of the baseline per round (>= --repeats)")
+    ap.add_argument("--repeats", type=int, default=4, help="runs per candidate side and round")
+    ap.add_argument("--base-repeats", type=int, default=8, help="runs of the baseline per round (>= --repeats)")
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--iters", type=int, default=60, help="timed iterations per run")
-    ap.add_argument("--max-minutes", type=float, default=30.0, help="stop starting rounds after this long")
+    ap.add_argument("--max-minutes", type=float, default=45.0, help="stop starting rounds after this long")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--analyze", type=Path, default=None, help="re-print the figures of a saved JSON")
     ap.add_argument("--out", type=Path, default=ROOT / "results" / "gate_quality")
     args = ap.parse_args()
+    stem = args.out / time.strftime("%Y%m%d-%H%M%S")
     if args.analyze:
         data = json.loads(args.analyze.read_text())["data"]
     else:
@@ -244,14 +245,15 @@ def main() -> int:
             ap.error("--base-repeats must be >= --repeats")
         data = collect(args.rounds, args.power_rounds, args.repeats, args.base_repeats, args.warmup, args.iters,
                        args.max_minutes * 60, args.seed)
+        args.out.mkdir(parents=True, exist_ok=True)
+        stem.with_suffix(".json").write_text(json.dumps({"data": data}))  # the runs first: the analysis takes minutes
+        print(f"saved the runs to {stem}.json", file=sys.stderr)
     k, kb = data["repeats"], data.get("base_repeats", data["repeats"])
     res = {name: analyze(data, cfg, k_base, kk) for name, (cfg, k_base, kk) in settings(kb, k).items()}
     text = (report(data, res) + "\n" + tradeoff(data, "median_s", 1, 1, [0.05, 0.10, 0.15, 0.20])
             + "\n" + tradeoff(data, "p10_s", kb, k, [0.02, 0.03, 0.04, 0.05]))
     print(text)
     if not args.analyze:
-        args.out.mkdir(parents=True, exist_ok=True)
-        stem = args.out / time.strftime("%Y%m%d-%H%M%S")
         stem.with_suffix(".json").write_text(json.dumps({"result": res, "data": data}))
         stem.with_suffix(".md").write_text(text)
         print(f"saved {stem}.json and .md", file=sys.stderr)

@@ -1,0 +1,45 @@
+"""benchmarks/gate_quality.py's analysis: both data layouts (passes, older back to back) are judged alike."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import numpy as np
+
+from conftest import ROOT
+from xlabench import gate
+
+spec = importlib.util.spec_from_file_location("gate_quality", ROOT / "benchmarks" / "gate_quality.py")
+gq = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(gq)
+
+
+def _runs(rng: np.random.Generator, scale: float, k: int) -> list[list[float]]:
+    return [list(scale * 1e-3 * rng.lognormal(0, 0.01, 30)) for _ in range(k)]
+
+
+def _data(passes: bool, rounds: int = 4) -> dict:
+    rng = np.random.default_rng(1)
+    out = {"iters": 30, "warmup": 1, "repeats": 2, "base_repeats": 4, "rounds": [], "loadavg": [1.0] * rounds,
+           "wall_s": 1.0}
+    for _ in range(rounds):
+        arms = {"0": [_runs(rng, 1.0, 2), _runs(rng, 1.0, 2)], "4": [_runs(rng, 1.3, 2), _runs(rng, 1.3, 2)]}
+        base = {a: _runs(rng, 1.0, 4) for a in arms} if passes else _runs(rng, 1.0, 4)
+        out["rounds"].append({"A": base, "arms": arms})
+    return out
+
+
+def test_analysis_flags_the_slow_arm_and_not_the_same_case_in_either_layout():
+    cfg = gate.GateConfig(metric="p10_s", threshold=0.03, n_resamples=200)
+    for passes in (True, False):
+        res = gq.analyze(_data(passes), cfg, k_base=4, k=2)
+        assert res["arms"]["0"]["gate"] == 0 and res["arms"]["4"]["gate"] == 4
+        assert abs(res["arms"]["4"]["measured_slowdown"] - 0.3) < 0.02
+        assert res["config"]["base_repeats"] == 4 and res["config"]["repeats"] == 2
+
+
+def test_settings_include_the_recipe_and_what_was_measured():
+    names = list(gq.settings(8, 4))
+    assert any("baseline --repeats 6, candidate --repeats 3" in n for n in names)
+    assert any("baseline --repeats 8, candidate --repeats 4" in n for n in names)
+    assert not any("--repeats 6" in n for n in gq.settings(4, 2))  # not measured: not judged
