@@ -116,3 +116,15 @@ def test_one_repeat_runs_each_case_once_in_suite_order(tmp_path):
     runner.run_cases(cases, writer, runner.RunContext(run_id="r3", platform="cpu", git_sha="x"), pool)
     assert pool.log == [c.case_id for c in cases]
     assert [after for after, _, _ in writer.rows] == [1, 2, 3, 4]  # each row as soon as its case ends
+
+
+def test_rows_come_back_in_suite_order_though_written_as_they_end(tmp_path):
+    cases = _cases(tmp_path)
+    pool = FakePool()
+    writer = ListWriter(pool.log)
+    rows = runner.run_cases(cases, writer, runner.RunContext(run_id="r1", platform="cpu", git_sha="x"), pool)
+    assert [r["case_id"] for r in rows] == [c.case_id for c in cases]
+    written = [row["case_id"] for _, row, _ in writer.rows]
+    last_run = {c: i for i, c in enumerate(pool.log)}
+    assert written == sorted(last_run, key=last_run.get)  # each written when its last run ended
+    assert written != [c.case_id for c in cases]  # and this run's last pass was not in suite order

@@ -399,7 +399,8 @@ def run_cases(cases: Iterable[Case], writer: results.RowWriter, ctx: RunContext,
         key = (case.backend, case.devices, worker_variant(case.backend, case.workload, case.params))
         groups.setdefault(key, []).append(case)
     rng = random.Random(ctx.run_id)  # the order is reproducible from the run id
-    rows = []
+    rows: list[tuple[int, dict[str, Any]]] = []  # (the case's place in the suite, its row)
+    position = {id(c): i for i, c in enumerate(cases)}
 
     def step(state: CaseRun) -> None:
         if not state.done:
@@ -408,7 +409,7 @@ def run_cases(cases: Iterable[Case], writer: results.RowWriter, ctx: RunContext,
         if state.done:
             row, samples = finish_case(state, ctx)
             writer.write(row, samples)
-            rows.append(row)
+            rows.append((position[id(state.case)], row))
             on_row(state.case, row)
 
     for group in groups.values():
@@ -421,4 +422,4 @@ def run_cases(cases: Iterable[Case], writer: results.RowWriter, ctx: RunContext,
             rng.shuffle(pending)
             for state in pending:
                 step(state)
-    return rows
+    return [row for _, row in sorted(rows, key=lambda pr: pr[0])]  # the CSV has them as they ended
