@@ -27,7 +27,7 @@ A/A arms (X is the same case as A) give the false-alarm rate; the others the det
 
     python benchmarks/gate_quality.py                    # ~40 min on 2 shared cores (35 measuring)
     python benchmarks/gate_quality.py --rounds 20 --power-rounds 5    # quick look
-    python benchmarks/gate_quality.py --analyze results/gate_quality/<time>.json
+    python benchmarks/gate_quality.py --analyze results/gate_quality/<time>.json [more.json: pooled]
 
 Writes results/gate_quality/<time>.json (every sample) and .md, and prints the markdown tables.
 """
@@ -135,6 +135,19 @@ def collect(rounds: int, power_rounds: int, repeats: int, base_repeats: int, war
     return data
 
 
+def combine(datas: list[dict]) -> dict:
+    """Several saved measurements as one: their rounds pooled (same iterations, repeats and layout)."""
+    keys = ("iters", "warmup", "repeats", "base_repeats", "order")
+    for d in datas[1:]:
+        differ = [k for k in keys if d.get(k) != datas[0].get(k)]
+        if differ:
+            raise ValueError(f"cannot pool measurements that differ in {', '.join(differ)}")
+    out = {k: datas[0].get(k) for k in keys}
+    out.update(rounds=[r for d in datas for r in d["rounds"]], loadavg=[x for d in datas for x in d["loadavg"]],
+               wall_s=sum(d["wall_s"] for d in datas))
+    return out
+
+
 def pooled(runs: list[list[float]], k: int) -> np.ndarray:
     """The first k runs of a side, pooled as `measure.repeats: k` pools them into one row."""
     return np.concatenate([np.asarray(r, dtype=float) for r in runs[:k]])
@@ -234,12 +247,16 @@ def main() -> int:
     ap.add_argument("--iters", type=int, default=60, help="timed iterations per run")
     ap.add_argument("--max-minutes", type=float, default=45.0, help="stop starting rounds after this long")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--analyze", type=Path, default=None, help="re-print the figures of a saved JSON")
+    ap.add_argument("--analyze", type=Path, nargs="+", default=None,
+                    help="re-print the figures of saved JSONs (several: their rounds pooled)")
     ap.add_argument("--out", type=Path, default=ROOT / "results" / "gate_quality")
     args = ap.parse_args()
     stem = args.out / time.strftime("%Y%m%d-%H%M%S")
     if args.analyze:
-        data = json.loads(args.analyze.read_text())["data"]
+        try:
+            data = combine([json.loads(p.read_text())["data"] for p in args.analyze])
+        except ValueError as e:
+            ap.error(str(e))
     else:
         if args.base_repeats < args.repeats:
             ap.error("--base-repeats must be >= --repeats")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 
 import numpy as np
+import pytest
 
 from conftest import ROOT
 from xlabench import gate
@@ -43,3 +44,12 @@ def test_settings_include_the_recipe_and_what_was_measured():
     assert any("baseline --repeats 6, candidate --repeats 3" in n for n in names)
     assert any("baseline --repeats 8, candidate --repeats 4" in n for n in names)
     assert not any("--repeats 6" in n for n in gq.settings(4, 2))  # not measured: not judged
+
+
+def test_combine_pools_rounds_and_refuses_different_layouts():
+    a, b = _data(True, rounds=2), _data(True, rounds=3)
+    both = gq.combine([a, b])
+    assert len(both["rounds"]) == 5 and len(both["loadavg"]) == 5 and both["wall_s"] == 2.0
+    b["repeats"] = 3
+    with pytest.raises(ValueError, match="differ in repeats"):
+        gq.combine([a, b])
