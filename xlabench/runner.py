@@ -291,6 +291,7 @@ class CaseRun:
     row: dict[str, Any]
     replies: list[dict[str, Any]] = field(default_factory=list)
     final: Optional[dict[str, Any]] = None  # the worker's last reply when the case ended early (failed)
+    env: dict[str, Any] = field(default_factory=dict)  # the worker's environment (device kind, CPU peaks)
     done: bool = False
 
     @property
@@ -345,7 +346,7 @@ def run_repeat(state: CaseRun, pool: WorkerPool, ctx: RunContext) -> None:
         state.final = reply
         state.done = True
     else:
-        reply["worker_env"] = worker.env
+        state.env = state.env or worker.env
         state.replies.append(reply)
         state.done = len(state.replies) >= n
 
@@ -362,21 +363,12 @@ def finish_case(state: CaseRun, ctx: RunContext) -> tuple[dict[str, Any], list[f
     fields = reply.get("fields", {})
     row.update(fields)
     if reply["status"] == "ok":
-        env = state.replies[0]["worker_env"]
-        env = {**env, **ctx.cpu_peaks} if env.get("platform") == "cpu" else env
+        env = {**state.env, **ctx.cpu_peaks} if state.env.get("platform") == "cpu" else state.env
         row.update(derive(fields, env, state.case.devices, ctx.peak_override or state.case.peak_tflops))
         if fields.get("correct") is False:
             row["notes"] = "; ".join(filter(None, [row.get("notes"), "WRONG RESULT: error above tolerance"]))
     row["timestamp"] = _now()
     return row, reply.get("samples", [])
-
-
-def run_case(case: Case, pool: WorkerPool, ctx: RunContext) -> tuple[dict[str, Any], list[float]]:
-    """Measure one case, its repeats back to back; never raises for the case's own failures."""
-    state = start_case(case, pool, ctx)
-    while not state.done:
-        run_repeat(state, pool, ctx)
-    return finish_case(state, ctx)
 
 
 def run_cases(cases: Iterable[Case], writer: results.RowWriter, ctx: RunContext, pool: WorkerPool,
@@ -391,11 +383,11 @@ def run_cases(cases: Iterable[Case], writer: results.RowWriter, ctx: RunContext,
     Cases are grouped by backend and worker so an accelerator's worker is started once per group.
     """
     cases = list(cases)
-    order: dict[tuple, int] = {}
+    order: dict[str, int] = {}
     for case in cases:
-        order.setdefault((case.backend,), len(order))
+        order.setdefault(case.backend, len(order))
     groups: dict[tuple, list[Case]] = {}
-    for case in sorted(cases, key=lambda c: order[(c.backend,)]):
+    for case in sorted(cases, key=lambda c: order[c.backend]):
         key = (case.backend, case.devices, worker_variant(case.backend, case.workload, case.params))
         groups.setdefault(key, []).append(case)
     rng = random.Random(ctx.run_id)  # the order is reproducible from the run id
