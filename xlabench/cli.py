@@ -418,3 +418,6 @@ else:
 
     main.add_command(cli_gate.compare)
     main.add_command(cli_gate.gate)
+    from xlabench import cli_compile
+
+    main.add_command(cli_compile.compile_cmd)

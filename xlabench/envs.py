@@ -63,7 +63,17 @@ def tpu_chips_present() -> bool:
     return False
 
 
+def accelerator_present() -> bool:
+    """A TPU on the PCI bus or a GPU driver's device node: JAX has something besides the CPU to find."""
+    return tpu_chips_present() or any(os.path.exists(p) for p in ("/dev/nvidiactl", "/dev/kfd"))
+
+
 TORCH_XLA_SPMD_VAR = "XLABENCH_TORCH_XLA_SPMD"
+COMPILE_VARIANT = "compile"  # a JAX worker that compiles for a TPU topology (xlabench compile)
+# libtpu's compile-only client, quiet and without its one-process lock (no chip is opened; the
+# accelerator type only silences its host-bounds warning: the topology is always named explicitly).
+COMPILE_ENV = {"JAX_PLATFORMS": "cpu", "TPU_SKIP_MDS_QUERY": "1", "TPU_WORKER_HOSTNAMES": "localhost",
+               "TPU_ACCELERATOR_TYPE": "v4-8", "ALLOW_MULTIPLE_LIBTPU_LOAD": "1"}
 
 
 def worker_variant(backend: str, workload: str, params: dict[str, Any]) -> str:
@@ -85,6 +95,10 @@ def worker_environ(backend: str, devices: int, env: dict[str, str], variant: str
     flags = [f for f in env.get("XLA_FLAGS", "").split() if "xla_force_host_platform_device_count" not in f]
     flags.append(f"--xla_force_host_platform_device_count={devices}")  # JAX on CPU; no-op elsewhere
     env["XLA_FLAGS"] = " ".join(flags)
+    if backend == "jax" and variant == COMPILE_VARIANT:
+        env.update(COMPILE_ENV)
+    elif backend == "jax" and "JAX_PLATFORMS" not in env and not accelerator_present():
+        env["JAX_PLATFORMS"] = "cpu"  # an installed libtpu would otherwise try (and log) a TPU init first
     if backend == "torch_xla":
         env["CPU_NUM_DEVICES"] = str(devices)  # torch_xla's virtual CPU devices (XLA_FLAGS has no effect)
         if "PJRT_DEVICE" not in env and not tpu_chips_present():

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -82,3 +83,75 @@ def device_peak(platform: str, device_kind: str, measured_cpu_tflops: float | No
                           f"measured on this host: float32 matmul (FLOP/s) and streaming copy (GB/s), "
                           f"host total / {n} virtual device(s)")
     return DevicePeak(None, None, f"unknown device kind {device_kind!r}: pass --peak-tflops for MFU")
+
+
+# ------------------------------------------------------------------------------ compile targets
+
+_MAXTEXT = "maxtext utils/accelerator_to_spec_map.py"
+_GIB = 1 << 30
+
+
+@dataclass(frozen=True)
+class Target:
+    """A slice to AOT-compile for (``xlabench compile --target``), by the name users rent it under.
+
+    ``topology`` and ``options`` are what ``jax.experimental.topologies.get_topology_desc`` takes;
+    ``hbm_gib_per_chip`` is the datasheet HBM (the usable limit per device is probed from libtpu's own
+    compile error and reported per row). GPU targets lower only: XLA cannot compile for CUDA without
+    a GPU, so their rows check tracing and the Pallas Triton lowering, not memory.
+    """
+
+    name: str
+    platform: str  # tpu | gpu
+    topology: str
+    chips: int
+    devices_per_chip: int
+    hbm_gib_per_chip: float
+    source: str
+    options: tuple[tuple[str, Any], ...] = ()
+
+    @property
+    def devices(self) -> int:
+        return self.chips * self.devices_per_chip
+
+
+def _tpu(name: str, topology: str, chips: int, per_chip: int, hbm: float, doc: str, **options: Any) -> Target:
+    return Target(name, "tpu", topology, chips, per_chip, hbm, f"{_TPU_DOC} {doc}; topology name as {_MAXTEXT}",
+                  tuple(sorted(options.items())))
+
+
+_ONE_HOST = {"chips_per_host_bounds": (1, 1, 1)}
+TARGETS: tuple[Target, ...] = (
+    _tpu("v4-8", "v4:2x2x1", 4, 1, 32, "TPU v4 (32 GiB HBM per chip, megacore)", chip_config_name="megacore"),
+    _tpu("v4-16", "v4:2x2x2", 8, 1, 32, "TPU v4 (32 GiB HBM per chip, megacore)", chip_config_name="megacore"),
+    _tpu("v4-32", "v4:2x2x4", 16, 1, 32, "TPU v4 (32 GiB HBM per chip, megacore)", chip_config_name="megacore"),
+    _tpu("v5p-8", "v5:2x2x1", 4, 1, 95, "TPU v5p (95 GiB HBM per chip, megacore)"),
+    _tpu("v5p-16", "v5:2x2x2", 8, 1, 95, "TPU v5p (95 GiB HBM per chip, megacore)"),
+    _tpu("v5e-1", "v5e:1x1", 1, 1, 16, "TPU v5e (16 GiB HBM per chip)", **_ONE_HOST),
+    _tpu("v5e-4", "v5e:2x2", 4, 1, 16, "TPU v5e (16 GiB HBM per chip)"),
+    _tpu("v5e-8", "v5e:2x4", 8, 1, 16, "TPU v5e (16 GiB HBM per chip)"),
+    _tpu("v5e-16", "v5e:4x4", 16, 1, 16, "TPU v5e (16 GiB HBM per chip)"),
+    _tpu("v5e-32", "v5e:4x8", 32, 1, 16, "TPU v5e (16 GiB HBM per chip)"),
+    _tpu("v5e-64", "v5e:8x8", 64, 1, 16, "TPU v5e (16 GiB HBM per chip)"),
+    _tpu("v5e-256", "v5e:16x16", 256, 1, 16, "TPU v5e (16 GiB HBM per chip)"),
+    _tpu("v6e-1", "v6e:1x1", 1, 1, 32, "TPU v6e (32 GiB HBM per chip)", **_ONE_HOST),
+    _tpu("v6e-4", "v6e:2x2", 4, 1, 32, "TPU v6e (32 GiB HBM per chip)"),
+    _tpu("v6e-8", "v6e:2x4", 8, 1, 32, "TPU v6e (32 GiB HBM per chip)"),
+    _tpu("v6e-16", "v6e:4x4", 16, 1, 32, "TPU v6e (32 GiB HBM per chip)"),
+    _tpu("v6e-256", "v6e:16x16", 256, 1, 32, "TPU v6e (32 GiB HBM per chip)"),
+    _tpu("tpu7x-8", "tpu7x:2x2x1", 4, 2, 192, "TPU7x (Ironwood) (192 GiB HBM per chip, 2 devices per chip)"),
+    _tpu("tpu7x-16", "tpu7x:2x2x2", 8, 2, 192, "TPU7x (Ironwood) (192 GiB HBM per chip, 2 devices per chip)"),
+    Target("h100", "gpu", "cuda", 1, 1, 80, "NVIDIA H100 datasheet (SXM, 80 GB); lowering only"),
+    Target("h200", "gpu", "cuda", 1, 1, 141, "NVIDIA H200 datasheet (141 GB); lowering only"),
+)
+
+
+class UnknownTarget(ValueError):
+    """A --target name not in TARGETS (the message lists the valid ones)."""
+
+
+def find_target(name: str) -> Target:
+    for t in TARGETS:
+        if t.name == name.strip().lower():
+            return t
+    raise UnknownTarget(f"unknown target {name!r}; expected one of {', '.join(t.name for t in TARGETS)}")

@@ -95,7 +95,7 @@ ENV_COLUMNS = _c("env", [
 ])
 
 MEASURE_COLUMNS = _c("measure", [
-    ("status", "", "ok | failed | skipped"),
+    ("status", "", "run: ok | failed | skipped; compile: compiled | oom | lowered | failed | skipped"),
     ("error", "", "why the case failed or was skipped"),
     ("lower_s", "s", "time to trace and lower"),
     ("compile_s", "s", "time to compile the lowered program"),
@@ -136,11 +136,31 @@ METRIC_COLUMNS = _c("metric", [
     ("notes", "", "free-text remarks (e.g. the source of peak memory, a recompilation)"),
 ])
 
-COLUMNS: list[Column] = ID_COLUMNS + CASE_COLUMNS + ENV_COLUMNS + MEASURE_COLUMNS + METRIC_COLUMNS
+# `xlabench compile` rows (AOT compilation for a TPU topology on any host): per-device figures from
+# XLA's memory_analysis and cost_analysis of the compiled program, next to the analytic FLOPs.
+COMPILE_COLUMNS = _c("compile", [
+    ("target", "", "compile: slice compiled for (xlabench/hardware.py TARGETS, e.g. v4-8)"),
+    ("topology", "", "compile: libtpu topology it stands for (e.g. v4:2x2x1 megacore; x2 slices)"),
+    ("mem_args_bytes", "B", "compile: per-device argument bytes (memory_analysis)"),
+    ("mem_out_bytes", "B", "compile: per-device output bytes"),
+    ("mem_temp_bytes", "B", "compile: per-device temporaries (activations, workspace)"),
+    ("mem_alias_bytes", "B", "compile: per-device bytes of outputs aliased to donated arguments"),
+    ("hbm_capacity_bytes", "B", "compile: usable HBM per device (libtpu's limit, probed by an over-size compile)"),
+    ("hbm_fraction", "", "compile: peak_memory_bytes / hbm_capacity_bytes (> 1: does not fit)"),
+    ("xla_flops", "FLOP", "compile: XLA cost_analysis flops per device (Pallas kernels: the kernel's own estimate)"),
+    ("xla_bytes_accessed", "B", "compile: XLA cost_analysis bytes accessed per device"),
+    ("flops_ratio", "", "compile: xla_flops / (flops / devices): > 1 counts recompute (remat) or masked work"),
+])
+
+COLUMNS: list[Column] = (ID_COLUMNS + CASE_COLUMNS + ENV_COLUMNS + MEASURE_COLUMNS + METRIC_COLUMNS
+                         + COMPILE_COLUMNS)
 COLUMN_NAMES: list[str] = [c.name for c in COLUMNS]
 CASE_COLUMN_NAMES: list[str] = [c.name for c in CASE_COLUMNS]
 SAMPLE_COLUMNS = ["run_id", "case_id", "iteration", "seconds"]
-STATUSES = ("ok", "failed", "skipped")
+STATUSES = ("ok", "failed", "skipped")  # a run's rows
+# a compile's rows: compiled (fits), oom (compiles only past the device's HBM), lowered (GPU targets:
+# lowering only), failed, skipped
+COMPILE_STATUSES = ("compiled", "oom", "lowered", "failed", "skipped")
 
 # Columns that do not identify a case: excluded from the case hash.
 _NOT_IDENTIFYING = {"devices"}
@@ -186,8 +206,9 @@ class RowWriter:
         self.files = files
         files.csv.parent.mkdir(parents=True, exist_ok=True)
         new = not files.csv.exists() or files.csv.stat().st_size == 0
-        if not new:
-            check_header(files.csv)
+        if not new and check_header(files.csv) != COLUMN_NAMES:
+            raise ResultsFileError(f"{files.csv}: its columns differ from this xlabench's schema (written by "
+                                   "another version): start a new run instead of appending to it")
         self._csv = open(files.csv, "a", newline="", encoding="utf-8")
         self._rows = csv.DictWriter(self._csv, fieldnames=COLUMN_NAMES, extrasaction="raise")
         if new:

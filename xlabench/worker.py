@@ -66,6 +66,32 @@ def _run(backend: Any, msg: dict[str, Any]) -> dict[str, Any]:
         return {"status": "failed", "error": text[:2000]}
 
 
+def _compile(backend: Any, msg: dict[str, Any]) -> dict[str, Any]:
+    """``xlabench compile``: one case compiled for the message's target; status compiled / oom / lowered."""
+    case = msg["case"]
+    if not hasattr(backend, "compiler_for"):
+        return {"status": "skipped", "error": f"the {case['backend']} backend cannot compile for a target "
+                                              "without its devices (see docs/compile.md)"}
+    try:
+        _inject_fault(case)
+        from xlabench.backends.jax.aot import TargetSpec
+
+        return backend.compiler_for(case["workload"])(case["params"], case["impl"], TargetSpec.from_message(msg["target"]))
+    except CaseSkipped as e:
+        return {"status": "skipped", "error": str(e)}
+    except Exception as e:  # one case's failure is a failed row; the worker lives on
+        traceback.print_exc(file=sys.stderr)
+        return {"status": "failed", "error": f"{type(e).__name__}: {e}".strip()[:2000]}
+
+
+def _target_env(msg: dict[str, Any]) -> dict[str, Any]:
+    """The target's devices as the row's environment (and the check that this host can compile for it)."""
+    from xlabench.backends.jax.aot import TargetSpec
+    from xlabench.backends.jax.compile_case import target_env
+
+    return target_env(TargetSpec.from_message(msg["target"]))
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m xlabench.worker")
     ap.add_argument("--backend", required=True)
@@ -94,6 +120,16 @@ def main(argv: list[str] | None = None) -> int:
             except Exception as e:
                 traceback.print_exc()
                 reply({"fatal": f"probe failed: {type(e).__name__}: {e}"})
+        elif op == "target":
+            try:
+                reply({"env": _target_env(msg)})
+            except Exception as e:
+                traceback.print_exc()
+                reply({"fatal": f"{type(e).__name__}: {e}".strip()[:1000]})
+        elif op == "compile":
+            print(f"--- compile {msg['case']['case_id']} {msg['case']['impl']} {msg['case']['params']}",
+                  file=sys.stderr, flush=True)
+            reply(_compile(backend, msg))
         elif op == "run":
             print(f"--- case {msg['case']['case_id']} {msg['case']['impl']} {msg['case']['params']}",
                   file=sys.stderr, flush=True)

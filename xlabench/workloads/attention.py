@@ -88,16 +88,18 @@ def make_inputs(p: AttentionParams, seed: int = 0) -> dict[str, np.ndarray]:
     numpy, not a framework RNG, so JAX and torch_xla see bit-identical inputs.
     """
     rng = np.random.default_rng(seed)
+    return {name: rng.standard_normal(shape, dtype=np.float32) for name, shape in input_shapes(p).items()}
+
+
+def input_shapes(p: AttentionParams) -> dict[str, tuple[int, ...]]:
+    """[B, S, H, D] shape of each input, in the order make_inputs draws them (compile-only runs need
+    the shapes without the data)."""
     shape_q = (p.batch, p.seq_len, p.num_heads, p.head_dim)
     shape_kv = (p.batch, p.kv_len, p.kv_heads, p.head_dim)
-    out = {
-        "q": rng.standard_normal(shape_q, dtype=np.float32),
-        "k": rng.standard_normal(shape_kv, dtype=np.float32),
-        "v": rng.standard_normal(shape_kv, dtype=np.float32),
-    }
+    shapes = {"q": shape_q, "k": shape_kv, "v": shape_kv}
     if p.mode == "fwd_bwd":
-        out["do"] = rng.standard_normal(shape_q, dtype=np.float32)
-    return out
+        shapes["do"] = shape_q
+    return shapes
 
 
 @dataclass(frozen=True)

@@ -93,6 +93,7 @@ class PagedConfig:
     megacore_mode: Optional[str]
     interpret: bool  # run the Pallas kernel in the CPU interpreter
     platform: str
+    device_kind: Optional[str] = None  # compile-only runs: the target's chip, for the kernels' tuned tables
 
 
 class PagedParams(BaseModel):
@@ -229,13 +230,22 @@ def make_inputs(p: PagedParams, seed: int = INPUTS_SEED) -> dict[str, np.ndarray
     for i, n in enumerate(-(-lengths // p.page_size)):
         table[i, :n] = free[used:used + n]
         used += n
-    shape = (p.kv_heads, p.cache_pages, p.page_size, p.head_dim)
+    shape = input_shapes(p)["k_pages"][0]
     k_pages, v_pages = np.zeros(shape, np.float32), np.zeros(shape, np.float32)
     in_use = np.sort(free[:used])
     for pages in (k_pages, v_pages):
         pages[:, in_use] = rng.standard_normal((p.kv_heads, used, p.page_size, p.head_dim), dtype=np.float32)
     q = rng.standard_normal((p.batch, p.q_tokens, p.num_heads, p.head_dim), dtype=np.float32)
     return {"lengths": lengths, "page_table": table, "k_pages": k_pages, "v_pages": v_pages, "q": q}
+
+
+def input_shapes(p: PagedParams) -> dict[str, tuple[tuple[int, ...], str]]:
+    """(shape, dtype) of each input of make_inputs, in the kernels' argument order (q, K pages, V pages,
+    lengths, page table): compile-only runs need the shapes without the data. Floats take ``p.dtype``."""
+    pages = (p.kv_heads, p.cache_pages, p.page_size, p.head_dim)
+    return {"q": ((p.batch, p.q_tokens, p.num_heads, p.head_dim), p.dtype), "k_pages": (pages, p.dtype),
+            "v_pages": (pages, p.dtype), "lengths": ((p.batch,), "int32"),
+            "page_table": ((p.batch, p.pages_per_sequence), "int32")}
 
 
 def round_to_bfloat16(x: np.ndarray) -> np.ndarray:

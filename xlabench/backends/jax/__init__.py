@@ -13,4 +13,9 @@ runner_for = runner_table(__name__, {"attention": "attention_case:run_attention_
                                      "train": "train_case:run_train_case"})
 
 
-__all__ = ["probe", "runner_for"]
+# `xlabench compile`: the same workloads compiled for a target (TPU topology, CUDA lowering), not run.
+compiler_for = runner_table(__name__, {"attention": "compile_case:compile_attention_case",
+                                       "paged_attention": "compile_case:compile_paged_case",
+                                       "train": "compile_case:compile_train_case"})
+
+__all__ = ["compiler_for", "probe", "runner_for"]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import jax
 import jax.numpy as jnp
@@ -14,12 +14,33 @@ from xlabench.workloads.attention import AttentionParams, make_inputs
 from xlabench.worker_api import CaseSkipped
 
 
+def skip_reason(p: AttentionParams, im: impls.JaxAttentionImpl, cfg: impls.AttnConfig, platform: str) -> str | None:
+    return im.unsupported(p.batch, p.seq_len, p.kv_len, p.num_heads, p.kv_heads, p.dtype, cfg, platform)
+
+
+def step_fn(p: AttentionParams, im: impls.JaxAttentionImpl, cfg: impls.AttnConfig) -> Callable:
+    """What one iteration computes, on inputs in the impl's layout: (q, k, v) -> out, or for fwd_bwd
+    (q, k, v, do) -> (out, dq, dk, dv). The run and the compile-only path share it."""
+
+    def fwd(q, k, v):
+        return im.fn(q, k, v, cfg)
+
+    if p.mode == "fwd":
+        return fwd
+
+    def fwd_bwd(q, k, v, do):
+        out, vjp = jax.vjp(fwd, q, k, v)
+        return (out,) + vjp(do)
+
+    return fwd_bwd
+
+
 def run_attention_case(params: dict[str, Any], impl: str, plan: TimingPlan, interpret: bool,
                        platform: str) -> dict[str, Any]:
     p = AttentionParams(**params)
     im = impls.get(impl)
     cfg = p.attn_config(interpret)
-    reason = im.unsupported(p.batch, p.seq_len, p.kv_len, p.num_heads, p.kv_heads, p.dtype, cfg, platform)
+    reason = skip_reason(p, im, cfg, platform)
     if reason:
         raise CaseSkipped(reason)
 
@@ -27,22 +48,8 @@ def run_attention_case(params: dict[str, Any], impl: str, plan: TimingPlan, inte
     dtype = jnp.dtype(p.dtype)
     host = make_inputs(p)
     # The impl's native layout, prepared outside the timed region.
-    q, k, v = (jax.device_put(impls.to_layout(jnp.asarray(host[n], dtype), im.layout), device)
-               for n in ("q", "k", "v"))
-
-    def fwd(q, k, v):
-        return im.fn(q, k, v, cfg)
-
-    if p.mode == "fwd":
-        fn, args = fwd, (q, k, v)
-    else:
-        do = jax.device_put(impls.to_layout(jnp.asarray(host["do"], dtype), im.layout), device)
-
-        def fn(q, k, v, do):
-            out, vjp = jax.vjp(fwd, q, k, v)
-            return (out,) + vjp(do)
-
-        args = (q, k, v, do)
+    args = tuple(jax.device_put(impls.to_layout(jnp.asarray(x, dtype), im.layout), device) for x in host.values())
+    fn = step_fn(p, im, cfg)
 
     with impls.tpu_interpret(cfg):  # interpret mode is fixed at trace time: trace inside it
         compiled, lower_s, compile_s = compile_timed(fn, args)
@@ -51,7 +58,7 @@ def run_attention_case(params: dict[str, Any], impl: str, plan: TimingPlan, inte
 
     outs = out if isinstance(out, tuple) else (out,)
     outs = [impls.to_layout(o, im.layout) for o in outs]  # back to [B, S, H, D]
-    del args, q, k, v, out
+    del args, out
     refs = impls.reference_outputs(
         jnp.asarray(host["q"]), jnp.asarray(host["k"]), jnp.asarray(host["v"]),
         jnp.asarray(host["do"]) if p.mode == "fwd_bwd" else None, p.causal, cfg.sm_scale)

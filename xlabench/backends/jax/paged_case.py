@@ -15,6 +15,12 @@ from xlabench.workloads.paged import PagedParams, cached_inputs, cached_referenc
 from xlabench.worker_api import CaseSkipped
 
 
+def config(p: PagedParams, interpret: bool, platform: str) -> impls.PagedConfig:
+    """How the impls run this case (the run and the compile-only path share it)."""
+    return impls.PagedConfig(sm_scale=default_scale(p.head_dim), pages_per_compute_block=p.pages_per_compute_block,
+                             megacore_mode=p.megacore_mode, interpret=interpret, platform=platform)
+
+
 def run_paged_case(params: dict[str, Any], impl: str, plan: TimingPlan, interpret: bool,
                    platform: str) -> dict[str, Any]:
     p = PagedParams(**params)
@@ -23,8 +29,7 @@ def run_paged_case(params: dict[str, Any], impl: str, plan: TimingPlan, interpre
     reason = im.unsupported(p, platform, device.device_kind)
     if reason:
         raise CaseSkipped(reason)
-    cfg = impls.PagedConfig(sm_scale=default_scale(p.head_dim), pages_per_compute_block=p.pages_per_compute_block,
-                            megacore_mode=p.megacore_mode, interpret=interpret, platform=platform)
+    cfg = config(p, interpret, platform)
 
     host = cached_inputs(p)
     dtype = jnp.dtype(p.dtype)

@@ -7,8 +7,10 @@ lengths i32[B]; page table i32[B, pages_per_sequence]), rearranges them into its
 
 from __future__ import annotations
 
+import contextlib
+import types
 from dataclasses import dataclass
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Iterator, Optional
 
 import jax
 import jax.numpy as jnp
@@ -120,8 +122,24 @@ def _ragged_prepare(q, k_pages, v_pages, lengths, table, cfg: PagedConfig) -> tu
     cu_q_lens = jnp.arange(b + 1, dtype=jnp.int32) * nq
     num_seqs = jnp.array([b], jnp.int32)
     args = (q.reshape(b * nq, hq, d), kv, lengths, table, cu_q_lens, num_seqs)
-    rpa.dynamic_validate_inputs(*args, sm_scale=cfg.sm_scale, **_ragged_blocks(args, cfg))
+    if not isinstance(lengths, jax.core.Tracer):  # compile-only runs trace this without data
+        rpa.dynamic_validate_inputs(*args, sm_scale=cfg.sm_scale, **_ragged_blocks(args, cfg))
     return args
+
+
+@contextlib.contextmanager
+def _tuned_for(device_kind: Optional[str]) -> Iterator[None]:
+    """The kernel's tuned-block table keys on ``jax.devices()[0].device_kind``: a compile-only run (whose
+    jax.devices() is this host's CPU) looks it up for the target's chip instead, for the lookup only."""
+    if device_kind is None:
+        yield
+        return
+    real = jax.devices
+    jax.devices = lambda *args, **kwargs: [types.SimpleNamespace(device_kind=device_kind)]
+    try:
+        yield
+    finally:
+        jax.devices = real
 
 
 def _ragged_blocks(args: tuple, cfg: PagedConfig) -> dict[str, int]:
@@ -135,8 +153,9 @@ def _ragged_blocks(args: tuple, cfg: PagedConfig) -> dict[str, int]:
     bq = min(tokens, 32)
     if cfg.platform == "tpu":
         hq_blk, hkv2_blk = rpa_kernel.get_min_heads_per_blk(q.shape[1], kv.shape[2], q.dtype, kv.dtype)
-        _, bq = rpa.get_tuned_block_sizes(q.dtype, kv.dtype, hq_blk, hkv2_blk // 2, q.shape[2], kv.shape[1],
-                                          tokens, table.shape[1])
+        with _tuned_for(cfg.device_kind):
+            _, bq = rpa.get_tuned_block_sizes(q.dtype, kv.dtype, hq_blk, hkv2_blk // 2, q.shape[2], kv.shape[1],
+                                              tokens, table.shape[1])
     return {"num_kv_pages_per_block": cfg.pages_per_compute_block, "num_queries_per_block": bq}
 
 

@@ -1,0 +1,176 @@
+"""Compile for a device this host does not have: TPU topologies through libtpu's compile-only client,
+CUDA by lowering only. Memory and FLOPs come from XLA's analyses of the compiled program.
+
+A worker that compiles runs with ``JAX_PLATFORMS=cpu`` (xlabench/envs.py): the topology's devices are
+asked for explicitly, so nothing here ever executes on them.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+import jax
+import jax.numpy as jnp
+
+from xlabench.worker_api import CaseSkipped
+
+LIBTPU_HOWTO = ("compile-only TPU devices need libtpu: pip install -e '.[tpu-compile]' "
+                "(or `make tpu-compile-env`)")
+
+
+@dataclass(frozen=True)
+class TargetSpec:
+    """What the parent sends for ``xlabench compile --target`` (xlabench/hardware.py Target, plus slices)."""
+
+    name: str
+    platform: str  # tpu | gpu
+    topology: str
+    options: tuple[tuple[str, Any], ...]
+    slices: int = 1
+
+    @classmethod
+    def from_message(cls, msg: dict[str, Any]) -> "TargetSpec":
+        opts = tuple((k, tuple(v) if isinstance(v, list) else v) for k, v in msg.get("options", []))
+        return cls(msg["name"], msg["platform"], msg["topology"], opts, int(msg.get("slices", 1)))
+
+
+class CompileOom(Exception):
+    """The program compiles only past the device's HBM; carries libtpu's figures when it gives them."""
+
+    def __init__(self, message: str, used: int | None, capacity: int | None):
+        super().__init__(message)
+        self.used, self.capacity = used, capacity
+
+
+@functools.lru_cache(maxsize=8)
+def topology_devices(target: TargetSpec) -> tuple[Any, ...]:
+    """The compile-only devices of a TPU topology (one per TensorCore, or per chip with megacore)."""
+    from jax.experimental import topologies
+
+    kwargs = dict(target.options)
+    if target.slices > 1:
+        kwargs["num_slices"] = target.slices
+    try:
+        topo = topologies.get_topology_desc(platform="tpu", topology_name=target.topology, **kwargs)
+    except Exception as e:
+        text = f"{type(e).__name__}: {e}"
+        if "libtpu" in text.lower() or "Unknown backend" in text or "tpu" in text.lower() and "not found" in text:
+            raise RuntimeError(f"{LIBTPU_HOWTO} ({text.splitlines()[0][:300]})") from None
+        raise
+    return tuple(topo.devices)
+
+
+_SIZE = re.compile(r"([0-9.]+)\s*([KMGTP]?)i?B?\b")
+_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40, "P": 1 << 50}
+
+
+def _bytes(text: str) -> int | None:
+    """XLA's human-readable sizes ('15.75G', binary units) as bytes."""
+    m = _SIZE.fullmatch(text.strip())
+    return int(float(m.group(1)) * _UNITS[m.group(2)]) if m else None
+
+
+def parse_oom(message: str) -> CompileOom | None:
+    """libtpu's out-of-HBM compile error as CompileOom (with used / capacity bytes), or None if the error
+    is something else. Two forms seen: 'Used 20.52G of 15.75G hbm' and 'the total memory required for
+    ... (1.00T) exceeds available HBM (15.75G)'."""
+    if "RESOURCE_EXHAUSTED" not in message and "exceeds available HBM" not in message:
+        return None
+    first = next((ln.strip() for ln in message.splitlines() if "RESOURCE_EXHAUSTED" in ln or "HBM" in ln),
+                 message.strip().splitlines()[0])
+    used = capacity = None
+    if m := re.search(r"Used ([0-9.]+[KMGTP]?) of ([0-9.]+[KMGTP]?) hbm", message):
+        used, capacity = _bytes(m.group(1)), _bytes(m.group(2))
+    elif m := re.search(r"\(([0-9.]+[KMGTP]?)\) exceeds available HBM \(([0-9.]+[KMGTP]?)\)", message):
+        used, capacity = _bytes(m.group(1)), _bytes(m.group(2))
+    return CompileOom(first[:600], used, capacity)
+
+
+@functools.lru_cache(maxsize=8)
+def hbm_capacity(device: Any) -> tuple[int | None, str]:
+    """Usable HBM bytes of one compile-only device and where the figure comes from. The devices do not
+    report it, so an over-size program is compiled once per topology and libtpu's error names the limit."""
+    sharding = jax.sharding.SingleDeviceSharding(device)
+    try:
+        jax.jit(lambda: jnp.zeros((1 << 40,), jnp.int8), out_shardings=sharding).trace().lower().compile()
+    except Exception as e:
+        oom = parse_oom(str(e))
+        if oom is not None and oom.capacity:
+            return oom.capacity, "libtpu's HBM limit, probed by compiling a 1 TiB buffer"
+    return None, "libtpu did not report its HBM limit"
+
+
+def _cost(compiled: Any) -> dict[str, float]:
+    ca = compiled.cost_analysis()
+    if isinstance(ca, (list, tuple)):  # older jax: one dict per program
+        ca = ca[0] if ca else {}
+    return dict(ca or {})
+
+
+def compile_analyzed(fn: Callable, args: Sequence[Any], device: Any, analytic_flops_per_device: float | None,
+                     **jit_kwargs: Any) -> dict[str, Any]:
+    """Lower and compile ``fn`` for the devices its shardings name; the row fields of a compiled case.
+
+    Raises CompileOom when libtpu refuses the program for want of HBM (the parent makes that an ``oom``
+    row, not a failure)."""
+    t0 = time.perf_counter()
+    with jax.default_device(device):  # Mosaic's lowering asks the default device which chip it targets
+        lowered = jax.jit(fn, **jit_kwargs).trace(*args).lower()
+    t1 = time.perf_counter()
+    try:
+        compiled = lowered.compile()
+    except Exception as e:
+        oom = parse_oom(str(e))
+        if oom is not None:
+            oom.lower_s, oom.compile_s = t1 - t0, time.perf_counter() - t1  # type: ignore[attr-defined]
+            raise oom from None
+        raise
+    t2 = time.perf_counter()
+    ma = compiled.memory_analysis()
+    total = ma.argument_size_in_bytes + ma.output_size_in_bytes + ma.temp_size_in_bytes - ma.alias_size_in_bytes
+    cost = _cost(compiled)
+    fields: dict[str, Any] = {
+        "lower_s": t1 - t0, "compile_s": t2 - t1,
+        "mem_args_bytes": int(ma.argument_size_in_bytes), "mem_out_bytes": int(ma.output_size_in_bytes),
+        "mem_temp_bytes": int(ma.temp_size_in_bytes), "mem_alias_bytes": int(ma.alias_size_in_bytes),
+        "peak_memory_bytes": int(total),
+        "xla_flops": cost.get("flops"), "xla_bytes_accessed": cost.get("bytes accessed"),
+    }
+    if fields["xla_flops"] and analytic_flops_per_device:
+        fields["flops_ratio"] = fields["xla_flops"] / analytic_flops_per_device
+    capacity, source = hbm_capacity(device)
+    fields["hbm_capacity_bytes"] = capacity
+    if capacity:
+        fields["hbm_fraction"] = total / capacity
+    fields["notes"] = f"peak memory: XLA memory_analysis (arguments+outputs+temps-aliases); HBM: {source}"
+    return fields
+
+
+def oom_fields(oom: CompileOom, device: Any) -> dict[str, Any]:
+    """Row fields of an ``oom`` case: what libtpu said it needed against what the device has."""
+    capacity = oom.capacity or hbm_capacity(device)[0]
+    fields: dict[str, Any] = {"lower_s": getattr(oom, "lower_s", None), "compile_s": getattr(oom, "compile_s", None),
+                              "peak_memory_bytes": oom.used, "hbm_capacity_bytes": capacity,
+                              "notes": "peak memory: libtpu's out-of-HBM compile error"}
+    if oom.used and capacity:
+        fields["hbm_fraction"] = oom.used / capacity
+    return fields
+
+
+def lower_for_cuda(fn: Callable, args: Sequence[Any]) -> dict[str, Any]:
+    """GPU targets: trace and lower for CUDA on this host (XLA cannot compile for a GPU it does not
+    have), which checks shapes and the Pallas Triton lowering; no memory or cost figures."""
+    t0 = time.perf_counter()
+    try:
+        jax.jit(fn).trace(*args).lower(lowering_platforms=("cuda",))
+    except Exception as e:
+        text = str(e)
+        if "cuDNN" in text and "not detected" in text:
+            raise CaseSkipped(f"lowering for CUDA on a host without a GPU: {text.splitlines()[0][:300]}") from None
+        raise
+    return {"lower_s": time.perf_counter() - t0,
+            "notes": "lowered for CUDA only (no GPU here to compile for): shapes and kernel lowering checked"}

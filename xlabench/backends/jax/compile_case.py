@@ -1,0 +1,105 @@
+"""Compile one case for a target this host does not have (``xlabench compile``): the same step
+functions, shardings and real kernels as a run (never interpreted), on abstract inputs, for the
+compile-only devices of a TPU topology (or lowered for CUDA). Nothing executes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable, Sequence
+
+import jax
+import jax.numpy as jnp
+from jax.sharding import SingleDeviceSharding
+
+from xlabench.backends.jax import aot
+from xlabench.backends.jax import attention_impls
+from xlabench.backends.jax import paged_impls
+from xlabench.backends.jax.attention_case import skip_reason, step_fn
+from xlabench.backends.jax.paged_case import config as paged_config
+from xlabench.workloads import attention as attention_workload
+from xlabench.workloads import paged as paged_workload
+from xlabench.worker_api import CaseSkipped
+
+Reply = dict[str, Any]
+
+
+def target_env(target: aot.TargetSpec) -> dict[str, Any]:
+    """The row's environment columns: the target's devices, not this host's."""
+    if target.platform == "gpu":
+        return {"platform": "gpu", "device_kind": f"{target.name} (lowering only)", "device_count": 1}
+    devices = aot.topology_devices(target)
+    return {"platform": "tpu", "device_kind": devices[0].device_kind, "device_count": len(devices)}
+
+
+def _one_device(target: aot.TargetSpec, fn: Callable, args: Sequence[Any], flops: float) -> Reply:
+    """A single-device program (attention, paged decode) on the target's first device."""
+    if target.platform == "gpu":
+        return {"status": "lowered", "fields": aot.lower_for_cuda(fn, args)}
+    device = aot.topology_devices(target)[0]
+    sharding = SingleDeviceSharding(device)
+    try:
+        fields = aot.compile_analyzed(fn, args, device, flops, in_shardings=sharding, out_shardings=sharding)
+    except aot.CompileOom as oom:
+        return {"status": "oom", "error": str(oom), "fields": aot.oom_fields(oom, device)}
+    return {"status": "compiled", "fields": fields}
+
+
+def compile_attention_case(params: dict[str, Any], impl: str, target: aot.TargetSpec) -> Reply:
+    p = attention_workload.AttentionParams(**params)
+    im = attention_impls.get(impl)
+    cfg = p.attn_config(interpret=False)
+    reason = skip_reason(p, im, cfg, target.platform)
+    if reason:
+        raise CaseSkipped(reason)
+    dtype = jnp.dtype(p.dtype)
+    swap = im.layout == "bhsd"  # [B, S, H, D] -> the impl's layout, as a run hands it over
+    args = [jax.ShapeDtypeStruct((b, h, s, d) if swap else (b, s, h, d), dtype)
+            for b, s, h, d in attention_workload.input_shapes(p).values()]
+    reply = _one_device(target, step_fn(p, im, cfg), args, p.flops())
+    reply["fields"].update(flops=p.flops(), kernel_flops=p.kernel_flops())
+    return reply
+
+
+def compile_paged_case(params: dict[str, Any], impl: str, target: aot.TargetSpec) -> Reply:
+    p = paged_workload.PagedParams(**params)
+    im = paged_impls.get(impl)
+    env = target_env(target)
+    reason = im.unsupported(p, target.platform, env["device_kind"])
+    if reason:
+        raise CaseSkipped(reason)
+    cfg = dataclasses.replace(paged_config(p, interpret=False, platform=target.platform),
+                              device_kind=env["device_kind"] if target.platform == "tpu" else None)
+    shared = [jax.ShapeDtypeStruct(shape, jnp.dtype(dtype)) for shape, dtype in paged_workload.input_shapes(p).values()]
+    args = jax.eval_shape(lambda *a: im.prepare(*a, cfg), *shared)  # the impl's layout, as in a run
+    reply = _one_device(target, lambda *a: im.fn(*a, cfg), args, p.flops())
+    reply["fields"].update(flops=p.flops(), kernel_flops=p.flops(), bytes=p.bytes())
+    return reply
+
+
+def compile_train_case(params: dict[str, Any], impl: str, target: aot.TargetSpec) -> Reply:
+    from xlabench.backends.jax import sharding, train_case
+    from xlabench.workloads.train import TrainParams
+
+    p = TrainParams(**params)
+    if target.platform == "gpu":
+        raise CaseSkipped("GPU targets lower single-device kernels only (attention, paged); a sharded train "
+                          "step needs the GPU's devices to lower for")
+    devices = aot.topology_devices(target)
+    if p.devices > len(devices):
+        raise CaseSkipped(f"the case needs {p.devices} devices; target {target.name} has {len(devices)}")
+    prog = train_case.program(p, impl, interpret=False, platform="tpu", devices=list(devices[:p.devices]))
+    rep = sharding.replicated(prog.mesh)
+    device = devices[0]
+    try:
+        fields = aot.compile_analyzed(
+            prog.fn, prog.abstract_args, device, p.flops() / p.devices,
+            in_shardings=(prog.param_shardings, prog.opt_shardings, prog.token_sharding),
+            out_shardings=(prog.param_shardings, prog.opt_shardings, rep, rep),
+            donate_argnums=(0, 1))  # as a TPU run does: parameters and optimizer state updated in place
+    except aot.CompileOom as oom:
+        return {"status": "oom", "error": str(oom), "fields": aot.oom_fields(oom, device)}
+    if p.devices < len(devices):
+        fields["notes"] += f"; compiled for {p.devices} of the target's {len(devices)} devices"
+    fields.update(flops=p.flops(), flops_palm=p.flops_palm(), params_count=p.params_count())
+    return {"status": "compiled", "fields": fields}

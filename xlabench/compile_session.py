@@ -1,0 +1,179 @@
+"""``xlabench compile``: every case of a suite AOT-compiled for a target slice this host does not have.
+
+Each case is compiled in a JAX worker (the same fault isolation, timeout and resume as a run) for the
+compile-only devices of a TPU topology, with the real kernels and the case's shardings, and becomes a
+row of ``results/<suite>/<run-id>.compile.csv``: ``compiled`` (with per-device memory and XLA's FLOPs),
+``oom`` (does not fit the device's HBM), ``lowered`` (GPU targets), ``failed`` or ``skipped``.
+Framework-free: the parent never imports JAX.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+from xlabench import hardware, results, runner
+from xlabench import impls as catalog
+from xlabench import suite as suite_lib
+from xlabench.envs import COMPILE_VARIANT
+
+DEFAULT_PROFILE = "tpu"
+TORCH_XLA_REASON = ("torch_xla 2.9 has no compile-only TPU client (it compiles only on the devices it runs on); "
+                    "the JAX rows compile the same Pallas kernels that torch_xla's custom_kernel traces")
+
+
+class CompileError(Exception):
+    """Bad input or a host that cannot compile for the target (no libtpu): the message says which."""
+
+
+@dataclass
+class CompileOutcome:
+    files: results.RunFiles
+    profile: str
+    target: hardware.Target
+    cases: list[suite_lib.Case]
+    rows: list[dict[str, Any]]
+
+    def count(self, status: str) -> int:
+        return sum(r["status"] == status for r in self.rows)
+
+
+def target_message(target: hardware.Target, slices: int) -> dict[str, Any]:
+    return {"name": target.name, "platform": target.platform, "topology": target.topology,
+            "options": [list(kv) for kv in target.options], "slices": slices}
+
+
+def topology_label(target: hardware.Target, slices: int) -> str:
+    opts = ", ".join(f"{k}={v}" for k, v in target.options)
+    return target.topology + (f" ({opts})" if opts else "") + (f" x {slices} slices" if slices > 1 else "")
+
+
+def _skip_reason(case: suite_lib.Case, target: hardware.Target) -> Optional[str]:
+    """Why a case is not compiled for this target, decided without a worker."""
+    if case.backend == "torch_xla":
+        return TORCH_XLA_REASON
+    info = catalog.find(case.backend, case.impl, case.workload)
+    if info is None:
+        return f"impl {case.impl!r} does not exist for backend {case.backend!r}"
+    if target.platform not in info.platforms:
+        return f"{case.backend}/{case.impl} runs on {', '.join(info.platforms)}, not {target.platform} ({target.name})"
+    return None
+
+
+def _row(case: suite_lib.Case, ctx: runner.RunContext, target: hardware.Target, slices: int,
+         env: dict[str, Any]) -> dict[str, Any]:
+    row = runner.base_row(case, ctx)
+    row.update(interpret=False, warmup=None, target=target.name, topology=topology_label(target, slices),
+               **{k: env.get(k) for k in ("platform", "device_kind", "device_count", "framework_version")})
+    row["process_count"] = 1
+    return row
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def compile_suite(s: suite_lib.Suite, target_name: str, slices: int = 1, profile: Optional[str] = None,
+                  out_dir: str = "results", resume_csv: Optional[str] = None, timeout_s: Optional[float] = None,
+                  only_impls: tuple[str, ...] = (), shard_spec: Optional[str] = None,
+                  on_start: Callable[[str, int, int, dict[str, Any]], None] = lambda *a: None,
+                  on_row: Callable[[suite_lib.Case, dict[str, Any]], None] = lambda c, r: None) -> CompileOutcome:
+    """Compile every case of the suite's ``profile`` (default ``tpu``) for ``target_name``.
+
+    ``on_start(profile, cases to do, cases already done, target env)`` and ``on_row`` report progress.
+    Raises CompileError for bad input and for a host that cannot compile for the target."""
+    from xlabench import shard
+
+    try:
+        target = hardware.find_target(target_name)
+    except hardware.UnknownTarget as e:
+        raise CompileError(f"--target: {e}") from None
+    if slices < 1:
+        raise CompileError(f"--slices must be >= 1, got {slices}")
+    if slices > 1 and target.platform != "tpu":
+        raise CompileError(f"--slices applies to TPU targets, not {target.name}")
+    try:
+        prof = s.pick_profile(None, profile if profile is not None else
+                              (DEFAULT_PROFILE if DEFAULT_PROFILE in s.spec.profiles else "base"))
+        shard_of = shard.parse_shard(shard_spec) if shard_spec is not None else None
+    except (suite_lib.SuiteError, ValueError) as e:
+        raise CompileError(str(e)) from None
+    cases = s.cases(prof)
+    if only_impls:
+        unknown = set(only_impls) - {c.impl for c in cases}
+        if unknown:
+            raise CompileError(f"--impl {', '.join(sorted(unknown))}: not in this suite (impls: "
+                               f"{', '.join(sorted({c.impl for c in cases}))})")
+        cases = [c for c in cases if c.impl in only_impls]
+    if shard_of is not None:
+        cases = shard.select(cases, *shard_of)
+
+    done: set[str] = set()
+    if resume_csv:
+        files = results.RunFiles(Path(resume_csv))
+        try:
+            prior = results.read_rows(files.csv)
+        except results.ResultsFileError as e:
+            raise CompileError(f"--resume: {e}") from None
+        if len(prior) and set(prior["target"].astype(str)) != {target.name}:
+            raise CompileError(f"--resume: {resume_csv} was compiled for {sorted(set(prior['target'].astype(str)))}, "
+                               f"not {target.name}")
+        done = set(prior["case_id"].astype(str))
+        run_id = str(prior["run_id"].iloc[0]) if len(prior) else files.csv.name.split(".")[0]
+    else:
+        run_id = runner.new_run_id()
+        files = results.RunFiles(Path(out_dir) / s.name / f"{run_id}.compile.csv")
+    files.csv.parent.mkdir(parents=True, exist_ok=True)
+    todo = [c for c in cases if c.case_id not in done]
+
+    pool = runner.WorkerPool(files.log)
+    message = target_message(target, slices)
+    try:
+        worker = pool.get("jax", 1, COMPILE_VARIANT)
+        env = {**worker.request({"op": "target", "target": message}, pool.PROBE_TIMEOUT_S)["env"],
+               "framework_version": worker.env.get("framework_version")}
+    except runner.WorkerError as e:
+        pool.close()
+        raise CompileError(f"cannot compile for {target.name}: {e}") from None
+    ctx = runner.RunContext(run_id=run_id, platform=target.platform)
+    results.write_meta(files, {
+        "run_id": run_id, "suite": s.name, "suite_file": str(s.path), "profile": prof, "command": sys.argv,
+        "target": target.name, "topology": topology_label(target, slices), "slices": slices, "env": env,
+        "host_env": worker.env, "git_sha": ctx.git_sha, "hostname": ctx.hostname,
+        "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "schema_version": results.SCHEMA_VERSION,
+        "suite_spec": s.spec.model_dump(mode="json")})
+    on_start(prof, len(todo), len(done), env)
+    rows: list[dict[str, Any]] = []
+    try:
+        with results.RowWriter(files) as writer:
+            for case in todo:
+                row = _row(case, ctx, target, slices, env)
+                reason = _skip_reason(case, target)
+                if reason:
+                    row.update(status="skipped", error=reason)
+                else:
+                    row.update(_compile_one(case, pool, message, timeout_s or case.measure.timeout_s))
+                row["timestamp"] = _now()
+                writer.write(row)
+                rows.append(row)
+                on_row(case, row)
+    finally:
+        pool.close()
+    return CompileOutcome(files, prof, target, todo, rows)
+
+
+def _compile_one(case: suite_lib.Case, pool: runner.WorkerPool, target: dict[str, Any],
+                 timeout_s: float) -> dict[str, Any]:
+    """One case's compile in the worker: the row fields it adds (status, error, figures)."""
+    msg = {"op": "compile", "target": target,
+           "case": {"case_id": case.case_id, "workload": case.workload, "backend": case.backend,
+                    "impl": case.impl, "params": case.params}}
+    try:  # a worker that crashed or hung is replaced by the next get
+        reply = pool.get("jax", 1, COMPILE_VARIANT).request(msg, timeout_s)
+    except runner.WorkerError as e:
+        return {"status": "failed", "error": str(e)}
+    return {"status": reply["status"], "error": reply.get("error"), **reply.get("fields", {})}
