@@ -27,8 +27,23 @@ $(TXLA_BIN)/.installed: pyproject.toml
 	$(TXLA_BIN)/python -c 'import torch_xla, torchax, jax; from torch_xla.core.xla_builder import call_jax'
 	touch $@
 
-.PHONY: setup run test torch-xla-env
+# libtpu in the JAX environment (~680 MB) for `xlabench compile` (compile-only TPU devices, no TPU needed).
+# CPU workers stay on the CPU (xlabench sets JAX_PLATFORMS=cpu where no accelerator is present).
+$(BIN)/.tpu-compile: $(BIN)/.installed
+	$(BIN)/python -m pip install -q -e '.[tpu-compile]'
+	touch $@
+
+.PHONY: setup run test torch-xla-env tpu-compile compile
 setup: $(BIN)/.installed
+
+## libtpu for `xlabench compile` (run once; `make test` does it)
+tpu-compile: $(BIN)/.tpu-compile
+
+## compile a suite for a TPU slice without a TPU: make compile SUITE=suites/gpt2.yaml TARGET=v4-8
+TARGET ?= v4-8
+compile: tpu-compile
+	$(BIN)/xlabench compile $(SUITE) --target $(TARGET)
+	$(BIN)/xlabench plot
 
 ## the torch_xla environment (run once; `make test` and `xlabench run` then drive it)
 torch-xla-env: $(TXLA_BIN)/.installed
@@ -39,5 +54,5 @@ run: setup
 	$(BIN)/xlabench plot
 
 ## every test
-test: setup
+test: setup tpu-compile
 	$(BIN)/python -m pytest -q

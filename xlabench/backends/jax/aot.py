@@ -18,8 +18,8 @@ import jax.numpy as jnp
 
 from xlabench.worker_api import CaseSkipped
 
-LIBTPU_HOWTO = ("compile-only TPU devices need libtpu: pip install -e '.[tpu-compile]' "
-                "(or `make tpu-compile-env`)")
+LIBTPU_HOWTO = ("compile-only TPU devices need libtpu, which this environment lacks: "
+                "pip install -e '.[tpu-compile]' (or `make tpu-compile`)")
 
 
 @dataclass(frozen=True)
@@ -58,8 +58,8 @@ def topology_devices(target: TargetSpec) -> tuple[Any, ...]:
         topo = topologies.get_topology_desc(platform="tpu", topology_name=target.topology, **kwargs)
     except Exception as e:
         text = f"{type(e).__name__}: {e}"
-        if "libtpu" in text.lower() or "Unknown backend" in text or "tpu" in text.lower() and "not found" in text:
-            raise RuntimeError(f"{LIBTPU_HOWTO} ({text.splitlines()[0][:300]})") from None
+        if any(s in text for s in ("not installed", "libtpu", "Unknown backend")):
+            raise RuntimeError(f"{LIBTPU_HOWTO}; JAX said: {text.splitlines()[0][:300]}") from None
         raise
     return tuple(topo.devices)
 
