@@ -10,17 +10,55 @@ import jax.numpy as jnp
 import numpy as np
 
 from xlabench import harness
+from xlabench.backends.jax.aot import parse_oom
+from xlabench.worker_api import CaseSkipped
 from xlabench.harness import TimingPlan, summarize, time_calls
 
 
 def compile_timed(fn: Callable, args: Sequence[Any], **jit_kwargs) -> tuple[Any, float, float]:
-    """jax.jit(fn).lower(*args).compile(), timing lowering and compilation separately."""
+    """jax.jit(fn).lower(*args).compile(), timing lowering and compilation separately.
+
+    On an accelerator a program that will not fit is a skipped case with the figures (CaseSkipped), never
+    an out-of-memory crash mid-run: XLA refuses it at compile time, or its memory analysis exceeds the
+    device's limit."""
     t0 = time.perf_counter()
     lowered = jax.jit(fn, **jit_kwargs).lower(*args)
     t1 = time.perf_counter()
-    compiled = lowered.compile()
+    try:
+        compiled = lowered.compile()
+    except Exception as e:
+        oom = parse_oom(str(e))
+        if oom is not None:
+            raise CaseSkipped(f"does not fit in device memory: {oom_text(oom.used, oom.capacity, str(oom))}") from None
+        raise
     t2 = time.perf_counter()
+    check_fits(compiled, jax.devices()[0])
     return compiled, t1 - t0, t2 - t1
+
+
+def oom_text(needed: int | None, capacity: int | None, detail: str = "") -> str:
+    """'needs 16.50 GiB per device, has 15.75 GiB' (with what XLA said, when given)."""
+    gib = lambda b: f"{b / (1 << 30):.2f} GiB"  # noqa: E731
+    text = (f"needs {gib(needed)} per device, has {gib(capacity)}" if needed and capacity else
+            "more than the device's memory")
+    return text + (f" ({detail[:300]})" if detail else "")
+
+
+def check_fits(compiled: Any, device: Any) -> None:
+    """CaseSkipped when the compiled program's per-device memory exceeds what the device can hold.
+
+    Only devices that report a limit (TPU, GPU: ``memory_stats()['bytes_limit']``) are checked."""
+    try:
+        limit = (device.memory_stats() or {}).get("bytes_limit")
+        ma = compiled.memory_analysis()
+    except Exception:
+        return
+    if not limit or ma is None:
+        return
+    total = ma.argument_size_in_bytes + ma.output_size_in_bytes + ma.temp_size_in_bytes - ma.alias_size_in_bytes
+    if total > limit:
+        raise CaseSkipped(f"does not fit in device memory: {oom_text(total, limit)} "
+                          "(XLA memory_analysis: arguments+outputs+temps-aliases)")
 
 
 def peak_memory(compiled: Any, device: Any) -> tuple[int | None, str]:

@@ -16,6 +16,7 @@ from xlabench.backends.jax import aot
 from xlabench.backends.jax import attention_impls
 from xlabench.backends.jax import paged_impls
 from xlabench.backends.jax.attention_case import skip_reason, step_fn
+from xlabench.backends.jax.common import oom_text
 from xlabench.backends.jax.paged_case import config as paged_config
 from xlabench.workloads import attention as attention_workload
 from xlabench.workloads import paged as paged_workload
@@ -41,8 +42,14 @@ def _one_device(target: aot.TargetSpec, fn: Callable, args: Sequence[Any], flops
     try:
         fields = aot.compile_analyzed(fn, args, device, flops, in_shardings=sharding, out_shardings=sharding)
     except aot.CompileOom as oom:
-        return {"status": "oom", "error": str(oom), "fields": aot.oom_fields(oom, device)}
+        return _oom(oom, device)
     return {"status": "compiled", "fields": fields}
+
+
+def _oom(oom: aot.CompileOom, device: Any) -> Reply:
+    fields = aot.oom_fields(oom, device)
+    return {"status": "oom", "error": oom_text(fields["peak_memory_bytes"], fields["hbm_capacity_bytes"], str(oom)),
+            "fields": fields}
 
 
 def compile_attention_case(params: dict[str, Any], impl: str, target: aot.TargetSpec) -> Reply:
@@ -98,7 +105,7 @@ def compile_train_case(params: dict[str, Any], impl: str, target: aot.TargetSpec
             out_shardings=(prog.param_shardings, prog.opt_shardings, rep, rep),
             donate_argnums=(0, 1))  # as a TPU run does: parameters and optimizer state updated in place
     except aot.CompileOom as oom:
-        return {"status": "oom", "error": str(oom), "fields": aot.oom_fields(oom, device)}
+        return _oom(oom, device)
     if p.devices < len(devices):
         fields["notes"] += f"; compiled for {p.devices} of the target's {len(devices)} devices"
     fields.update(flops=p.flops(), flops_palm=p.flops_palm(), params_count=p.params_count())

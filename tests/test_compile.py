@@ -1,0 +1,179 @@
+"""`xlabench compile`: the shipped suites' TPU cases compiled for real TPU topologies (libtpu's
+compile-only devices, no TPU needed), oom rows for what cannot fit, lowering-only GPU rows, and
+clear errors for bad targets and a missing libtpu.
+
+Needs libtpu in the test environment (`make test` installs it: the tpu-compile extra). Without it
+these tests FAIL saying so; set XLABENCH_NO_LIBTPU=1 to skip them on purpose.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from xlabench import hardware, results
+from xlabench.workloads.attention import AttentionParams
+
+from conftest import ROOT, run_cli
+
+pytestmark = pytest.mark.slow
+OPT_OUT = "XLABENCH_NO_LIBTPU"
+GIB = 1 << 30
+
+
+@pytest.fixture(scope="module", autouse=True)
+def libtpu() -> None:
+    if os.environ.get(OPT_OUT) == "1":
+        pytest.skip(f"{OPT_OUT}=1: compile-for-TPU tests skipped on purpose")
+    if importlib.util.find_spec("libtpu") is None:
+        pytest.fail("libtpu is not installed: pip install -e '.[tpu-compile]' (make tpu-compile), "
+                    f"or set {OPT_OUT}=1 to skip these tests on purpose", pytrace=False)
+
+
+def _compile(tmp_path: Path, suite: str, *args: str, timeout: float = 1500):
+    res = run_cli("compile", suite, "--out", str(tmp_path), *args, timeout=timeout)
+    csvs = sorted(tmp_path.rglob("*.compile.csv"))
+    return res, (results.read_rows(csvs[-1]) if csvs else None)
+
+
+def _score_bytes(row: pd.Series) -> float:
+    """What naive attention materialises per device: float32 logits [B, H, Sq, Sk] (and, backward,
+    their gradient too)."""
+    p = AttentionParams(batch=int(row["batch"]), num_heads=int(row["num_heads"]), seq_len=int(row["seq_len"]),
+                        head_dim=int(row["head_dim"]))
+    return 4.0 * p.batch * p.num_heads * p.seq_len * p.kv_len
+
+
+@pytest.mark.parametrize("target", ["v5e-8", "v4-8"])
+def test_attention_tpu_profile_compiles_for_target(tmp_path: Path, target: str) -> None:
+    res, df = _compile(tmp_path, "suites/attention.yaml", "--target", target)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    jax_rows = df[df["backend"] == "jax"]
+    assert len(jax_rows) == 72 and not (jax_rows["status"] == "failed").any(), \
+        jax_rows[jax_rows["status"] == "failed"]["error"].tolist()[:3]
+    kernels = jax_rows[jax_rows["impl"].isin(["flash", "splash"])]
+    assert (kernels["status"] == "compiled").all(), kernels[kernels["status"] != "compiled"]["error"].tolist()[:3]
+    # An oom row is naive attention whose logits alone approach the device's HBM, and says so.
+    capacity = float(jax_rows["hbm_capacity_bytes"].dropna().iloc[0])
+    for _, r in jax_rows[jax_rows["status"] == "oom"].iterrows():
+        assert r["impl"] == "naive" and _score_bytes(r) > 0.5 * capacity, r.to_dict()
+        assert r["peak_memory_bytes"] > capacity and r["hbm_fraction"] > 1 and "needs" in r["error"]
+    ok = jax_rows[jax_rows["status"] == "compiled"]
+    assert (ok["hbm_fraction"] < 1).all() and (ok["peak_memory_bytes"] > 0).all()
+    assert set(ok["device_kind"]) == {"TPU v5 lite" if target == "v5e-8" else "TPU v4"}
+    assert set(ok["target"]) == {target} and set(ok["interpret"]) == {False}
+    # XLA counts naive attention's full QK^T and PV: within 10% of the analytic non-causal forward.
+    fwd = ok[(ok["impl"] == "naive") & (ok["mode"] == "fwd") & (~ok["causal"])]
+    assert ((fwd["flops_ratio"] > 0.95) & (fwd["flops_ratio"] < 1.1)).all(), fwd["flops_ratio"].tolist()
+    assert (df[df["backend"] == "torch_xla"]["status"] == "skipped").all()
+    assert "torch_xla 2.9 has no compile-only TPU client" in df[df["backend"] == "torch_xla"]["error"].iloc[0]
+
+
+@pytest.mark.parametrize("target", ["v5e-8", "v4-8"])
+def test_paged_tpu_profile_compiles_for_target(tmp_path: Path, target: str) -> None:
+    res, df = _compile(tmp_path, "suites/paged_attention.yaml", "--target", target)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    jax_rows = df[df["backend"] == "jax"]
+    assert len(jax_rows) == 204
+    bad = jax_rows[jax_rows["status"] != "compiled"]
+    assert bad.empty, bad[["impl", "status", "error"]].head(3).to_dict("records")
+    assert set(jax_rows["impl"]) == {"naive", "paged", "ragged_paged"}
+    # The kernels read the cache in place; naive gathers a dense copy: it needs more memory.
+    sizes = jax_rows.groupby("impl")["peak_memory_bytes"].max()
+    assert sizes["naive"] > sizes["paged"]
+
+
+def test_megacore_modes_compile_on_v4_and_skip_on_v5e(tmp_path: Path) -> None:
+    res, df = _compile(tmp_path / "v4", "suites/paged_attention.yaml", "--target", "v4-8", "--profile", "tpu_megacore")
+    assert res.returncode == 0, res.stderr[-2000:]
+    jax_rows = df[df["backend"] == "jax"]
+    assert len(jax_rows) == 9 and (jax_rows["status"] == "compiled").all(), jax_rows["error"].tolist()[:3]
+    res, df = _compile(tmp_path / "v5e", "suites/paged_attention.yaml", "--target", "v5e-4", "--profile", "tpu_megacore")
+    moded = df[(df["backend"] == "jax") & df["megacore_mode"].notna()]
+    assert (moded["status"] == "skipped").all() and moded["error"].str.contains("needs a megacore chip").all()
+
+
+TRAIN = """
+name: train_compile
+workload: train
+backends: [jax]
+impls: [naive, flash]
+params: {{model: {model}, seq_len: {seq}, dtype: bfloat16, remat: full, devices: 4{extra}}}
+matrix:
+  global_batch: {batches}
+  sharding: {shardings}
+measure: {{timeout_s: 900}}
+"""
+
+
+def test_train_step_compiles_under_every_sharding(tmp_path: Path, write_suite) -> None:
+    suite = write_suite(TRAIN.format(model="gpt2-124m", seq=1024, extra=", scan_layers: true", batches="[16]",
+                                     shardings="[dp, fsdp, tp, 2d]"))
+    res, df = _compile(tmp_path, str(suite), "--target", "v4-8")
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    assert len(df) == 8 and (df["status"] == "compiled").all(), df["error"].tolist()[:3]
+    assert set(df["sharding"]) == {"dp", "fsdp", "tp", "2d"}
+    # Sharded weights take less memory per device than replicated ones (dp).
+    args = df.groupby("sharding")["mem_args_bytes"].min()
+    assert args["fsdp"] < args["dp"] and args["2d"] < args["dp"]
+    # Remat recomputes the forward: XLA counts more FLOPs than the analytic model FLOPs.
+    assert (df["flops_ratio"] > 1.0).all(), df["flops_ratio"].tolist()
+
+
+def test_batch_that_cannot_fit_is_an_oom_row_not_a_failure(tmp_path: Path, write_suite) -> None:
+    suite = write_suite(TRAIN.format(model="gpt2-tiny", seq=256, extra=", remat: none", batches="[8, 65536]",
+                                     shardings="[fsdp]"))
+    res, df = _compile(tmp_path, str(suite), "--target", "v5e-4", "--impl", "naive")
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    by_batch = df.set_index("global_batch")
+    assert by_batch.loc[8, "status"] == "compiled" and by_batch.loc[8, "hbm_fraction"] < 1
+    big = by_batch.loc[65536]
+    assert big["status"] == "oom" and big["peak_memory_bytes"] > big["hbm_capacity_bytes"] > 15 * GIB
+    assert "needs" in big["error"] and "oom" in res.stdout
+
+
+def test_gpu_target_lowers_the_triton_kernel(tmp_path: Path) -> None:
+    res, df = _compile(tmp_path, "suites/attention.yaml", "--target", "h100", "--profile", "gpu", "--impl", "pallas_gpu",
+                       "--impl", "cudnn")
+    assert res.returncode == 0, res.stderr[-2000:]
+    tri, cudnn = df[df["impl"] == "pallas_gpu"], df[df["impl"] == "cudnn"]
+    assert len(tri) == 24 and (tri["status"] == "lowered").all(), tri["error"].tolist()[:3]
+    assert (cudnn["status"] == "skipped").all() and cudnn["error"].str.contains("cuDNN").all()
+
+
+def test_every_target_topology_has_the_devices_the_table_says(tmp_path: Path) -> None:
+    code = textwrap.dedent("""
+        import json
+        from xlabench import hardware
+        from xlabench.backends.jax.aot import TargetSpec, topology_devices
+        out = {t.name: len(topology_devices(TargetSpec(t.name, t.platform, t.topology, t.options)))
+               for t in hardware.TARGETS if t.platform == "tpu"}
+        print(json.dumps(out))
+    """)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "JAX_PLATFORMS": "cpu", "ALLOW_MULTIPLE_LIBTPU_LOAD": "1",
+           "TPU_SKIP_MDS_QUERY": "1"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    counts = json.loads(out.stdout.strip().splitlines()[-1])
+    assert counts == {t.name: t.devices for t in hardware.TARGETS if t.platform == "tpu"}
+
+
+def test_bad_target_and_missing_libtpu_exit_2(tmp_path: Path) -> None:
+    res = run_cli("compile", "suites/attention.yaml", "--target", "v9-3", "--out", str(tmp_path))
+    assert res.returncode == 2 and "unknown target 'v9-3'" in res.stderr and "v5e-8" in res.stderr
+    assert "Traceback" not in res.stderr
+    shim = tmp_path / "shim" / "libtpu"
+    shim.mkdir(parents=True)
+    (shim / "__init__.py").write_text("raise ImportError('libtpu hidden by the test')\n")
+    res = run_cli("compile", "suites/attention.yaml", "--target", "v5e-8", "--out", str(tmp_path),
+                  env={"PYTHONPATH": str(shim.parent)})
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert "libtpu" in res.stderr and "tpu-compile" in res.stderr and "Traceback" not in res.stderr
