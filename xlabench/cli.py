@@ -56,7 +56,7 @@ def main() -> None:
 @main.command()
 @click.option("--backend", default="jax", show_default=True, help="Framework whose view of the machine to show.")
 @click.option("--devices", default=1, show_default=True, help="Virtual CPU devices for the probe.")
-@click.option("--peaks", is_flag=True, help="Also print the whole peak table with sources.")
+@click.option("--peaks", is_flag=True, help="Also print the whole peak table and the compile targets, with sources.")
 @click.option("--python-torch-xla", "python_torch_xla", default=None, type=click.Path(),
               help="Python of the torch_xla environment (see `run --help`).")
 def info(backend: str, devices: int, peaks: bool, python_torch_xla: Optional[str]) -> None:
@@ -84,6 +84,14 @@ def info(backend: str, devices: int, peaks: bool, python_torch_xla: Optional[str
             pt.add_row(p.name, f"{p.bf16_tflops_per_chip:g}", f"{p.hbm_gbytes_per_s_per_chip:g}",
                        str(p.devices_per_chip), p.source)
         console.print(pt)
+        tt = Table(title="compile targets (xlabench compile --target)")
+        for col in ("name", "topology", "chips", "devices/chip", "HBM GiB/chip", "source"):
+            tt.add_column(col)
+        for t in hardware.TARGETS:
+            opts = ", ".join(f"{k}={v}" for k, v in t.options)
+            tt.add_row(t.name, t.topology + (f" ({opts})" if opts else ""), str(t.chips), str(t.devices_per_chip),
+                       f"{t.hbm_gib_per_chip:g}", t.source)
+        console.print(tt)
 
 
 @main.command()

@@ -1,0 +1,55 @@
+"""Pure pieces of the compile path: libtpu's out-of-HBM messages parsed, the fit check a TPU run
+applies before timing a case, and the target table."""
+
+from __future__ import annotations
+
+import types
+
+import pytest
+
+from xlabench import hardware
+from xlabench.backends.jax.aot import parse_oom
+from xlabench.backends.jax.common import check_fits
+from xlabench.worker_api import CaseSkipped
+
+GIB = 1 << 30
+
+
+def test_parse_oom_reads_both_forms_libtpu_uses() -> None:
+    a = parse_oom("RESOURCE_EXHAUSTED: Ran out of memory on HBM, the total memory required for HLO "
+                  "temporaries (16.50G) exceeds available HBM (15.75G).")
+    assert a is not None and a.used == int(16.5 * GIB) and a.capacity == int(15.75 * GIB)
+    b = parse_oom("XlaRuntimeError: RESOURCE_EXHAUSTED: Ran out of memory in memory space hbm. Used 20.52G of "
+                  "30.75G hbm. Exceeded hbm capacity by 4.77G.")
+    assert b is not None and b.used == int(20.52 * GIB) and b.capacity == int(30.75 * GIB)
+    c = parse_oom("RESOURCE_EXHAUSTED: something else entirely")
+    assert c is not None and c.used is None and c.capacity is None
+    assert parse_oom("INVALID_ARGUMENT: Mosaic kernels cannot be automatically partitioned") is None
+
+
+def _compiled(total_gib: float):
+    ma = types.SimpleNamespace(argument_size_in_bytes=int(total_gib * GIB), output_size_in_bytes=0,
+                               temp_size_in_bytes=0, alias_size_in_bytes=0)
+    return types.SimpleNamespace(memory_analysis=lambda: ma)
+
+
+def _device(limit_gib: float | None):
+    stats = None if limit_gib is None else {"bytes_limit": int(limit_gib * GIB)}
+    return types.SimpleNamespace(memory_stats=lambda: stats)
+
+
+def test_a_run_skips_a_case_whose_program_exceeds_the_device_limit() -> None:
+    check_fits(_compiled(15.0), _device(15.75))  # fits: no exception
+    check_fits(_compiled(99.0), _device(None))  # a CPU reports no limit: never skipped
+    with pytest.raises(CaseSkipped, match=r"needs 16.00 GiB per device, has 15.75 GiB"):
+        check_fits(_compiled(16.0), _device(15.75))
+
+
+def test_targets_are_unique_and_found_by_name() -> None:
+    names = [t.name for t in hardware.TARGETS]
+    assert len(names) == len(set(names))
+    t = hardware.find_target("V4-8")
+    assert (t.topology, dict(t.options), t.devices) == ("v4:2x2x1", {"chip_config_name": "megacore"}, 4)
+    assert hardware.find_target("tpu7x-8").devices == 8  # 4 chips, 2 devices each
+    with pytest.raises(hardware.UnknownTarget, match="v5e-8"):
+        hardware.find_target("v9-3")
