@@ -97,6 +97,7 @@ def worker_environ(backend: str, devices: int, env: dict[str, str], variant: str
     env["XLA_FLAGS"] = " ".join(flags)
     if backend == "jax" and variant == COMPILE_VARIANT:
         env.update(COMPILE_ENV)
+        env.setdefault("TPU_LOG_DIR", "disabled")  # else libtpu leaves log files in /tmp/tpu_logs per worker
     elif backend == "jax" and "JAX_PLATFORMS" not in env and not accelerator_present():
         env["JAX_PLATFORMS"] = "cpu"  # an installed libtpu would otherwise try (and log) a TPU init first
     if backend == "torch_xla":
