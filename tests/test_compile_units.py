@@ -53,3 +53,17 @@ def test_targets_are_unique_and_found_by_name() -> None:
     assert hardware.find_target("tpu7x-8").devices == 8  # 4 chips, 2 devices each
     with pytest.raises(hardware.UnknownTarget, match="v5e-8"):
         hardware.find_target("v9-3")
+
+
+def test_compile_workers_use_libtpu_compile_only_and_cpu_workers_skip_tpu_init(monkeypatch) -> None:
+    from xlabench import envs
+
+    env = envs.worker_environ("jax", 1, {"JAX_PLATFORMS": "tpu"}, envs.COMPILE_VARIANT)
+    assert env["JAX_PLATFORMS"] == "cpu" and env["ALLOW_MULTIPLE_LIBTPU_LOAD"] == "1"
+    assert env["TPU_LOG_DIR"] == "disabled"
+    assert envs.worker_environ("jax", 1, {"TPU_LOG_DIR": "/logs"}, envs.COMPILE_VARIANT)["TPU_LOG_DIR"] == "/logs"
+    monkeypatch.setattr(envs, "accelerator_present", lambda: False)
+    assert envs.worker_environ("jax", 1, {})["JAX_PLATFORMS"] == "cpu"  # an installed libtpu stays quiet
+    assert envs.worker_environ("jax", 1, {"JAX_PLATFORMS": "cuda"})["JAX_PLATFORMS"] == "cuda"  # the user's wins
+    monkeypatch.setattr(envs, "accelerator_present", lambda: True)
+    assert "JAX_PLATFORMS" not in envs.worker_environ("jax", 1, {})  # a TPU VM or GPU host: JAX picks
