@@ -30,6 +30,18 @@ A/A arms (X is the same case as A) give the false-alarm rate; the others the det
     python benchmarks/gate_quality.py --analyze results/gate_quality/<time>.json [more.json: pooled]
 
 Writes results/gate_quality/<time>.json (every sample) and .md, and prints the markdown tables.
+
+**The shipped suite's own settings** (``--suite``): N real ``xlabench run``s of a suite as shipped
+(e.g. the attention cpu profile: 48 cases, 5 timed iterations each), one after another, then
+``gate.compare`` of every pair of them (the earlier run as the baseline): A/A pairs give the false
+alarms of the per-case verdicts and of the suite-wide test; the same pairs with the candidate's
+times and samples multiplied by 1.1 and 1.3 (compile times untouched: a change of the timed code)
+give their detection rates. Pairs share runs, so they are not independent comparisons: the report
+also gives the rates over disjoint pairs of consecutive runs.
+
+    python benchmarks/gate_quality.py --suite suites/attention.yaml --profile cpu --impl naive \
+        --impl xla_sdpa --backend jax --runs 16 [--suite-iters 7]       # ~20-45 s per run here
+    python benchmarks/gate_quality.py --analyze-suite results/gate_quality/suite-<time>.json [more.json]
 """
 
 from __future__ import annotations
@@ -237,6 +249,138 @@ def tradeoff(data: dict, metric: str, k_base: int, k: int, thresholds: list[floa
     return "\n".join(lines) + "\n"
 
 
+# ------------------------------------------------------------------- the shipped suite's own settings
+
+SHIFTS = (1.0, 1.1, 1.3)  # A/A, then the candidate's times x 1.1 and x 1.3
+_TIME_COLUMNS = ("median_s", "mean_s", "min_s", "p10_s", "p90_s", "stdev_s")
+_RATE_COLUMNS = ("tflops_per_s", "mfu", "gbytes_per_s", "mbu", "tokens_per_s")
+
+
+def suite_copy(suite_file: Path, profile: str, backends: list[str] | None, iters: int | None, out: Path) -> Path:
+    """The suite file as shipped, or restricted to some backends / with the profile's iters set."""
+    import yaml
+
+    spec = yaml.safe_load(suite_file.read_text())
+    if backends:
+        spec["backends"] = backends
+        for prof in spec.get("profiles", {}).values():
+            if prof.get("backends"):
+                prof["backends"] = [b for b in prof["backends"] if b in backends] or backends
+    if iters is not None:
+        target = spec["profiles"][profile] if profile not in ("", "base") else spec
+        target.setdefault("measure", {})["iters"] = iters
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / suite_file.name
+    path.write_text(yaml.safe_dump(spec, sort_keys=False))
+    return path
+
+
+def record_suite_runs(suite_file: Path, profile: str, impls: list[str], runs: int, out: Path) -> dict:
+    """``runs`` real `xlabench run`s of the suite, one after another (each its own process)."""
+    import re
+    import subprocess
+
+    index: dict = {"suite_file": str(suite_file), "profile": profile, "impls": impls, "runs": []}
+    cmd = [sys.executable, "-m", "xlabench", "run", str(suite_file), "--profile", profile, "--out", str(out / "runs")]
+    for impl in impls:
+        cmd += ["--impl", impl]
+    env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    for i in range(runs):
+        start, load = time.time(), os.getloadavg()[0]
+        r = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=str(ROOT))
+        found = re.search(r"results: (\S+\.csv)", r.stdout)
+        if not found:
+            print(r.stdout[-2000:], r.stderr[-2000:], file=sys.stderr)
+            raise RuntimeError(f"run {i + 1} wrote no results")
+        csv = Path(found.group(1))
+        index["runs"].append({"csv": str(csv if csv.is_absolute() else ROOT / csv), "start": start,
+                              "end": time.time(), "load_start": load, "load_end": os.getloadavg()[0]})
+        print(f"run {i + 1}/{runs}: {time.time() - start:.0f}s, load {load:.1f}", file=sys.stderr)
+    return index
+
+
+def scaled(run: gate.RunData, factor: float) -> gate.RunData:
+    """The run with every time and per-iteration sample multiplied by ``factor`` (throughputs divided),
+    compile times untouched: what a change that slows the timed code by that factor would record."""
+    if factor == 1.0:
+        return run
+    rows, samples = run.rows.copy(), run.samples.copy()
+    for col in _TIME_COLUMNS + _RATE_COLUMNS:
+        if col in rows:
+            rows[col] = rows[col] * (factor if col in _TIME_COLUMNS else 1 / factor)
+    samples["seconds"] = samples["seconds"] * factor
+    return gate.RunData(Path(f"{run.path.stem}-x{factor:g}.csv"), rows, samples)
+
+
+def pair_outcome(base: gate.RunData, cand: gate.RunData, cfg: gate.GateConfig) -> dict:
+    """What `compare` says of one pair: exit code, suite-wide line, per-case verdict counts."""
+    cmp = gate.compare(base, cand, cfg)
+    su = cmp.suite
+    return {"exit": cmp.exit_code, "suite": su.verdict if su else None, "ratio": su.ratio if su else None,
+            "ci": [su.ci_low, su.ci_high] if su else None, "p": su.p_value if su else None,
+            "host": su.machine_ratio if su else None,
+            "cases": {v: cmp.count(v) for v in gate.VERDICTS if cmp.count(v)}}
+
+
+def analyze_suite(indexes: list[dict], cfg: gate.GateConfig) -> dict:
+    """Every pair (earlier run = baseline) of every index's runs, A/A and doctored, judged by compare."""
+    out: dict = {"config": {"metric": cfg.metric, "threshold": cfg.threshold, "alpha": cfg.alpha}, "pools": []}
+    for index in indexes:
+        runs = sorted(index["runs"], key=lambda r: r["start"])
+        data = [gate.load_run(r["csv"]) for r in runs]
+        pairs = [(i, j) for i in range(len(data)) for j in range(i + 1, len(data))]
+        disjoint = {(i, i + 1) for i in range(0, len(data) - 1, 2)}
+        pool: dict = {"runs": len(data), "pairs": len(pairs), "disjoint": len(disjoint),
+                      "n": [int(n) for n in data[0].rows["n"].dropna()][:1],
+                      "cases": int((data[0].rows["status"] == "ok").sum()),
+                      "loads": [r["load_start"] for r in runs],
+                      "span_s": runs[-1]["end"] - runs[0]["start"],
+                      "run_s": [r["end"] - r["start"] for r in runs], "label": index.get("label", ""), "shifts": {}}
+        for f in SHIFTS:
+            pool["shifts"][str(f)] = [dict(pair_outcome(data[i], scaled(data[j], f), cfg), i=i, j=j,
+                                           disjoint=(i, j) in disjoint) for i, j in pairs]
+        out["pools"].append(pool)
+    return out
+
+
+def _share(rows: list[dict], pred) -> str:
+    return rate(sum(bool(pred(r)) for r in rows), len(rows))
+
+
+def suite_report(res: dict) -> str:
+    cfg = res["config"]
+    lines = []
+    for pool in res["pools"]:
+        loads = np.asarray(pool["loads"])
+        lines += [f"### {pool['label'] or 'suite runs'}: {pool['runs']} runs of {pool['cases']} cases, "
+                  f"{pool['n'][0] if pool['n'] else '?'} samples per case", "",
+                  f"{pool['pairs']} pairs (earlier run = baseline), of them {pool['disjoint']} disjoint (independent); "
+                  f"runs over {pool['span_s'] / 60:.0f} min, {np.median(pool['run_s']):.0f}s each (median), 1-minute "
+                  f"load average at their start {np.median(loads):.1f} (median; {loads.min():.1f} to {loads.max():.1f}) "
+                  f"on {os.cpu_count()} cores; --metric {cfg['metric']}, --threshold {cfg['threshold']:.0%}", "",
+                  "| candidate | pairs | suite-wide regression (exit 1) | suite-wide without the compile-time check "
+                  "| suite-wide confounded | any case regression | exit 3 (could not judge) | exit != 0 |",
+                  "|---|---|---|---|---|---|---|---|"]
+        for f, rows in pool["shifts"].items():
+            name = "A/A" if f == "1.0" else f"x {float(f):g} (doctored)"
+            for sel, label in ((rows, "all"), ([r for r in rows if r["disjoint"]], "disjoint")):
+                lines.append(f"| {name} | {label} {len(sel)} | {_share(sel, lambda r: r['suite'] == gate.REGRESSION)} "
+                             f"| {_share(sel, lambda r: r['suite'] in (gate.REGRESSION, gate.CONFOUNDED))} "
+                             f"| {_share(sel, lambda r: r['suite'] == gate.CONFOUNDED)} "
+                             f"| {_share(sel, lambda r: r['cases'].get(gate.REGRESSION))} "
+                             f"| {_share(sel, lambda r: r['exit'] == gate.EXIT_UNJUDGED)} "
+                             f"| {_share(sel, lambda r: r['exit'] != 0)} |")
+        aa = [r for r in pool["shifts"]["1.0"] if r["ratio"] is not None]
+        g = np.log([r["ratio"] for r in aa])
+        h = np.log([r["host"] for r in aa if r["host"] is not None])
+        lines += ["", f"A/A geometric-mean ratio over pairs: p1 {np.exp(np.percentile(g, 1)):.3f}, median "
+                      f"{np.exp(np.median(g)):.3f}, p99 {np.exp(np.percentile(g, 99)):.3f} (min {np.exp(g.min()):.3f}, "
+                      f"max {np.exp(g.max()):.3f})"
+                  + (f"; log correlation with the compile-time ratio {np.corrcoef(g, h)[0, 1]:.2f}" if len(h) == len(g)
+                     else ""), ""]
+    return "\n".join(lines)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--rounds", type=int, default=100, help="rounds with A/A and +10%% arms (>= 100 for the goal)")
@@ -250,8 +394,34 @@ def main() -> int:
     ap.add_argument("--analyze", type=Path, nargs="+", default=None,
                     help="re-print the figures of saved JSONs (several: their rounds pooled)")
     ap.add_argument("--out", type=Path, default=ROOT / "results" / "gate_quality")
+    ap.add_argument("--suite", type=Path, default=None, help="record --runs real runs of this suite (as shipped)")
+    ap.add_argument("--profile", default="cpu", help="--suite: profile")
+    ap.add_argument("--impl", action="append", default=[], help="--suite: impls (repeatable)")
+    ap.add_argument("--backend", action="append", default=[], help="--suite: restrict to these backends")
+    ap.add_argument("--runs", type=int, default=16, help="--suite: runs to record")
+    ap.add_argument("--suite-iters", type=int, default=None, help="--suite: set the profile's measure.iters")
+    ap.add_argument("--label", default="", help="--suite: a name for this set of runs in the report")
+    ap.add_argument("--analyze-suite", type=Path, nargs="+", default=None,
+                    help="judge the runs of saved --suite indexes (each its own pool of pairs)")
     args = ap.parse_args()
     stem = args.out / time.strftime("%Y%m%d-%H%M%S")
+    if args.suite or args.analyze_suite:
+        if args.analyze_suite:
+            indexes = [json.loads(p.read_text()) for p in args.analyze_suite]
+        else:
+            work = args.out / f"suite-{stem.name}"
+            suite = suite_copy(args.suite, args.profile, args.backend, args.suite_iters, work)
+            indexes = [record_suite_runs(suite, args.profile, args.impl, args.runs, work)]
+            indexes[0]["label"] = args.label
+            (work.parent / f"suite-{stem.name}.json").write_text(json.dumps(indexes[0], indent=1))
+            print(f"saved the index of the runs to {work.parent / f'suite-{stem.name}.json'}", file=sys.stderr)
+        res = analyze_suite(indexes, gate.GateConfig())
+        text = suite_report(res)
+        print(text)
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / f"suite-analysis-{stem.name}.json").write_text(json.dumps(res))
+        (args.out / f"suite-analysis-{stem.name}.md").write_text(text)
+        return 0
     if args.analyze:
         try:
             data = combine([json.loads(p.read_text())["data"] for p in args.analyze])

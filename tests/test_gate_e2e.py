@@ -172,3 +172,27 @@ def test_repeats_pool_independent_runs_into_one_row(tmp_path, monkeypatch):
     assert len(mine) == 60 and float(ok["median_s"]) == pytest.approx(mine["seconds"].median(), rel=1e-12)
     assert bad["status"] == "failed" and bad["error"].startswith("repeat 1 of 3: RuntimeError: injected fault")
     assert pd.isna(bad["repeats"])
+
+
+def test_run_warns_and_gate_raises_iterations_to_what_holm_needs(tmp_path):
+    """A suite timing 2 iterations per case: `run` warns (2 cases need >= 5 samples per side), `gate`
+    raises measure.iters to 5 for its runs and says so; the baseline it saves has 5 samples per case."""
+    suite = tmp_path / "few.yaml"
+    suite.write_text(SUITE.replace("iters: 20", "iters: 2"))
+    r = _cli("run", str(suite), "--out", str(tmp_path / "results"))
+    assert r.exit_code == 0, r.output
+    assert "2 sample(s) per case" in r.output and "need >= 5 per side for any of its 2 case(s)" in r.output
+    base = tmp_path / "baselines" / "few.csv"
+    js = tmp_path / "v.json"
+    r = _cli("gate", str(suite), "--baseline", str(base), "--out", str(tmp_path / "results"), "--save-baseline")
+    assert r.exit_code == 0, r.output
+    assert "gate raised measure.iters from 2 to 5 (profile base): 2 compared case(s) need >= 5 samples" in r.output
+    assert "sample(s) per case (measure.iters" not in r.output  # the raised run has enough: no warning
+    assert set(results.read_rows(base)["n"].astype(int)) == {5}
+    r = _cli("gate", str(suite), "--baseline", str(base), "--out", str(tmp_path / "results"), "--json", str(js),
+             "--threshold", "50%")
+    assert r.exit_code in (0, 3), r.output  # two real runs of 50 µs cases: anything but a regression at 50%
+    data = json.loads(js.read_text())
+    assert data["suite"] is None or data["suite"]["n_cases"] == 2
+    assert any("raised measure.iters from 2 to 5" in w for w in data["warnings"])
+    assert {c["n_cand"] for c in data["cases"]} == {5}

@@ -87,9 +87,12 @@ def test_five_samples_suffice_for_one_case_but_not_for_twelve():
     one = gate.assess([(draw(rng, 5), draw(rng, 5, 1.5))], gate.GateConfig())[0]
     assert one.verdict == gate.REGRESSION  # smallest p for 5 vs 5 is 0.0079 < 0.05
     many = gate.assess([(draw(rng, 5), draw(rng, 5, 1.5)) for _ in range(12)], gate.GateConfig())
-    # 0.0079 > 0.05/12: Holm cannot reject; saying "unchanged" would be a lie
-    assert {a.verdict for a in many} == {gate.INCONCLUSIVE}
-    assert "cannot reach significance over 12" in many[0].reason
+    # 0.0079 > 0.05/12: Holm cannot reject; saying "unchanged" would be a lie, and since each interval
+    # lies wholly beyond the threshold, so would "inconclusive": they look like regressions
+    assert {a.verdict for a in many} == {gate.UNDERPOWERED}
+    assert "cannot reach significance over 12" in many[0].reason and "need >= 6 per side" in many[0].reason
+    same = gate.assess([(draw(rng, 5), draw(rng, 5)) for _ in range(12)], gate.GateConfig())
+    assert {a.verdict for a in same} == {gate.INCONCLUSIVE}  # no change: could not judge, nothing beyond
 
 
 def test_holm_makes_a_weak_change_insignificant_among_many_cases():

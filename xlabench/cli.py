@@ -123,6 +123,18 @@ def validate(suite_files: tuple[str, ...]) -> None:
         counts = [("base", len(s.cases("")))] + [(n, len(s.cases(n))) for n in s.profile_names()]
         shown = ", ".join(f"{n}: {c}" for n, c in counts)
         console.print(f"[green]ok[/] {path}: suite {s.name!r}, workload {s.spec.workload}; cases per profile: {shown}")
+        for name, _ in counts:  # --- gate: samples per case (docs/gate.md) ---
+            _warn_samples(f"{path} profile {name}", s.cases("" if name == "base" else name))
+
+
+def _warn_samples(where: str, cases: list[suite_lib.Case]) -> None:
+    """Warn (stderr) when the cases time too few samples to be judged by the gate (gate.sample_shortfall)."""
+    from xlabench import gate
+
+    short = gate.sample_shortfall([c.measure.iters * c.measure.repeats for c in cases])
+    if short:
+        err_console.print(f"[yellow]warning:[/] {gate.shortfall_message(where, len(cases), *short)}",
+                          markup=True, soft_wrap=True)
 
 
 def _platform_backend(s: suite_lib.Suite, interpreters: Interpreters) -> str:
@@ -329,6 +341,7 @@ def run_suite(s: suite_lib.Suite, profile: Optional[str] = None, out_dir: str = 
         cases = [c for c in cases if c.case_id in wanted]
     if repeats is not None:
         cases = [dataclasses.replace(c, measure=c.measure.model_copy(update={"repeats": repeats})) for c in cases]
+    _warn_samples(f"suite {s.name} profile {prof or 'base'}", cases)  # --- gate: samples per case ---
     todo = [c for c in cases if c.case_id not in done]
     for backend in dict.fromkeys(c.backend for c in todo):
         if pool.missing(backend):

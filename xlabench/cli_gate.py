@@ -1,12 +1,17 @@
 """``xlabench compare`` and ``xlabench gate``: the regression gate's commands (statistics in gate.py).
 
-Exit codes: 0 pass; 1 a (confirmed) regression or a candidate case that failed or was wrong;
-2 bad input (missing, empty, truncated or foreign file, schema mismatch, environments differ).
+Exit codes: 0 pass; 1 a (confirmed) regression of a case or of the suite-wide shift, or a candidate
+case that failed or was wrong; 2 bad input (missing, empty, truncated or foreign file, schema
+mismatch, environments differ); 3 could not judge: a case too few samples can make significant
+whose interval lies wholly beyond the threshold (underpowered), or a suite-wide shift the host's own
+change of speed explains (confounded); --allow-inconclusive makes that 0.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import math
 import shutil
 import sys
 from pathlib import Path
@@ -16,7 +21,9 @@ import click
 
 from xlabench import gate as gate_lib
 from xlabench import gate_report, results
+from xlabench import suite as suite_lib
 from xlabench.cli import BadInput, RunOutcome, _load_suite, console, err_console, run_suite
+
 
 
 class Fraction(click.ParamType):
@@ -52,6 +59,9 @@ def _judging_options(f: Callable) -> Callable:
                      help="Fewer samples on either side: 'inconclusive'."),
         click.option("--allow-env-mismatch", is_flag=True,
                      help="Compare even if device kind or framework version differ (a warning is shown)."),
+        click.option("--allow-inconclusive", is_flag=True,
+                     help="Exit 0 instead of 3 when the gate could not judge (underpowered cases, a confounded "
+                          "suite-wide shift); they are still reported."),
         click.option("--markdown", "markdown_path", type=click.Path(dir_okay=False), default=None,
                      help="Also write the result as markdown (e.g. $GITHUB_STEP_SUMMARY)."),
         click.option("--json", "json_path", type=click.Path(dir_okay=False), default=None,
@@ -63,10 +73,11 @@ def _judging_options(f: Callable) -> Callable:
 
 
 def _config(metric: str, threshold: float, alpha: float, confidence: float, min_samples: int,
-            allow_env_mismatch: bool) -> gate_lib.GateConfig:
+            allow_env_mismatch: bool, allow_inconclusive: bool) -> gate_lib.GateConfig:
     try:
         return gate_lib.GateConfig(metric=metric, threshold=threshold, alpha=alpha, confidence=confidence,
-                                   min_samples=min_samples, allow_env_mismatch=allow_env_mismatch)
+                                   min_samples=min_samples, allow_env_mismatch=allow_env_mismatch,
+                                   allow_inconclusive=allow_inconclusive)
     except ValueError as e:
         raise BadInput(str(e)) from None
 
@@ -97,8 +108,10 @@ def _report(cmp: gate_lib.Comparison, markdown_path: Optional[str], json_path: O
     console.print(gate_report.table(cmp))
     for w in cmp.warnings:
         err_console.print(f"[bold yellow]warning:[/] {w}", soft_wrap=True)
-    colour = "green" if cmp.passed else "bold red"
-    console.print(f"[{colour}]{gate_report.headline(cmp)}[/]")
+    for line in gate_report.summary_lines(cmp):
+        console.print(line, soft_wrap=True, markup=False)
+    colour = {gate_lib.EXIT_PASS: "green", gate_lib.EXIT_FAIL: "bold red"}.get(cmp.exit_code, "bold yellow")
+    console.print(f"[{colour}]{gate_report.headline(cmp)}[/]", soft_wrap=True)
     _write(markdown_path, gate_report.markdown(cmp, title))
     _write(json_path, gate_report.to_json(cmp))
 
@@ -108,10 +121,15 @@ def _report(cmp: gate_lib.Comparison, markdown_path: Optional[str], json_path: O
 @click.argument("candidate", type=click.Path())
 @_judging_options
 def compare(baseline: str, candidate: str, metric: str, threshold: float, alpha: float, confidence: float,
-            min_samples: int, allow_env_mismatch: bool, markdown_path: Optional[str],
+            min_samples: int, allow_env_mismatch: bool, allow_inconclusive: bool, markdown_path: Optional[str],
             json_path: Optional[str]) -> None:
-    """Compare two results CSVs case by case; exit 1 on a regression or a failed candidate case."""
-    cfg = _config(metric, threshold, alpha, confidence, min_samples, allow_env_mismatch)
+    """Compare two results CSVs case by case and suite-wide.
+
+    Exit codes: 0 pass; 1 a regression (a case, or the suite-wide shift) or a failed/wrong candidate
+    case; 2 bad input; 3 could not judge: an underpowered case (too few samples, interval beyond the
+    threshold) or a suite-wide shift the host's compile times explain (--allow-inconclusive: 0).
+    """
+    cfg = _config(metric, threshold, alpha, confidence, min_samples, allow_env_mismatch, allow_inconclusive)
     base = _load(baseline, "baseline")
     cand = _load(candidate, "candidate")
     cmp = _compare(base, cand, cfg)
@@ -167,6 +185,48 @@ def _replace_baseline(cmp: gate_lib.Comparison, run_csv: Path, bpath: Path) -> N
                   f"cp {src.csv} {dst.csv} && cp {src.samples} {dst.samples}", soft_wrap=True)
 
 
+def raise_iters(s: suite_lib.Suite, profile: Optional[str], only_impls: tuple[str, ...], repeats: Optional[int],
+                base: Optional[gate_lib.RunData], alpha: float) -> tuple[suite_lib.Suite, list[str]]:
+    """The suite with measure.iters raised, where needed, so that every case gets the samples per side
+    one case needs to reach significance after Holm over the cases the gate will compare; and what was
+    raised, in words. ``profile`` None (not known before the platform is detected): every profile."""
+    ok_ids = set() if base is None else set(base.rows.loc[base.rows["status"] == "ok", "case_id"].astype(str))
+    spec = s.spec.model_copy(deep=True)
+    targets = [s.pick_profile(None, profile)] if profile is not None else [""] + s.profile_names()
+    said = []
+    for prof in targets:
+        cases = [c for c in s.cases(prof) if not only_impls or c.impl in only_impls]
+        if not cases:
+            continue
+        paired = [c for c in cases if c.case_id in ok_ids]
+        m = len(paired) or len(cases)
+        need = gate_lib.min_samples_per_side(alpha, m)
+        measure = cases[0].measure  # one measure per suite and profile
+        runs = repeats or measure.repeats
+        want = math.ceil(need / runs)
+        if measure.iters * runs >= need:
+            continue
+        if prof:
+            spec.profiles[prof].measure.iters = want
+        else:
+            spec.measure.iters = want
+        said.append(f"raised measure.iters from {measure.iters} to {want} (profile {prof or 'base'}"
+                    + (f", x {runs} repeats" if runs > 1 else "") + f"): {m} compared case(s) need >= {need} "
+                    f"samples per side for a case to reach significance after Holm (alpha {alpha:g})")
+    return dataclasses.replace(s, spec=spec), said
+
+
+def _baseline_shortfall(base: gate_lib.RunData, alpha: float) -> Optional[str]:
+    ok = base.rows[base.rows["status"] == "ok"]
+    short = gate_lib.sample_shortfall([int(n) for n in ok["n"]], alpha) if len(ok) else None
+    if short is None:
+        return None
+    have, need = short
+    return (f"the baseline {base.path} has as few as {have} sample(s) per case; {len(ok)} cases need >= {need} "
+            "per side: such cases cannot be judged. Re-record it with these settings (gate --save-baseline "
+            "with a new --baseline path)")
+
+
 @click.command()
 @click.argument("suite_file", type=click.Path())
 @click.option("--baseline", required=True, type=click.Path(dir_okay=False),
@@ -187,11 +247,17 @@ def _replace_baseline(cmp: gate_lib.Comparison, run_csv: Path, bpath: Path) -> N
 def gate(suite_file: str, baseline: str, save_baseline: bool, confirm: bool, profile: Optional[str],
          out_dir: str, timeout_s: Optional[float], peak_tflops: Optional[float], only_impls: tuple[str, ...],
          repeats: Optional[int], metric: str, threshold: float, alpha: float, confidence: float, min_samples: int,
-         allow_env_mismatch: bool, markdown_path: Optional[str], json_path: Optional[str]) -> None:
-    """Run a suite, compare it with a baseline, re-run flagged cases; exit 1 only on a confirmed regression
-    or a failed case."""
+         allow_env_mismatch: bool, allow_inconclusive: bool, markdown_path: Optional[str],
+         json_path: Optional[str]) -> None:
+    """Run a suite, compare it with a baseline, re-run flagged cases (all of them for a suite-wide
+    regression); raises measure.iters for its runs to the samples a case needs to reach significance.
+
+    Exit codes: 0 pass; 1 a confirmed regression (a case, or the suite-wide shift) or a failed/wrong
+    case; 2 bad input; 3 could not judge: an underpowered case (too few samples, interval beyond the
+    threshold) or a suite-wide shift the host's compile times explain (--allow-inconclusive: 0).
+    """
     s = _load_suite(suite_file)
-    cfg = _config(metric, threshold, alpha, confidence, min_samples, allow_env_mismatch)
+    cfg = _config(metric, threshold, alpha, confidence, min_samples, allow_env_mismatch, allow_inconclusive)
     bpath = Path(baseline)
     base: Optional[gate_lib.RunData] = None
     if bpath.exists() or not save_baseline:
@@ -201,6 +267,14 @@ def gate(suite_file: str, baseline: str, save_baseline: bool, confirm: bool, pro
         _check_suite(base, s.name)
         if profile is None:
             profile = _baseline_profile(base)
+    try:
+        s, raised = raise_iters(s, profile, only_impls, repeats, base, cfg.alpha)
+    except suite_lib.SuiteError as e:
+        raise BadInput(str(e)) from None
+    notes = [f"gate {r}" for r in raised]
+    short = _baseline_shortfall(base, cfg.alpha) if base is not None else None
+    for msg in notes + ([short] if short else []):
+        err_console.print(f"[bold yellow]warning:[/] {msg}", soft_wrap=True)
     run_kw = dict(out_dir=out_dir, timeout_s=timeout_s, peak_tflops=peak_tflops, only_impls=only_impls,
                   repeats=repeats)
     outcome = run_suite(s, profile=profile, **run_kw)
@@ -210,9 +284,12 @@ def gate(suite_file: str, baseline: str, save_baseline: bool, confirm: bool, pro
         sys.exit(_first_baseline(outcome, bpath, markdown_path, json_path))
 
     cmp = _compare(base, cand, cfg)
+    cmp = dataclasses.replace(cmp, warnings=notes + ([short] if short else []) + cmp.warnings)
     if confirm:
         def rerun(case_ids: list[str]) -> gate_lib.RunData:
-            console.print(f"[yellow]{len(case_ids)} case(s) flagged as regressions: re-running them to confirm[/]")
+            what = "a suite-wide regression and its cases" if cmp.suite is not None and \
+                cmp.suite.verdict == gate_lib.REGRESSION else "regressions"
+            console.print(f"[yellow]{len(case_ids)} case(s) flagged ({what}): re-running them to confirm[/]")
             again = run_suite(s, profile=outcome.profile or "base", only_case_ids=case_ids,
                                 run_id=f"{outcome.files.csv.stem}-confirm", **run_kw)
             return _load(again.files.csv, "re-run")

@@ -15,7 +15,19 @@ does, a change must pass two stages to count (and ``gate`` re-runs what is flagg
    (TFLOP/s, MFU, GB/s, ...) the other way round.
 
 Otherwise a case is ``unchanged``, or ``inconclusive`` when it has too few samples to ever reach
-significance. Defaults (see GateConfig and docs/gate.md):
+significance, ``underpowered`` when it cannot reach significance but its interval lies wholly beyond
+the threshold the bad way (that fails as "could not judge", exit 3, unless allowed).
+
+The **suite-wide test** takes the paired cases together: per case the log of the ratio of the
+statistic; a Wilcoxon signed-rank test across cases, and the geometric mean of the ratios with a
+two-level bootstrap interval (resampling cases, then each case's samples). A shift shared by many
+cases is caught so even when no single case has the samples to be significant. Cases of one run
+share that run's machine speed, so two runs taken under different load differ by a shift of every
+case: the suite-wide shift is checked against the shift of the cases' compile times (a probe of the
+host's speed the timed code does not touch); a shift the machine's own slowdown can explain is
+``confounded`` (could not judge), not a regression (docs/gate.md has the A/A measurements).
+
+Defaults (see GateConfig and docs/gate.md):
 
 * threshold 5%: the smallest slowdown worth failing a build for; it must exceed the runner's
   run-to-run drift, which benchmarks/gate_quality.py measures (on a shared CPU: raise it);
@@ -50,16 +62,21 @@ REGRESSION = "regression"
 IMPROVEMENT = "improvement"
 UNCHANGED = "unchanged"
 INCONCLUSIVE = "inconclusive"
+UNDERPOWERED = "underpowered"  # too few samples to be significant, but the interval is wholly beyond the threshold
+CONFOUNDED = "confounded"      # suite-wide only: a shift the machine's own change of speed can explain
 UNCONFIRMED = "unconfirmed"  # flagged as a regression, not reproduced by gate's re-run
 FAILED = "failed"            # the candidate case failed or gave a wrong result
 NEW = "new"                  # no baseline measurement for the case
 MISSING = "missing"          # in the baseline only
 SKIPPED = "skipped"          # the candidate skipped the case
-VERDICTS = (REGRESSION, FAILED, UNCONFIRMED, IMPROVEMENT, UNCHANGED, INCONCLUSIVE, NEW, MISSING, SKIPPED)
+VERDICTS = (REGRESSION, FAILED, UNDERPOWERED, UNCONFIRMED, IMPROVEMENT, UNCHANGED, INCONCLUSIVE, NEW, MISSING,
+            SKIPPED)
 FAILING = (REGRESSION, FAILED)
+UNJUDGED = (INCONCLUSIVE, UNDERPOWERED)  # "could not judge": listed in every summary
+UNJUDGED_FAILING = (UNDERPOWERED, CONFOUNDED)  # exit 3 unless GateConfig.allow_inconclusive
 
 # Exit codes shared by `compare` and `gate`.
-EXIT_PASS, EXIT_FAIL, EXIT_BAD_INPUT = 0, 1, 2
+EXIT_PASS, EXIT_FAIL, EXIT_BAD_INPUT, EXIT_UNJUDGED = 0, 1, 2, 3
 
 
 class GateInputError(Exception):
@@ -128,6 +145,7 @@ class GateConfig:
     n_resamples: int = 9999
     seed: int = 0
     allow_env_mismatch: bool = False
+    allow_inconclusive: bool = False  # "could not judge" (underpowered cases, a confounded suite shift) exits 0
 
     def __post_init__(self) -> None:
         if self.metric not in METRICS:
@@ -166,6 +184,41 @@ def holm(p_values: Sequence[float]) -> np.ndarray:
 def smallest_p(n_base: int, n_cand: int) -> float:
     """The smallest two-sided Mann-Whitney p-value these sample sizes can give (fully separated)."""
     return float(stats.mannwhitneyu(np.arange(n_base), np.arange(n_base, n_base + n_cand)).pvalue)
+
+
+@functools.lru_cache(maxsize=None)
+def min_samples_per_side(alpha: float, m: int) -> int:
+    """The smallest n for which n vs n samples can make one case significant after Holm over m cases.
+
+    Holm rejects the most significant of m cases when its p <= alpha / m; the smallest two-sided
+    Mann-Whitney p of n vs n samples is that of completely separated samples, computed exactly
+    (2 / C(2n, n)). alpha 0.05: 4 per side for 1 case, 5 for 2-6, 6 for 7-23, 7 for 24-85 (the
+    attention suite's 48 cpu cases), 8 for 86-321, 9 for 322-1215.
+    """
+    if not 0 < alpha < 1 or m < 1:
+        raise ValueError(f"need 0 < alpha < 1 and m >= 1, got alpha={alpha}, m={m}")
+    n = 2
+    while float(stats.mannwhitneyu(np.arange(n), np.arange(n, 2 * n), method="exact").pvalue) > alpha / m:
+        n += 1
+    return n
+
+
+def sample_shortfall(samples_per_case: Sequence[int], alpha: float = GateConfig.alpha) -> Optional[tuple[int, int]]:
+    """(fewest samples a case gets, samples needed per side) when a suite's cases cannot all reach
+    significance after Holm over its case count; None when they can (or there are no cases)."""
+    if not samples_per_case:
+        return None
+    need = min_samples_per_side(alpha, len(samples_per_case))
+    have = min(samples_per_case)
+    return (have, need) if have < need else None
+
+
+def shortfall_message(where: str, n_cases: int, have: int, need: int) -> str:
+    """The warning `validate`, `run` and `gate` print for sample_shortfall()."""
+    return (f"{where}: {have} sample(s) per case (measure.iters x measure.repeats), but `compare`/`gate` need "
+            f">= {need} per side for any of its {n_cases} case(s) to reach significance after Holm "
+            f"(alpha {GateConfig.alpha:g}); with fewer every case is 'could not judge'. Set measure.iters >= "
+            f"{need} (`xlabench gate` raises it for its own runs; see docs/gate.md)")
 
 
 @dataclass(frozen=True)
@@ -252,17 +305,173 @@ def _decide(r: dict[str, Any], p_holm: float, m: int, cfg: GateConfig) -> tuple[
     """The two-stage rule for one tested case (the reason leaves the numbers to the ratio fields)."""
     t, hib = cfg.threshold, cfg.metric_info.higher_is_better
     lo, hi = r["ci_low"], r["ci_high"]
+    worse = lo > 1 + t if not hib else hi < 1 - t
+    better = hi < 1 - t if not hib else lo > 1 + t
     if p_holm > cfg.alpha:
         p_min = smallest_p(r["n_base"], r["n_cand"])
         if p_min > cfg.alpha / m:
-            return INCONCLUSIVE, (f"{r['n_base']} vs {r['n_cand']} samples cannot reach significance over "
-                                  f"{m} case(s) (smallest p {p_min:.2g} > {cfg.alpha:g}/{m}); time more iterations")
+            why = (f"{r['n_base']} vs {r['n_cand']} samples cannot reach significance over {m} case(s) "
+                   f"(smallest p {p_min:.2g} > {cfg.alpha:g}/{m}; need >= {min_samples_per_side(cfg.alpha, m)} "
+                   "per side)")
+            if worse:
+                return UNDERPOWERED, f"{why}, but the interval lies wholly beyond the {t:.0%} threshold: time more iterations"
+            return INCONCLUSIVE, f"{why}; time more iterations"
         return UNCHANGED, "not significant"
-    worse = lo > 1 + t if not hib else hi < 1 - t
-    better = hi < 1 - t if not hib else lo > 1 + t
     if worse or better:
         return (REGRESSION if worse else IMPROVEMENT), f"significant, interval beyond the {t:.0%} threshold"
     return UNCHANGED, f"significant, but the interval reaches within the {t:.0%} threshold"
+
+
+# ------------------------------------------------------------------------------- suite-wide statistics
+# Pure functions on arrays: the shift shared by a comparison's cases, and the host's speed probe.
+
+
+def log_ratios(pairs: Sequence[tuple[np.ndarray, np.ndarray]], statistic: str) -> np.ndarray:
+    """Per case log(stat(candidate) / stat(baseline))."""
+    f = STATISTICS[statistic]
+    return np.array([math.log(float(f(np.asarray(c, dtype=float))) / float(f(np.asarray(b, dtype=float))))
+                     for b, c in pairs])
+
+
+def smallest_signed_rank_p(m: int) -> float:
+    """The smallest two-sided exact Wilcoxon signed-rank p over m nonzero differences: all of one sign."""
+    return min(1.0, 2.0 / 2.0 ** m) if m > 0 else 1.0
+
+
+def signed_rank_p(d: np.ndarray) -> float:
+    """Two-sided Wilcoxon signed-rank p of the differences d against a shift of 0 (zeros dropped;
+    exact for small untied sets, scipy's normal approximation otherwise); 1 when every d is 0."""
+    d = np.asarray(d, dtype=float)
+    if not np.any(d != 0):
+        return 1.0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        p = float(stats.wilcoxon(d, zero_method="wilcox", alternative="two-sided").pvalue)
+    return 1.0 if math.isnan(p) else p
+
+
+def geomean_interval(pairs: Sequence[tuple[np.ndarray, np.ndarray]], statistic: str, confidence: float,
+                     n_resamples: int, rng: np.random.Generator) -> tuple[float, float, float]:
+    """(geometric mean over cases of stat(c) / stat(b), percentile interval low, high).
+
+    Two-level bootstrap: each replicate draws the cases with replacement and, for every case drawn,
+    its baseline and candidate samples with replacement, so the interval holds both the spread between
+    cases and each case's own sampling noise. It cannot hold the drift shared by every case of a run
+    (the machine's speed): see machine_shift.
+    """
+    f = STATISTICS[statistic]
+    m = len(pairs)
+    reps = np.empty((m, n_resamples))  # per case: bootstrap replicates of its log ratio
+    for i, (b, c) in enumerate(pairs):
+        b, c = np.asarray(b, dtype=float), np.asarray(c, dtype=float)
+        step = max(1, int(4_000_000 // (len(b) + len(c))))  # bound memory for long runs
+        for lo in range(0, n_resamples, step):
+            k = min(step, n_resamples - lo)
+            rb = b[rng.integers(0, len(b), (k, len(b)))]
+            rc = c[rng.integers(0, len(c), (k, len(c)))]
+            reps[i, lo:lo + k] = np.log(f(rc, axis=-1) / f(rb, axis=-1))
+    cases = rng.integers(0, m, (n_resamples, m))
+    draws = rng.integers(0, n_resamples, (n_resamples, m))  # an independent inner draw per case drawn
+    means = reps[cases, draws].mean(axis=1)
+    tail = (1 - confidence) / 2 * 100
+    lo, hi = np.percentile(means, [tail, 100 - tail])
+    return float(math.exp(log_ratios(pairs, statistic).mean())), float(math.exp(lo)), float(math.exp(hi))
+
+
+def machine_shift(base_s: np.ndarray, cand_s: np.ndarray, confidence: float, n_resamples: int,
+                  rng: np.random.Generator) -> Optional[tuple[float, float, float]]:
+    """Geometric mean over cases of candidate / baseline compile time, with a percentile bootstrap
+    interval over cases; None with fewer than 2 cases that have both times.
+
+    Compiling is host work the timed code does not do, measured in the same worker minutes apart
+    from the timing: when the host is shared, its slowdown shows in compile times as in run times
+    (measured here: log correlation 0.99 over 32 runs whose speed varied 1.7x with the load).
+    """
+    b, c = np.asarray(base_s, dtype=float), np.asarray(cand_s, dtype=float)
+    ok = np.isfinite(b) & np.isfinite(c) & (b > 0) & (c > 0)
+    d = np.log(c[ok] / b[ok])
+    if len(d) < 2:
+        return None
+    if np.all(d == d[0]):
+        g = float(math.exp(d[0]))
+        return g, g, g
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = stats.bootstrap((d,), np.mean, vectorized=True, method="percentile", confidence_level=confidence,
+                              n_resamples=n_resamples, rng=rng)
+    return (float(math.exp(d.mean())), float(math.exp(res.confidence_interval.low)),
+            float(math.exp(res.confidence_interval.high)))
+
+
+@dataclass(frozen=True)
+class SuiteShift:
+    """The suite-wide test of a comparison: one line in every output."""
+
+    verdict: str
+    reason: str
+    n_cases: int = 0
+    n_worse: int = 0            # cases whose ratio is worse than 1 (slower; lower throughput)
+    n_better: int = 0
+    ratio: Optional[float] = None    # geometric mean over cases of candidate / baseline
+    ci_low: Optional[float] = None
+    ci_high: Optional[float] = None
+    p_value: Optional[float] = None  # Wilcoxon signed-rank over the cases' log ratios, two-sided
+    machine_ratio: Optional[float] = None  # geometric mean of candidate / baseline compile time
+    machine_low: Optional[float] = None
+    machine_high: Optional[float] = None
+    case_ids: tuple[str, ...] = ()
+    confirmation: Optional["SuiteShift"] = None  # gate's re-run of the suite
+
+
+def assess_suite(pairs: Sequence[tuple[np.ndarray, np.ndarray]], cfg: GateConfig,
+                 compile_times: Optional[tuple[np.ndarray, np.ndarray]] = None,
+                 case_ids: Sequence[str] = ()) -> Optional[SuiteShift]:
+    """The suite-wide verdict over the tested cases' (baseline, candidate) values; None under 2 cases.
+
+    regression: the signed-rank p <= alpha and the geometric-mean interval wholly beyond the threshold
+    the bad way; improvement likewise the good way; confounded instead of regression when the compile
+    times' interval (``compile_times``: per case baseline and candidate seconds) lies wholly beyond the
+    threshold the same way (the host slowed down by as much: two runs cannot tell that from the code);
+    inconclusive when the number of cases cannot reach p <= alpha.
+    """
+    m = len(pairs)
+    if m < 2:
+        return None
+    metric = cfg.metric_info
+    hib, t = metric.higher_is_better, cfg.threshold
+    d = log_ratios(pairs, metric.statistic)
+    rng = np.random.default_rng([cfg.seed, _seed_key("suite:" + ",".join(case_ids))])
+    g, lo, hi = geomean_interval(pairs, metric.statistic, cfg.confidence, cfg.n_resamples, rng)
+    p = signed_rank_p(d)
+    worse_d = -d if hib else d
+    kw: dict[str, Any] = dict(n_cases=m, n_worse=int(np.sum(worse_d > 0)), n_better=int(np.sum(worse_d < 0)),
+                              ratio=g, ci_low=lo, ci_high=hi, p_value=p, case_ids=tuple(case_ids))
+    host = machine_shift(*compile_times, cfg.confidence, cfg.n_resamples, rng) if compile_times else None
+    if host is not None:
+        kw.update(machine_ratio=host[0], machine_low=host[1], machine_high=host[2])
+    worse = lo > 1 + t if not hib else hi < 1 - t
+    better = hi < 1 - t if not hib else lo > 1 + t
+    if smallest_signed_rank_p(m) > cfg.alpha:
+        return SuiteShift(INCONCLUSIVE, f"{m} cases cannot reach significance across cases "
+                                        f"(smallest p {smallest_signed_rank_p(m):.2g} > {cfg.alpha:g})", **kw)
+    if p > cfg.alpha:
+        return SuiteShift(UNCHANGED, "no shift across cases", **kw)
+    if not (worse or better):
+        return SuiteShift(UNCHANGED, f"significant, but the interval reaches within the {t:.0%} threshold", **kw)
+    # Compile times are seconds (lower is better) whatever the metric; slower host = slower cases.
+    host_slower = host is not None and host[1] > 1 + t
+    host_faster = host is not None and host[2] < 1 - t
+    if worse and host_slower:
+        return SuiteShift(CONFOUNDED, f"beyond the {t:.0%} threshold, but compile times moved as much "
+                                      f"({host[0]:.2f}x [{host[1]:.2f}, {host[2]:.2f}]): the host slowed down; "
+                                      "two runs cannot tell that from the code", **kw)
+    if better and host_faster:
+        return SuiteShift(INCONCLUSIVE, f"beyond the {t:.0%} threshold, but compile times moved as much "
+                                        f"({host[0]:.2f}x): the host sped up", **kw)
+    why = f"significant, interval beyond the {t:.0%} threshold"
+    if host is None:
+        why += " (no compile times to check the host's speed)"
+    return SuiteShift(REGRESSION if worse else IMPROVEMENT, why, **kw)
 
 
 # ------------------------------------------------------------------------------------------ loading
@@ -380,27 +589,69 @@ class Comparison:
     cases: list[CaseVerdict]
     warnings: list[str] = field(default_factory=list)
     confirm_run: Optional[str] = None
+    suite: Optional[SuiteShift] = None
 
     def count(self, verdict: str) -> int:
         return sum(c.verdict == verdict for c in self.cases)
 
     @property
-    def passed(self) -> bool:
-        return not any(c.verdict in FAILING for c in self.cases)
+    def tested(self) -> int:
+        """Cases that reached the statistics (Holm runs over them)."""
+        return sum(c.p_holm is not None for c in self.cases)
+
+    @property
+    def need_per_side(self) -> int:
+        """Samples per side one case needs to be able to reach significance over the tested cases."""
+        return min_samples_per_side(self.config.alpha, max(1, self.tested))
+
+    @property
+    def unjudged(self) -> list[CaseVerdict]:
+        """The cases the gate could not judge (inconclusive or underpowered)."""
+        return [c for c in self.cases if c.verdict in UNJUDGED]
+
+    @property
+    def failed(self) -> bool:
+        """A regression (a case or the suite-wide shift) or a failed case."""
+        return any(c.verdict in FAILING for c in self.cases) or (
+            self.suite is not None and self.suite.verdict == REGRESSION)
+
+    @property
+    def unjudged_failing(self) -> bool:
+        """Something that looks like a regression but could not be judged: an underpowered case or a
+        confounded suite-wide shift."""
+        return any(c.verdict == UNDERPOWERED for c in self.cases) or (
+            self.suite is not None and self.suite.verdict == CONFOUNDED)
 
     @property
     def exit_code(self) -> int:
-        return EXIT_PASS if self.passed else EXIT_FAIL
+        if self.failed:
+            return EXIT_FAIL
+        if self.unjudged_failing and not self.config.allow_inconclusive:
+            return EXIT_UNJUDGED
+        return EXIT_PASS
+
+    @property
+    def outcome(self) -> str:
+        return {EXIT_PASS: "passed", EXIT_FAIL: "failed", EXIT_UNJUDGED: "could not judge"}[self.exit_code]
+
+    @property
+    def passed(self) -> bool:
+        return self.exit_code == EXIT_PASS
 
     def to_dict(self) -> dict[str, Any]:
         m = self.config.metric_info
         return {
-            "passed": self.passed, "exit_code": self.exit_code,
+            "passed": self.passed, "exit_code": self.exit_code, "outcome": self.outcome,
             "baseline": self.baseline, "candidate": self.candidate, "confirm_run": self.confirm_run,
             "metric": {"name": m.name, "unit": m.unit, "higher_is_better": m.higher_is_better,
                        "statistic": m.statistic},
             "config": asdict(self.config),
             "counts": {v: self.count(v) for v in VERDICTS},
+            "suite": None if self.suite is None else asdict(self.suite),
+            "could_not_judge": {"count": len(self.unjudged), "need_per_side": self.need_per_side,
+                                "cases": [{"case_id": c.case_id, "label": c.label, "verdict": c.verdict,
+                                           "n_base": c.n_base, "n_cand": c.n_cand, "reason": c.reason}
+                                          for c in self.unjudged]},
             "warnings": self.warnings,
             "cases": [asdict(c) for c in self.cases],
         }
@@ -516,13 +767,19 @@ def compare(base: RunData, cand: RunData, cfg: GateConfig,
                 continue
             to_test.append(k)
             pairs.append((bv, cv))
-    for k, a in zip(to_test, assess(pairs, cfg, to_test)):
+    assessed = assess(pairs, cfg, to_test)
+    for k, a in zip(to_test, assessed):
         verdicts[k] = CaseVerdict(**asdict(a), case_id=k, label=labels[k])
+    # The suite-wide test: every case that reached the statistics (a ratio), whatever its own verdict.
+    idx = [i for i, a in enumerate(assessed) if a.ratio is not None]
+    compile_times = (np.array([_num(b_rows[to_test[i]].get("compile_s")) or np.nan for i in idx]),
+                     np.array([_num(c_rows[to_test[i]].get("compile_s")) or np.nan for i in idx]))
+    suite = assess_suite([pairs[i] for i in idx], cfg, compile_times, [to_test[i] for i in idx])
     for k, b in b_rows.items():
         if k not in c_rows:
             put(k, MISSING, f"not in the candidate (baseline status {b['status']})")
     order = list(c_rows) + [k for k in b_rows if k not in c_rows]
-    return Comparison(str(base.path), str(cand.path), cfg, [verdicts[k] for k in order], warn)
+    return Comparison(str(base.path), str(cand.path), cfg, [verdicts[k] for k in order], warn, suite=suite)
 
 
 def confirm(first: Comparison, base: RunData, rerun: Callable[[list[str]], RunData],
@@ -531,9 +788,14 @@ def confirm(first: Comparison, base: RunData, rerun: Callable[[list[str]], RunDa
 
     ``rerun(case_ids)`` runs just those cases afresh and returns the new run. A case stays a
     regression if the re-run alone is again judged one (Holm over the re-run cases only: a new,
-    independent experiment); a case that fails in the re-run is a failure.
+    independent experiment); a case that fails in the re-run is a failure. A suite-wide regression
+    re-runs every case of the suite-wide test, and stays one only if the re-run's is again one.
     """
     flagged = [c.case_id for c in first.cases if c.verdict == REGRESSION]
+    regressed = set(flagged)
+    suite_flagged = first.suite is not None and first.suite.verdict == REGRESSION
+    if suite_flagged:
+        flagged = list(dict.fromkeys(flagged + list(first.suite.case_ids)))
     if not flagged:
         return first
     again_run = rerun(flagged)
@@ -541,7 +803,7 @@ def confirm(first: Comparison, base: RunData, rerun: Callable[[list[str]], RunDa
     by_id = {c.case_id: c for c in again.cases}
     cases = []
     for c in first.cases:
-        w = by_id.get(c.case_id) if c.case_id in flagged else None
+        w = by_id.get(c.case_id) if c.case_id in regressed else None
         if w is not None:
             conf = Assessment(**{k: v for k, v in asdict(w).items() if k in Assessment.__dataclass_fields__})
             if w.verdict in (REGRESSION, FAILED, MISSING):
@@ -551,5 +813,14 @@ def confirm(first: Comparison, base: RunData, rerun: Callable[[list[str]], RunDa
                 c = replace(c, verdict=UNCONFIRMED, confirmation=conf,
                             reason=f"{c.reason}; re-run did not reproduce it: {w.reason}")
         cases.append(c)
+    suite = first.suite
+    if suite_flagged:
+        w = again.suite
+        if w is not None and w.verdict == REGRESSION:
+            suite = replace(suite, confirmation=w, reason=f"{suite.reason}; re-run: {w.reason}")
+        else:
+            why = w.reason if w is not None else "too few cases in the re-run"
+            suite = replace(suite, verdict=UNCONFIRMED, confirmation=w,
+                            reason=f"{suite.reason}; re-run did not reproduce it: {why}")
     warn = first.warnings + [w for w in again.warnings if w not in first.warnings]
-    return replace(first, cases=cases, warnings=warn, confirm_run=str(again_run.path))
+    return replace(first, cases=cases, warnings=warn, confirm_run=str(again_run.path), suite=suite)

@@ -9,11 +9,14 @@ from rich.table import Table
 
 from xlabench import gate
 
-_STYLE = {gate.REGRESSION: "bold red", gate.FAILED: "bold red", gate.UNCONFIRMED: "yellow",
-          gate.IMPROVEMENT: "green", gate.UNCHANGED: "", gate.INCONCLUSIVE: "yellow", gate.NEW: "cyan",
-          gate.MISSING: "magenta", gate.SKIPPED: "dim"}
-_ICON = {gate.REGRESSION: "❌", gate.FAILED: "❌", gate.UNCONFIRMED: "⚠️", gate.IMPROVEMENT: "✅",
-         gate.UNCHANGED: "", gate.INCONCLUSIVE: "❔", gate.NEW: "🆕", gate.MISSING: "➖", gate.SKIPPED: "⏭️"}
+_STYLE = {gate.REGRESSION: "bold red", gate.FAILED: "bold red", gate.UNDERPOWERED: "bold yellow",
+          gate.CONFOUNDED: "bold yellow", gate.UNCONFIRMED: "yellow", gate.IMPROVEMENT: "green", gate.UNCHANGED: "",
+          gate.INCONCLUSIVE: "yellow", gate.NEW: "cyan", gate.MISSING: "magenta", gate.SKIPPED: "dim"}
+_ICON = {gate.REGRESSION: "❌", gate.FAILED: "❌", gate.UNDERPOWERED: "❓", gate.CONFOUNDED: "❓",
+         gate.UNCONFIRMED: "⚠️", gate.IMPROVEMENT: "✅", gate.UNCHANGED: "", gate.INCONCLUSIVE: "❔",
+         gate.NEW: "🆕", gate.MISSING: "➖", gate.SKIPPED: "⏭️"}
+_OUTCOME = {gate.EXIT_PASS: "PASSED", gate.EXIT_FAIL: "FAILED", gate.EXIT_UNJUDGED: "COULD NOT JUDGE"}
+_OUTCOME_ICON = {gate.EXIT_PASS: "✅", gate.EXIT_FAIL: "❌", gate.EXIT_UNJUDGED: "❓"}
 
 
 def value(v: Optional[float], unit: str) -> str:
@@ -51,16 +54,60 @@ def _ordered(cmp: gate.Comparison) -> list[gate.CaseVerdict]:
 
 def headline(cmp: gate.Comparison) -> str:
     counts = ", ".join(f"{cmp.count(v)} {v}" for v in gate.VERDICTS if cmp.count(v))
-    return ("PASSED" if cmp.passed else "FAILED") + f": {counts}"
+    suite = f"; suite-wide {cmp.suite.verdict}" if cmp.suite is not None else ""
+    allowed = " (could not judge: allowed by --allow-inconclusive)" if (
+        cmp.exit_code == gate.EXIT_PASS and cmp.unjudged_failing) else ""
+    return f"{_OUTCOME[cmp.exit_code]}: {counts}{suite}{allowed}"
+
+
+def suite_line(cmp: gate.Comparison) -> Optional[str]:
+    """'suite: 48/48 slower, geometric mean 1.30 [1.27, 1.33], p = 3.6e-15 (...): regression (...)'."""
+    s = cmp.suite
+    if s is None:
+        return None
+    worse, better = ("slower", "faster") if not cmp.config.metric_info.higher_is_better else ("worse", "better")
+    host = "" if s.machine_ratio is None else (
+        f"; compile times {s.machine_ratio:.2f} [{s.machine_low:.2f}, {s.machine_high:.2f}]")
+    line = (f"suite: {s.n_worse}/{s.n_cases} {worse}, {s.n_better}/{s.n_cases} {better}, geometric mean "
+            f"{s.ratio:.2f} [{s.ci_low:.2f}, {s.ci_high:.2f}], p = {s.p_value:.2g} (Wilcoxon signed-rank over "
+            f"{s.n_cases} cases){host}: {s.verdict} ({s.reason})")
+    if s.confirmation is not None:
+        r = s.confirmation
+        line += f"; re-run: geometric mean {r.ratio:.2f} [{r.ci_low:.2f}, {r.ci_high:.2f}], p = {r.p_value:.2g}"
+    return line
+
+
+def unjudged_line(cmp: gate.Comparison) -> Optional[str]:
+    """'could not judge N cases: too few samples; need >= K per side: ...' (None when every case was judged)."""
+    cases = cmp.unjudged
+    if not cases:
+        return None
+    few = [c for c in cases if c.n_base or c.n_cand]
+    have = sorted({f"{c.n_base}/{c.n_cand}" for c in few})
+    under = [c for c in cases if c.verdict == gate.UNDERPOWERED]
+    line = (f"could not judge {len(cases)} case(s): too few samples; need >= {cmp.need_per_side} per side over "
+            f"{max(1, cmp.tested)} tested case(s)" + (f" (have {', '.join(have[:4])})" if have else ""))
+    if under:
+        line += (f"; {len(under)} of them underpowered (interval wholly beyond the threshold, the bad way): "
+                 + ", ".join(c.label for c in under[:8]) + (" ..." if len(under) > 8 else ""))
+    other = [c for c in cases if c.verdict == gate.INCONCLUSIVE and not (c.n_base or c.n_cand)]
+    if other:
+        line += "; " + "; ".join(f"{c.label}: {c.reason}" for c in other[:4])
+    return line
 
 
 def describe(cmp: gate.Comparison) -> str:
     cfg, m = cmp.config, cmp.config.metric_info
-    tested = sum(c.p_holm is not None for c in cmp.cases)
     better = "higher" if m.higher_is_better else "lower"
     return (f"metric {m.name} ({better} is better; ratio = candidate / baseline of the {m.statistic}), "
-            f"threshold {cfg.threshold:.0%}, alpha {cfg.alpha:g} with Holm over {tested} tested case(s), "
-            f"{cfg.confidence:.0%} bootstrap interval, min {cfg.min_samples} samples")
+            f"threshold {cfg.threshold:.0%}, alpha {cfg.alpha:g} with Holm over {cmp.tested} tested case(s) "
+            f"(>= {cmp.need_per_side} samples per side can reach it), {cfg.confidence:.0%} bootstrap interval, "
+            f"min {cfg.min_samples} samples")
+
+
+def summary_lines(cmp: gate.Comparison) -> list[str]:
+    """The suite-wide line and the could-not-judge line, where there are any."""
+    return [x for x in (suite_line(cmp), unjudged_line(cmp)) if x]
 
 
 def table(cmp: gate.Comparison) -> Table:
@@ -83,11 +130,13 @@ def _md(text: str) -> str:
 
 def markdown(cmp: gate.Comparison, title: str = "xlabench gate") -> str:
     unit = cmp.config.metric_info.unit
-    icon = "✅" if cmp.passed else "❌"
+    icon = _OUTCOME_ICON[cmp.exit_code]
     lines = [f"## {icon} {title}: {headline(cmp)}", "",
              f"Baseline `{cmp.baseline}` vs candidate `{cmp.candidate}`"
              + (f" (flagged cases re-run in `{cmp.confirm_run}`)" if cmp.confirm_run else "") + ".", "",
              f"_{describe(cmp)}._", ""]
+    for x in summary_lines(cmp):
+        lines += [f"**{_md(x)}**", ""]
     for w in cmp.warnings:
         lines += [f"> ⚠️ {_md(w)}", ""]
     lines += ["| verdict | case | n | baseline | candidate | ratio [CI] | p (Holm) | note |",
