@@ -73,8 +73,11 @@ class Worker:
         self.log_path = log_path
         self._log = open(log_path, "ab") if log_path else subprocess.DEVNULL
         self._log_start = log_path.stat().st_size if log_path else 0
+        # The worker dies with this process (--parent-pid; PR_SET_PDEATHSIG on Linux). PDEATHSIG fires
+        # when the spawning *thread* exits: the runner starts workers from its main thread, which lives
+        # as long as the process; a worker started from a short-lived thread would die with that thread.
         self.proc = subprocess.Popen(
-            [spec.python, "-m", "xlabench.worker", "--backend", spec.backend],
+            [spec.python, "-m", "xlabench.worker", "--backend", spec.backend, "--parent-pid", str(os.getpid())],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log, env=spec.environ(),
             start_new_session=True)
         self._buf = b""

@@ -3,24 +3,79 @@
 Protocol: one JSON object per line. The parent writes requests to stdin; replies go to the original
 stdout, while everything else anyone prints (Python or C++) is sent to stderr, i.e. the run's log.
 The parent never imports a framework; a crash or hang here costs one case, not the run.
+
+A worker never outlives its parent (``--parent-pid``): on Linux the kernel kills it when the parent
+dies (PR_SET_PDEATHSIG), and everywhere a watchdog thread exits when the parent pid changes or the
+protocol pipe closes. Otherwise a parent killed while its worker hangs or compiles (OOM killer, kill -9,
+a lost SSH session) leaves an orphan that keeps the accelerator open for the next run.
 """
 
 from __future__ import annotations
 
 import argparse
+import ctypes
 import importlib
 import json
 import os
+import select
 import signal
 import sys
+import threading
 import time
 import traceback
+from collections.abc import Callable
 from typing import Any
 
 from xlabench.harness import TimingPlan
 from xlabench.worker_api import CaseSkipped
 
 FAULT_ENV = "XLABENCH_INJECT_FAULT"
+PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+WATCH_INTERVAL_S = 0.5
+PIPE_CLOSED_GRACE_S = 10.0  # the parent closed our stdin: time for the read loop to end on its own
+
+
+def _exit_group() -> None:
+    """Die now, with anything this worker started: it leads its own process group (start_new_session)."""
+    if os.getpgrp() == os.getpid():
+        os.killpg(os.getpid(), signal.SIGKILL)
+    os._exit(1)
+
+
+def _watch_parent(parent_pid: int, pipe_fd: int, on_dead: Callable[[], None],
+                  interval_s: float = WATCH_INTERVAL_S, grace_s: float = PIPE_CLOSED_GRACE_S) -> None:
+    """Call ``on_dead`` once the parent is gone: its pid is no longer our parent's (we were re-parented),
+    or it closed the protocol pipe and we are still here ``grace_s`` later (an idle worker ends its read
+    loop at once on EOF; one stuck in a case does not). Runs in a thread, so it works while the main
+    thread is busy in a compile, as long as that releases the GIL (on Linux PDEATHSIG needs no GIL)."""
+    poller = select.poll()
+    poller.register(pipe_fd, 0)  # no events asked: only POLLHUP / POLLERR / POLLNVAL, i.e. the pipe closed
+    closed_at: float | None = None
+    while True:
+        if os.getppid() != parent_pid:
+            break
+        if closed_at is None:
+            if poller.poll(interval_s * 1000):
+                closed_at = time.monotonic()
+        elif time.monotonic() - closed_at >= grace_s:
+            break
+        else:
+            time.sleep(interval_s)
+    on_dead()
+
+
+def die_with_parent(parent_pid: int) -> None:
+    """Make sure this worker does not outlive ``parent_pid`` (see the module docstring)."""
+    if sys.platform.startswith("linux"):
+        try:  # SIGKILL from the kernel when the parent dies, even if we are stuck in C code
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        except (OSError, AttributeError):
+            pass
+    if os.getppid() != parent_pid:  # the parent died before prctl took effect: no signal will come
+        _exit_group()
+    threading.Thread(target=_watch_parent, args=(parent_pid, sys.stdin.fileno(), _exit_group),
+                     name="xlabench-parent-watchdog", daemon=True).start()
 
 
 def _inject_fault(case: dict[str, Any]) -> None:
@@ -95,7 +150,11 @@ def _target_env(msg: dict[str, Any]) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m xlabench.worker")
     ap.add_argument("--backend", required=True)
+    ap.add_argument("--parent-pid", type=int, default=None,
+                    help="Die when this process (the runner that started the worker) dies.")
     args = ap.parse_args(argv)
+    if args.parent_pid is not None:  # first, before the framework import (seconds) and any compile
+        die_with_parent(args.parent_pid)
 
     proto = os.fdopen(os.dup(1), "w", buffering=1, encoding="utf-8")
     os.dup2(2, 1)  # stray prints (Python or C) go to the log, never into the protocol
