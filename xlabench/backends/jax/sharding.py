@@ -14,6 +14,7 @@ run per shard through ``jax.shard_map`` (attention is independent per sequence a
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Callable, Optional
 
 import jax
@@ -36,12 +37,16 @@ AUTO_REASON = ("JAX has no public XLA auto-sharding (jax.sharding.AUTO is gone i
                "private one aborts on CPU: 'auto-partitioner callback wasn't registered'); torch_xla runs auto")
 
 
-def make_mesh(shape: dict[str, int]) -> jax.sharding.Mesh:
-    """A (data, fsdp, tensor) mesh over the first prod(shape) devices."""
+def make_mesh(shape: dict[str, int], devices: Sequence[jax.Device] | None = None) -> jax.sharding.Mesh:
+    """A (data, fsdp, tensor) mesh over the first prod(shape) of ``devices`` (default: jax.devices()).
+
+    ``devices`` lets a caller build the mesh over devices this process does not run on, e.g. the
+    compile-only devices of a TPU topology (jax.experimental.topologies) for ahead-of-time compiles.
+    """
     n = shape["data"] * shape["fsdp"] * shape["tensor"]
-    devices = jax.devices()
+    devices = list(jax.devices() if devices is None else devices)
     if len(devices) < n:
-        raise ValueError(f"mesh {shape} needs {n} devices but {len(devices)} are visible "
+        raise ValueError(f"mesh {shape} needs {n} devices but {len(devices)} are available "
                          f"({devices[0].platform}); set devices to at most {len(devices)}")
     return jax.make_mesh(tuple(shape[a] for a in MESH_AXES), MESH_AXES,
                          axis_types=(jax.sharding.AxisType.Auto,) * len(MESH_AXES), devices=devices[:n])

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import json
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -25,6 +26,7 @@ PARAM_SEED = 0
 TOKEN_SEED = 1
 OPTIMIZER = optax.adamw(**ADAMW)
 MeshKey = tuple[int, int, int]  # (data, fsdp, tensor) sizes
+Devices = tuple[jax.Device, ...] | None  # devices of the mesh (None: jax.devices()); a tuple, to cache on
 
 
 def _mesh_key(p: TrainParams) -> MeshKey:
@@ -35,9 +37,10 @@ def _mesh_key(p: TrainParams) -> MeshKey:
 # The worker runs many cases of one model and mesh: cache what depends only on those (shardings, the
 # jitted initialiser and reference), so a batch or impl sweep compiles them once.
 @functools.lru_cache(maxsize=16)
-def layouts(cfg: ModelConfig, mode: str, mesh_key: MeshKey) -> tuple[jax.sharding.Mesh, Any, Any, Any]:
-    """(mesh, parameter shardings, optimizer-state shardings, token sharding)."""
-    mesh = sharding.make_mesh(dict(zip(MESH_AXES, mesh_key)))
+def layouts(cfg: ModelConfig, mode: str, mesh_key: MeshKey, devices: Devices = None
+            ) -> tuple[jax.sharding.Mesh, Any, Any, Any]:
+    """(mesh, parameter shardings, optimizer-state shardings, token sharding), the mesh over ``devices``."""
+    mesh = sharding.make_mesh(dict(zip(MESH_AXES, mesh_key)), devices)
     p_shard = sharding.param_shardings(cfg, mesh, mode)
     abstract = jax.eval_shape(OPTIMIZER.init, abstract_params(cfg, "float32"))
     o_shard = optax.tree_map_params(OPTIMIZER, lambda _, s: s, abstract, p_shard,
@@ -123,12 +126,18 @@ class StepProgram:
                 donate_argnums=(0, 1) if donate else ())
 
 
-def program(p: TrainParams, impl: str, interpret: bool, platform: str) -> StepProgram:
-    """Mesh, shardings and the step function of a case (raises CaseSkipped where it cannot run)."""
+def program(p: TrainParams, impl: str, interpret: bool, platform: str,
+            devices: Sequence[jax.Device] | None = None) -> StepProgram:
+    """Mesh, shardings and the step function of a case (raises CaseSkipped where it cannot run).
+
+    ``devices``: what the mesh spans (default: this process's jax.devices()); pass a TPU topology's
+    compile-only devices to compile the step ahead of time for hardware that is not attached.
+    """
     if p.sharding == "auto":
         raise CaseSkipped(sharding.AUTO_REASON)
     cfg = p.config()
-    mesh, p_shard, o_shard, tok_shard = layouts(cfg, p.sharding, _mesh_key(p))
+    mesh, p_shard, o_shard, tok_shard = layouts(cfg, p.sharding, _mesh_key(p),
+                                                None if devices is None else tuple(devices))
     hooks = sharding.hooks(mesh, p.sharding, attention_fn(impl, cfg, p, mesh, interpret, platform), impl)
 
     def step(params, opt_state, tokens):
