@@ -147,7 +147,8 @@ def test_scanned_weights_shard_like_one_layer_with_the_layer_axis_whole(report: 
     c = _case(report, "llama-tiny", "2d", "flash", scan=True)
     wq, one = c["layouts"]["['layers']['wq']"], _case(report, "llama-tiny", "2d", "flash")["layouts"][WQ]
     assert wq["global"] == [2, *one["global"]] and wq["shard"] == [2, *one["shard"]]
-    assert wq["spec"] == str(PartitionSpec(None, "fsdp", "tensor", None))  # one layer's, layer axis whole
+    # one layer's spec with the layer axis whole (compared past the class name: jax prints P(...) or PartitionSpec(...))
+    assert wq["spec"].split("(", 1)[1] == str(PartitionSpec(None, "fsdp", "tensor", None)).split("(", 1)[1]
     fsdp = _case(report, "gpt2-tiny", "fsdp", scan=True)["layouts"]
     assert fsdp["['layers']['w_in']"]["shard"] == [2, 128 // 8, 512]
     assert fsdp["['layers']['attn_norm']['scale']"]["shard"] == [2, 128]  # vectors replicated
