@@ -87,6 +87,28 @@ def test_defaults_resolve_to_explicit_dims_and_mesh() -> None:
     assert default_mesh("tp", 2) == {"data": 1, "fsdp": 1, "tensor": 2}
 
 
+@pytest.mark.parametrize("name,scan", [("gpt2-2b", True), ("llama2-2b", True), ("llama2-7b", True),
+                                       ("llama3-8b", True), ("gpt2-124m", False), ("gpt2-tiny", False),
+                                       ("llama-tiny", False)])
+def test_scan_layers_defaults_to_the_presets_choice(name: str, scan: bool) -> None:
+    p = TrainParams(model=name, global_batch=1, seq_len=128)
+    assert p.scan_layers is None and p.scan() is scan and p.resolved().scan_layers is scan
+    assert TrainParams(model=name, global_batch=1, seq_len=128, scan_layers=not scan).resolved().scan_layers is not scan
+    assert _params(model="custom", arch="gpt2", vocab_size=64, d_model=64, num_layers=2, num_heads=2, d_ff=64,
+                   devices=1).resolved().scan_layers is False
+
+
+def test_suite_cases_carry_scan_layers_resolved(tmp_path) -> None:
+    """The CSV shows what ran: the preset default made explicit, an explicit value kept."""
+    path = tmp_path / "scan.yaml"
+    path.write_text("name: scan\nworkload: train\nimpls: [naive]\nparams: {seq_len: 128, global_batch: 8}\n"
+                    "matrix:\n  'model,scan_layers': [[gpt2-2b, null], [gpt2-tiny, null], [gpt2-tiny, true]]\n")
+    cases = suite_lib.load(path).cases("")
+    assert [c.params["scan_layers"] for c in cases] == [True, False, True]
+    assert len({c.case_id for c in cases}) == 3
+    assert results._cell(cases[0].params["scan_layers"]) == "true"
+
+
 def test_mesh_as_mapping_or_string() -> None:
     assert parse_mesh({"data": 4, "fsdp": 2}) == {"data": 4, "fsdp": 2, "tensor": 1}
     assert parse_mesh("data=2, tensor=4") == {"data": 2, "fsdp": 1, "tensor": 4}

@@ -38,11 +38,12 @@ def report() -> dict:
     return out
 
 
-def _case(report: dict, model: str, mode: str, impl: str = "naive", dtype: str = "float32") -> dict:
+def _case(report: dict, model: str, mode: str, impl: str = "naive", dtype: str = "float32",
+          scan: bool = False) -> dict:
     for c in report["cases"]:
-        if (c["model"], c["mode"], c["impl"], c["dtype"]) == (model, mode, impl, dtype):
+        if (c["model"], c["mode"], c["impl"], c["dtype"], c["scan"]) == (model, mode, impl, dtype, scan):
             return c
-    raise AssertionError(f"no case {model} {mode} {impl} {dtype} in the worker's report")
+    raise AssertionError(f"no case {model} {mode} {impl} {dtype} scan={scan} in the worker's report")
 
 
 CASES = [("gpt2-tiny", "dp", "naive"), ("gpt2-tiny", "fsdp", "naive"), ("gpt2-tiny", "tp", "naive"),
@@ -127,3 +128,27 @@ def test_2d_splits_over_fsdp_and_tensor(report: dict, model: str, impl: str) -> 
     assert "fsdp" in _layout(c, WQ)["spec"] and "tensor" in _layout(c, WQ)["spec"]
     e = _layout(c, EMBED)["global"]
     assert _layout(c, EMBED)["shard"] == [e[0] // 2, e[1] // 4]
+
+
+@pytest.mark.parametrize("model,mode,impl", [("gpt2-tiny", "fsdp", "naive"), ("llama-tiny", "2d", "flash")])
+def test_scanned_sharded_step_matches_unrolled_one_device(report: dict, model: str, mode: str, impl: str) -> None:
+    """Stacked layers under jax.lax.scan, sharded, against the unrolled loop on one device: the same
+    per-sequence losses at the initial weights and after each AdamW step, and the same updates."""
+    c = _case(report, model, mode, impl, scan=True)
+    for got, want in zip(c["per_seq"], c["base_per_seq"], strict=True):
+        assert max(abs(a - b) for a, b in zip(got, want, strict=True)) <= LOSS_TOL, (got, want)
+    assert c["update_rel_diff"] <= UPDATE_TOL, c["update_rel_diff"]
+    assert c["param_max_diff"] < 0.1 * c["update_max"]
+
+
+def test_scanned_weights_shard_like_one_layer_with_the_layer_axis_whole(report: dict) -> None:
+    from jax.sharding import PartitionSpec
+
+    c = _case(report, "llama-tiny", "2d", "flash", scan=True)
+    wq, one = c["layouts"]["['layers']['wq']"], _case(report, "llama-tiny", "2d", "flash")["layouts"][WQ]
+    assert wq["global"] == [2, *one["global"]] and wq["shard"] == [2, *one["shard"]]
+    # one layer's spec with the layer axis whole (compared past the class name: jax prints P(...) or PartitionSpec(...))
+    assert wq["spec"].split("(", 1)[1] == str(PartitionSpec(None, "fsdp", "tensor", None)).split("(", 1)[1]
+    fsdp = _case(report, "gpt2-tiny", "fsdp", scan=True)["layouts"]
+    assert fsdp["['layers']['w_in']"]["shard"] == [2, 128 // 8, 512]
+    assert fsdp["['layers']['attn_norm']['scale']"]["shard"] == [2, 128]  # vectors replicated

@@ -64,6 +64,8 @@ CASE_COLUMNS = _c("case", [
     ("sharding", "", "train: dp | fsdp | tp | 2d | auto"),
     ("mesh", "", "train: device mesh as axis=size,..."),
     ("remat", "", "train: activation rematerialisation policy"),
+    ("scan_layers", "", ("train: true: layer weights stacked, JAX runs the layers as one jax.lax.scan "
+                         "(torch_xla always loops); default: on for the 2B-and-up presets")),
     ("context_lens", "tokens", "paged: context lengths: 'N' (all N), 'uniform:lo..hi' (fixed seed) or 'a,b,c'"),
     ("page_size", "tokens", "paged: tokens per KV-cache page"),
     ("pages_per_compute_block", "", "paged: pages per kernel compute block"),
@@ -306,7 +308,7 @@ def read_rows(path: Path):
     extra = [c for c in header if c not in COLUMN_NAMES]
     if extra:
         raise ResultsFileError(f"{path}: unknown column(s) {extra} for schema version {SCHEMA_VERSION}")
-    for b in ("causal", "interpret", "correct"):
+    for b in ("causal", "interpret", "correct", "scan_layers"):
         if b in df:
             df[b] = df[b].map({True: True, False: False, "true": True, "false": False})
     return df

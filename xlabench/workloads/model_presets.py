@@ -131,6 +131,17 @@ PRESETS: dict[str, ModelConfig] = {
 }
 
 
+# Presets whose train step scans over layers unless a case says otherwise (TrainParams.scan_layers):
+# the 2B-and-up ones, whose unrolled step takes minutes to compile (XLA compiles every layer; a scan
+# compiles one). The CPU-sized ones stay unrolled, the layout their tests and measurements were made with.
+SCAN_LAYERS_PRESETS = frozenset({"gpt2-2b", "llama2-2b", "llama2-7b", "llama3-8b"})
+
+
+def scan_layers_default(name: str) -> bool:
+    """Whether a case of preset ``name`` (or 'custom': no) scans over layers by default."""
+    return name in SCAN_LAYERS_PRESETS
+
+
 def preset(name: str) -> ModelConfig:
     try:
         return PRESETS[name]

@@ -100,6 +100,7 @@ class TrainParams(BaseModel):
     sharding: Literal["dp", "fsdp", "tp", "2d", "auto"] = "fsdp"
     mesh: Optional[Union[str, dict[str, Any]]] = None
     remat: Literal["none", "full", "dots"] = "none"
+    scan_layers: bool | None = None  # None: the preset's default (model_presets.scan_layers_default)
     devices: int = 1
 
     @field_validator("model")
@@ -173,11 +174,16 @@ class TrainParams(BaseModel):
     def mesh_shape(self) -> dict[str, int]:
         return parse_mesh(self.mesh) if self.mesh is not None else default_mesh(self.sharding, self.devices)
 
+    def scan(self) -> bool:
+        """Whether the step runs its layers as one scan over stacked weights (False: a Python loop)."""
+        return presets.scan_layers_default(self.model) if self.scan_layers is None else self.scan_layers
+
     def resolved(self) -> "TrainParams":
-        """Every model dimension and the full mesh made explicit (what goes in the CSV and the case id)."""
+        """Every model dimension, the full mesh and scan_layers made explicit (what goes in the CSV and
+        the case id)."""
         cfg = self.config()
         return self.model_copy(update={**{k: getattr(cfg, k) for k in DIM_FIELDS},
-                                       "mesh": mesh_str(self.mesh_shape())})
+                                       "mesh": mesh_str(self.mesh_shape()), "scan_layers": self.scan()})
 
     @property
     def tokens(self) -> int:

@@ -4,6 +4,11 @@ Parameters are a dict pytree. ``layout(cfg)`` is the one description of every pa
 logical axes, initialiser): ``init_params`` builds the arrays from it and the sharding module maps
 its logical axes to mesh axes. The model knows nothing about meshes: the caller passes ``Hooks``
 (sharding constraints and the attention call, where the impl registry and shard_map live).
+
+Layers come in two layouts, chosen by ``scan``: a list of per-layer dicts, run by a Python loop (XLA
+sees every layer: compile time grows with depth), or one dict of arrays stacked on a leading layer
+axis, run by ``jax.lax.scan`` (XLA compiles one layer). Both hold the same values and compute the same
+step; ``logits`` tells them apart by the tree.
 """
 
 from __future__ import annotations
@@ -64,12 +69,24 @@ def _layer_layout(cfg: ModelConfig) -> dict[str, Any]:
     return lay
 
 
-def layout(cfg: ModelConfig) -> dict[str, Any]:
-    """Every parameter's shape, logical axes and initialiser (embedding tables use the padded vocab)."""
+def _stacked(spec: ParamSpec, n: int) -> ParamSpec:
+    """``spec`` for n layers stacked on a new leading axis, which is never sharded (every device holds
+    its shard of every layer, as in the per-layer layout)."""
+    return ParamSpec((n, *spec.shape), (None, *spec.axes), spec.init)
+
+
+def layout(cfg: ModelConfig, scan: bool = False) -> dict[str, Any]:
+    """Every parameter's shape, logical axes and initialiser (embedding tables use the padded vocab).
+
+    ``layers``: a list of per-layer dicts, or (``scan``) one dict of [num_layers, ...] specs.
+    """
     v, d = cfg.padded_vocab, cfg.d_model
+    layers: Any = [_layer_layout(cfg) for _ in range(cfg.num_layers)]
+    if scan:
+        layers = jax.tree.map(lambda s: _stacked(s, cfg.num_layers), layers[0], is_leaf=is_spec)
     lay: dict[str, Any] = {
         "embed": ParamSpec((v, d), (VOCAB, EMBED), "normal"),
-        "layers": [_layer_layout(cfg) for _ in range(cfg.num_layers)],
+        "layers": layers,
         "final_norm": _norm_layout(cfg),
     }
     if cfg.arch == "gpt2":
@@ -83,9 +100,36 @@ def is_spec(x: Any) -> bool:
     return isinstance(x, ParamSpec)
 
 
-def init_params(cfg: ModelConfig, key: jax.Array, dtype: Any) -> dict[str, Any]:
+def stack_layers(layers: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per-layer parameter dicts -> one dict of arrays stacked on a leading layer axis (the scan layout)."""
+    return jax.tree.map(lambda *xs: jnp.stack(xs), *layers)
+
+
+def unstack_layers(layers: dict[str, Any]) -> list[dict[str, Any]]:
+    """The inverse of stack_layers: one dict per layer."""
+    n = jax.tree.leaves(layers)[0].shape[0]
+    return [jax.tree.map(lambda x, i=i: x[i], layers) for i in range(n)]
+
+
+def is_stacked(layers: Any) -> bool:
+    """Whether ``params['layers']`` is the scan layout (one dict of stacked arrays, not a list)."""
+    return isinstance(layers, dict)
+
+
+def init_params(cfg: ModelConfig, key: jax.Array, dtype: Any, scan: bool = False) -> dict[str, Any]:
     """Parameters from ``key``: one folded key per leaf, so values do not depend on how the init is
-    sharded (with jax_threefry_partitionable, the default)."""
+    sharded (with jax_threefry_partitionable, the default).
+
+    The keys follow the per-layer layout in either case, and ``scan`` stacks those layers: a scanned
+    and an unrolled model of one seed have the same weights.
+    """
+    params = _init_unrolled(cfg, key, dtype)
+    if scan:
+        params["layers"] = stack_layers(params["layers"])
+    return params
+
+
+def _init_unrolled(cfg: ModelConfig, key: jax.Array, dtype: Any) -> dict[str, Any]:
     leaves, tree = jax.tree.flatten(layout(cfg), is_leaf=is_spec)
     resid_std = INIT_STD / math.sqrt(2 * cfg.num_layers)
 
@@ -167,17 +211,27 @@ REMAT_POLICIES: dict[str, Optional[Callable]] = {
 
 def logits(params: dict[str, Any], tokens: jax.Array, cfg: ModelConfig, hooks: Hooks,
            remat: str = "none") -> jax.Array:
-    """tokens [B, S] int32 -> float32 logits [B, S, padded_vocab] (padding columns at -inf)."""
+    """tokens [B, S] int32 -> float32 logits [B, S, padded_vocab] (padding columns at -inf).
+
+    ``remat`` applies per layer: to each unrolled layer, or to the scanned body.
+    """
     s = tokens.shape[1]
     x = jnp.take(params["embed"], tokens, axis=0)
     if cfg.arch == "gpt2":
         x = x + params["pos"][:s]
     x = hooks.act(x)
+    layers = params["layers"]
     block = _block
     if remat != "none":
-        block = jax.checkpoint(_block, policy=REMAT_POLICIES[remat], static_argnums=(2, 3))
-    for layer in params["layers"]:
-        x = block(layer, x, cfg, hooks)
+        # Under scan the forward and its recomputation sit in different loops (the forward and the
+        # backward scan), so XLA cannot merge them: no CSE barrier needed there (JAX's advice for scan).
+        block = jax.checkpoint(_block, policy=REMAT_POLICIES[remat], static_argnums=(2, 3),
+                               prevent_cse=not is_stacked(layers))
+    if is_stacked(layers):
+        x, _ = jax.lax.scan(lambda h, layer: (block(layer, h, cfg, hooks), None), x, layers)
+    else:
+        for layer in layers:
+            x = block(layer, x, cfg, hooks)
     x = _norm(params["final_norm"], x, cfg)
     w = params["embed"].T if cfg.tied_embeddings else params["unembed"]
     out = hooks.logits(jnp.einsum("bsd,dv->bsv", x, w, preferred_element_type=jnp.float32))

@@ -56,10 +56,11 @@ def _axis(mode: str, logical: Optional[str]) -> Optional[str]:
     return RULES[mode].get(logical) if logical else None
 
 
-def param_shardings(cfg: Any, mesh: jax.sharding.Mesh, mode: str) -> Any:
-    """NamedSharding per parameter, same tree as model.layout(cfg)."""
+def param_shardings(cfg: Any, mesh: jax.sharding.Mesh, mode: str, scan: bool = False) -> Any:
+    """NamedSharding per parameter, same tree as model.layout(cfg, scan). Stacked layer weights shard
+    like one layer's, their leading layer axis unsharded (None in the PartitionSpec)."""
     return jax.tree.map(lambda s: NamedSharding(mesh, P(*(_axis(mode, a) for a in s.axes))),
-                        model.layout(cfg), is_leaf=model.is_spec)
+                        model.layout(cfg, scan), is_leaf=model.is_spec)
 
 
 def batch_sharding(mesh: jax.sharding.Mesh) -> NamedSharding:

@@ -37,28 +37,30 @@ def _mesh_key(p: TrainParams) -> MeshKey:
 # The worker runs many cases of one model and mesh: cache what depends only on those (shardings, the
 # jitted initialiser and reference), so a batch or impl sweep compiles them once.
 @functools.lru_cache(maxsize=16)
-def layouts(cfg: ModelConfig, mode: str, mesh_key: MeshKey, devices: Devices = None
+def layouts(cfg: ModelConfig, mode: str, mesh_key: MeshKey, scan: bool = False, devices: Devices = None
             ) -> tuple[jax.sharding.Mesh, Any, Any, Any]:
-    """(mesh, parameter shardings, optimizer-state shardings, token sharding), the mesh over ``devices``."""
+    """(mesh, parameter shardings, optimizer-state shardings, token sharding), the mesh over ``devices``;
+    ``scan``: the parameters in the stacked-layer layout."""
     mesh = sharding.make_mesh(dict(zip(MESH_AXES, mesh_key)), devices)
-    p_shard = sharding.param_shardings(cfg, mesh, mode)
-    abstract = jax.eval_shape(OPTIMIZER.init, abstract_params(cfg, "float32"))
+    p_shard = sharding.param_shardings(cfg, mesh, mode, scan)
+    abstract = jax.eval_shape(OPTIMIZER.init, abstract_params(cfg, "float32", scan))
     o_shard = optax.tree_map_params(OPTIMIZER, lambda _, s: s, abstract, p_shard,
                                     transform_non_params=lambda _: sharding.replicated(mesh))
     return mesh, p_shard, o_shard, sharding.batch_sharding(mesh)
 
 
-def abstract_params(cfg: ModelConfig, dtype: str) -> Any:
-    return jax.eval_shape(lambda: model.init_params(cfg, jax.random.key(PARAM_SEED), jnp.dtype(dtype)))
+def abstract_params(cfg: ModelConfig, dtype: str, scan: bool = False) -> Any:
+    return jax.eval_shape(lambda: model.init_params(cfg, jax.random.key(PARAM_SEED), jnp.dtype(dtype), scan))
 
 
 @functools.lru_cache(maxsize=16)
-def initializer(cfg: ModelConfig, dtype: str, mode: str, mesh_key: MeshKey) -> Callable[[], tuple[Any, Any]]:
+def initializer(cfg: ModelConfig, dtype: str, mode: str, mesh_key: MeshKey,
+                scan: bool = False) -> Callable[[], tuple[Any, Any]]:
     """Jitted () -> (params, opt_state), created sharded on the mesh (never whole on one device)."""
-    _, p_shard, o_shard, _ = layouts(cfg, mode, mesh_key)
+    _, p_shard, o_shard, _ = layouts(cfg, mode, mesh_key, scan)
 
     def init() -> tuple[Any, Any]:
-        params = model.init_params(cfg, jax.random.key(PARAM_SEED), jnp.dtype(dtype))
+        params = model.init_params(cfg, jax.random.key(PARAM_SEED), jnp.dtype(dtype), scan)
         return params, OPTIMIZER.init(params)
 
     return jax.jit(init, out_shardings=(p_shard, o_shard))
@@ -108,7 +110,7 @@ class StepProgram:
     def abstract_args(self) -> tuple[Any, Any, Any]:
         """ShapeDtypeStructs of (params, opt_state, tokens)."""
         p = self.params
-        params = abstract_params(p.config(), p.dtype)
+        params = abstract_params(p.config(), p.dtype, p.scan())
         tokens = jax.ShapeDtypeStruct((p.global_batch, p.seq_len + 1), jnp.int32)
         return params, jax.eval_shape(OPTIMIZER.init, params), tokens
 
@@ -136,7 +138,7 @@ def program(p: TrainParams, impl: str, interpret: bool, platform: str,
     if p.sharding == "auto":
         raise CaseSkipped(sharding.AUTO_REASON)
     cfg = p.config()
-    mesh, p_shard, o_shard, tok_shard = layouts(cfg, p.sharding, _mesh_key(p),
+    mesh, p_shard, o_shard, tok_shard = layouts(cfg, p.sharding, _mesh_key(p), p.scan(),
                                                 None if devices is None else tuple(devices))
     hooks = sharding.hooks(mesh, p.sharding, attention_fn(impl, cfg, p, mesh, interpret, platform), impl)
 
@@ -169,15 +171,15 @@ class TrainSetup:
 def build(p: TrainParams, impl: str, interpret: bool, platform: str) -> TrainSetup:
     """The case's program compiled, with parameters, optimizer state and tokens placed on the mesh."""
     prog = program(p, impl, interpret, platform)
-    state = initializer(p.config(), p.dtype, p.sharding, _mesh_key(p))()
+    state = initializer(p.config(), p.dtype, p.sharding, _mesh_key(p), p.scan())()
     tokens = jax.device_put(make_tokens(p, TOKEN_SEED), prog.token_sharding)
     compiled, lower_s, compile_s = prog.compile(donate=platform != "cpu")  # CPU cannot donate buffers
     return TrainSetup(prog, compiled, state, tokens, lower_s, compile_s)
 
 
 @functools.lru_cache(maxsize=16)
-def _reference_fn(cfg: ModelConfig, mode: str, mesh_key: MeshKey) -> Callable:
-    mesh = layouts(cfg, mode, mesh_key)[0]
+def _reference_fn(cfg: ModelConfig, mode: str, mesh_key: MeshKey, scan: bool) -> Callable:
+    mesh = layouts(cfg, mode, mesh_key, scan)[0]
     naive = functools.partial(impls.attend, impl="naive",
                               cfg=impls.AttnConfig(causal=True, sm_scale=impls.default_scale(cfg.head_dim)))
     hooks = sharding.hooks(mesh, mode, naive, "naive")
@@ -196,7 +198,7 @@ def reference_losses(setup: TrainSetup) -> np.ndarray:
     n = mesh.shape["data"] * mesh.shape["fsdp"]
     tokens = jax.device_put(setup.tokens[:n], setup.prog.token_sharding)
     with jax.default_matmul_precision("highest"):
-        return np.asarray(_reference_fn(p.config(), p.sharding, _mesh_key(p))(setup.state[0], tokens))
+        return np.asarray(_reference_fn(p.config(), p.sharding, _mesh_key(p), p.scan())(setup.state[0], tokens))
 
 
 def run_train_case(params: dict[str, Any], impl: str, plan: TimingPlan, interpret: bool,

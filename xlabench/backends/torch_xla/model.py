@@ -3,6 +3,9 @@
 The parameters, their shapes, logical axes and initialisers come from the one description of them,
 ``xlabench.backends.jax.model.layout`` (plain data), so both frameworks train the same model and shard
 it by the same rules. Values are drawn with torch's generator (not bit-identical to JAX's).
+
+Layers are always the per-layer layout, run by a Python loop: ``scan_layers`` (the JAX step's
+jax.lax.scan over stacked weights) changes nothing here, so a case gives the same losses either way.
 """
 
 from __future__ import annotations

@@ -174,6 +174,9 @@ def run_train_case(params: dict[str, Any], impl: str, plan: TimingPlan, interpre
     tokens_per_s = p.tokens / m.stats["median_s"]
     notes = m.notes() + [mem_note, f"step 0 loss of the first {n_ref} sequences {float(first_seq.mean()):.4f}, "
                                    f"float32 naive reference {float(ref.mean()):.4f}"]
+    if p.scan():
+        notes.append("scan_layers: torch_xla loops over layers in Python (per-layer weights, as with "
+                     "scan_layers=false: the same model and losses); only the JAX step scans")
     if not finite:
         notes.append("NON-FINITE LOSS")
     return case_result(m.stats, m.samples, plan, None, m.compile_s, mem, err if finite else math.inf,

@@ -1,0 +1,63 @@
+"""scan_layers through the CLI on both backends: the JAX scan and torch_xla's loop train as unrolled.
+
+Needs the torch_xla environment, found as tests/test_torch_xla.py finds it (XLABENCH_NO_TORCH_XLA=1
+skips on purpose).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conftest import run_cli
+from xlabench import envs, results
+
+pytestmark = pytest.mark.slow
+
+# Two layers (a scan needs more than one to mean anything), 2 devices under fsdp, float32.
+SUITE = """
+name: scan_backends
+workload: train
+backends: [jax, torch_xla]
+impls: [naive]
+params: {model: custom, arch: gpt2, vocab_size: 256, d_model: 64, num_layers: 2, num_heads: 4, d_ff: 128,
+         seq_len: 32, global_batch: 4, dtype: float32, sharding: fsdp, devices: 2}
+matrix:
+  scan_layers: [false, true]
+measure: {warmup: 0, iters: 2, timeout_s: 600}
+"""
+
+
+@pytest.fixture(scope="module")
+def rows(tmp_path_factory) -> object:
+    if os.environ.get("XLABENCH_NO_TORCH_XLA") == "1":
+        pytest.skip("XLABENCH_NO_TORCH_XLA=1: torch_xla tests skipped on purpose")
+    interp = envs.Interpreters()
+    reason = interp.missing("torch_xla")
+    if reason:
+        pytest.fail(f"{reason} (or set XLABENCH_NO_TORCH_XLA=1 to skip these tests on purpose)", pytrace=False)
+    tmp: Path = tmp_path_factory.mktemp("scan_backends")
+    suite = tmp / "suite.yaml"
+    suite.write_text(textwrap.dedent(SUITE).lstrip())
+    proc = run_cli("run", str(suite), "--out", str(tmp / "res"),
+                   env={envs.TORCH_XLA_ENV_VAR: interp.python_for("torch_xla")})
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    csv = next(p for p in (tmp / "res").glob("*/*.csv") if not p.name.endswith(".samples.csv"))
+    return results.read_rows(csv)
+
+
+@pytest.mark.parametrize("backend,tol", [("jax", 1e-5), ("torch_xla", 0.0)])
+def test_scan_layers_true_trains_like_false(rows, backend: str, tol: float) -> None:
+    df = rows[rows.backend == backend].set_index("scan_layers")
+    assert sorted(df.index) == [False, True] and (df.status == "ok").all(), df[["status", "error"]]
+    assert df.correct.all()
+    unrolled, scanned = (np.array(json.loads(df.loc[s, "losses"])) for s in (False, True))
+    assert unrolled[-1] < unrolled[0]
+    assert np.max(np.abs(scanned - unrolled)) <= tol, (backend, scanned, unrolled)
+    loops = "torch_xla loops over layers in Python" in df.loc[True, "notes"]
+    assert loops == (backend == "torch_xla") and "loops over layers" not in df.loc[False, "notes"]
