@@ -106,6 +106,9 @@ def compile_train_case(params: dict[str, Any], impl: str, target: aot.TargetSpec
             donate_argnums=(0, 1))  # as a TPU run does: parameters and optimizer state updated in place
     except aot.CompileOom as oom:
         return _oom(oom, device)
+    if p.scan():  # cost_analysis counts a loop body once, not times its trip count
+        fields.pop("flops_ratio", None)
+        fields["notes"] += "; layers scanned: XLA's flops count one layer, so no flops_ratio"
     if p.devices < len(devices):
         fields["notes"] += f"; compiled for {p.devices} of the target's {len(devices)} devices"
     fields.update(flops=p.flops(), flops_palm=p.flops_palm(), params_count=p.params_count())
