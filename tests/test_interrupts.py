@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import threading
 import time
 from pathlib import Path
@@ -35,30 +36,27 @@ def _signal_self(signum: int) -> None:
 
 def test_sigterm_raises_interrupted_143_and_the_handlers_come_back():
     before = {s: signal.getsignal(s) for s in runner.INTERRUPT_SIGNALS}
-    with pytest.raises(runner.Interrupted) as e:
-        with runner.interruptible():
-            _signal_self(signal.SIGTERM)
+    with pytest.raises(runner.Interrupted) as e, runner.interruptible():
+        _signal_self(signal.SIGTERM)
     assert e.value.exit_code == 143 and isinstance(e.value, KeyboardInterrupt)
     assert {s: signal.getsignal(s) for s in runner.INTERRUPT_SIGNALS} == before
 
 
 def test_a_signal_in_a_critical_block_waits_for_its_end():
     reached = []
-    with pytest.raises(runner.Interrupted) as e:
-        with runner.interruptible():
-            with runner.uninterrupted():
-                _signal_self(signal.SIGINT)
-                reached.append("end of block")
-            reached.append("after the block")  # never: the pending signal is raised as the block ends
+    with pytest.raises(runner.Interrupted) as e, runner.interruptible():
+        with runner.uninterrupted():
+            _signal_self(signal.SIGINT)
+            reached.append("end of block")
+        reached.append("after the block")  # never: the pending signal is raised as the block ends
     assert reached == ["end of block"] and e.value.exit_code == 130
 
 
 class FakeWorker:
     """Answers the first case with a skip, then does what ``on_run`` says (e.g. receive a signal)."""
 
-    env = {"platform": "cpu", "device_count": 1}
-
     def __init__(self, on_run):
+        self.env = {"platform": "cpu", "device_count": 1}
         self.on_run = on_run
         self.calls = 0
 
@@ -175,17 +173,17 @@ def test_gate_maps_an_interrupt_to_130_no_verdict_and_leaves_the_baseline_alone(
     assert not baseline.exists()
 
 
-def _watch(parent_pid: int, fd: int, grace_s: float = 0.2) -> threading.Event:
+def _watch(parent_gone, fd: int, grace_s: float = 0.2) -> threading.Event:
     dead = threading.Event()
-    threading.Thread(target=worker._watch_parent, args=(parent_pid, fd, dead.set, 0.02, grace_s),
+    threading.Thread(target=worker._watch_parent, args=(parent_gone, fd, dead.set, 0.02, grace_s),
                      daemon=True).start()
     return dead
 
 
-def test_watchdog_fires_when_the_parent_pid_is_not_ours():
+def test_watchdog_fires_when_the_parent_is_gone():
     r, w = os.pipe()
     try:
-        assert _watch(os.getppid() + 1_000_000, r).wait(2)
+        assert _watch(lambda: worker._parent_gone(os.getppid() + 1_000_000, direct=True), r).wait(2)
     finally:
         os.close(r)
         os.close(w)
@@ -194,10 +192,22 @@ def test_watchdog_fires_when_the_parent_pid_is_not_ours():
 def test_watchdog_fires_after_a_grace_when_the_protocol_pipe_closes_and_not_before():
     r, w = os.pipe()
     try:
-        dead = _watch(os.getppid(), r, grace_s=0.3)
+        dead = _watch(lambda: worker._parent_gone(os.getppid(), direct=True), r, grace_s=0.3)
         assert not dead.wait(0.3)  # parent alive, pipe open
         os.close(w)
         started = time.monotonic()
         assert dead.wait(2) and time.monotonic() - started >= 0.25
     finally:
         os.close(r)
+
+
+def test_a_parent_behind_a_wrapper_is_watched_by_its_pid_and_a_zombie_counts_as_dead():
+    assert not worker._parent_gone(os.getpid(), direct=False)  # alive, though not our parent
+    child = subprocess.Popen(["sleep", "0"])
+    try:
+        deadline = time.monotonic() + 5
+        while worker._pid_alive(child.pid) and time.monotonic() < deadline:
+            time.sleep(0.01)  # it exits at once; unreaped, it stays a zombie
+        assert worker._parent_gone(child.pid, direct=False)
+    finally:
+        child.wait()
