@@ -1,16 +1,25 @@
-"""Shared fixtures: tiny suites written to tmp_path, and a way to run the CLI as a real subprocess."""
+"""Shared fixtures: tiny suites written to tmp_path, a way to run the CLI as a real subprocess, and a
+session-end check that no worker process the tests started is left alive."""
 
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+
+# Every process the tests start inherits this (workers included, whatever their parent's fate): the
+# session-end check finds them by it even after their parent was killed and they were re-parented.
+SESSION_ENV = "XLABENCH_TEST_SESSION"
+SESSION_PID = os.getpid()
+os.environ[SESSION_ENV] = str(SESSION_PID)
 
 TINY_SUITE = """
 name: tiny
@@ -44,3 +53,103 @@ def run_cli(*args: str, env: dict | None = None, timeout: float = 600) -> subpro
     full_env["PYTHONPATH"] = str(ROOT) + os.pathsep + full_env.get("PYTHONPATH", "")
     return subprocess.run([sys.executable, "-m", "xlabench", *args], capture_output=True, text=True,
                           env=full_env, timeout=timeout, cwd=str(ROOT))
+
+
+# ------------------------------------------------------------------------------- processes, by pid
+
+
+def _stat(pid: int) -> tuple[str, int] | None:
+    """(state, parent pid) of a process, or None if it is gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return fields[0], int(fields[1])
+
+
+def alive(pid: int) -> bool:
+    """The process exists and is not a zombie (a killed orphan waits for pid 1 to reap it)."""
+    st = _stat(pid)
+    return st is not None and st[0] not in ("Z", "X")
+
+
+def descendants(pid: int) -> list[int]:
+    """Live processes below ``pid`` in the process tree (children, theirs, ...)."""
+    parent = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and (st := _stat(int(entry))) is not None:
+            parent[int(entry)] = st[1]
+    found, frontier = [], {pid}
+    while frontier:
+        frontier = {p for p, pp in parent.items() if pp in frontier}
+        found += sorted(frontier)
+    return [p for p in found if alive(p)]
+
+
+def _is_worker(pid: int) -> bool:
+    try:
+        return b"xlabench.worker" in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return False
+
+
+def workers_of(pid: int) -> list[int]:
+    """Live ``xlabench.worker`` processes below ``pid`` (found by name once; then watched by pid)."""
+    return [p for p in descendants(pid) if _is_worker(p)]
+
+
+def wait_gone(pids: list[int], timeout_s: float) -> list[int]:
+    """The pids still alive after up to ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while (left := [p for p in pids if alive(p)]) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return left
+
+
+def session_workers(session_pid: int = SESSION_PID) -> list[int]:
+    """Live ``xlabench.worker`` processes of this test session: started under it, or carrying its marker."""
+    ours = f"{SESSION_ENV}={session_pid}".encode()
+    below = set(descendants(session_pid))
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or not alive(pid := int(entry)) or not _is_worker(pid):
+            continue
+        try:
+            environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+        except OSError:  # another user's process: only its place in the tree can tell
+            environ = []
+        if pid in below or ours in environ:
+            found.append(pid)
+    return found
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Fail the session if a worker it started outlived the tests (each leak would stay behind, holding
+    memory, and on an accelerator its devices). Leftovers are then killed."""
+    if not Path("/proc/self/stat").exists():
+        return
+    left = wait_gone(session_workers(), timeout_s=5.0)
+    if not left:
+        return
+    lines = []
+    for pid in left:
+        try:
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+        except OSError:
+            cmd = "?"
+        st = _stat(pid)
+        lines.append(f"  pid {pid} (parent {st[1] if st else '?'}): {cmd}")
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    message = f"LEAK: {len(left)} xlabench.worker process(es) of this test session still alive (now killed):"
+    if reporter is not None:
+        reporter.write("\n")
+        reporter.write_line(message, red=True, bold=True)
+        for line in lines:
+            reporter.write_line(line, red=True)
+    else:
+        print(message, *lines, sep="\n", file=sys.stderr)
+    session.exitstatus = pytest.ExitCode.TESTS_FAILED

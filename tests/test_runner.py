@@ -1,4 +1,5 @@
-"""The runner end to end: workers that raise, crash or hang cost one case; killed runs resume."""
+"""The runner end to end: workers that raise, crash or hang cost one case; killed or interrupted runs
+leave no process behind and resume."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from xlabench import results
 from xlabench.cli import main
 from xlabench.worker import FAULT_ENV
 
-from conftest import ROOT, run_cli
+from conftest import ROOT, run_cli, wait_gone, workers_of
 
 pytestmark = pytest.mark.slow
 
@@ -31,6 +32,39 @@ matrix:
   seq_len: [32, 64, 96, 128, 160]
 measure: {warmup: 0, iters: 2, timeout_s: 120}
 """
+
+
+def _start_run(path: Path, out: Path, faults: list[dict], *extra: str) -> subprocess.Popen:
+    """`xlabench run` as a real process with injected faults, its output captured."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT), **{FAULT_ENV: json.dumps(faults)})
+    return subprocess.Popen([sys.executable, "-m", "xlabench", "run", str(path), "--out", str(out), *extra],
+                            env=env, cwd=str(ROOT), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)
+
+
+def _wait_for(what: str, check, proc: subprocess.Popen, timeout_s: float = 240):
+    """Poll ``check()`` until it returns something truthy (returned), or fail naming ``what``."""
+    deadline = time.time() + timeout_s
+    while time.time() < deadline:
+        if (found := check()):
+            return found
+        assert proc.poll() is None, f"run ended early ({proc.returncode}) waiting for {what}: {proc.stdout.read()}"
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def _rows_on_disk(out: Path, n: int) -> Path | None:
+    """The run's CSV once it holds ``n`` rows (it exists, empty, for an instant before its header)."""
+    files = [p for p in out.glob("*/*.csv") if not p.name.endswith(".samples.csv")]
+    try:
+        return files[0] if files and len(results.read_rows(files[0])) >= n else None
+    except results.ResultsFileError:
+        return None
+
+
+def _hanging(out: Path, seq_len: int) -> bool:
+    """The worker's log shows the case with this seq_len started (the injected hang is under way)."""
+    return any(f"'seq_len': {seq_len}" in log.read_text(errors="replace") for log in out.glob("*/*.log"))
 
 
 def _csv(out: Path) -> Path:
@@ -92,23 +126,18 @@ def test_real_subprocess_run_writes_rows_samples_and_meta(write_suite, tmp_path)
 
 
 def test_killed_run_leaves_parseable_csv_and_resume_completes(write_suite, tmp_path):
+    """kill -9 of the parent alone (the OOM killer's way) while its worker hangs: the worker dies with it."""
     path = write_suite(FAULT_SUITE)
     out = tmp_path / "res"
-    env = dict(os.environ, PYTHONPATH=str(ROOT), **{FAULT_ENV: json.dumps([{"match": {"seq_len": 128}, "fault": "hang"}])})
-    proc = subprocess.Popen([sys.executable, "-m", "xlabench", "run", str(path), "--out", str(out)],
-                            env=env, cwd=str(ROOT), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True)
-    deadline = time.time() + 240
-    csv_path = None
-    while time.time() < deadline:  # wait until three cases are on disk, the fourth hangs
-        files = [p for p in out.glob("*/*.csv") if not p.name.endswith(".samples.csv")]
-        if files and len(results.read_rows(files[0])) >= 3:
-            csv_path = files[0]
-            break
-        time.sleep(0.5)
-    assert csv_path is not None, "run did not write three rows in time"
-    os.killpg(proc.pid, signal.SIGKILL)  # parent and worker, like a preempted VM
-    proc.wait()
+    proc = _start_run(path, out, [{"match": {"seq_len": 128}, "fault": "hang"}])
+    try:  # three cases on disk, the fourth hangs
+        csv_path = _wait_for("three rows", lambda: _rows_on_disk(out, 3), proc)
+        _wait_for("the hanging case", lambda: _hanging(out, 128), proc)
+        workers = _wait_for("the worker", lambda: workers_of(proc.pid), proc)
+    finally:
+        os.kill(proc.pid, signal.SIGKILL)  # the parent only: the worker is in its own session
+        proc.wait()
+    assert wait_gone(workers, timeout_s=5) == [], f"worker(s) {workers} outlived their killed parent"
     partial = results.read_rows(csv_path)
     assert len(partial) == 3 and set(partial["status"]) == {"ok"}
 
@@ -118,6 +147,55 @@ def test_killed_run_leaves_parseable_csv_and_resume_completes(write_suite, tmp_p
     full = results.read_rows(csv_path)
     assert sorted(full["seq_len"]) == [32, 64, 96, 128, 160]
     assert full["case_id"].is_unique and full["run_id"].nunique() == 1
+
+
+def test_sigint_mid_run_exits_130_with_resume_hint_and_resume_completes(write_suite, tmp_path):
+    """Ctrl-C while a case hangs: exit 130, the hanging case gets no row, the hint's command finishes it."""
+    path = write_suite(FAULT_SUITE.replace("[32, 64, 96, 128, 160]", "[32, 64]"))
+    out = tmp_path / "res"
+    proc = _start_run(path, out, [{"match": {"seq_len": 64}, "fault": "hang"}])
+    try:
+        csv_path = _wait_for("the first row", lambda: _rows_on_disk(out, 1), proc)
+        workers = _wait_for("the worker", lambda: workers_of(proc.pid), proc)
+        os.kill(proc.pid, signal.SIGINT)
+        output = proc.communicate(timeout=60)[0]
+    finally:
+        if proc.poll() is None:
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == 130, output
+    assert wait_gone(workers, timeout_s=5) == [], f"worker(s) {workers} outlived the interrupted run"
+    hint = f"interrupted: 1 of 2 cases done; resume with: xlabench run {path} --resume {csv_path}"
+    assert hint in output, output
+    assert "Aborted" not in output and "Traceback" not in output
+    partial = results.read_rows(csv_path)
+    assert list(partial["seq_len"]) == [32]  # the interrupted case wrote nothing
+
+    done = run_cli("run", str(path), "--resume", str(csv_path))  # the hint's command, without the fault
+    assert done.returncode == 0, done.stdout + done.stderr
+    full = results.read_rows(csv_path)
+    assert sorted(full["seq_len"]) == [32, 64] and set(full["status"]) == {"ok"}
+    assert full["case_id"].is_unique and full["run_id"].nunique() == 1
+    samples = results.read_samples(csv_path)
+    assert samples.groupby("case_id").size().to_dict() == dict(zip(full["case_id"], full["n"]))
+
+
+def test_sigterm_while_the_first_worker_starts_exits_143(write_suite, tmp_path):
+    """SIGTERM during the first worker's probe (framework import): exit 143, no worker left, no traceback."""
+    out = tmp_path / "res"
+    proc = _start_run(write_suite(FAULT_SUITE), out, [])
+    try:
+        workers = _wait_for("the worker", lambda: workers_of(proc.pid), proc, timeout_s=60)
+        os.kill(proc.pid, signal.SIGTERM)
+        output = proc.communicate(timeout=60)[0]
+    finally:
+        if proc.poll() is None:
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == 143, output
+    assert wait_gone(workers, timeout_s=5) == [], f"worker(s) {workers} outlived the interrupted run"
+    assert "interrupted while starting the first worker; no case ran, nothing to resume" in output, output
+    assert "Traceback" not in output
 
 
 def test_resume_refuses_another_suites_csv(write_suite, tmp_path):

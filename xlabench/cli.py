@@ -1,13 +1,14 @@
 """The ``xlabench`` command: parse, call into the modules, print, exit code. No framework imports here.
 
 Exit codes: 0 success; 1 a case failed or gave a wrong result (run), a confirmed regression (compare);
-2 bad input (suite file, CSV, option).
+2 bad input (suite file, CSV, option); 130 / 143 interrupted by SIGINT / SIGTERM (run, gate).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import shlex
 import sys
 import time
 from dataclasses import dataclass
@@ -245,9 +246,43 @@ def _summary(rows: list[dict[str, Any]], cases: list[suite_lib.Case]) -> Table:
                    "(overrides measure.repeats; for gating on a shared host see docs/gate.md).")
 def run(suite_file: str, **options: Any) -> None:
     """Run a suite: one row per case in results/<suite>/<run-id>.csv, written as each case ends."""
-    outcome = run_suite(_load_suite(suite_file), **options)
+    try:
+        with runner.interruptible():
+            outcome = run_suite(_load_suite(suite_file), **options)
+    except runner.Interrupted as e:
+        err_console.print(interrupted_message(e, suite_file, options), markup=False, soft_wrap=True)
+        sys.exit(e.exit_code)
     if outcome.failed or outcome.wrong:
         sys.exit(1)
+
+
+# The `run` options that choose or measure the cases: a resume must repeat them (the profile is in the meta).
+_RESUME_OPTIONS = {"only_impls": "--impl", "shard_spec": "--shard", "repeats": "--repeats", "timeout_s": "--timeout",
+                   "peak_tflops": "--peak-tflops", "local_devices": "--local-devices",
+                   "python_torch_xla": "--python-torch-xla"}
+
+
+def resume_command(suite_file: str, csv: Path, options: dict[str, Any]) -> str:
+    """The `xlabench run` line that completes an interrupted run."""
+    words = ["xlabench", "run", suite_file, "--resume", str(csv)]
+    for key, flag in _RESUME_OPTIONS.items():
+        value = options.get(key)
+        for v in (value if isinstance(value, (tuple, list)) else [value]):
+            if v is not None:
+                words += [flag, str(v)]
+    return shlex.join(words)
+
+
+def interrupted_message(e: runner.Interrupted, suite_file: str, options: dict[str, Any]) -> str:
+    """What an interrupted `run` says: how far it got and how to finish it."""
+    multihost = any(options.get(k) is not None for k in ("coordinator", "num_processes", "process_id"))
+    where = (f"interrupted: {e.done} of {e.total} cases done" if e.total is not None
+             else "interrupted while starting the first worker")
+    if e.csv is None:
+        return where + ("" if e.total is not None else "; no case ran, nothing to resume")
+    if multihost:
+        return f"{where}; rows so far in {e.csv} (a multi-host run does not resume: start it again everywhere)"
+    return f"{where}; resume with: {resume_command(suite_file, e.csv, options)}"
 
 
 @dataclass
@@ -313,6 +348,31 @@ def run_suite(s: suite_lib.Suite, profile: Optional[str] = None, out_dir: str = 
         raise BadInput(f"--python-torch-xla: {interpreters.missing('torch_xla')}")
     log = files.log if primary else files.log.with_name(f"{files.csv.stem}.p{dist.process_id}.log")
     pool = runner.WorkerPool(log, interpreters, dist=dist, local_devices=local_devices)
+    tally: dict[str, int | None] = {"done": None, "total": None}  # what an interrupt reports
+    try:
+        with runner.interruptible():
+            return _run_with_pool(s, pool, files, run_id=run_id, done=done, tally=tally, dist=dist,
+                                  profile=profile, timeout_s=timeout_s, peak_tflops=peak_tflops,
+                                  only_impls=only_impls, shard_of=shard_of, shard_spec=shard_spec,
+                                  only_case_ids=only_case_ids, repeats=repeats)
+    except runner.Interrupted as e:
+        pool.kill_all()
+        e.done, e.total = tally["done"], tally["total"]
+        e.csv = files.csv if primary and files.csv.exists() else None
+        raise
+
+
+def _run_with_pool(s: suite_lib.Suite, pool: runner.WorkerPool, files: results.RunFiles, *, run_id: str,
+                   done: set[str], tally: dict[str, int | None], dist: Any, profile: str | None,
+                   timeout_s: float | None, peak_tflops: float | None, only_impls: tuple[str, ...],
+                   shard_of: tuple[int, int] | None, shard_spec: str | None,
+                   only_case_ids: Iterable[str] | None, repeats: int | None) -> RunOutcome:
+    """run_suite once its workers can start: probe, pick the cases, run them. ``tally`` counts the cases
+    with a row (done) out of the run's cases (total), for the interrupt message."""
+    from xlabench import shard
+
+    primary = dist is None or dist.is_primary
+    interpreters = pool.interpreters
     started = time.time()
     try:
         first = pool.get(_platform_backend(s, interpreters), 1)
@@ -343,6 +403,7 @@ def run_suite(s: suite_lib.Suite, profile: Optional[str] = None, out_dir: str = 
         cases = [dataclasses.replace(c, measure=c.measure.model_copy(update={"repeats": repeats})) for c in cases]
     _warn_samples(f"suite {s.name} profile {prof or 'base'}", cases)  # --- gate: samples per case ---
     todo = [c for c in cases if c.case_id not in done]
+    tally["done"], tally["total"] = len(cases) - len(todo), len(cases)
     for backend in dict.fromkeys(c.backend for c in todo):
         if pool.missing(backend):
             err_console.print(f"[yellow]warning:[/] {pool.missing(backend)}; its cases become skipped rows",
@@ -380,6 +441,7 @@ def run_suite(s: suite_lib.Suite, profile: Optional[str] = None, out_dir: str = 
             colour = {"ok": "green", "failed": "red", "skipped": "yellow"}[status]
             progress.console.print(f"[{colour}]{status:7}[/] {case.label()}  {extra}", markup=True, soft_wrap=True)
             progress.advance(task, case.measure.repeats - runs_done.get(case.case_id, 0))  # runs it will not take
+            tally["done"] = (tally["done"] or 0) + 1
 
         try:
             rows = runner.run_cases(todo, writer, ctx, pool, on_row, on_repeat)

@@ -4,7 +4,8 @@ Exit codes: 0 pass; 1 a (confirmed) regression of a case or of the suite-wide sh
 case that failed or was wrong; 2 bad input (missing, empty, truncated or foreign file, schema
 mismatch, environments differ); 3 could not judge: a case too few samples can make significant
 whose interval lies wholly beyond the threshold (underpowered), or a suite-wide shift the host's own
-change of speed explains (confounded); --allow-inconclusive makes that 0.
+change of speed explains (confounded); --allow-inconclusive makes that 0; 130 / 143 (gate)
+interrupted by SIGINT / SIGTERM: no verdict.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from typing import Any, Callable, Optional
 import click
 
 from xlabench import gate as gate_lib
-from xlabench import gate_report, results
+from xlabench import gate_report, results, runner
 from xlabench import suite as suite_lib
 from xlabench.cli import BadInput, RunOutcome, _load_suite, console, err_console, run_suite
 
@@ -141,9 +142,14 @@ def write_baseline(run_csv: Path, baseline: Path) -> None:
     """Copy a run's CSV, samples and metadata to the baseline path (the samples are what the gate needs)."""
     src, dst = results.RunFiles(run_csv), results.RunFiles(baseline)
     dst.csv.parent.mkdir(parents=True, exist_ok=True)
-    for a, b in ((src.csv, dst.csv), (src.samples, dst.samples), (src.meta, dst.meta)):
-        if a.exists():
-            shutil.copyfile(a, b)
+    try:
+        with runner.uninterrupted():  # Ctrl-C waits for the copy: never a CSV of one run beside another's samples
+            for a, b in ((src.csv, dst.csv), (src.samples, dst.samples), (src.meta, dst.meta)):
+                if a.exists():
+                    shutil.copyfile(a, b)
+    except runner.Interrupted as e:  # raised as the copy ended: the baseline is written
+        e.saved = dst.csv
+        raise
 
 
 def _check_suite(base: gate_lib.RunData, suite_name: str) -> None:
@@ -254,8 +260,32 @@ def gate(suite_file: str, baseline: str, save_baseline: bool, confirm: bool, pro
 
     Exit codes: 0 pass; 1 a confirmed regression (a case, or the suite-wide shift) or a failed/wrong
     case; 2 bad input; 3 could not judge: an underpowered case (too few samples, interval beyond the
-    threshold) or a suite-wide shift the host's compile times explain (--allow-inconclusive: 0).
+    threshold) or a suite-wide shift the host's compile times explain (--allow-inconclusive: 0);
+    130 / 143 interrupted (no verdict).
     """
+    try:
+        with runner.interruptible():
+            _gate(suite_file, baseline, save_baseline, confirm, profile, out_dir, timeout_s, peak_tflops, only_impls,
+                  repeats, metric, threshold, alpha, confidence, min_samples, allow_env_mismatch,
+                  allow_inconclusive, markdown_path, json_path)
+    except runner.Interrupted as e:
+        err_console.print(interrupted_message(e), markup=False, soft_wrap=True)
+        sys.exit(e.exit_code)
+
+
+def interrupted_message(e: runner.Interrupted) -> str:
+    """What an interrupted gate says: there is no verdict, and whether the baseline was written."""
+    where = f" ({e.done} of {e.total} cases of {e.csv} done)" if e.total is not None and e.csv else ""
+    baseline = f"the baseline {e.saved} was written just before" if e.saved else "the baseline is unchanged"
+    return f"gate interrupted{where}: no verdict, {baseline}; run the gate again"
+
+
+def _gate(suite_file: str, baseline: str, save_baseline: bool, confirm: bool, profile: str | None,
+          out_dir: str, timeout_s: float | None, peak_tflops: float | None, only_impls: tuple[str, ...],
+          repeats: int | None, metric: str, threshold: float, alpha: float, confidence: float, min_samples: int,
+          allow_env_mismatch: bool, allow_inconclusive: bool, markdown_path: str | None,
+          json_path: str | None) -> None:
+    """The body of `xlabench gate` (exits with the verdict's code)."""
     s = _load_suite(suite_file)
     cfg = _config(metric, threshold, alpha, confidence, min_samples, allow_env_mismatch, allow_inconclusive)
     bpath = Path(baseline)

@@ -3,10 +3,15 @@
 The parent never imports a framework. Each worker is a ``python -m xlabench.worker`` process per
 (backend, device count), reused across cases; a crash, a hang past the case's timeout or an OOM kill
 costs one case (a ``failed`` row naming the cause) and the next case gets a fresh worker.
+
+SIGINT and SIGTERM during a run raise ``Interrupted`` (see ``interruptible``): the case in flight is
+dropped (no row; it reruns on ``--resume``), every worker's process group is killed, the rows written so
+far stay on disk. Workers also die on their own when the parent does (xlabench/worker.py).
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import os
@@ -18,7 +23,9 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Optional
@@ -33,6 +40,80 @@ from xlabench.suite import Case
 
 class WorkerError(Exception):
     """The worker died, hung or answered nonsense; the message says which and is row-ready."""
+
+
+class Interrupted(KeyboardInterrupt):
+    """SIGINT or SIGTERM stopped the run. A KeyboardInterrupt, so no ``except Exception`` swallows it and
+    code that knows nothing of it still treats it as Ctrl-C. ``run_suite`` fills in how far the run got."""
+
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+        self.done: int | None = None  # cases with a row (this run's, resumed ones included)
+        self.total: int | None = None  # the run's cases; None: interrupted before they were known
+        self.csv: Path | None = None  # the run's CSV, if it exists (what --resume continues)
+        self.saved: Path | None = None  # a file whose writing the signal waited for (the gate's baseline)
+
+    @property
+    def exit_code(self) -> int:
+        """128 + the signal, as a shell reports a process killed by it: 130 for SIGINT, 143 for SIGTERM."""
+        return 128 + self.signum
+
+
+class _SignalState:
+    active = False  # an interruptible() block is in force
+    critical = 0  # depth of uninterrupted() blocks
+    pending: int | None = None  # a signal that arrived in a critical block
+    raised = False  # Interrupted was raised; later signals wait for its cleanup (bounded: SIGKILL + wait)
+
+
+_signals = _SignalState()
+INTERRUPT_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+def _on_signal(signum: int, frame: Any) -> None:
+    if _signals.raised:
+        return
+    if _signals.critical:
+        _signals.pending = signum
+        return
+    _signals.raised = True
+    raise Interrupted(signum)
+
+
+@contextlib.contextmanager
+def interruptible() -> Iterator[None]:
+    """Within the block SIGINT and SIGTERM raise Interrupted (SIGTERM would otherwise end the process
+    with no cleanup, and Ctrl-C would be click's bare "Aborted!"). Nested blocks are the outer one;
+    off the main thread, where Python cannot handle signals, it does nothing."""
+    if _signals.active or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {s: signal.getsignal(s) for s in INTERRUPT_SIGNALS}
+    _signals.active, _signals.pending, _signals.raised = True, None, False
+    try:
+        for s in INTERRUPT_SIGNALS:
+            signal.signal(s, _on_signal)
+        yield
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, signal.SIG_DFL if handler is None else handler)
+        _signals.active = False
+
+
+@contextlib.contextmanager
+def uninterrupted() -> Iterator[None]:
+    """A signal arriving within the block is raised when it ends: a row and its samples are written
+    (and counted) whole or not at all, a baseline is copied whole or not at all."""
+    _signals.critical += 1
+    try:
+        yield
+    finally:
+        _signals.critical -= 1
+    if not _signals.critical and _signals.pending is not None and not _signals.raised:
+        signum, _signals.pending = _signals.pending, None
+        _signals.raised = True
+        raise Interrupted(signum)
 
 
 @dataclass
@@ -140,7 +221,8 @@ class Worker:
         return self.proc.poll() is None
 
     def kill(self) -> None:
-        if self.proc.poll() is None:
+        """SIGKILL the worker's process group (the worker and anything it started)."""
+        if self.proc.returncode is None:  # not reaped yet: its pid, the group's id, is still ours
             try:
                 os.killpg(self.proc.pid, signal.SIGKILL)
             except ProcessLookupError:
@@ -217,7 +299,18 @@ class WorkerPool:
         self._workers = {k: v for k, v in self._workers.items() if v is not w}
 
     def close(self) -> None:
+        try:
+            for w in self._workers.values():
+                w.close()
+        except KeyboardInterrupt:
+            self.kill_all()
+            raise
+        self._workers.clear()
+
+    def kill_all(self) -> None:
+        """Kill every worker's process group now: after an interrupt, no goodbye to a worker that may hang."""
         for w in self._workers.values():
+            w.kill()
             w.close()
         self._workers.clear()
 
@@ -230,6 +323,9 @@ def probe(backend: str = "jax", devices: int = 1, interpreters: Interpreters = I
     w = Worker(WorkerSpec(backend, devices, interpreters.python_for(backend)), None)
     try:
         return w.request({"op": "probe"}, WorkerPool.PROBE_TIMEOUT_S)["env"]
+    except KeyboardInterrupt:
+        w.kill()
+        raise
     finally:
         w.close()
 
@@ -384,6 +480,7 @@ def run_cases(cases: Iterable[Case], writer: results.RowWriter, ctx: RunContext,
     spread over the run instead of back to back, so a slow stretch of a shared host hits every case
     a little instead of all of one case's runs (benchmarks/gate_quality.py measures the effect).
     Cases are grouped by backend and worker so an accelerator's worker is started once per group.
+    An interrupt (see ``interruptible``) kills the workers and propagates: the case in flight gets no row.
     """
     cases = list(cases)
     order: dict[str, int] = {}
@@ -403,18 +500,24 @@ def run_cases(cases: Iterable[Case], writer: results.RowWriter, ctx: RunContext,
             on_repeat(state.case)
         if state.done:
             row, samples = finish_case(state, ctx)
-            writer.write(row, samples)
-            rows.append((position[id(state.case)], row))
-            on_row(state.case, row)
+            with uninterrupted():
+                writer.write(row, samples)
+                rows.append((position[id(state.case)], row))
+                on_row(state.case, row)
 
-    for group in groups.values():
-        states = []
-        for case in group:  # the first pass in suite order
-            state = start_case(case, pool, ctx)
-            states.append(state)
-            step(state)
-        while pending := [s for s in states if not s.done]:
-            rng.shuffle(pending)
-            for state in pending:
-                step(state)
+    with interruptible():
+        try:
+            for group in groups.values():
+                states = []
+                for case in group:  # the first pass in suite order
+                    state = start_case(case, pool, ctx)
+                    states.append(state)
+                    step(state)
+                while pending := [s for s in states if not s.done]:
+                    rng.shuffle(pending)
+                    for state in pending:
+                        step(state)
+        except KeyboardInterrupt:  # Interrupted, or a plain Ctrl-C off the main thread's handler
+            pool.kill_all()
+            raise
     return [row for _, row in sorted(rows, key=lambda pr: pr[0])]  # the CSV has them as they ended

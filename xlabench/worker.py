@@ -42,18 +42,39 @@ def _exit_group() -> None:
     os._exit(1)
 
 
-def _watch_parent(parent_pid: int, pipe_fd: int, on_dead: Callable[[], None],
+def _pid_alive(pid: int) -> bool:
+    """``pid`` exists and is not a zombie (a dead process stays one until its own parent reaps it)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    if not os.path.isdir("/proc"):  # macOS: os.kill's answer is all there is
+        return True
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except (OSError, IndexError):
+        return False
+
+
+def _parent_gone(parent_pid: int, direct: bool) -> bool:
+    """Our direct parent: re-parented means it died. Through a wrapper that did not exec (a
+    --python-torch-xla script): the runner's pid is gone or a zombie."""
+    return os.getppid() != parent_pid if direct else not _pid_alive(parent_pid)
+
+
+def _watch_parent(parent_gone: Callable[[], bool], pipe_fd: int, on_dead: Callable[[], None],
                   interval_s: float = WATCH_INTERVAL_S, grace_s: float = PIPE_CLOSED_GRACE_S) -> None:
-    """Call ``on_dead`` once the parent is gone: its pid is no longer our parent's (we were re-parented),
-    or it closed the protocol pipe and we are still here ``grace_s`` later (an idle worker ends its read
-    loop at once on EOF; one stuck in a case does not). Runs in a thread, so it works while the main
-    thread is busy in a compile, as long as that releases the GIL (on Linux PDEATHSIG needs no GIL)."""
+    """Call ``on_dead`` once the parent is gone, or once it closed the protocol pipe and we are still
+    here ``grace_s`` later (an idle worker ends its read loop at once on EOF; one stuck in a case does
+    not). Runs in a thread, so it works while the main thread is busy in a compile, as long as that
+    releases the GIL (on Linux PDEATHSIG needs no GIL)."""
     poller = select.poll()
     poller.register(pipe_fd, 0)  # no events asked: only POLLHUP / POLLERR / POLLNVAL, i.e. the pipe closed
     closed_at: float | None = None
-    while True:
-        if os.getppid() != parent_pid:
-            break
+    while not parent_gone():
         if closed_at is None:
             if poller.poll(interval_s * 1000):
                 closed_at = time.monotonic()
@@ -66,16 +87,17 @@ def _watch_parent(parent_pid: int, pipe_fd: int, on_dead: Callable[[], None],
 
 def die_with_parent(parent_pid: int) -> None:
     """Make sure this worker does not outlive ``parent_pid`` (see the module docstring)."""
+    direct = os.getppid() == parent_pid  # else a wrapper script sits between us, or the parent already died
     if sys.platform.startswith("linux"):
-        try:  # SIGKILL from the kernel when the parent dies, even if we are stuck in C code
+        try:  # SIGKILL from the kernel when our direct parent dies, even if we are stuck in C code
             libc = ctypes.CDLL(None, use_errno=True)
             libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
         except (OSError, AttributeError):
             pass
-    if os.getppid() != parent_pid:  # the parent died before prctl took effect: no signal will come
+    if _parent_gone(parent_pid, direct):  # it died before prctl took effect: no signal will come
         _exit_group()
-    threading.Thread(target=_watch_parent, args=(parent_pid, sys.stdin.fileno(), _exit_group),
-                     name="xlabench-parent-watchdog", daemon=True).start()
+    threading.Thread(target=_watch_parent, args=(lambda: _parent_gone(parent_pid, direct), sys.stdin.fileno(),
+                                                 _exit_group), name="xlabench-parent-watchdog", daemon=True).start()
 
 
 def _inject_fault(case: dict[str, Any]) -> None:
