@@ -27,7 +27,7 @@ $(TXLA_BIN)/.installed: pyproject.toml
 	$(TXLA_BIN)/python -c 'import torch_xla, torchax, jax; from torch_xla.core.xla_builder import call_jax'
 	touch $@
 
-.PHONY: setup run test torch-xla-env
+.PHONY: setup run lint test torch-xla-env
 setup: $(BIN)/.installed
 
 ## the torch_xla environment (run once; `make test` and `xlabench run` then drive it)
@@ -38,6 +38,10 @@ run: setup
 	$(BIN)/xlabench run $(SUITE)
 	$(BIN)/xlabench plot
 
-## every test
-test: setup
+## lint (ruff, configured in pyproject.toml)
+lint: setup
+	$(BIN)/ruff check xlabench tests benchmarks
+
+## every test, after the lint
+test: lint
 	$(BIN)/python -m pytest -q
