@@ -33,7 +33,7 @@ $(BIN)/.tpu-compile: $(BIN)/.installed
 	$(BIN)/python -m pip install -q -e '.[tpu-compile]'
 	touch $@
 
-.PHONY: setup run test torch-xla-env tpu-compile compile
+.PHONY: setup run lint test torch-xla-env tpu-compile compile
 setup: $(BIN)/.installed
 
 ## libtpu for `xlabench compile` (run once; `make test` does it)
@@ -53,6 +53,10 @@ run: setup
 	$(BIN)/xlabench run $(SUITE)
 	$(BIN)/xlabench plot
 
-## every test
-test: setup tpu-compile
+## lint (ruff, configured in pyproject.toml)
+lint: setup
+	$(BIN)/ruff check xlabench tests benchmarks
+
+## every test, after the lint
+test: lint tpu-compile
 	$(BIN)/python -m pytest -q

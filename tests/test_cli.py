@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import click
 from click.testing import CliRunner
 
 from xlabench.cli import main
@@ -40,8 +41,22 @@ def test_run_rejects_unknown_impl_filter(write_suite):
     assert res.exit_code == 2 and "--impl flash: not in this suite" in res.output
 
 
+def _help_commands(text: str) -> list[str]:
+    """The command names of a click group's help: the first word of each line under 'Commands:'."""
+    lines = text.split("\nCommands:\n", 1)[1].splitlines()
+    names = []
+    for line in lines:
+        if not line.startswith("  "):
+            break
+        if not line.startswith("   "):  # a wrapped description is indented further
+            names.append(line.split()[0])
+    return names
+
+
 def test_help_lists_commands():
     res = CliRunner().invoke(main, ["--help"])
     assert res.exit_code == 0
-    for cmd in ("info", "validate", "list", "run"):
-        assert cmd in res.output
+    listed = _help_commands(res.output)
+    for cmd in ("info", "columns", "validate", "list", "run", "merge", "plot", "report", "compare", "gate"):
+        assert cmd in listed, f"{cmd!r} missing from the help's commands {listed}"
+    assert listed == sorted(main.list_commands(click.Context(main)))  # the help lists exactly the commands

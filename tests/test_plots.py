@@ -294,3 +294,84 @@ def test_render_leaves_out_an_automatic_kind_with_the_reason(tmp_path, attention
     assert left_out and left_out[0].startswith("speedup:") and "naive" in left_out[0]
     with pytest.raises(plots.NoData):
         plots.render(no_naive, tmp_path, ["png"], kinds=["speedup"])
+
+
+# ------------------------------------------------------------------------------- sharding: no overlaps
+
+
+def _marker_boxes(line):
+    """Display boxes of each drawn marker of a marker-only line (path extents x size, edge included)."""
+    from matplotlib.markers import MarkerStyle
+    from matplotlib.transforms import Bbox
+
+    dpi = line.get_figure().dpi
+    m = MarkerStyle(line.get_marker())
+    ext = m.get_path().transformed(m.get_transform()).get_extents()
+    size, edge = line.get_markersize() * dpi / 72, line.get_markeredgewidth() * dpi / 72 / 2
+    pts = line.get_transform().transform(line.get_xydata())
+    return [Bbox.from_extents(x + ext.x0 * size - edge, y + ext.y0 * size - edge,
+                              x + ext.x1 * size + edge, y + ext.y1 * size + edge)
+            for x, y in pts if np.isfinite(x) and np.isfinite(y)]
+
+
+def _overlaps(chart) -> list[str]:
+    """Every pair of (bar label or note, marker / tick label / other label) whose boxes intersect, and
+    every label outside its axes, as measured on the laid-out figure."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    fig = chart.figure
+    canvas = FigureCanvasAgg(fig)
+    fig.draw_without_rendering()
+    r = canvas.get_renderer()
+    markers = [b for (_, lab), art in chart.artists.items() if lab.endswith("step time") for b in _marker_boxes(art)]
+    problems = []
+    for ax in [a for a in fig.axes if a.texts]:
+        twins = [a for a in fig.axes if a is not ax and a.bbox.bounds == ax.bbox.bounds]
+        ticks = [(t.get_text(), t.get_window_extent(r)) for a in [ax] + twins
+                 for t in a.get_xticklabels() + a.get_yticklabels() if t.get_visible() and t.get_text()]
+        frame = ax.get_window_extent(r)
+        texts = [(t.get_text(), t.get_window_extent(r)) for t in ax.texts if t.get_text()]
+        for i, (name, box) in enumerate(texts):
+            if not (frame.x0 <= box.x0 and box.x1 <= frame.x1 and frame.y0 <= box.y0 and box.y1 <= frame.y1):
+                problems.append(f"{name!r} leaves the axes")
+            problems += [f"{name!r} on a step-time marker" for m in markers if box.overlaps(m)]
+            problems += [f"{name!r} on tick label {t!r}" for t, b in ticks if box.overlaps(b)]
+            problems += [f"{name!r} on {other!r}" for other, b in texts[i + 1:] if box.overlaps(b)]
+    return problems
+
+
+def _bars_frame(tmp_path, steps: dict) -> pd.DataFrame:
+    """The real CPU run's layout: fsdp, 2d and tp ok for naive and flash at one batch, auto skipped."""
+    template = raw("train.csv").iloc[2]
+    mfu = {("fsdp", "naive"): 38.0, ("fsdp", "flash"): 25.1, ("2d", "naive"): 22.7, ("2d", "flash"): 18.8,
+           ("tp", "naive"): 30.0, ("tp", "flash"): 10.0}
+    rows = []
+    for mode in ("fsdp", "2d", "tp", "auto"):
+        for impl in ("naive", "flash"):
+            row = template.copy()
+            row["sharding"], row["impl"], row["interpret"] = mode, impl, impl == "flash"
+            row["case_id"] = f"{mode}-{impl}"
+            if mode == "auto":
+                row["status"], row["mfu"], row["median_s"], row["error"] = "skipped", np.nan, np.nan, "no auto"
+            else:
+                row["mfu"], row["median_s"] = mfu[(mode, impl)] / 100, steps[(mode, impl)]
+            rows.append(row)
+    path = tmp_path / "bars.csv"
+    pd.DataFrame(rows).to_csv(path, index=False)
+    return cd.load([path])
+
+
+@pytest.mark.parametrize("q", [0.3, 0.6, 0.8, 0.85, 0.9, 0.95, 1.0, 1.05, 1.1, 1.2])
+def test_sharding_labels_clear_markers_ticks_and_axes(tmp_path, q):
+    """Step-time diamonds put at about q x each bar's height, where the value labels go: no label may sit
+    on a diamond, a tick label or another label, nor leave the axes."""
+    slowest = 10.0  # tp/flash, the shortest bar: it sets the right axis to ~1.26 x this (margin, then x1.2)
+    mfu = {("fsdp", "naive"): 38.0, ("fsdp", "flash"): 25.1, ("2d", "naive"): 22.7, ("2d", "flash"): 18.8,
+           ("tp", "naive"): 30.0}
+    steps = {k: min(q * v / (38.0 * 1.15) * 1.26 * slowest, slowest) for k, v in mfu.items()}
+    steps[("tp", "flash")] = slowest
+    chart = plots.sharding_bars(_bars_frame(tmp_path, steps))
+    ax = chart.figure.axes[0]
+    assert sorted(t.get_text() for t in ax.texts if t.get_text()) == sorted(
+        ["38.0%", "25.1%", "22.7%", "18.8%", "30.0%", "10.0%", " skipped", " skipped"])
+    assert _overlaps(chart) == []

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import textwrap
+import time
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from conftest import run_cli
 
 from xlabench import suite as suite_lib
 from xlabench.cli import main
@@ -138,3 +141,55 @@ def test_validate_prints_counts_per_profile(write_suite):
     res = CliRunner().invoke(main, ["validate", str(write_suite(BASE))])
     assert res.exit_code == 0, res.output
     assert "base: 8" in res.output and "cpu: 4" in res.output and "tpu: 12" in res.output
+
+
+# A new user's bad files, through a real `python -m xlabench validate` process: exit 2, the file and key
+# in the message, no traceback.
+
+
+def _validate_process(path: Path, timeout: float = 60):
+    env = {"XLABENCH_NO_TORCH_XLA": "1", "JAX_PLATFORMS": "cpu"}
+    return run_cli("validate", str(path), env=env, timeout=timeout)
+
+
+def test_non_utf8_file_is_bad_input_naming_line_and_key(tmp_path):
+    path = tmp_path / "latin1.yaml"
+    path.write_bytes(textwrap.dedent(BASE).lstrip().replace("tpu:\n    matrix:", "tpu:\n    description: caf\xe9\n"
+                                                            "    matrix:").encode("latin-1"))
+    line = next(i for i, ln in enumerate(path.read_bytes().splitlines(), 1) if b"caf" in ln)
+    proc = _validate_process(path)
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert f"{path}:{line}:" in proc.stderr and "profiles.tpu.description" in proc.stderr
+    assert "not UTF-8" in proc.stderr
+
+
+def _axis(n: int, start: int = 1) -> str:
+    return "[" + ", ".join(str(i) for i in range(start, start + n)) + "]"
+
+
+def test_huge_matrix_is_refused_from_axis_lengths(tmp_path):
+    """Four 100-value axes (10^8 cases) are counted, not expanded: refused within seconds."""
+    path = tmp_path / "huge.yaml"
+    path.write_text(f"name: huge\nworkload: attention\nimpls: [naive]\nparams: {{num_heads: 2}}\nmatrix:\n"
+                    f"  seq_len: {_axis(100)}\n  kv_seq_len: {_axis(100)}\n  head_dim: {_axis(100)}\n"
+                    f"  batch: {_axis(100)}\n")
+    started = time.monotonic()
+    proc = _validate_process(path, timeout=60)
+    elapsed = time.monotonic() - started
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert f"{path}:5: matrix:" in proc.stderr and "100,000,000 cases" in proc.stderr
+    assert f"limit of {suite_lib.MAX_CASES:,}" in proc.stderr
+    assert elapsed < 30, f"validate took {elapsed:.1f}s: was the matrix expanded?"
+
+
+def test_case_count_zipped_keys_count_once_and_profiles_are_checked(write_suite):
+    assert suite_lib.count_cases({"seq_len,batch": [[1, 2]] * 1000, "head_dim": [1] * 1000}, 2) == 2_000_000
+    assert suite_lib.count_cases({}, 3) == 3
+    text = BASE.replace('"seq_len,batch": [[512, 8], [1024, 4], [2048, 2]]',
+                        f'"seq_len,kv_seq_len": {[[i, i] for i in range(1, 1001)]}\n      head_dim: {_axis(100)}')
+    with pytest.raises(suite_lib.SuiteError, match=r"suite.yaml:\d+: profiles.tpu.matrix: profile 'tpu' expands "
+                                                   r"to 400,000 cases \(2 causal x 1000 seq_len,kv_seq_len x "
+                                                   r"100 head_dim x 2 backend/impl pairs\)"):
+        suite_lib.load(write_suite(text))

@@ -102,11 +102,6 @@ def text(values: pd.Series | pd.DataFrame) -> pd.Series | pd.DataFrame:
     return values.map(str)
 
 
-def varying(df: pd.DataFrame, columns: Sequence[str]) -> list[str]:
-    """The columns among `columns` that take more than one value in df (empty counts as a value)."""
-    return [c for c in columns if c in df and text(df[c]).nunique() > 1]
-
-
 def split_keys(df: pd.DataFrame, x: str, fixed: Sequence[str]) -> list[str]:
     """Describing columns that take several values at one x within a group of `fixed` values.
 

@@ -20,7 +20,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
-from xlabench import hardware, results, runner
+from xlabench import hardware, results, runner, summary
 from xlabench import suite as suite_lib
 from xlabench.envs import Interpreters
 
@@ -158,15 +158,6 @@ def _resolve_profile(s: suite_lib.Suite, profile: Optional[str]) -> tuple[str, O
     return s.pick_profile(env["platform"]), env["platform"]
 
 
-def _varying(cases: list[suite_lib.Case]) -> list[str]:
-    keys: list[str] = []
-    for c in cases:
-        for k in c.params:
-            if k not in keys:
-                keys.append(k)
-    return [k for k in keys if len({json.dumps(c.params.get(k), default=str) for c in cases}) > 1]
-
-
 @main.command(name="list")
 @click.argument("suite_file", type=click.Path())
 @click.option("--profile", default=None, help="Profile to expand (default: picked from the detected platform; 'base' for none).")
@@ -175,7 +166,7 @@ def list_cases(suite_file: str, profile: Optional[str]) -> None:
     s = _load_suite(suite_file)
     prof, platform = _resolve_profile(s, profile)
     cases = s.cases(prof)
-    cols = _varying(cases)
+    cols = results.varying(c.params for c in cases)
     t = Table(title=f"{s.name}: {len(cases)} cases (profile {prof or 'base'}"
                     + (f", detected platform {platform})" if platform else ")"))
     for col in ["#", "case_id", "backend", "impl"] + cols:
@@ -188,33 +179,6 @@ def list_cases(suite_file: str, profile: Optional[str]) -> None:
 
 
 # ------------------------------------------------------------------------------------------------- run
-
-
-def _fmt(v: Any, spec: str, scale: float = 1.0) -> str:
-    return "" if v is None or v == "" else format(float(v) * scale, spec)
-
-
-def _summary(rows: list[dict[str, Any]], cases: list[suite_lib.Case]) -> Table:
-    cols = [k for k in _varying(cases) if k not in ("impl",)]
-    bandwidth = any(r.get("bytes") for r in rows)  # memory-bound workloads: show GB/s and MBU too
-    t = Table(title="summary")
-    for col in (["backend", "impl"] + cols + ["status", "median ms", "TFLOP/s", "MFU %"]
-                + (["GB/s", "MBU %"] if bandwidth else []) + ["err", "note"]):
-        t.add_column(col, overflow="fold")
-    for r in rows:
-        status = r["status"]
-        style = {"ok": "green", "failed": "red", "skipped": "yellow"}[status]
-        note = r.get("error") or ""
-        if r.get("correct") is False:
-            note = "WRONG RESULT"
-        elif r.get("interpret") and status == "ok":
-            note = "interpret"
-        t.add_row(r["backend"], r["impl"], *[str(r.get(k, "")) for k in cols], f"[{style}]{status}[/]",
-                  _fmt(r.get("median_s"), ".3f", 1e3), _fmt(r.get("tflops_per_s"), ".4g"),
-                  _fmt(r.get("mfu"), ".2f", 100),
-                  *([_fmt(r.get("gbytes_per_s"), ".4g"), _fmt(r.get("mbu"), ".2f", 100)] if bandwidth else []),
-                  _fmt(r.get("max_abs_err"), ".1e"), note[:80])
-    return t
 
 
 @main.command()
@@ -448,7 +412,11 @@ def _run_with_pool(s: suite_lib.Suite, pool: runner.WorkerPool, files: results.R
         finally:
             pool.close()
     outcome = RunOutcome(files, prof, todo, rows)
-    console.print(_summary(rows, todo))
+    table = summary.build(rows, [c.params for c in todo])
+    if table.table is not None:
+        console.print(table.table)
+    for line in table.lines():
+        console.print(line, style="yellow", markup=False, soft_wrap=True)
     counts = {st: sum(r["status"] == st for r in rows) for st in results.STATUSES}
     wrong = len(outcome.wrong)
     console.print(f"{counts['ok']} ok, {counts['failed']} failed, {counts['skipped']} skipped "

@@ -14,6 +14,8 @@ import numpy as np
 import pandas as pd
 
 from xlabench import chartdata as cd
+from xlabench import results
+from xlabench.results import fmt_number
 
 
 @dataclass(frozen=True)
@@ -45,11 +47,6 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     return "\n".join(lines)
 
 
-def _num(v: Any, spec: str, scale: float = 1.0) -> str:
-    v = pd.to_numeric(v, errors="coerce")
-    return "" if pd.isna(v) else format(float(v) * scale, spec)
-
-
 def _impl(row: pd.Series) -> str:
     return f"{row['impl']} (interpret)" if cd.flag(row["interpret"]) else str(row["impl"])
 
@@ -60,7 +57,7 @@ def environment(df: pd.DataFrame) -> str:
     for run_id, r in df.groupby(cd.text(df["run_id"]), sort=False):
         first = r.iloc[0]
         counts = ", ".join(f"{int((r['status'] == s).sum())} {s}" for s in ("ok", "failed", "skipped"))
-        peak = _num(first["peak_tflops"], ".4g")
+        peak = fmt_number(first["peak_tflops"], ".4g")
         rows.append([
             first["suite"], run_id, first["profile"] if pd.notna(first["profile"]) else "base",
             first["platform"], f"{first['device_kind']} ×{cd.fmt_value('', first['device_count'])}",
@@ -72,7 +69,7 @@ def environment(df: pd.DataFrame) -> str:
 
 def shape_columns(rows: pd.DataFrame) -> list[str]:
     """The case columns that vary among these rows, impl aside: what a 'shape' is in this summary."""
-    return cd.varying(rows, [c for c in cd.DESCRIBING if c != "impl"])
+    return results.varying(rows.to_dict("records"), [c for c in cd.DESCRIBING if c != "impl" and c in rows])
 
 
 def summary(rows: pd.DataFrame) -> str:
@@ -87,13 +84,13 @@ def summary(rows: pd.DataFrame) -> str:
     groups = rows.groupby(cd.key(rows, shape), sort=False) if shape else [("", rows)]
     for _, g in groups:
         base = g[(g["impl"] == cd.BASELINE_IMPL) & cd.usable(g)]
-        naive = _num(median[base.index].min(), ".4g", 1e3) if len(base) else ""
+        naive = fmt_number(median[base.index].min(), ".4g", 1e3) if len(base) else ""
         counts = f"{int(cd.usable(g).sum())}/{len(g)}"
         head = [cd.fmt_value(c, g[c].iloc[0]) for c in shape]
         if median[g.index].notna().any():
             best = g.loc[median[g.index].idxmin()]
-            vals = [_impl(best), _num(best["median_s"], ".4g", 1e3)]
-            vals += [_num(best[f.column], f.spec, f.scale) for f in figures]
+            vals = [_impl(best), fmt_number(best["median_s"], ".4g", 1e3)]
+            vals += [fmt_number(best[f.column], f.spec, f.scale) for f in figures]
             sp = speed[best.name]
             vals += [naive, f"{sp:.2f}x" if np.isfinite(sp) else ""]
         else:
@@ -120,7 +117,7 @@ def problems(df: pd.DataFrame) -> str:
         lines = [[r["status"], _impl(r), _case_label(r, shape),
                   (str(r["error"]) if pd.notna(r["error"]) else "")[:_REASON_CHARS]] for _, r in bad.iterrows()]
         lines += [["wrong result", _impl(r), _case_label(r, shape),
-                   f"max_abs_err {_num(r['max_abs_err'], '.3g')} > err_tol {_num(r['err_tol'], '.3g')}"]
+                   f"max_abs_err {fmt_number(r['max_abs_err'], '.3g')} > err_tol {fmt_number(r['err_tol'], '.3g')}"]
                   for _, r in wrong.iterrows()]
         parts.append(f"### {suite}\n\n" + table(["status", "impl", "case", "reason"], lines))
     return "\n\n".join(parts) if parts else "None: every case ran and matched its reference."

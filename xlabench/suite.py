@@ -7,6 +7,7 @@ and is raised as SuiteError, which the CLI turns into exit code 2 without a trac
 from __future__ import annotations
 
 import itertools
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional, Union
@@ -18,7 +19,9 @@ from xlabench import impls as catalog
 from xlabench import results
 from xlabench.workloads import PARAMS as WORKLOAD_PARAMS
 
-PLATFORMS = ("cpu", "gpu", "tpu")
+# A suite (or one profile) expanding to more cases than this is refused before anything is expanded:
+# the count is the product of the matrix's axis lengths times the backend/impl pairs.
+MAX_CASES = 100_000
 
 
 class SuiteError(Exception):
@@ -240,7 +243,7 @@ def load(path: str | Path) -> Suite:
     path = Path(path)
     if not path.exists():
         raise SuiteError(f"{path}: no such file")
-    text = path.read_text(encoding="utf-8")
+    text = _read_text(path)
     try:
         root = yaml.compose(text)
         data = yaml.safe_load(text)
@@ -262,6 +265,43 @@ def load(path: str | Path) -> Suite:
     for name in [""] + list(spec.profiles):  # every profile must expand cleanly, not only the one picked
         expand(suite, name, root=root)
     return suite
+
+
+def _read_text(path: Path) -> str:
+    """The file as UTF-8 text; a SuiteError naming the line, column and key of the first bad byte."""
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        raise SuiteError(f"{path}: cannot read: {e.strerror or e}") from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data.count(b"\n", 0, e.start) + 1
+        column = e.start - (data.rfind(b"\n", 0, e.start) + 1) + 1
+        key = _key_at_line(data.decode("utf-8", errors="replace"), line)
+        raise SuiteError(f"{path}:{line}:{column}: {key or '(top level)'}: not UTF-8 text (byte "
+                         f"0x{data[e.start]:02x}); save the file as UTF-8") from None
+
+
+def _key_at_line(text: str, line: int) -> str:
+    """The dotted key path of the deepest YAML node that spans ``line`` (1-based), or '' if none."""
+    try:
+        node = yaml.compose(text)
+    except yaml.YAMLError:
+        return ""
+    path: list[str] = []
+    while node is not None:
+        children = node.value if isinstance(node, yaml.MappingNode) else (
+            [(None, v) for v in node.value] if isinstance(node, yaml.SequenceNode) else [])
+        for i, (k, v) in enumerate(children):
+            first = (k or v).start_mark.line + 1
+            if first <= line <= v.end_mark.line + (v.end_mark.column > 0):
+                path.append(str(k.value) if k is not None else str(i))
+                node = v
+                break
+        else:
+            break
+    return ".".join(path)
 
 
 def _impl_lists(impls: Impls) -> list[tuple[tuple[Any, ...], Optional[str], list[str]]]:
@@ -336,6 +376,25 @@ def _apply_profile(spec: SuiteSpec, profile: str) -> tuple[list[str], Impls, dic
     return backends, impl_names, params, matrix, measure, peak
 
 
+def count_cases(matrix: dict[str, list[Any]], pairs: int) -> int:
+    """Cases a matrix expands to (before duplicates are dropped), from its axis lengths alone: a zipped
+    key ("seq_len,batch") is one axis. ``pairs``: the backend/impl pairs each combination runs on."""
+    return math.prod(len(v) for v in matrix.values()) * pairs
+
+
+def _check_count(suite: Suite, profile: str, matrix: dict[str, list[Any]], pairs: int, root: Any) -> None:
+    n = count_cases(matrix, pairs)
+    if n <= MAX_CASES:
+        return
+    spec = suite.spec
+    loc = ("profiles", profile, "matrix") if profile and spec.profiles[profile].matrix else ("matrix",)
+    where = _where(suite.path, root, loc) if root is not None else f"{suite.path}: {'.'.join(loc)}"
+    prof = f"profile {profile!r}" if profile else "base suite"
+    axes = " x ".join(f"{len(v)} {k}" for k, v in matrix.items())
+    raise SuiteError(f"{where}: {prof} expands to {n:,} cases ({axes} x {pairs} backend/impl pairs), over the "
+                     f"limit of {MAX_CASES:,}; sweep fewer values or split the suite")
+
+
 def expand(suite: Suite, profile: str = "", root: Any = None) -> list[Case]:
     """The cartesian product of the matrix, for every backend and impl, validated case by case."""
     spec = suite.spec
@@ -347,6 +406,7 @@ def expand(suite: Suite, profile: str = "", root: Any = None) -> list[Case]:
             raise SuiteError(f"{_where(suite.path, root, loc) if root is not None else suite.path}: no impl list for "
                              f"backend {backend!r} (backends: {', '.join(backends)}); add '{backend}: [...]'")
         impls_of[backend] = impl_names[backend] if isinstance(impl_names, dict) else list(impl_names)
+    _check_count(suite, profile, matrix, sum(len(v) for v in impls_of.values()), root)
     model = WORKLOAD_PARAMS[spec.workload]
     keys = list(matrix)
     cases: list[Case] = []

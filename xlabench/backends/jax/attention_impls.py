@@ -31,7 +31,7 @@ def _none(*_args) -> Optional[str]:
     return None
 
 
-def _mask(sq: int, sk: int, causal: bool, dtype=jnp.float32):
+def _mask(sq: int, sk: int, causal: bool):
     if not causal:
         return None
     return jnp.arange(sk)[None, :] <= jnp.arange(sq)[:, None]

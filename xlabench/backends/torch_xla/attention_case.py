@@ -54,7 +54,7 @@ def run_attention_case(params: dict[str, Any], impl: str, plan: TimingPlan, inte
     m = measure(call, plan)
     mem, mem_note = peak_memory(device)
     outs = [to_numpy(impls.to_layout(o, im.layout)) for o in m.out]  # back to [B, S, H, D]
-    del q, k, v, do
+    q = k = v = do = None  # free the device inputs before the reference (rebound, not del: `call` closes over them)
     m.out = None
     refs = reference_outputs(host, p, cfg.sm_scale, ref_device(platform))
     err = max_normalised_error(outs, refs)

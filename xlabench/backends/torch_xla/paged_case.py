@@ -41,7 +41,7 @@ def run_paged_case(params: dict[str, Any], impl: str, plan: TimingPlan, interpre
     mem, mem_note = peak_memory(device)
     out = to_numpy(m.out[0])
     m.out = None
-    del args
+    args = None  # free the device inputs (rebound, not del: the timed lambda closes over it)
 
     kv_round = im.kv_round(platform)
     err = max_normalised_error([out], [cached_reference(p, kv_round)])
