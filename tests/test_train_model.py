@@ -140,7 +140,7 @@ def test_scanned_program_does_not_grow_with_depth() -> None:
 
 def test_scan_layout_stacks_the_per_layer_layout() -> None:
     cfg = mp.PRESETS["llama-tiny"].replace(num_layers=3)
-    flat = lambda tree: dict(jax.tree_util.tree_flatten_with_path(tree, is_leaf=model.is_spec)[0])
+    flat = lambda tree: dict(jax.tree_util.tree_flatten_with_path(tree, is_leaf=model.is_spec)[0])  # noqa: E731
     one, stacked = flat(model.layout(cfg)["layers"][0]), flat(model.layout(cfg, scan=True)["layers"])
     assert set(stacked) == set(one)
     for k, spec in stacked.items():
