@@ -90,7 +90,7 @@ def test_missing_torch_xla_env_gives_skipped_rows_and_jax_still_runs(write_suite
     proc = run_cli("run", str(write_suite(BOTH)), "--out", str(out),
                    env={envs.TORCH_XLA_ENV_VAR: str(missing)})
     assert proc.returncode == 0, proc.stdout + proc.stderr  # skipped rows are not failures
-    assert proc.stderr.count("warning:") == 1 and "make torch-xla-env" in proc.stderr
+    assert proc.stderr.count("torch_xla environment missing") == 1 and "make torch-xla-env" in proc.stderr
     df = results.read_rows(_csv(out))
     jax_rows, txla_rows = df[df.backend == "jax"], df[df.backend == "torch_xla"]
     assert len(jax_rows) == 4 and set(jax_rows.status) == {"ok"} and jax_rows.correct.all()
