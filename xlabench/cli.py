@@ -292,15 +292,12 @@ def run_suite(s: suite_lib.Suite, profile: Optional[str] = None, out_dir: str = 
         raise BadInput(f"--repeats must be >= 1, got {repeats}")
     done: set[str] = set()
     if resume_csv:
-        files = results.RunFiles(Path(resume_csv))
         try:
-            prior = results.read_rows(files.csv)
+            files, prior, done, run_id = results.read_prior(Path(resume_csv))
         except results.ResultsFileError as e:
             raise BadInput(f"--resume: {e}") from None
         if len(prior) and set(prior["suite"].astype(str)) != {s.name}:
             raise BadInput(f"--resume: {resume_csv} holds suite(s) {sorted(set(prior['suite'].astype(str)))}, not {s.name!r}")
-        done = set(prior["case_id"].astype(str))
-        run_id = str(prior["run_id"].iloc[0]) if len(prior) else files.csv.stem
         if profile is None and files.meta.exists():
             profile = json.loads(files.meta.read_text()).get("profile") or "base"
     else:

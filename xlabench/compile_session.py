@@ -114,16 +114,13 @@ def compile_suite(s: suite_lib.Suite, target_name: str, slices: int = 1, profile
 
     done: set[str] = set()
     if resume_csv:
-        files = results.RunFiles(Path(resume_csv))
         try:
-            prior = results.read_rows(files.csv)
+            files, prior, done, run_id = results.read_prior(Path(resume_csv))
         except results.ResultsFileError as e:
             raise CompileError(f"--resume: {e}") from None
         if len(prior) and set(prior["target"].astype(str)) != {target.name}:
             raise CompileError(f"--resume: {resume_csv} was compiled for {sorted(set(prior['target'].astype(str)))}, "
                                f"not {target.name}")
-        done = set(prior["case_id"].astype(str))
-        run_id = str(prior["run_id"].iloc[0]) if len(prior) else files.csv.name.split(".")[0]
     else:
         run_id = runner.new_run_id()
         files = results.RunFiles(Path(out_dir) / s.name / f"{run_id}.compile.csv")

@@ -324,6 +324,15 @@ def read_samples(csv_path: Path):
     return pd.read_csv(p, dtype={"case_id": str, "run_id": str})
 
 
+def read_prior(csv_path: Path) -> tuple[RunFiles, Any, set[str], str]:
+    """A run to resume (``run --resume``, ``compile --resume``): its files, its rows, the case ids that
+    already have a row (any status: what a resume skips) and its run id. Raises ResultsFileError."""
+    files = RunFiles(Path(csv_path))
+    prior = read_rows(files.csv)
+    run_id = str(prior["run_id"].iloc[0]) if len(prior) else files.csv.name.split(".")[0]
+    return files, prior, set(prior["case_id"].astype(str)), run_id
+
+
 def write_meta(files: RunFiles, meta: Mapping[str, Any]) -> None:
     tmp = files.meta.with_suffix(".json.tmp")
     tmp.write_text(json.dumps(meta, indent=2, default=str) + "\n")
