@@ -174,7 +174,9 @@ def test_bad_target_and_missing_libtpu_exit_2(tmp_path: Path) -> None:
     shim = tmp_path / "shim" / "libtpu"
     shim.mkdir(parents=True)
     (shim / "__init__.py").write_text("raise ImportError('libtpu hidden by the test')\n")
+    # TPU_LIBRARY_PATH is jax's first place to look, before `import libtpu`; a missing file sends it on.
     res = run_cli("compile", "suites/attention.yaml", "--target", "v5e-8", "--out", str(tmp_path),
-                  env={"PYTHONPATH": str(shim.parent)})
-    assert res.returncode == 2, res.stdout + res.stderr
+                  env={"PYTHONPATH": str(shim.parent), "TPU_LIBRARY_PATH": str(tmp_path / "no-libtpu.so")})
+    logs = "".join(p.read_text() for p in tmp_path.rglob("*.log"))
+    assert res.returncode == 2, res.stdout[-3000:] + res.stderr + logs[-3000:]
     assert "libtpu" in res.stderr and "tpu-compile" in res.stderr and "Traceback" not in res.stderr
