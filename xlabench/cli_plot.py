@@ -70,12 +70,24 @@ def _kinds(spec: tuple[str, ...], df: pd.DataFrame) -> Optional[list[str]]:
     unknown = [k for k in names if k not in plots.KINDS]
     if unknown:
         raise _bad(f"--kind {', '.join(unknown)}: unknown; expected one of {', '.join(plots.KINDS)}")
-    present = set(cd.text(df["workload"]))
-    absent = [k for k in names if plots.KINDS[k].workload not in present]
+    callable_kinds = plots.kinds_for(df)
+    absent = [k for k in names if k not in callable_kinds]
     if absent:
-        need = ", ".join(f"{k} needs {plots.KINDS[k].workload} rows" for k in absent)
-        raise _bad(f"--kind: {need}; these CSVs hold {', '.join(sorted(present))}")
+        need = ", ".join(f"{k} needs {_needs(plots.KINDS[k])}" for k in absent)
+        raise _bad(f"--kind: {need}; these CSVs hold {_holds(df)}")
     return names
+
+
+def _needs(kind: plots.Kind) -> str:
+    rows = " or ".join(kind.workloads) + " rows"
+    return f"`xlabench compile` {rows}" if kind.source == "compile" else rows
+
+
+def _holds(df: pd.DataFrame) -> str:
+    comp = cd.is_compile(df)
+    run = sorted(set(cd.text(df.loc[~comp, "workload"])))
+    compiled = sorted(set(cd.text(df.loc[comp, "workload"])))
+    return "; ".join(p for p in (", ".join(run), f"compile rows of {', '.join(compiled)}" if compiled else "") if p)
 
 
 def render_suites(df: pd.DataFrame, out_dir: Path, formats: list[str], kinds: Optional[list[str]],
@@ -84,7 +96,7 @@ def render_suites(df: pd.DataFrame, out_dir: Path, formats: list[str], kinds: Op
     written: dict[str, list[Path]] = {}
     for suite in cd.distinct(df["suite"]):
         rows = df[df["suite"] == suite]
-        wanted = [k for k in kinds if plots.KINDS[k].workload in set(rows["workload"])] if kinds else None
+        wanted = [k for k in kinds if k in plots.kinds_for(rows)] if kinds else None
         if kinds and not wanted:
             continue
         try:
