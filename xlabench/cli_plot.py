@@ -26,7 +26,8 @@ def _bad(message: str) -> click.ClickException:
 
 
 def _inputs(paths: tuple[str, ...], results_dir: str) -> list[Path]:
-    """CSV files as given; a folder (or nothing: the results folder) means its newest run per suite."""
+    """CSV files as given; a folder (or nothing: the results folder) means its newest run per suite, and
+    its newest `xlabench compile` CSV."""
     if not paths and not Path(results_dir).is_dir():
         raise _bad(f"{results_dir}: no such folder (pass CSV files, or run `xlabench run SUITE.yaml` first)")
     files: list[Path] = []
@@ -111,7 +112,7 @@ def render_suites(df: pd.DataFrame, out_dir: Path, formats: list[str], kinds: Op
 
 _CSV_ARG = click.argument("csv_files", nargs=-1, type=click.Path())
 _RESULTS_OPT = click.option("--results", "results_dir", default="results", show_default=True, type=click.Path(),
-                            help="Folder searched for the newest run of every suite when no CSV is given.")
+                            help="Folder searched for the newest run (and compile) of every suite when no CSV is given.")
 _BATCH_OPT = click.option("--global-batch", type=float, default=None,
                           help="Global batch of the sharding chart (default: the largest every mode has a row for).")
 
@@ -128,7 +129,7 @@ _BATCH_OPT = click.option("--global-batch", type=float, default=None,
 @_RESULTS_OPT
 def plot(csv_files: tuple[str, ...], out_dir: str, format_spec: str, kind_spec: tuple[str, ...],
          global_batch: Optional[float], results_dir: str) -> None:
-    """Charts from results CSVs (or folders; none: the newest run of every suite under results/)."""
+    """Charts from results CSVs (or folders; none: the newest run and compile of every suite under results/)."""
     formats = _formats(format_spec)
     files = _inputs(csv_files, results_dir)
     df = _load(files)
