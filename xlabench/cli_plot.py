@@ -112,7 +112,7 @@ def render_suites(df: pd.DataFrame, out_dir: Path, formats: list[str], kinds: Op
 
 _CSV_ARG = click.argument("csv_files", nargs=-1, type=click.Path())
 _RESULTS_OPT = click.option("--results", "results_dir", default="results", show_default=True, type=click.Path(),
-                            help="Folder searched for the newest run (and compile) of every suite when no CSV is given.")
+                            help="Folder searched for the newest run and compile of every suite when no CSV is given.")
 _BATCH_OPT = click.option("--global-batch", type=float, default=None,
                           help="Global batch of the sharding chart (default: the largest every mode has a row for).")
 
