@@ -282,11 +282,9 @@ def fit_summary(rows: pd.DataFrame, workload: str) -> pd.DataFrame:
         worst = oom.index[xs[oom.index].to_numpy().argmin()] if len(oom) else None
         line.update(
             fit_x=xs[best] if best is not None else np.nan,
-            fit_case=rows.loc[best, FIT_X[workload]] if best is not None else None,
             fit_gib=mem[best] if best is not None else np.nan,
             fit_fraction=hbm[best] if best is not None else np.nan,
             oom_x=xs[worst] if worst is not None else np.nan,
-            oom_case=rows.loc[worst, FIT_X[workload]] if worst is not None else None,
             oom_gib=mem[worst] if worst is not None else np.nan,
             capacity_gib=capacity_gib(g).max(),
             **{s: int((g["status"] == s).sum()) for s in results.COMPILE_STATUSES})
@@ -294,5 +292,5 @@ def fit_summary(rows: pd.DataFrame, workload: str) -> pd.DataFrame:
     orders = {"sharding": sort_order(rows["sharding"], SHARDING_ORDER), "impl": impl_order(rows["impl"])}
     out.sort(key=lambda line: tuple((orders[k].index(line[k]) if line[k] in orders.get(k, []) else 99, str(line[k]))
                                     for k in keys))
-    return pd.DataFrame(out, columns=keys + ["fit_x", "fit_case", "fit_gib", "fit_fraction", "oom_x", "oom_case",
-                                             "oom_gib", "capacity_gib", *results.COMPILE_STATUSES])
+    return pd.DataFrame(out, columns=keys + ["fit_x", "fit_gib", "fit_fraction", "oom_x", "oom_gib", "capacity_gib",
+                                             *results.COMPILE_STATUSES])
