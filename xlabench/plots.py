@@ -9,6 +9,7 @@ Figures are made with the object API (no pyplot, no global state): saving render
 from __future__ import annotations
 
 import hashlib
+import itertools
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
@@ -420,7 +421,7 @@ def _free_corner(ax: Axes, y: float, skip: Sequence[Artist] = (), width: float =
             continue
         a = to_axes.transform(xy)
         pts.append(a[np.isfinite(a).all(axis=1)])
-        for p, q in zip(a[:-1], a[1:]):  # the segments a line draws, sampled
+        for p, q in itertools.pairwise(a):  # the segments a line draws, sampled
             if np.isfinite(p).all() and np.isfinite(q).all():
                 pts.append(p + np.linspace(0, 1, 40)[:, None] * (q - p))
     cloud = np.concatenate(pts) if pts else np.empty((0, 2))

@@ -32,6 +32,9 @@ FIGURES: dict[str, list[SummaryFigure]] = {
     "paged_attention": [SummaryFigure("GB/s", "gbytes_per_s", 1, ".4g"), SummaryFigure("MBU %", "mbu", 100, ".2f")],
 }
 _DEFAULT_FIGURES = FIGURES["attention"]
+FIT_INTRO = ("`xlabench compile` rows: per-device memory from XLA's memory_analysis of the program compiled for "
+             "the target (oom: what libtpu said the program needs), against the device's HBM. Compile-only: "
+             "nothing ran, so there are no timings.")
 _REASON_CHARS = 300
 
 
@@ -207,9 +210,7 @@ def build(df: pd.DataFrame, sources: Sequence[Path], charts: dict[str, list[Path
                    f"Best impl per shape: the fastest row that ran and matched its reference; speedup = "
                    f"{cd.BASELINE_IMPL} median / best median for the same shape.", "", summary(rows), ""]
     if len(compiles):
-        md += ["## Fit", "", "`xlabench compile` rows: per-device memory from XLA's memory_analysis of the program "
-               "compiled for the target (oom: what libtpu said the program needs), against the device's HBM. "
-               "Compile-only: nothing ran, so there are no timings.", ""]
+        md += ["## Fit", "", FIT_INTRO, ""]
         for suite in cd.distinct(compiles["suite"]):
             s_rows = compiles[compiles["suite"] == suite]
             for workload in cd.distinct(s_rows["workload"]):
