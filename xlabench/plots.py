@@ -20,7 +20,7 @@ from matplotlib.artist import Artist
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
-from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
+from matplotlib.ticker import FixedLocator, NullLocator
 
 from xlabench import chartdata as cd
 
@@ -501,7 +501,7 @@ def fit_memory(df: pd.DataFrame) -> Chart:
         if caps and top > 4 * max(caps) and low > 0:  # an oom that needs many times the HBM: log2 GiB
             ax.set_yscale("log", base=2)
             ax.set_ylim(min(low, *caps) / 1.6, top * 1.6)
-            ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+            ax.yaxis.set_major_formatter(lambda v, _: f"{v:g}")  # a callable: a FuncFormatter
         else:
             ax.set_ylim(0, top * 1.15 if top > 0 else 1.0)
         cap_lines = [ax.axhline(c, color=CAPACITY_COLOUR, linewidth=1.2, linestyle="--", label=CAPACITY_LABEL)
@@ -517,7 +517,7 @@ def fit_memory(df: pd.DataFrame) -> Chart:
             sec = ax.secondary_yaxis("right", functions=(lambda v, f=f: v * f, lambda v, f=f: v / f))
             sec.set_ylabel("HBM (%)")
             if ax.get_yscale() == "log":
-                sec.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+                sec.yaxis.set_major_formatter(lambda v, _: f"{v:g}")
         ax.set_title(ptitle, fontsize=10)
         ax.set_xlabel(lay["xlabel"])
         ax.set_ylabel("memory per device (GiB)")
