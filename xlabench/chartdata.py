@@ -25,6 +25,15 @@ DESCRIBING: list[str] = [c for c in results.CASE_COLUMN_NAMES if c != "workload"
 # Kernel tuning knobs: the naive baseline has none, so they never take part in matching a kernel row
 # with its baseline row.
 TUNING = ("block_q", "block_k", "pages_per_compute_block", "megacore_mode")
+# `xlabench compile` rows: no timings; per-device memory against the target's HBM instead.
+COMPILE_SUFFIX = ".compile.csv"
+COMPILE_ONLY_STATUSES = tuple(s for s in results.COMPILE_STATUSES if s not in results.STATUSES)
+MEMORY_STATUSES = ("compiled", "oom")  # rows whose peak_memory_bytes is a figure to draw
+COMPILE_NOTE = "compile-only: memory from XLA's memory_analysis"
+GIB = float(1 << 30)
+# The x of a workload's fit (memory) chart and table, and the keys of one of its lines.
+FIT_X = {"train": "global_batch", "attention": "seq_len", "paged_attention": "context_lens"}
+FIT_SERIES = {"train": ["sharding", "impl"], "attention": ["impl"], "paged_attention": ["impl"]}
 # Canonical orders, so legends and bar groups read the same in every chart.
 SHARDING_ORDER = ("dp", "fsdp", "tp", "2d", "auto")
 MODE_ORDER = ("fwd", "fwd_bwd")
@@ -48,9 +57,10 @@ def newest_runs(root: Path) -> tuple[list[Path], list[str]]:
     """The newest run CSV of every folder under root, and a note for each CSV that is not xlabench's.
 
     A run file is named after its run id, which starts with its UTC start time, so the last name in
-    a folder is its newest run.
+    a folder is its newest run. `xlabench compile` files (`<run-id>.compile.csv`) live beside the run
+    files: the newest of those is taken too, separately (a compile never hides a run, nor a run a compile).
     """
-    newest: dict[Path, Path] = {}
+    newest: dict[tuple[Path, bool], Path] = {}
     foreign: list[str] = []
     for p in sorted(Path(root).rglob("*.csv")):
         if p.name.endswith(".samples.csv"):
@@ -60,7 +70,7 @@ def newest_runs(root: Path) -> tuple[list[Path], list[str]]:
         except results.ResultsFileError as e:
             foreign.append(str(e))
             continue
-        newest[p.parent] = p
+        newest[(p.parent, p.name.endswith(COMPILE_SUFFIX))] = p
     return sorted(newest.values()), foreign
 
 
@@ -109,7 +119,7 @@ def split_keys(df: pd.DataFrame, x: str, fixed: Sequence[str]) -> list[str]:
     (attention's batch, zipped with seq_len) or with a fixed key (a sharding mode's mesh) do not, nor
     does one that follows a column already chosen (framework_version follows backend).
     """
-    keyed = text(df[[c for c in DESCRIBING if c in df]])
+    keyed = text(df[list(dict.fromkeys(c for c in [*DESCRIBING, *fixed, x] if c in df))])  # fixed: also target
     chosen: list[str] = []
     for c in DESCRIBING:
         group = list(fixed) + [x] + chosen
@@ -196,3 +206,86 @@ def speedup_over_baseline(df: pd.DataFrame, baseline: str = BASELINE_IMPL) -> pd
     base_rows = usable(df) & (df["impl"] == baseline)
     base = pd.to_numeric(df.loc[base_rows, "median_s"], errors="coerce").groupby(k[base_rows]).first()
     return k.map(base) / metric(df, "median_s")
+
+
+# --------------------------------------------------------------------------------- compile rows (fit)
+
+
+def is_compile(df: pd.DataFrame) -> pd.Series:
+    """Rows written by `xlabench compile`: they name the target they were compiled for (a run's never
+    do), or carry a status only a compile gives. They have no timings: never MFU or step-time data."""
+    target = df["target"] if "target" in df else pd.Series(np.nan, index=df.index)
+    return (target.notna() & (text(target) != "")) | df["status"].isin(COMPILE_ONLY_STATUSES)
+
+
+def run_rows(df: pd.DataFrame) -> pd.DataFrame:
+    return df[~is_compile(df)]
+
+
+def compile_rows(df: pd.DataFrame) -> pd.DataFrame:
+    return df[is_compile(df)]
+
+
+def memory_gib(df: pd.DataFrame) -> pd.Series:
+    """Per-device memory in GiB of compiled rows (what XLA's memory_analysis counts) and oom rows (what
+    libtpu said the program needs); NaN for every other row (a gap, never a zero)."""
+    return pd.to_numeric(df["peak_memory_bytes"], errors="coerce").where(df["status"].isin(MEMORY_STATUSES)) / GIB
+
+
+def capacity_gib(df: pd.DataFrame) -> pd.Series:
+    return pd.to_numeric(df["hbm_capacity_bytes"], errors="coerce") / GIB
+
+
+def fit_x(df: pd.DataFrame, workload: str) -> pd.Series:
+    """The fit chart's x per row: global batch, sequence length, or a paged spec's mean context length."""
+    col = FIT_X[workload]
+    if workload == "paged_attention":
+        return df[col].map(context_length)
+    return pd.to_numeric(df[col], errors="coerce")
+
+
+def fit_keys(rows: pd.DataFrame, workload: str) -> list[str]:
+    """What one fit line (and one line of the report's fit table) is: the target, the workload's series
+    keys, and any describing column that takes several values at one x within them (backend, model...)."""
+    first = ["target"] + FIT_SERIES[workload]
+    return first + split_keys(rows, FIT_X[workload], first)
+
+
+def compile_title(df: pd.DataFrame, what: str) -> str:
+    """A compile chart's title: the usual one, then the target and its topology, and where memory comes from."""
+    targets = "; ".join(f"{t} ({topo})" if isinstance(topo, str) and topo else str(t)
+                        for t, topo in distinct(zip(df["target"], df["topology"])) if isinstance(t, str))
+    return title(df, what) + "\n" + " · ".join(p for p in (f"target {targets}" if targets else "", COMPILE_NOTE) if p)
+
+
+def fit_summary(rows: pd.DataFrame, workload: str) -> pd.DataFrame:
+    """One line per fit key (fit_keys): the largest x that compiled within HBM with its GiB per device
+    and HBM fraction, the smallest x that did not fit (oom) with the GiB it needed, and how the cases
+    ended. Keys whose every case was skipped have no line (the report lists those as skipped)."""
+    rows = rows.reset_index(drop=True)
+    keys = fit_keys(rows, workload)
+    xs, mem = fit_x(rows, workload), memory_gib(rows)
+    hbm = pd.to_numeric(rows["hbm_fraction"], errors="coerce")
+    out = []
+    for _, g in rows.groupby(key(rows, keys), sort=False):
+        if (g["status"] == "skipped").all():
+            continue
+        fits = g[(g["status"] == "compiled") & mem[g.index].notna()]
+        oom = g[g["status"] == "oom"]
+        line = {k: g[k].iloc[0] for k in keys}
+        best = fits.index[xs[fits.index].to_numpy().argmax()] if len(fits) else None
+        worst = oom.index[xs[oom.index].to_numpy().argmin()] if len(oom) else None
+        line.update(
+            fit_x=xs[best] if best is not None else np.nan,
+            fit_gib=mem[best] if best is not None else np.nan,
+            fit_fraction=hbm[best] if best is not None else np.nan,
+            oom_x=xs[worst] if worst is not None else np.nan,
+            oom_gib=mem[worst] if worst is not None else np.nan,
+            capacity_gib=capacity_gib(g).max(),
+            **{s: int((g["status"] == s).sum()) for s in results.COMPILE_STATUSES})
+        out.append(line)
+    orders = {"sharding": sort_order(rows["sharding"], SHARDING_ORDER), "impl": impl_order(rows["impl"])}
+    out.sort(key=lambda line: tuple((orders[k].index(line[k]) if line[k] in orders.get(k, []) else 99, str(line[k]))
+                                    for k in keys))
+    return pd.DataFrame(out, columns=keys + ["fit_x", "fit_gib", "fit_fraction", "oom_x", "oom_gib", "capacity_gib",
+                                             *results.COMPILE_STATUSES])

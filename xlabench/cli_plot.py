@@ -26,7 +26,8 @@ def _bad(message: str) -> click.ClickException:
 
 
 def _inputs(paths: tuple[str, ...], results_dir: str) -> list[Path]:
-    """CSV files as given; a folder (or nothing: the results folder) means its newest run per suite."""
+    """CSV files as given; a folder (or nothing: the results folder) means its newest run per suite, and
+    its newest `xlabench compile` CSV."""
     if not paths and not Path(results_dir).is_dir():
         raise _bad(f"{results_dir}: no such folder (pass CSV files, or run `xlabench run SUITE.yaml` first)")
     files: list[Path] = []
@@ -70,12 +71,24 @@ def _kinds(spec: tuple[str, ...], df: pd.DataFrame) -> Optional[list[str]]:
     unknown = [k for k in names if k not in plots.KINDS]
     if unknown:
         raise _bad(f"--kind {', '.join(unknown)}: unknown; expected one of {', '.join(plots.KINDS)}")
-    present = set(cd.text(df["workload"]))
-    absent = [k for k in names if plots.KINDS[k].workload not in present]
+    callable_kinds = plots.kinds_for(df)
+    absent = [k for k in names if k not in callable_kinds]
     if absent:
-        need = ", ".join(f"{k} needs {plots.KINDS[k].workload} rows" for k in absent)
-        raise _bad(f"--kind: {need}; these CSVs hold {', '.join(sorted(present))}")
+        need = ", ".join(f"{k} needs {_needs(plots.KINDS[k])}" for k in absent)
+        raise _bad(f"--kind: {need}; these CSVs hold {_holds(df)}")
     return names
+
+
+def _needs(kind: plots.Kind) -> str:
+    rows = " or ".join(kind.workloads) + " rows"
+    return f"`xlabench compile` {rows}" if kind.source == "compile" else rows
+
+
+def _holds(df: pd.DataFrame) -> str:
+    comp = cd.is_compile(df)
+    run = sorted(set(cd.text(df.loc[~comp, "workload"])))
+    compiled = sorted(set(cd.text(df.loc[comp, "workload"])))
+    return "; ".join(p for p in (", ".join(run), f"compile rows of {', '.join(compiled)}" if compiled else "") if p)
 
 
 def render_suites(df: pd.DataFrame, out_dir: Path, formats: list[str], kinds: Optional[list[str]],
@@ -84,7 +97,7 @@ def render_suites(df: pd.DataFrame, out_dir: Path, formats: list[str], kinds: Op
     written: dict[str, list[Path]] = {}
     for suite in cd.distinct(df["suite"]):
         rows = df[df["suite"] == suite]
-        wanted = [k for k in kinds if plots.KINDS[k].workload in set(rows["workload"])] if kinds else None
+        wanted = [k for k in kinds if k in plots.kinds_for(rows)] if kinds else None
         if kinds and not wanted:
             continue
         try:
@@ -99,7 +112,7 @@ def render_suites(df: pd.DataFrame, out_dir: Path, formats: list[str], kinds: Op
 
 _CSV_ARG = click.argument("csv_files", nargs=-1, type=click.Path())
 _RESULTS_OPT = click.option("--results", "results_dir", default="results", show_default=True, type=click.Path(),
-                            help="Folder searched for the newest run of every suite when no CSV is given.")
+                            help="Folder searched for the newest run and compile of every suite when no CSV is given.")
 _BATCH_OPT = click.option("--global-batch", type=float, default=None,
                           help="Global batch of the sharding chart (default: the largest every mode has a row for).")
 
@@ -116,7 +129,7 @@ _BATCH_OPT = click.option("--global-batch", type=float, default=None,
 @_RESULTS_OPT
 def plot(csv_files: tuple[str, ...], out_dir: str, format_spec: str, kind_spec: tuple[str, ...],
          global_batch: Optional[float], results_dir: str) -> None:
-    """Charts from results CSVs (or folders; none: the newest run of every suite under results/)."""
+    """Charts from results CSVs (or folders; none: the newest run and compile of every suite under results/)."""
     formats = _formats(format_spec)
     files = _inputs(csv_files, results_dir)
     df = _load(files)

@@ -9,6 +9,7 @@ Figures are made with the object API (no pyplot, no global state): saving render
 from __future__ import annotations
 
 import hashlib
+import itertools
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
@@ -213,6 +214,7 @@ def _drop_empty(facets: list[tuple[str, pd.DataFrame]], usable: pd.Series) -> tu
 def _rows(df: pd.DataFrame, workload: str, need: Sequence[str]) -> pd.DataFrame:
     """The rows of a workload, or NoData when there are none or a column the chart needs is empty."""
     rows = df[df["workload"] == workload].reset_index(drop=True)  # unique index: y series align by it
+    rows = cd.run_rows(rows).reset_index(drop=True)  # compile rows have no timings: never MFU or step time
     if rows.empty:
         raise NoData(f"no {workload} rows")
     for c in need:
@@ -466,6 +468,146 @@ def sharding_bars(df: pd.DataFrame, global_batch: Optional[float] = None) -> Cha
     return chart
 
 
+# ---------------------------------------------------------------------------------------- fit (compile)
+
+# A fit chart's panels and labels per workload (the lines: chartdata.FIT_SERIES, coloured as in the
+# workload's run charts).
+_FIT_LAYOUTS: dict[str, dict[str, Any]] = {
+    "train": {"panels": ["backend", "target", "model"], "named": [], "colour_by": "sharding", "dash_by": "impl",
+              "xlabel": "global batch (sequences)", "what": "HBM per device vs global batch"},
+    "attention": {"panels": ["target", "causal", "mode"], "named": [], "colour_by": "impl", "dash_by": "impl",
+                  "xlabel": "sequence length", "what": "HBM per device vs sequence length"},
+    "paged_attention": {"panels": ["target", "batch"], "named": ["batch"], "colour_by": "impl", "dash_by": "impl",
+                        "xlabel": "context length (tokens)", "what": "HBM per device vs context length"},
+}
+CAPACITY_COLOUR = "#aa0000"
+OOM_LABEL = "oom: memory needed (does not fit)"
+CAPACITY_LABEL = "HBM capacity per device"
+
+
+def _free_corner(ax: Axes, y: float, skip: Sequence[Artist] = (), width: float = 0.5,
+                 height: float = 0.1) -> tuple[float, str, str]:
+    """Where a label on the horizontal line at data y overlaps the fewest drawn points and line pieces:
+    (x in axes fraction, ha, va) for the left or right end, above or below the line."""
+    to_axes = ax.transData + ax.transAxes.inverted()
+    pts = []
+    for line in ax.get_lines():
+        if any(line is k for k in skip):
+            continue
+        xy = np.column_stack([line.get_xdata(), line.get_ydata()]).astype(float)
+        if not len(xy):
+            continue
+        a = to_axes.transform(xy)
+        pts.append(a[np.isfinite(a).all(axis=1)])
+        for p, q in itertools.pairwise(a):  # the segments a line draws, sampled
+            if np.isfinite(p).all() and np.isfinite(q).all():
+                pts.append(p + np.linspace(0, 1, 40)[:, None] * (q - p))
+    cloud = np.concatenate(pts) if pts else np.empty((0, 2))
+    ya = float(to_axes.transform([[ax.get_xlim()[0], y]])[0][1])
+    best = None
+    for x, ha in ((0.02, "left"), (0.98, "right")):
+        x0, x1 = (x, x + width) if ha == "left" else (x - width, x)
+        for va, (y0, y1) in (("bottom", (ya, ya + height)), ("top", (ya - height, ya))):
+            if y1 > 1.0 or y0 < 0.0:
+                continue
+            hits = int(((cloud[:, 0] >= x0) & (cloud[:, 0] <= x1) & (cloud[:, 1] >= y0) & (cloud[:, 1] <= y1)).sum())
+            if best is None or hits < best[0]:
+                best = (hits, x, ha, va)
+    return (best[1], best[2], best[3]) if best else (0.02, "left", "bottom")
+
+
+def fit_memory(df: pd.DataFrame) -> Chart:
+    """Compile rows (`xlabench compile`): per-device memory (GiB) vs global batch, a line per sharding
+    mode (colour) and impl (dash), the device's HBM as a dashed line, oom points as an x at what they
+    need. Attention and paged compile rows: the same per impl vs sequence or context length."""
+    comp = cd.compile_rows(df)
+    workload = next((w for w in _FIT_LAYOUTS if (comp["workload"] == w).any()), None)
+    if workload is None:
+        raise NoData("no compile rows (xlabench compile SUITE --target NAME writes them)")
+    rows = comp[comp["workload"] == workload].reset_index(drop=True)
+    lay = _FIT_LAYOUTS[workload]
+    mem = cd.memory_gib(rows)
+    if mem.isna().all():
+        raise NoData(f"{workload} compile rows have no compiled or oom case with a memory figure")
+    first = cd.FIT_SERIES[workload]
+    x_col = cd.FIT_X[workload]
+    xs_all = cd.fit_x(rows, workload)
+    labels = None
+    if workload == "paged_attention" and pd.to_numeric(rows[x_col], errors="coerce").isna().any():
+        labels = {cd.context_length(v): str(v) for v in cd.distinct(rows[x_col])}
+    orders = {"impl": cd.impl_order(rows["impl"]), "sharding": cd.sort_order(rows["sharding"], cd.SHARDING_ORDER),
+              "mode": cd.sort_order(rows["mode"], cd.MODE_ORDER), "causal": [True, False]}
+    extras = cd.split_keys(rows, x_col, lay["panels"] + first)
+    facets, gaps = _drop_empty(_facets(rows, lay["panels"], orders, lay["named"]), mem.notna())
+    ncols = 2 if workload != "attention" else max(len(cd.distinct(rows["mode"])), 1)
+    # room for five-digit batches an octave apart (16384, 32768) side by side on the log2 axis
+    fig, axes = _panels(len(facets), ncols, width=6.2 if len(facets) == 1 else 4.6)
+    chart = Chart("fit", fig)
+    any_oom = False
+    for ax, (ptitle, p) in zip(axes, facets):
+        top = 0.0
+        for i, (values, s) in enumerate(_series(p, first, extras, orders)):
+            s = s.assign(_x=xs_all[s.index]).sort_values("_x")
+            ys = mem[s.index].to_numpy(dtype=float)
+            xv = s["_x"].to_numpy(dtype=float)
+            gaps += int(np.isnan(ys).sum())
+            fits = (s["status"] == "compiled").to_numpy() & np.isfinite(ys)
+            oom = (s["status"] == "oom").to_numpy() & np.isfinite(ys)
+            lab = cd.label(list(values), list(values.values()), named=[c for c in values if c not in first])
+            if not np.isfinite(ys).any():
+                lab += " (no memory figure)"
+            st = style(values[lay["colour_by"]])
+            marker = MARKERS[i % len(MARKERS)] if extras else "o"
+            (line,) = ax.plot(xv, ys, label=lab, marker=marker, markersize=5, linewidth=1.6, color=st.colour,
+                              linestyle=style(values[lay["dash_by"]]).linestyle, markevery=list(np.flatnonzero(fits)))
+            chart.artists[(ptitle, lab)] = line
+            if oom.any():
+                any_oom = True
+                (x_pts,) = ax.plot(xv[oom], ys[oom], linestyle="none", marker="x", markersize=8,
+                                   markeredgewidth=2, color=st.colour, label="_oom")
+                chart.artists[(ptitle, lab + " oom")] = x_pts
+            if np.isfinite(ys).any():
+                top = max(top, float(np.nanmax(ys)))
+        caps = cd.distinct(cd.capacity_gib(p).dropna())
+        top = max([top, *caps]) if caps else top
+        px = [float(v) for v in xs_all[p.index] if np.isfinite(v)]
+        if labels is None and px and max(px) >= 10000:  # five-digit batches an octave apart: slanted ticks
+            _log2_x(ax, px, {v: cd.fmt_value("", v) for v in px})
+        else:
+            _log2_x(ax, px, labels)
+        low = float(np.nanmin(mem[p.index])) if mem[p.index].notna().any() else 0.0
+        if caps and top > 4 * max(caps) and low > 0:  # an oom that needs many times the HBM: log2 GiB
+            ax.set_yscale("log", base=2)
+            ax.set_ylim(min(low, *caps) / 1.6, top * 1.6)
+            ax.yaxis.set_major_formatter(lambda v, _: f"{v:g}")  # a callable: a FuncFormatter
+        else:
+            ax.set_ylim(0, top * 1.15 if top > 0 else 1.0)
+        cap_lines = [ax.axhline(c, color=CAPACITY_COLOUR, linewidth=1.2, linestyle="--", label=CAPACITY_LABEL)
+                     for c in caps]
+        for c, cap_line in zip(caps, cap_lines):  # once every line is drawn and the limits set: a free spot
+            chart.artists[(ptitle, f"HBM {c:.2f} GiB")] = cap_line
+            x, ha, va = _free_corner(ax, c, cap_lines)
+            ax.annotate(f"HBM {c:.2f} GiB per device", (x, c), xycoords=("axes fraction", "data"),
+                        xytext=(0, 3 if va == "bottom" else -3), textcoords="offset points", ha=ha, va=va,
+                        fontsize=8, color=CAPACITY_COLOUR)
+        if len(caps) == 1:
+            f = 100.0 / caps[0]
+            sec = ax.secondary_yaxis("right", functions=(lambda v, f=f: v * f, lambda v, f=f: v / f))
+            sec.set_ylabel("HBM (%)")
+            if ax.get_yscale() == "log":
+                sec.yaxis.set_major_formatter(lambda v, _: f"{v:g}")
+        ax.set_title(ptitle, fontsize=10)
+        ax.set_xlabel(lay["xlabel"])
+        ax.set_ylabel("memory per device (GiB)")
+        ax.grid(True, alpha=0.3)
+    if any_oom:  # one legend entry for the x markers of every line, after the lines and the capacity
+        axes[0].plot([], [], color="#333333", linestyle="none", marker="x", markersize=8, markeredgewidth=2,
+                     label=OOM_LABEL)
+    _finish(chart, rows, lay["what"], gaps, gap_reason="failed or skipped")
+    fig.suptitle(cd.compile_title(rows, lay["what"]), fontsize=11)
+    return chart
+
+
 # ------------------------------------------------------------------------------------------ registry
 
 
@@ -475,6 +617,12 @@ class Kind:
     workload: str
     draw: Callable[..., Chart]
     doc: str
+    source: str = "run"  # run: measured rows; compile: `xlabench compile` rows (memory, no timings)
+    also: tuple[str, ...] = ()  # further workloads the kind draws
+
+    @property
+    def workloads(self) -> tuple[str, ...]:
+        return (self.workload, *self.also)
 
 
 KINDS: dict[str, Kind] = {k.name: k for k in (
@@ -483,13 +631,17 @@ KINDS: dict[str, Kind] = {k.name: k for k in (
     Kind("attention", "attention", attention_tflops, "attention TFLOP/s (and MFU) vs sequence length per impl"),
     Kind("speedup", "attention", attention_speedup, "speedup of each attention impl over naive"),
     Kind("paged", "paged_attention", paged_bandwidth, "paged decode GB/s (and MBU) vs context length per impl"),
+    Kind("fit", "train", fit_memory, "compile rows: HBM per device vs global batch (attention, paged: vs length), "
+         "the capacity, oom points", source="compile", also=("attention", "paged_attention")),
 )}
 
 
 def kinds_for(df: pd.DataFrame) -> list[str]:
-    """The chart kinds the rows' workloads call for, in registry order."""
-    present = set(df["workload"].astype(str))
-    return [k.name for k in KINDS.values() if k.workload in present]
+    """The chart kinds the rows' workloads call for, in registry order: run kinds for measured rows,
+    compile kinds for `xlabench compile` rows."""
+    comp = cd.is_compile(df)
+    present = {"run": set(df.loc[~comp, "workload"].astype(str)), "compile": set(df.loc[comp, "workload"].astype(str))}
+    return [k.name for k in KINDS.values() if present[k.source] & set(k.workloads)]
 
 
 def render(df: pd.DataFrame, out_dir: Path, formats: Sequence[str] = ("png", "svg"),

@@ -33,6 +33,9 @@ FIGURES: dict[str, list[SummaryFigure]] = {
     "paged_attention": [SummaryFigure("GB/s", "gbytes_per_s", 1, ".4g"), SummaryFigure("MBU %", "mbu", 100, ".2f")],
 }
 _DEFAULT_FIGURES = FIGURES["attention"]
+FIT_INTRO = ("`xlabench compile` rows: per-device memory from XLA's memory_analysis of the program compiled for "
+             "the target (oom: what libtpu said the program needs), against the device's HBM. Compile-only: "
+             "nothing ran, so there are no timings.")
 _REASON_CHARS = 300
 
 
@@ -56,11 +59,17 @@ def environment(df: pd.DataFrame) -> str:
     rows = []
     for run_id, r in df.groupby(cd.text(df["run_id"]), sort=False):
         first = r.iloc[0]
-        counts = ", ".join(f"{int((r['status'] == s).sum())} {s}" for s in ("ok", "failed", "skipped"))
+        compiled = bool(cd.is_compile(r).all())
+        statuses = results.COMPILE_STATUSES if compiled else results.STATUSES
+        counts = ", ".join(f"{int((r['status'] == s).sum())} {s}" for s in statuses
+                           if not compiled or (r["status"] == s).any())
         peak = fmt_number(first["peak_tflops"], ".4g")
+        platform = first["platform"]
+        if compiled:  # not a run: where it was compiled for, not where it ran
+            platform = f"{platform} (compile-only for {first['target']}: {first['topology']})"
         rows.append([
             first["suite"], run_id, first["profile"] if pd.notna(first["profile"]) else "base",
-            first["platform"], f"{first['device_kind']} ×{cd.fmt_value('', first['device_count'])}",
+            platform, f"{first['device_kind']} ×{cd.fmt_value('', first['device_count'])}",
             first["framework_version"], f"{peak} ({first['peak_source']})" if peak else "",
             first["hostname"], first["git_sha"], f"{r['timestamp'].min()} .. {r['timestamp'].max()}", counts])
     return table(["suite", "run", "profile", "platform", "devices", "framework", "peak TFLOP/s per device",
@@ -101,6 +110,58 @@ def summary(rows: pd.DataFrame) -> str:
     return table(headers, out)
 
 
+def _gib(v: Any) -> str:
+    return fmt_number(v, ".2f")
+
+
+def _counts(line: pd.Series) -> str:
+    """'4 compiled, 1 oom' from a fit_summary line's status counts."""
+    return ", ".join(f"{int(line[s])} {s}" for s in results.COMPILE_STATUSES if line[s])
+
+
+def fit_train(rows: pd.DataFrame) -> str:
+    """Per (target, sharding, impl): the largest global batch that compiled within HBM, its GiB per device
+    and HBM %, and the smallest batch that did not fit with what it needed."""
+    fs = cd.fit_summary(rows, "train")
+    keys = cd.fit_keys(rows, "train")
+    keys = keys[:3] + [k for k in keys[3:] if cd.text(fs[k]).nunique() > 1]  # extras that tell lines apart
+    out = []
+    for _, f in fs.iterrows():
+        out.append([cd.fmt_value(k, f[k]) for k in keys] + [
+            cd.fmt_value("", f["fit_x"]) if pd.notna(f["fit_x"]) else "none",
+            _gib(f["fit_gib"]), fmt_number(f["fit_fraction"], ".0f", 100),
+            cd.fmt_value("", f["oom_x"]) if pd.notna(f["oom_x"]) else "none",
+            _gib(f["oom_gib"]), _gib(f["capacity_gib"]), _counts(f)])
+    return table(keys + ["largest batch that fits", "GiB per device", "HBM %", "smallest batch that does not fit",
+                         "needs GiB", "HBM GiB", "cases"], out)
+
+
+def fit_kernels(rows: pd.DataFrame) -> str:
+    """Attention / paged compile rows: how the cases of each impl ended, and the oom cases."""
+    shape = shape_columns(rows)
+    keys = ["target", "impl"]
+    counts = []
+    for _, g in rows.groupby(cd.key(rows, keys), sort=False):
+        counts.append([g["target"].iloc[0], g["impl"].iloc[0]] + [int((g["status"] == s).sum())
+                                                                   for s in results.COMPILE_STATUSES])
+    order = cd.impl_order(rows["impl"])
+    counts.sort(key=lambda r: (str(r[0]), order.index(r[1]) if r[1] in order else 99))
+    md = table(keys + list(results.COMPILE_STATUSES), counts)
+    mem = cd.memory_gib(rows)
+    oom = rows[rows["status"] == "oom"]
+    if len(oom):
+        lines = [[r["target"], r["impl"], _case_label(r, [c for c in shape if c not in keys]), _gib(mem[i]),
+                  _gib(cd.capacity_gib(rows).get(i))] for i, r in oom.iterrows()]
+        md += "\n\nDoes not fit (oom):\n\n" + table(["target", "impl", "case", "needs GiB", "HBM GiB"], lines)
+    return md
+
+
+def fit(rows: pd.DataFrame) -> str:
+    """The Fit section's table for one suite's compile rows (`xlabench compile`)."""
+    rows = rows.reset_index(drop=True)
+    return fit_train(rows) if str(rows["workload"].iloc[0]) == "train" else fit_kernels(rows)
+
+
 def _case_label(row: pd.Series, shape: Sequence[str]) -> str:
     return ", ".join(f"{c}={cd.fmt_value(c, row[c])}" for c in shape)
 
@@ -110,12 +171,16 @@ def problems(df: pd.DataFrame) -> str:
     parts = []
     for suite, rows in df.groupby(cd.text(df["suite"]), sort=False):
         shape = shape_columns(rows)
-        bad = rows[rows["status"] != "ok"]
+        bad = rows[~rows["status"].isin(("ok", *cd.COMPILE_ONLY_STATUSES))]  # compiled, oom: under Fit
         wrong = rows[(rows["status"] == "ok") & ~cd.usable(rows)]
         if bad.empty and wrong.empty:
             continue
-        lines = [[r["status"], _impl(r), _case_label(r, shape),
-                  (str(r["error"]) if pd.notna(r["error"]) else "")[:_REASON_CHARS]] for _, r in bad.iterrows()]
+        comp = cd.is_compile(rows)
+        # a compile row among run rows or other targets' rows says which target it was compiled for
+        tag = bool(comp.any()) and (bool((~comp).any()) or cd.text(rows.loc[comp, "target"]).nunique() > 1)
+        lines = [[f"{r['status']} (compile for {r['target']})" if tag and comp[i] else r["status"], _impl(r),
+                  _case_label(r, shape), (str(r["error"]) if pd.notna(r["error"]) else "")[:_REASON_CHARS]]
+                 for i, r in bad.iterrows()]
         lines += [["wrong result", _impl(r), _case_label(r, shape),
                    f"max_abs_err {fmt_number(r['max_abs_err'], '.3g')} > err_tol {fmt_number(r['err_tol'], '.3g')}"]
                   for _, r in wrong.iterrows()]
@@ -132,13 +197,21 @@ def build(df: pd.DataFrame, sources: Sequence[Path], charts: dict[str, list[Path
         md += ["> Rows marked *(interpret)* ran a Pallas kernel in the CPU interpreter: a pipeline check, "
                "not kernel speed.", ""]
     md += ["## Environment", "", environment(df), ""]
+    runs, compiles = cd.run_rows(df), cd.compile_rows(df)
     for suite in suites:
-        s_rows = df[df["suite"] == suite]
+        s_rows = runs[runs["suite"] == suite]
         for workload in cd.distinct(s_rows["workload"]):
             rows = s_rows[s_rows["workload"] == workload]
             md += [f"## {suite}" + (f" ({workload})" if workload != suite else ""), "",
                    f"Best impl per shape: the fastest row that ran and matched its reference; speedup = "
                    f"{cd.BASELINE_IMPL} median / best median for the same shape.", "", summary(rows), ""]
+    if len(compiles):
+        md += ["## Fit", "", FIT_INTRO, ""]
+        for suite in cd.distinct(compiles["suite"]):
+            s_rows = compiles[compiles["suite"] == suite]
+            for workload in cd.distinct(s_rows["workload"]):
+                md += [f"### {suite}" + (f" ({workload})" if workload != suite else ""), "",
+                       fit(s_rows[s_rows["workload"] == workload]), ""]
     md += ["## Failed, skipped and wrong cases", "", problems(df), ""]
     images = [(suite, p) for suite, paths in charts.items() for p in paths]
     if images:
