@@ -275,13 +275,16 @@ def suite_copy(suite_file: Path, profile: str, backends: list[str] | None, iters
     return path
 
 
-def record_suite_runs(suite_file: Path, profile: str, impls: list[str], runs: int, out: Path) -> dict:
+def record_suite_runs(suite_file: Path, profile: str, impls: list[str], runs: int, out: Path,
+                      repeats: int | None = None) -> dict:
     """``runs`` real `xlabench run`s of the suite, one after another (each its own process)."""
     import re
     import subprocess
 
-    index: dict = {"suite_file": str(suite_file), "profile": profile, "impls": impls, "runs": []}
+    index: dict = {"suite_file": str(suite_file), "profile": profile, "impls": impls, "repeats": repeats, "runs": []}
     cmd = [sys.executable, "-m", "xlabench", "run", str(suite_file), "--profile", profile, "--out", str(out / "runs")]
+    if repeats:
+        cmd += ["--repeats", str(repeats)]
     for impl in impls:
         cmd += ["--impl", impl]
     env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
@@ -312,14 +315,19 @@ def scaled(run: gate.RunData, factor: float) -> gate.RunData:
     return gate.RunData(Path(f"{run.path.stem}-x{factor:g}.csv"), rows, samples)
 
 
-def pair_outcome(base: gate.RunData, cand: gate.RunData, cfg: gate.GateConfig) -> dict:
-    """What `compare` says of one pair: exit code, suite-wide line, per-case verdict counts."""
+def pair_outcome(base: gate.RunData, cand: gate.RunData, cfg: gate.GateConfig,
+                 rerun: gate.RunData | None = None) -> dict:
+    """What `compare` says of one pair: exit code, suite-wide line, per-case verdict counts; and with
+    ``rerun`` (the next run, standing in for gate's re-run of what is flagged) gate's exit code."""
     cmp = gate.compare(base, cand, cfg)
     su = cmp.suite
-    return {"exit": cmp.exit_code, "suite": su.verdict if su else None, "ratio": su.ratio if su else None,
-            "ci": [su.ci_low, su.ci_high] if su else None, "p": su.p_value if su else None,
-            "host": su.machine_ratio if su else None,
-            "cases": {v: cmp.count(v) for v in gate.VERDICTS if cmp.count(v)}}
+    out = {"exit": cmp.exit_code, "suite": su.verdict if su else None, "ratio": su.ratio if su else None,
+           "ci": [su.ci_low, su.ci_high] if su else None, "p": su.p_value if su else None,
+           "host": su.machine_ratio if su else None,
+           "cases": {v: cmp.count(v) for v in gate.VERDICTS if cmp.count(v)}, "gate_exit": None}
+    if rerun is not None:
+        out["gate_exit"] = gate.confirm(cmp, base, lambda ids: rerun, cfg).exit_code
+    return out
 
 
 def analyze_suite(indexes: list[dict], cfg: gate.GateConfig) -> dict:
@@ -337,8 +345,9 @@ def analyze_suite(indexes: list[dict], cfg: gate.GateConfig) -> dict:
                       "span_s": runs[-1]["end"] - runs[0]["start"],
                       "run_s": [r["end"] - r["start"] for r in runs], "label": index.get("label", ""), "shifts": {}}
         for f in SHIFTS:
-            pool["shifts"][str(f)] = [dict(pair_outcome(data[i], scaled(data[j], f), cfg), i=i, j=j,
-                                           disjoint=(i, j) in disjoint) for i, j in pairs]
+            pool["shifts"][str(f)] = [
+                dict(pair_outcome(data[i], scaled(data[j], f), cfg, scaled(data[j + 1], f) if j + 1 < len(data) else None),
+                     i=i, j=j, disjoint=(i, j) in disjoint) for i, j in pairs]
         out["pools"].append(pool)
     return out
 
@@ -359,25 +368,29 @@ def suite_report(res: dict) -> str:
                   f"load average at their start {np.median(loads):.1f} (median; {loads.min():.1f} to {loads.max():.1f}) "
                   f"on {os.cpu_count()} cores; --metric {cfg['metric']}, --threshold {cfg['threshold']:.0%}", "",
                   "| candidate | pairs | suite-wide regression (exit 1) | suite-wide without the compile-time check "
-                  "| suite-wide confounded | any case regression | exit 3 (could not judge) | exit != 0 |",
-                  "|---|---|---|---|---|---|---|---|"]
+                  "| suite-wide confounded | any case regression | `compare` exit 3 (could not judge) "
+                  "| `compare` exit != 0 | `gate` exit 1 (re-run: the next run) | `gate` exit != 0 |",
+                  "|---|---|---|---|---|---|---|---|---|---|"]
         for f, rows in pool["shifts"].items():
             name = "A/A" if f == "1.0" else f"x {float(f):g} (doctored)"
             for sel, label in ((rows, "all"), ([r for r in rows if r["disjoint"]], "disjoint")):
+                g = [r for r in sel if r["gate_exit"] is not None]  # pairs whose candidate has a next run
                 lines.append(f"| {name} | {label} {len(sel)} | {_share(sel, lambda r: r['suite'] == gate.REGRESSION)} "
                              f"| {_share(sel, lambda r: r['suite'] in (gate.REGRESSION, gate.CONFOUNDED))} "
                              f"| {_share(sel, lambda r: r['suite'] == gate.CONFOUNDED)} "
                              f"| {_share(sel, lambda r: r['cases'].get(gate.REGRESSION))} "
                              f"| {_share(sel, lambda r: r['exit'] == gate.EXIT_UNJUDGED)} "
-                             f"| {_share(sel, lambda r: r['exit'] != 0)} |")
+                             f"| {_share(sel, lambda r: r['exit'] != 0)} "
+                             f"| {_share(g, lambda r: r['gate_exit'] == gate.EXIT_FAIL)} "
+                             f"| {_share(g, lambda r: r['gate_exit'] != 0)} |")
         aa = [r for r in pool["shifts"]["1.0"] if r["ratio"] is not None]
         g = np.log([r["ratio"] for r in aa])
         h = np.log([r["host"] for r in aa if r["host"] is not None])
         lines += ["", f"A/A geometric-mean ratio over pairs: p1 {np.exp(np.percentile(g, 1)):.3f}, median "
                       f"{np.exp(np.median(g)):.3f}, p99 {np.exp(np.percentile(g, 99)):.3f} (min {np.exp(g.min()):.3f}, "
                       f"max {np.exp(g.max()):.3f})"
-                  + (f"; log correlation with the compile-time ratio {np.corrcoef(g, h)[0, 1]:.2f}" if len(h) == len(g)
-                     else ""), ""]
+                  + (f"; log correlation with the compile-time ratio {np.corrcoef(g, h)[0, 1]:.2f}"
+                     if len(h) == len(g) and np.std(h) > 0 and np.std(g) > 0 else ""), ""]
     return "\n".join(lines)
 
 
@@ -400,7 +413,10 @@ def main() -> int:
     ap.add_argument("--backend", action="append", default=[], help="--suite: restrict to these backends")
     ap.add_argument("--runs", type=int, default=16, help="--suite: runs to record")
     ap.add_argument("--suite-iters", type=int, default=None, help="--suite: set the profile's measure.iters")
+    ap.add_argument("--suite-repeats", type=int, default=None, help="--suite: --repeats of each run")
     ap.add_argument("--label", default="", help="--suite: a name for this set of runs in the report")
+    ap.add_argument("--suite-metric", default="median_s", help="--suite, --analyze-suite: the gate's --metric")
+    ap.add_argument("--suite-threshold", type=float, default=0.05, help="--suite, --analyze-suite: --threshold")
     ap.add_argument("--analyze-suite", type=Path, nargs="+", default=None,
                     help="judge the runs of saved --suite indexes (each its own pool of pairs)")
     args = ap.parse_args()
@@ -411,11 +427,11 @@ def main() -> int:
         else:
             work = args.out / f"suite-{stem.name}"
             suite = suite_copy(args.suite, args.profile, args.backend, args.suite_iters, work)
-            indexes = [record_suite_runs(suite, args.profile, args.impl, args.runs, work)]
+            indexes = [record_suite_runs(suite, args.profile, args.impl, args.runs, work, args.suite_repeats)]
             indexes[0]["label"] = args.label
             (work.parent / f"suite-{stem.name}.json").write_text(json.dumps(indexes[0], indent=1))
             print(f"saved the index of the runs to {work.parent / f'suite-{stem.name}.json'}", file=sys.stderr)
-        res = analyze_suite(indexes, gate.GateConfig())
+        res = analyze_suite(indexes, gate.GateConfig(metric=args.suite_metric, threshold=args.suite_threshold))
         text = suite_report(res)
         print(text)
         args.out.mkdir(parents=True, exist_ok=True)

@@ -53,3 +53,39 @@ def test_combine_pools_rounds_and_refuses_different_layouts():
     b["repeats"] = 3
     with pytest.raises(ValueError, match="differ in repeats"):
         gq.combine([a, b])
+
+
+def _suite_index(tmp_path, runs: int = 4) -> dict:
+    from tests._gate_data import case, draw, write_run
+
+    rng = np.random.default_rng(3)
+    cases = [case("naive", seq_len=64 * (i + 1)) for i in range(8)]
+    index = {"label": "synthetic", "runs": []}
+    for r in range(runs):
+        path = write_run(tmp_path / f"run{r}.csv", [(c, draw(rng, 10, sigma=0.02)) for c in cases], f"r{r}",
+                         compile_s=0.1)
+        index["runs"].append({"csv": str(path), "start": float(r), "end": r + 0.5, "load_start": 1.0, "load_end": 1.0})
+    return index
+
+
+def test_suite_analysis_judges_every_pair_aa_and_doctored(tmp_path):
+    res = gq.analyze_suite([_suite_index(tmp_path)], gate.GateConfig(n_resamples=200))
+    pool = res["pools"][0]
+    assert pool["runs"] == 4 and pool["pairs"] == 6 and pool["disjoint"] == 2 and pool["cases"] == 8
+    aa, slow = pool["shifts"]["1.0"], pool["shifts"]["1.3"]
+    assert all(r["suite"] == gate.UNCHANGED and r["exit"] != gate.EXIT_FAIL for r in aa)
+    assert all(r["suite"] == gate.REGRESSION and r["host"] == 1.0 for r in slow)
+    # gate: the next run stands in for the re-run; the last run has none
+    assert [r["gate_exit"] is None for r in slow] == [r["j"] == 3 for r in slow]
+    assert all(r["gate_exit"] == gate.EXIT_FAIL for r in slow if r["gate_exit"] is not None)
+    text = gq.suite_report(res)
+    assert "| A/A | all 6 | 0/6" in text and "| x 1.3 (doctored) | all 6 | 6/6" in text
+
+
+def test_scaled_multiplies_times_and_samples_not_compile_times(tmp_path):
+    run = gate.load_run(_suite_index(tmp_path, runs=1)["runs"][0]["csv"])
+    slow = gq.scaled(run, 1.3)
+    np.testing.assert_allclose(slow.samples["seconds"], run.samples["seconds"] * 1.3)
+    np.testing.assert_allclose(slow.rows["median_s"], run.rows["median_s"] * 1.3)
+    np.testing.assert_allclose(slow.rows["tflops_per_s"], run.rows["tflops_per_s"] / 1.3)
+    assert (slow.rows["compile_s"] == run.rows["compile_s"]).all()

@@ -218,6 +218,7 @@ def test_real_run_doctored_with_slower_compile_times_is_confounded(tmp_path):
     r = _cli("compare", str(FIXTURE), str(slow))
     assert r.exit_code == 3, r.output
     assert "confounded" in r.output and "compile times 1.60" in r.output
+    assert "warning: the host compiled 1.60x as long as for the baseline" in r.output
 
 
 def test_real_run_one_case_doctored_1_3x_is_underpowered(tmp_path):

@@ -775,6 +775,12 @@ def compare(base: RunData, cand: RunData, cfg: GateConfig,
     compile_times = (np.array([_num(b_rows[to_test[i]].get("compile_s")) or np.nan for i in idx]),
                      np.array([_num(c_rows[to_test[i]].get("compile_s")) or np.nan for i in idx]))
     suite = assess_suite([pairs[i] for i in idx], cfg, compile_times, [to_test[i] for i in idx])
+    if suite is not None and suite.machine_ratio is not None and (
+            suite.machine_low > 1 + cfg.threshold or suite.machine_high < 1 - cfg.threshold):
+        warn.append(f"the host compiled {suite.machine_ratio:.2f}x as long as for the baseline "
+                    f"[{suite.machine_low:.2f}, {suite.machine_high:.2f}] (geometric mean over {suite.n_cases} cases): "
+                    "its speed changed (load?), and every case's time with it; per-case verdicts cannot see that "
+                    "(docs/gate.md: the host's speed)")
     for k, b in b_rows.items():
         if k not in c_rows:
             put(k, MISSING, f"not in the candidate (baseline status {b['status']})")
