@@ -442,7 +442,7 @@ def _fail_all(s: suite_lib.Suite, profile: Optional[str], files: results.RunFile
 @click.option("-o", "--output", required=True, type=click.Path(), help="Merged CSV to write (samples beside it).")
 def merge(csv_files: tuple[str, ...], output: str) -> None:
     """Combine the result CSVs of one suite run in shards (`run --shard I/N`) into one file."""
-    from xlabench.merge import MergeError, merge as merge_files
+    from xlabench.results.merge import MergeError, merge as merge_files
 
     try:
         n = merge_files([Path(p) for p in csv_files], Path(output))

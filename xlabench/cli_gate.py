@@ -21,7 +21,8 @@ from typing import Any, Callable, Optional
 import click
 
 from xlabench import gate as gate_lib
-from xlabench import gate_report, results, runner
+from xlabench import results, runner
+from xlabench.gate import report as gate_report
 from xlabench import suite as suite_lib
 from xlabench.cli import BadInput, RunOutcome, _load_suite, console, err_console, run_suite
 

@@ -1,0 +1,124 @@
+"""What the gate judges and how: the verdicts, the metrics it can compare (with their direction), its thresholds and the errors of bad input."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Callable, Optional
+
+import numpy as np
+
+# Verdicts. REGRESSION and FAILED fail the gate; the rest are reported.
+REGRESSION = "regression"
+IMPROVEMENT = "improvement"
+UNCHANGED = "unchanged"
+INCONCLUSIVE = "inconclusive"
+UNDERPOWERED = "underpowered"  # too few samples to be significant, but the interval is wholly beyond the threshold
+CONFOUNDED = "confounded"      # suite-wide only: a shift the machine's own change of speed can explain
+UNCONFIRMED = "unconfirmed"  # flagged as a regression, not reproduced by gate's re-run
+FAILED = "failed"            # the candidate case failed or gave a wrong result
+NEW = "new"                  # no baseline measurement for the case
+MISSING = "missing"          # in the baseline only
+SKIPPED = "skipped"          # the candidate skipped the case
+VERDICTS = (REGRESSION, FAILED, UNDERPOWERED, UNCONFIRMED, IMPROVEMENT, UNCHANGED, INCONCLUSIVE, NEW, MISSING,
+            SKIPPED)
+FAILING = (REGRESSION, FAILED)
+UNJUDGED = (INCONCLUSIVE, UNDERPOWERED)  # "could not judge": listed in every summary
+UNJUDGED_FAILING = (UNDERPOWERED, CONFOUNDED)  # exit 3 unless GateConfig.allow_inconclusive
+
+# Exit codes shared by `compare` and `gate`.
+EXIT_PASS, EXIT_FAIL, EXIT_UNJUDGED = 0, 1, 3  # 2 (bad input) is the CLI's
+
+
+def num(v: Any) -> Optional[float]:
+    """A CSV cell as a float, None where it is empty or not a number."""
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return None
+    return None if math.isnan(f) else f
+
+
+class GateInputError(Exception):
+    """The two files cannot be compared as given (message is user-facing; the CLI exits 2)."""
+
+
+class EnvMismatchError(GateInputError):
+    """Baseline and candidate ran on different device kinds or framework versions."""
+
+
+# ------------------------------------------------------------------------------------------ metrics
+
+
+@dataclass(frozen=True)
+class Metric:
+    """A column the gate can compare, and how to get its value for every timed iteration."""
+
+    name: str
+    unit: str
+    higher_is_better: bool
+    statistic: str  # a key of STATISTICS: what summarises the per-iteration values
+
+    def per_iteration(self, row: dict[str, Any], seconds: np.ndarray) -> Optional[np.ndarray]:
+        """Values of the metric per timed iteration, or None when the row lacks the metric.
+
+        Time metrics are the seconds themselves. Every throughput metric in the schema is
+        ``something / median_s`` (metrics.derive), so per iteration it is ``row value * median_s / s``.
+        """
+        if not self.higher_is_better:
+            return seconds
+        value, median = num(row.get(self.name)), num(row.get("median_s"))
+        if value is None or median is None or value <= 0 or median <= 0:
+            return None
+        return value * median / seconds
+
+
+def _p10(x: np.ndarray, axis: int = -1) -> np.ndarray:
+    return np.percentile(x, 10, axis=axis)
+
+
+# Summaries of per-iteration values (vectorised over ``axis`` for the bootstrap).
+STATISTICS: dict[str, Callable[..., Any]] = {"median": np.median, "mean": np.mean, "p10": _p10}
+
+METRICS: dict[str, Metric] = {m.name: m for m in (
+    Metric("median_s", "s", False, "median"),
+    Metric("mean_s", "s", False, "mean"),
+    # Contention on a shared host only ever adds time: a low quantile tracks the uncontended speed.
+    Metric("p10_s", "s", False, "p10"),
+    Metric("tflops_per_s", "TFLOP/s", True, "median"),
+    Metric("mfu", "", True, "median"),
+    Metric("gbytes_per_s", "GB/s", True, "median"),
+    Metric("mbu", "", True, "median"),
+    Metric("tokens_per_s", "tokens/s", True, "median"),
+)}
+
+
+@dataclass(frozen=True)
+class GateConfig:
+    """How changes are judged. Defaults are justified in the module docstring and docs/gate.md."""
+
+    metric: str = "median_s"
+    threshold: float = 0.05
+    alpha: float = 0.05
+    confidence: float = 0.95
+    min_samples: int = 5
+    n_resamples: int = 9999
+    seed: int = 0
+    allow_env_mismatch: bool = False
+    allow_inconclusive: bool = False  # "could not judge" (underpowered cases, a confounded suite shift) exits 0
+
+    def __post_init__(self) -> None:
+        if self.metric not in METRICS:
+            raise ValueError(f"unknown metric {self.metric!r}; expected one of {', '.join(METRICS)}")
+        for name in ("threshold", "alpha", "confidence"):
+            v = getattr(self, name)
+            if not 0 < v < 1:
+                raise ValueError(f"{name} must be between 0 and 1 (exclusive), got {v}")
+        if self.min_samples < 2:
+            raise ValueError(f"min_samples must be >= 2, got {self.min_samples}")
+        if self.n_resamples < 100:
+            raise ValueError(f"n_resamples must be >= 100, got {self.n_resamples}")
+
+    @property
+    def metric_info(self) -> Metric:
+        return METRICS[self.metric]

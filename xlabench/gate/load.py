@@ -1,0 +1,106 @@
+"""A run as the gate reads it: rows and their per-iteration samples, checked whole (header, schema version, truncation, samples that match their rows) before anything is compared."""
+
+from __future__ import annotations
+
+import csv
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from xlabench import results
+from xlabench.results import ResultsFileError
+from xlabench.gate.config import num
+
+
+@dataclass
+class RunData:
+    """One results CSV and its samples, checked fit for comparison."""
+
+    path: Path
+    rows: Any      # pandas.DataFrame, one row per case
+    samples: Any   # pandas.DataFrame, results.SAMPLE_COLUMNS
+
+    def samples_of(self, row: dict[str, Any]) -> np.ndarray:
+        s = self.samples
+        sel = (s["case_id"] == row["case_id"]) & (s["run_id"] == str(row["run_id"]))
+        return s.loc[sel].sort_values("iteration")["seconds"].to_numpy(dtype=float)
+
+
+def _check_records(path: Path, what: str) -> None:
+    """A whole file: every record has the header's field count and the last line is ended
+    (xlabench writes whole lines and syncs them; anything else was cut off while writing)."""
+    with open(path, "rb") as fb:
+        fb.seek(0, 2)
+        if fb.tell():
+            fb.seek(-1, 2)
+            if fb.read(1) != b"\n":
+                raise ResultsFileError(f"{path}: {what} is truncated: its last line is incomplete "
+                                       "(cut off while writing?)")
+    with open(path, newline="", encoding="utf-8") as f:
+        reader = csv.reader(f)
+        header = next(reader, None)
+        if not header:
+            raise ResultsFileError(f"{path}: empty {what}")
+        for rec in reader:
+            if not rec:
+                continue
+            if len(rec) != len(header):
+                state = "truncated (cut off while writing?)" if len(rec) < len(header) else "malformed"
+                raise ResultsFileError(f"{path}:{reader.line_num}: {what} is {state}: "
+                                       f"{len(rec)} of {len(header)} fields")
+
+
+# Columns the gate reads. Others may be absent (a file written before a column was added reads as
+# empty there); a column unknown to this schema is refused by results.read_rows.
+_REQUIRED = ["schema_version", "run_id", "suite", "profile", "case_id", "workload", "backend", "impl",
+             "device_kind", "framework_version", "status", "error", "n", "median_s", "correct"]
+
+
+def load_run(path: str | Path) -> RunData:
+    """Read a results CSV and the samples beside it, refusing anything that is not a whole xlabench run.
+
+    Raises ResultsFileError naming the file and the problem (the CLI turns it into exit code 2).
+    """
+    import pandas as pd
+
+    path = Path(path)
+    header = results.check_header(path)
+    missing = [c for c in _REQUIRED if c not in header]
+    if missing:
+        raise ResultsFileError(f"{path}: schema mismatch: no column(s) {', '.join(missing)} "
+                               f"(this xlabench writes schema version {results.SCHEMA_VERSION})")
+    _check_records(path, "results CSV")
+    rows = results.read_rows(path)
+    if rows.empty:
+        raise ResultsFileError(f"{path}: no result rows (header only)")
+    bad = rows[~rows["status"].isin(results.STATUSES)]
+    if len(bad):
+        raise ResultsFileError(f"{path}: row {int(bad.index[0]) + 2}: status {bad['status'].iloc[0]!r} "
+                               f"is not one of {', '.join(results.STATUSES)}")
+    dup = rows["case_id"][rows["case_id"].duplicated()]
+    if len(dup):
+        raise ResultsFileError(f"{path}: case {dup.iloc[0]} has more than one row; compare one run per file")
+    spath = results.RunFiles(path).samples
+    if (rows["status"] == "ok").any() and not spath.exists():
+        raise ResultsFileError(f"{spath}: no such file: the gate needs the raw samples written beside "
+                               f"{path.name} (keep or commit both files)")
+    if spath.exists():
+        _check_records(spath, "samples file")
+    samples = results.read_samples(path)
+    if list(samples.columns) != results.SAMPLE_COLUMNS:
+        raise ResultsFileError(f"{spath}: columns {list(samples.columns)}, expected {results.SAMPLE_COLUMNS}")
+    samples["seconds"] = pd.to_numeric(samples["seconds"], errors="coerce")
+    bad_s = samples[~np.isfinite(samples["seconds"]) | (samples["seconds"] <= 0)]
+    if len(bad_s):
+        raise ResultsFileError(f"{spath}: line {int(bad_s.index[0]) + 2}: seconds must be a positive number")
+    samples["case_id"] = samples["case_id"].astype(str)
+    samples["run_id"] = samples["run_id"].astype(str)
+    run = RunData(path, rows, samples)
+    for row in rows[rows["status"] == "ok"].to_dict("records"):
+        got, want = len(run.samples_of(row)), num(row.get("n"))
+        if want is not None and got != want:
+            raise ResultsFileError(f"{spath}: case {row['case_id']} has {got} samples but its row says "
+                                   f"n={int(want)} (truncated or from another run?)")
+    return run

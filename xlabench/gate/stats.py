@@ -1,0 +1,172 @@
+"""Per-case statistics on arrays: Holm's correction, the samples a case needs to be significant, and one case's two-stage assessment (Mann-Whitney U, then a bootstrap interval of the ratio beyond the threshold)."""
+
+from __future__ import annotations
+
+import functools
+import math
+import warnings
+import zlib
+from dataclasses import dataclass
+from typing import Any, Optional, Sequence
+
+import numpy as np
+from scipy import stats
+
+from xlabench.gate.config import (
+    GateConfig, IMPROVEMENT, INCONCLUSIVE, REGRESSION, STATISTICS, UNCHANGED, UNDERPOWERED,
+)
+
+
+def holm(p_values: Sequence[float]) -> np.ndarray:
+    """Holm step-down adjusted p-values: reject where adjusted <= alpha (family-wise error <= alpha)."""
+    p = np.asarray(p_values, dtype=float)
+    m = len(p)
+    if m == 0:
+        return p
+    order = np.argsort(p, kind="stable")
+    adjusted = np.minimum(1.0, np.maximum.accumulate((m - np.arange(m)) * p[order]))
+    out = np.empty(m)
+    out[order] = adjusted
+    return out
+
+
+@functools.lru_cache(maxsize=None)
+def smallest_p(n_base: int, n_cand: int) -> float:
+    """The smallest two-sided Mann-Whitney p-value these sample sizes can give (fully separated)."""
+    return float(stats.mannwhitneyu(np.arange(n_base), np.arange(n_base, n_base + n_cand)).pvalue)
+
+
+@functools.lru_cache(maxsize=None)
+def min_samples_per_side(alpha: float, m: int) -> int:
+    """The smallest n for which n vs n samples can make one case significant after Holm over m cases.
+
+    Holm rejects the most significant of m cases when its p <= alpha / m; the smallest two-sided
+    Mann-Whitney p of n vs n samples is that of completely separated samples, computed exactly
+    (2 / C(2n, n)). alpha 0.05: 4 per side for 1 case, 5 for 2-6, 6 for 7-23, 7 for 24-85 (the
+    attention suite's 48 cpu cases), 8 for 86-321, 9 for 322-1215.
+    """
+    if not 0 < alpha < 1 or m < 1:
+        raise ValueError(f"need 0 < alpha < 1 and m >= 1, got alpha={alpha}, m={m}")
+    n = 2
+    while float(stats.mannwhitneyu(np.arange(n), np.arange(n, 2 * n), method="exact").pvalue) > alpha / m:
+        n += 1
+    return n
+
+
+def sample_shortfall(samples_per_case: Sequence[int], alpha: float = GateConfig.alpha) -> Optional[tuple[int, int]]:
+    """(fewest samples a case gets, samples needed per side) when a suite's cases cannot all reach
+    significance after Holm over its case count; None when they can (or there are no cases)."""
+    if not samples_per_case:
+        return None
+    need = min_samples_per_side(alpha, len(samples_per_case))
+    have = min(samples_per_case)
+    return (have, need) if have < need else None
+
+
+def shortfall_message(where: str, n_cases: int, have: int, need: int) -> str:
+    """The warning `validate`, `run` and `gate` print for sample_shortfall()."""
+    return (f"{where}: {have} sample(s) per case (measure.iters x measure.repeats), but `compare`/`gate` need "
+            f">= {need} per side for any of its {n_cases} case(s) to reach significance after Holm "
+            f"(alpha {GateConfig.alpha:g}); with fewer every case is 'could not judge'. Set measure.iters >= "
+            f"{need} (`xlabench gate` raises it for its own runs; see docs/gate.md)")
+
+
+@dataclass(frozen=True)
+class Assessment:
+    """The statistics of one case and what they mean."""
+
+    verdict: str
+    reason: str
+    n_base: int = 0
+    n_cand: int = 0
+    baseline: Optional[float] = None   # the metric's statistic (median or mean) over the samples
+    candidate: Optional[float] = None
+    ratio: Optional[float] = None      # candidate / baseline
+    ci_low: Optional[float] = None
+    ci_high: Optional[float] = None
+    p_value: Optional[float] = None    # Mann-Whitney U, two-sided
+    p_holm: Optional[float] = None     # Holm-adjusted over the comparison's tested cases
+
+
+def seed_key(key: str) -> int:
+    return zlib.crc32(key.encode())
+
+
+def _ratio_interval(base: np.ndarray, cand: np.ndarray, statistic: str, confidence: float,
+                    n_resamples: int, rng: np.random.Generator) -> tuple[float, float]:
+    """Percentile bootstrap CI of stat(cand) / stat(base), resampling each side independently.
+
+    Percentile, not BCa: BCa's acceleration comes from a jackknife, which is inconsistent for the
+    median (a non-smooth statistic) and degenerates on tied timer values.
+    """
+    f = STATISTICS[statistic]
+
+    def ratio(b: np.ndarray, c: np.ndarray, axis: int = -1) -> np.ndarray:
+        return f(c, axis=axis) / f(b, axis=axis)
+
+    batch = max(1, int(4_000_000 // (len(base) + len(cand))))  # bound memory for long runs
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = stats.bootstrap((base, cand), ratio, vectorized=True, paired=False, method="percentile",
+                              confidence_level=confidence, n_resamples=n_resamples, batch=batch, rng=rng)
+    return float(res.confidence_interval.low), float(res.confidence_interval.high)
+
+
+def assess(pairs: Sequence[tuple[np.ndarray, np.ndarray]], cfg: GateConfig,
+           keys: Optional[Sequence[str]] = None) -> list[Assessment]:
+    """Judge each (baseline values, candidate values) pair of the metric; Holm runs over all of them.
+
+    ``keys`` (e.g. case ids) seed each pair's bootstrap, so the same data gives the same verdict.
+    """
+    metric = cfg.metric_info
+    f = STATISTICS[metric.statistic]
+    keys = list(keys) if keys is not None else [str(i) for i in range(len(pairs))]
+    out: list[Optional[Assessment]] = [None] * len(pairs)
+    tested: list[int] = []
+    raw: dict[int, dict[str, Any]] = {}
+    for i, (b, c) in enumerate(pairs):
+        b = np.asarray(b, dtype=float)
+        c = np.asarray(c, dtype=float)
+        n = dict(n_base=len(b), n_cand=len(c))
+        if len(b) < cfg.min_samples or len(c) < cfg.min_samples:
+            out[i] = Assessment(INCONCLUSIVE, f"too few samples ({len(b)} baseline, {len(c)} candidate; "
+                                              f"need {cfg.min_samples} each)", **n)
+            continue
+        bs, cs = float(f(b)), float(f(c))
+        if not (bs > 0 and cs > 0 and np.all(np.isfinite(b)) and np.all(np.isfinite(c))):
+            out[i] = Assessment(INCONCLUSIVE, "non-positive or non-finite values", **n)
+            continue
+        rng = np.random.default_rng([cfg.seed, seed_key(keys[i])])
+        lo, hi = _ratio_interval(b, c, metric.statistic, cfg.confidence, cfg.n_resamples, rng)
+        p = float(stats.mannwhitneyu(b, c, alternative="two-sided").pvalue)
+        raw[i] = dict(**n, baseline=bs, candidate=cs, ratio=cs / bs, ci_low=lo, ci_high=hi,
+                      p_value=1.0 if math.isnan(p) else p)
+        tested.append(i)
+    adjusted = holm([raw[i]["p_value"] for i in tested])
+    m = len(tested)
+    for i, p_holm in zip(tested, adjusted):
+        r = raw[i]
+        verdict, reason = _decide(r, float(p_holm), m, cfg)
+        out[i] = Assessment(verdict, reason, p_holm=float(p_holm), **r)
+    return [a for a in out if a is not None]
+
+
+def _decide(r: dict[str, Any], p_holm: float, m: int, cfg: GateConfig) -> tuple[str, str]:
+    """The two-stage rule for one tested case (the reason leaves the numbers to the ratio fields)."""
+    t, hib = cfg.threshold, cfg.metric_info.higher_is_better
+    lo, hi = r["ci_low"], r["ci_high"]
+    worse = lo > 1 + t if not hib else hi < 1 - t
+    better = hi < 1 - t if not hib else lo > 1 + t
+    if p_holm > cfg.alpha:
+        p_min = smallest_p(r["n_base"], r["n_cand"])
+        if p_min > cfg.alpha / m:
+            why = (f"{r['n_base']} vs {r['n_cand']} samples cannot reach significance over {m} case(s) "
+                   f"(smallest p {p_min:.2g} > {cfg.alpha:g}/{m}; need >= {min_samples_per_side(cfg.alpha, m)} "
+                   "per side)")
+            if worse:
+                return UNDERPOWERED, f"{why}, but the interval lies wholly beyond the {t:.0%} threshold: time more iterations"
+            return INCONCLUSIVE, f"{why}; time more iterations"
+        return UNCHANGED, "not significant"
+    if worse or better:
+        return (REGRESSION if worse else IMPROVEMENT), f"significant, interval beyond the {t:.0%} threshold"
+    return UNCHANGED, f"significant, but the interval reaches within the {t:.0%} threshold"

@@ -1,0 +1,34 @@
+"""Results files: the CSV schema, writing and reading runs, loading them whole for the gate, merging shards.
+
+A run writes three files under ``results/<suite>/``:
+
+* ``<run-id>.csv``          one row per case, appended and flushed as soon as the case ends;
+* ``<run-id>.samples.csv``  every timed iteration (long format: case_id, iteration, seconds), for the gate;
+* ``<run-id>.meta.json``    the run's environment, suite file, profile and command line.
+
+Every CSV carries every column (empty where a column does not apply to the workload), so files of
+different suites concatenate and the reader never guesses.
+
+Modules: ``schema`` (columns, statuses, case ids: the one place each column is declared), ``files``
+(writing and reading a run), ``load`` (a run with its samples, checked whole), ``merge`` (shards into
+one run), ``display`` (helpers for tables). The names imported here are the package's interface.
+"""
+
+from xlabench.results.display import fmt_number, varying
+from xlabench.results.files import (
+    NullWriter, ResultsFileError, RowWriter, RunFiles, _cell, check_header, read_prior, read_rows, read_samples,
+    write_meta,
+)
+from xlabench.results.schema import (
+    CASE_COLUMN_NAMES, CASE_COLUMNS, COLUMN_NAMES, COLUMNS, COMPILE_COLUMNS, COMPILE_STATUSES, ENV_COLUMNS,
+    ID_COLUMNS, MEASURE_COLUMNS, METRIC_COLUMNS, SAMPLE_COLUMNS, SCHEMA_VERSION, STATUSES, Column, case_id,
+)
+
+__all__ = [
+    "fmt_number", "varying",
+    "NullWriter", "ResultsFileError", "RowWriter", "RunFiles", "_cell", "check_header", "read_prior", "read_rows",
+    "read_samples", "write_meta",
+    "CASE_COLUMN_NAMES", "CASE_COLUMNS", "COLUMN_NAMES", "COLUMNS", "COMPILE_COLUMNS", "COMPILE_STATUSES",
+    "ENV_COLUMNS", "ID_COLUMNS", "MEASURE_COLUMNS", "METRIC_COLUMNS", "SAMPLE_COLUMNS", "SCHEMA_VERSION", "STATUSES",
+    "Column", "case_id",
+]

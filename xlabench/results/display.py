@@ -1,0 +1,47 @@
+"""Helpers for tables and charts of results: which columns vary across cases, and numbers for a table cell."""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any, Iterable, Mapping
+
+
+def _comparable(value: Any) -> Any:
+    """A cell value compared as the CSV would hold it: None, NaN and '' are one 'empty' value, 64 == 64.0
+    (numpy scalars included), containers by their JSON."""
+    if hasattr(value, "item") and not isinstance(value, (str, bytes)):
+        value = value.item()  # numpy scalar -> Python
+    if value is None or value == "" or (isinstance(value, float) and math.isnan(value)):
+        return None
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, (dict, list, tuple)):
+        return json.dumps(value, sort_keys=True, default=str)
+    return value if isinstance(value, (bool, int, float, str)) else str(value)
+
+
+def varying(records: Iterable[Mapping[str, Any]], keys: Iterable[str] | None = None) -> list[str]:
+    """The keys whose value differs between records (dicts, rows, case params): what tells them apart.
+
+    ``keys``: the keys to consider, in the order returned (default: every key, in first-seen order).
+    A missing key counts as empty, and empty (None, NaN, '') is one value like any other.
+    """
+    records = list(records)
+    if keys is None:
+        keys = list(dict.fromkeys(k for r in records for k in r))
+    out = []
+    for k in keys:
+        seen = {_comparable(r.get(k)) for r in records}
+        if len(seen) > 1:
+            out.append(k)
+    return out
+
+
+def fmt_number(value: Any, spec: str, scale: float = 1.0) -> str:
+    """A number for a table cell: ``format(value * scale, spec)``, '' where the value is empty or not a number."""
+    try:
+        f = float(value)
+    except (TypeError, ValueError):
+        return ""
+    return "" if math.isnan(f) else format(f * scale, spec)

@@ -1,0 +1,176 @@
+"""A run's files: one row per case appended and flushed as it ends, every timed sample beside it, the run's metadata; reading them back whole or refusing them."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import os
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+from xlabench.results.schema import COLUMN_NAMES, SAMPLE_COLUMNS, SCHEMA_VERSION
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        if math.isnan(value):
+            return ""
+        return repr(value)
+    if isinstance(value, (dict, list, tuple)):
+        return json.dumps(value, default=str)
+    return str(value)
+
+
+class RunFiles:
+    """Paths of one run's files."""
+
+    def __init__(self, csv_path: Path):
+        self.csv = Path(csv_path)
+        stem = self.csv.name[: -len(".csv")] if self.csv.name.endswith(".csv") else self.csv.name
+        self.samples = self.csv.with_name(stem + ".samples.csv")
+        self.meta = self.csv.with_name(stem + ".meta.json")
+        self.log = self.csv.with_name(stem + ".log")
+
+
+class RowWriter:
+    """Appends rows (and their samples) and flushes after each, so a killed run loses nothing."""
+
+    def __init__(self, files: RunFiles):
+        self.files = files
+        files.csv.parent.mkdir(parents=True, exist_ok=True)
+        new = not files.csv.exists() or files.csv.stat().st_size == 0
+        if not new and check_header(files.csv) != COLUMN_NAMES:
+            raise ResultsFileError(f"{files.csv}: its columns differ from this xlabench's schema (written by "
+                                   "another version): start a new run instead of appending to it")
+        self._csv = open(files.csv, "a", newline="", encoding="utf-8")
+        self._rows = csv.DictWriter(self._csv, fieldnames=COLUMN_NAMES, extrasaction="raise")
+        if new:
+            self._rows.writeheader()
+        new_s = not files.samples.exists() or files.samples.stat().st_size == 0
+        self._samples_f = open(files.samples, "a", newline="", encoding="utf-8")
+        self._samples = csv.writer(self._samples_f)
+        if new_s:
+            self._samples.writerow(SAMPLE_COLUMNS)
+        self._flush()
+
+    def _flush(self) -> None:
+        for f in (self._csv, self._samples_f):
+            f.flush()
+            os.fsync(f.fileno())
+
+    def write(self, row: Mapping[str, Any], samples: Iterable[float] = ()) -> None:
+        unknown = set(row) - set(COLUMN_NAMES)
+        if unknown:
+            raise ValueError(f"row has columns not in the schema: {sorted(unknown)}")
+        # Samples first: a row in the CSV always has its samples on disk.
+        for i, s in enumerate(samples):
+            self._samples.writerow([row["run_id"], row["case_id"], i, repr(float(s))])
+        self._rows.writerow({k: _cell(row.get(k)) for k in COLUMN_NAMES})
+        self._flush()
+
+    def close(self) -> None:
+        self._csv.close()
+        self._samples_f.close()
+
+    def __enter__(self) -> "RowWriter":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class NullWriter:
+    """Stands in for RowWriter on processes that must not write (multi-host: only process 0 writes)."""
+
+    def write(self, row: Mapping[str, Any], samples: Iterable[float] = ()) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+    def __enter__(self) -> "NullWriter":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        pass
+
+
+class ResultsFileError(Exception):
+    """A file is not a readable xlabench results CSV (message names the file and what is wrong)."""
+
+
+def check_header(path: Path) -> list[str]:
+    """Return the header of an xlabench CSV, or raise ResultsFileError saying why it is not one."""
+    path = Path(path)
+    if not path.exists():
+        raise ResultsFileError(f"{path}: no such file")
+    with open(path, newline="", encoding="utf-8") as f:
+        first = f.readline()
+    if not first.strip():
+        raise ResultsFileError(f"{path}: empty file, not an xlabench results CSV")
+    header = next(csv.reader(io.StringIO(first)))
+    missing = {"schema_version", "case_id", "status"} - set(header)
+    if missing:
+        raise ResultsFileError(
+            f"{path}: not an xlabench results CSV (no column(s) {', '.join(sorted(missing))})")
+    return header
+
+
+def read_rows(path: Path):
+    """Load one results CSV as a DataFrame, checking it is an xlabench CSV of this schema version.
+
+    A final line cut off by a kill mid-write is dropped (every complete row is kept).
+    """
+    import pandas as pd
+
+    path = Path(path)
+    header = check_header(path)
+    try:
+        df = pd.read_csv(path, dtype={"case_id": str, "run_id": str}, keep_default_na=True,
+                         on_bad_lines="warn", engine="python")
+    except Exception as e:  # pandas raises several types for malformed files
+        raise ResultsFileError(f"{path}: cannot parse as CSV: {e}") from None
+    if len(df) and df.iloc[-1].isna().all():
+        df = df.iloc[:-1]
+    versions = set(pd.to_numeric(df["schema_version"], errors="coerce").dropna().astype(int))
+    if versions and versions != {SCHEMA_VERSION}:
+        raise ResultsFileError(
+            f"{path}: schema version {sorted(versions)} but this xlabench reads version {SCHEMA_VERSION}")
+    extra = [c for c in header if c not in COLUMN_NAMES]
+    if extra:
+        raise ResultsFileError(f"{path}: unknown column(s) {extra} for schema version {SCHEMA_VERSION}")
+    for b in ("causal", "interpret", "correct", "scan_layers"):
+        if b in df:
+            df[b] = df[b].map({True: True, False: False, "true": True, "false": False})
+    return df
+
+
+def read_samples(csv_path: Path):
+    """The per-iteration samples beside a results CSV, as a DataFrame (empty if the file is absent)."""
+    import pandas as pd
+
+    p = RunFiles(csv_path).samples
+    if not p.exists():
+        return pd.DataFrame(columns=SAMPLE_COLUMNS)
+    return pd.read_csv(p, dtype={"case_id": str, "run_id": str})
+
+
+def read_prior(csv_path: Path) -> tuple[RunFiles, Any, set[str], str]:
+    """A run to resume (``run --resume``, ``compile --resume``): its files, its rows, the case ids that
+    already have a row (any status: what a resume skips) and its run id. Raises ResultsFileError."""
+    files = RunFiles(Path(csv_path))
+    prior = read_rows(files.csv)
+    run_id = str(prior["run_id"].iloc[0]) if len(prior) else files.csv.name.split(".")[0]
+    return files, prior, set(prior["case_id"].astype(str)), run_id
+
+
+def write_meta(files: RunFiles, meta: Mapping[str, Any]) -> None:
+    tmp = files.meta.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(meta, indent=2, default=str) + "\n")
+    tmp.replace(files.meta)
