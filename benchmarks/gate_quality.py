@@ -108,7 +108,7 @@ def measure_run(batch: int, warmup: int, iters: int, seed: int) -> list[float]:
 
 def passes(cases: list[int], k: int, rng: np.random.Generator, warmup: int, iters: int, seed: int
            ) -> dict[str, list[list[float]]]:
-    """k passes over the cases (batch sizes), as runner.run_cases takes repeats: runs per case."""
+    """k passes over the cases (batch sizes), as scheduler.run_cases takes repeats: runs per case."""
     runs: dict[str, list[list[float]]] = {str(i): [] for i in range(len(cases))}
     for p in range(k):
         order = list(range(len(cases))) if p == 0 else [int(i) for i in rng.permutation(len(cases))]

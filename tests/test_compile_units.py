@@ -56,7 +56,7 @@ def test_targets_are_unique_and_found_by_name() -> None:
 
 
 def test_compile_workers_use_libtpu_compile_only_and_cpu_workers_skip_tpu_init(monkeypatch) -> None:
-    from xlabench import envs
+    from xlabench.run import envs
 
     env = envs.worker_environ("jax", 1, {"JAX_PLATFORMS": "tpu"}, envs.COMPILE_VARIANT)
     assert env["JAX_PLATFORMS"] == "cpu" and env["ALLOW_MULTIPLE_LIBTPU_LOAD"] == "1"

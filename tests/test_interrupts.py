@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from xlabench import cli, cli_gate, runner, worker
+from xlabench import cli, cli_gate, worker
+from xlabench.run import interrupts, scheduler
 from xlabench import suite as suite_lib
 
 SUITE = """
@@ -35,17 +36,17 @@ def _signal_self(signum: int) -> None:
 
 
 def test_sigterm_raises_interrupted_143_and_the_handlers_come_back():
-    before = {s: signal.getsignal(s) for s in runner.INTERRUPT_SIGNALS}
-    with pytest.raises(runner.Interrupted) as e, runner.interruptible():
+    before = {s: signal.getsignal(s) for s in interrupts.INTERRUPT_SIGNALS}
+    with pytest.raises(interrupts.Interrupted) as e, interrupts.interruptible():
         _signal_self(signal.SIGTERM)
     assert e.value.exit_code == 143 and isinstance(e.value, KeyboardInterrupt)
-    assert {s: signal.getsignal(s) for s in runner.INTERRUPT_SIGNALS} == before
+    assert {s: signal.getsignal(s) for s in interrupts.INTERRUPT_SIGNALS} == before
 
 
 def test_a_signal_in_a_critical_block_waits_for_its_end():
     reached = []
-    with pytest.raises(runner.Interrupted) as e, runner.interruptible():
-        with runner.uninterrupted():
+    with pytest.raises(interrupts.Interrupted) as e, interrupts.interruptible():
+        with interrupts.uninterrupted():
             _signal_self(signal.SIGINT)
             reached.append("end of block")
         reached.append("after the block")  # never: the pending signal is raised as the block ends
@@ -104,9 +105,9 @@ def _cases(tmp_path: Path) -> list[suite_lib.Case]:
 def test_interrupt_in_a_case_kills_the_workers_and_writes_no_row_for_it(tmp_path):
     pool = FakePool(FakeWorker(lambda: _signal_self(signal.SIGINT)))
     writer, seen = ListWriter(), []
-    ctx = runner.RunContext(run_id="r", platform="cpu", git_sha="x")
-    with pytest.raises(runner.Interrupted):
-        runner.run_cases(_cases(tmp_path), writer, ctx, pool, on_row=lambda c, r: seen.append(r["seq_len"]))
+    ctx = scheduler.RunContext(run_id="r", platform="cpu", git_sha="x")
+    with pytest.raises(interrupts.Interrupted):
+        scheduler.run_cases(_cases(tmp_path), writer, ctx, pool, on_row=lambda c, r: seen.append(r["seq_len"]))
     assert [r["seq_len"] for r in writer.rows] == [32] and seen == [32]  # the second case: no row
     assert pool.killed
 
@@ -115,14 +116,14 @@ def test_interrupt_while_a_row_is_written_keeps_the_row_whole_and_counted(tmp_pa
     writer = ListWriter(on_write=lambda: _signal_self(signal.SIGINT))
     seen: list[int] = []
     pool = FakePool(FakeWorker(lambda: None))
-    ctx = runner.RunContext(run_id="r", platform="cpu", git_sha="x")
-    with pytest.raises(runner.Interrupted):
-        runner.run_cases(_cases(tmp_path), writer, ctx, pool, on_row=lambda c, r: seen.append(r["seq_len"]))
+    ctx = scheduler.RunContext(run_id="r", platform="cpu", git_sha="x")
+    with pytest.raises(interrupts.Interrupted):
+        scheduler.run_cases(_cases(tmp_path), writer, ctx, pool, on_row=lambda c, r: seen.append(r["seq_len"]))
     assert [r["seq_len"] for r in writer.rows] == seen == [32] and pool.killed
 
 
-def _interrupted(signum: int, done: int | None, total: int | None, csv: Path | None) -> runner.Interrupted:
-    e = runner.Interrupted(signum)
+def _interrupted(signum: int, done: int | None, total: int | None, csv: Path | None) -> interrupts.Interrupted:
+    e = interrupts.Interrupted(signum)
     e.done, e.total, e.csv = done, total, csv
     return e
 

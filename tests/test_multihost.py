@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from xlabench import distributed, results
+from xlabench import results
+from xlabench.run import distributed
 from xlabench.cli import main
 
 from conftest import ROOT

@@ -9,7 +9,8 @@ from typing import Any
 
 import numpy as np
 
-from xlabench import runner, suite
+from xlabench import suite
+from xlabench.run import scheduler
 from xlabench.harness import summarize
 
 SUITE = """
@@ -76,14 +77,14 @@ def test_repeats_are_passes_over_the_suite_in_shuffled_order(tmp_path):
     ids = [c.case_id for c in cases]
     pool = FakePool()
     writer = ListWriter(pool.log)
-    rows = runner.run_cases(cases, writer, runner.RunContext(run_id="r1", platform="cpu", git_sha="x"), pool)
+    rows = scheduler.run_cases(cases, writer, scheduler.RunContext(run_id="r1", platform="cpu", git_sha="x"), pool)
     log = pool.log
     assert len(log) == 12 and log[:4] == ids  # the first pass in suite order
     passes = [log[0:4], log[4:8], log[8:12]]
     assert all(sorted(p) == sorted(ids) for p in passes)  # every case once per pass, never back to back
     assert passes[1] != ids or passes[2] != ids  # later passes shuffled (seeded by the run id)
     again = FakePool()
-    runner.run_cases(cases, ListWriter(again.log), runner.RunContext(run_id="r1", platform="cpu", git_sha="x"), again)
+    scheduler.run_cases(cases, ListWriter(again.log), scheduler.RunContext(run_id="r1", platform="cpu", git_sha="x"), again)
     assert again.log == log  # the same run id, the same order
     # Each row is written right after its case's last run, with its 3 runs' samples pooled.
     for written_after, row, samples in writer.rows:
@@ -100,7 +101,7 @@ def test_a_failure_in_a_later_pass_ends_only_that_case(tmp_path):
     bad = cases[1].case_id
     pool = FakePool(fail={bad: 2})
     writer = ListWriter(pool.log)
-    runner.run_cases(cases, writer, runner.RunContext(run_id="r2", platform="cpu", git_sha="x"), pool)
+    scheduler.run_cases(cases, writer, scheduler.RunContext(run_id="r2", platform="cpu", git_sha="x"), pool)
     assert pool.log.count(bad) == 2 and len(pool.log) == 11  # the others still take all 3 runs
     by_id = {row["case_id"]: (after, row) for after, row, _ in writer.rows}
     after, row = by_id[bad]
@@ -113,7 +114,7 @@ def test_one_repeat_runs_each_case_once_in_suite_order(tmp_path):
     cases = [dataclasses.replace(c, measure=c.measure.model_copy(update={"repeats": 1})) for c in _cases(tmp_path)]
     pool = FakePool()
     writer = ListWriter(pool.log)
-    runner.run_cases(cases, writer, runner.RunContext(run_id="r3", platform="cpu", git_sha="x"), pool)
+    scheduler.run_cases(cases, writer, scheduler.RunContext(run_id="r3", platform="cpu", git_sha="x"), pool)
     assert pool.log == [c.case_id for c in cases]
     assert [after for after, _, _ in writer.rows] == [1, 2, 3, 4]  # each row as soon as its case ends
 
@@ -122,7 +123,7 @@ def test_rows_come_back_in_suite_order_though_written_as_they_end(tmp_path):
     cases = _cases(tmp_path)
     pool = FakePool()
     writer = ListWriter(pool.log)
-    rows = runner.run_cases(cases, writer, runner.RunContext(run_id="r1", platform="cpu", git_sha="x"), pool)
+    rows = scheduler.run_cases(cases, writer, scheduler.RunContext(run_id="r1", platform="cpu", git_sha="x"), pool)
     assert [r["case_id"] for r in rows] == [c.case_id for c in cases]
     written = [row["case_id"] for _, row, _ in writer.rows]
     last_run = {c: i for i, c in enumerate(pool.log)}

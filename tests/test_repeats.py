@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from xlabench import repeats
+from xlabench.run import repeats
 from xlabench.harness import summarize
 
 

@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from xlabench import results, shard
+from xlabench import results
+from xlabench.run import shard
 from xlabench import suite as suite_lib
 from xlabench.cli import main
 

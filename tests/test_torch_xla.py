@@ -18,7 +18,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from xlabench import envs, impls, results
+from xlabench import impls, results
+from xlabench.run import envs
 from xlabench.workloads.attention import AttentionParams
 
 from conftest import ROOT, run_cli

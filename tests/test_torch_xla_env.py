@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from xlabench import envs, results
+from xlabench import results
+from xlabench.run import envs
 from xlabench import suite as suite_lib
 from xlabench.cli import main
 

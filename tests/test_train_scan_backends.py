@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 
 from conftest import run_cli
-from xlabench import envs, results
+from xlabench import results
+from xlabench.run import envs
 
 pytestmark = pytest.mark.slow
 

@@ -20,9 +20,10 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
-from xlabench import hardware, results, runner, summary
+from xlabench import hardware, results, summary
+from xlabench.run import interrupts, workers, scheduler
 from xlabench import suite as suite_lib
-from xlabench.envs import Interpreters
+from xlabench.run.envs import Interpreters
 
 # Piped output (CI logs) gets a wide console instead of rich's 80-column default.
 console = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
@@ -63,8 +64,8 @@ def main() -> None:
 def info(backend: str, devices: int, peaks: bool, python_torch_xla: Optional[str]) -> None:
     """Platform, devices, framework versions and the peak FLOP/s used for MFU (with its source)."""
     try:
-        env = runner.probe(backend, devices, Interpreters(torch_xla_override=python_torch_xla))
-    except runner.WorkerError as e:
+        env = workers.probe(backend, devices, Interpreters(torch_xla_override=python_torch_xla))
+    except workers.WorkerError as e:
         raise click.ClickException(f"could not start a {backend} worker: {e}") from None
     peak = hardware.device_peak(env["platform"], env["device_kind"], env.get("measured_cpu_tflops"),
                                 env.get("measured_cpu_gbytes_per_s"), env["device_count"])
@@ -152,8 +153,8 @@ def _resolve_profile(s: suite_lib.Suite, profile: Optional[str]) -> tuple[str, O
     if profile is not None:
         return s.pick_profile(None, profile), None
     try:
-        env = runner.probe(_platform_backend(s, Interpreters()), 1)
-    except runner.WorkerError as e:
+        env = workers.probe(_platform_backend(s, Interpreters()), 1)
+    except workers.WorkerError as e:
         raise click.ClickException(f"could not detect the platform ({e}); pass --profile") from None
     return s.pick_profile(env["platform"]), env["platform"]
 
@@ -211,9 +212,9 @@ def list_cases(suite_file: str, profile: Optional[str]) -> None:
 def run(suite_file: str, **options: Any) -> None:
     """Run a suite: one row per case in results/<suite>/<run-id>.csv, written as each case ends."""
     try:
-        with runner.interruptible():
+        with interrupts.interruptible():
             outcome = run_suite(_load_suite(suite_file), **options)
-    except runner.Interrupted as e:
+    except interrupts.Interrupted as e:
         err_console.print(interrupted_message(e, suite_file, options), markup=False, soft_wrap=True)
         sys.exit(e.exit_code)
     if outcome.failed or outcome.wrong:
@@ -237,7 +238,7 @@ def resume_command(suite_file: str, csv: Path, options: dict[str, Any]) -> str:
     return shlex.join(words)
 
 
-def interrupted_message(e: runner.Interrupted, suite_file: str, options: dict[str, Any]) -> str:
+def interrupted_message(e: interrupts.Interrupted, suite_file: str, options: dict[str, Any]) -> str:
     """What an interrupted `run` says: how far it got and how to finish it."""
     multihost = any(options.get(k) is not None for k in ("coordinator", "num_processes", "process_id"))
     where = (f"interrupted: {e.done} of {e.total} cases done" if e.total is not None
@@ -278,7 +279,7 @@ def run_suite(s: suite_lib.Suite, profile: Optional[str] = None, out_dir: str = 
     """The body of `xlabench run` (also `xlabench gate`'s runs): ``only_case_ids`` runs just those
     cases, ``run_id`` names a new run, ``repeats`` overrides measure.repeats. Bad input raises
     BadInput; failed cases are rows."""
-    from xlabench import distributed, shard
+    from xlabench.run import distributed, shard
 
     try:
         shard_of = shard.parse_shard(shard_spec) if shard_spec is not None else None
@@ -301,43 +302,43 @@ def run_suite(s: suite_lib.Suite, profile: Optional[str] = None, out_dir: str = 
         if profile is None and files.meta.exists():
             profile = json.loads(files.meta.read_text()).get("profile") or "base"
     else:
-        run_id = run_id or runner.new_run_id()
+        run_id = run_id or scheduler.new_run_id()
         files = results.RunFiles(Path(out_dir) / s.name / f"{run_id}.csv")
     files.csv.parent.mkdir(parents=True, exist_ok=True)
     interpreters = Interpreters(torch_xla_override=python_torch_xla)
     if python_torch_xla and interpreters.missing("torch_xla"):
         raise BadInput(f"--python-torch-xla: {interpreters.missing('torch_xla')}")
     log = files.log if primary else files.log.with_name(f"{files.csv.stem}.p{dist.process_id}.log")
-    pool = runner.WorkerPool(log, interpreters, dist=dist, local_devices=local_devices)
+    pool = workers.WorkerPool(log, interpreters, dist=dist, local_devices=local_devices)
     tally: dict[str, int | None] = {"done": None, "total": None}  # what an interrupt reports
     try:
-        with runner.interruptible():
+        with interrupts.interruptible():
             return _run_with_pool(s, pool, files, run_id=run_id, done=done, tally=tally, dist=dist,
                                   profile=profile, timeout_s=timeout_s, peak_tflops=peak_tflops,
                                   only_impls=only_impls, shard_of=shard_of, shard_spec=shard_spec,
                                   only_case_ids=only_case_ids, repeats=repeats)
-    except runner.Interrupted as e:
+    except interrupts.Interrupted as e:
         pool.kill_all()
         e.done, e.total = tally["done"], tally["total"]
         e.csv = files.csv if primary and files.csv.exists() else None
         raise
 
 
-def _run_with_pool(s: suite_lib.Suite, pool: runner.WorkerPool, files: results.RunFiles, *, run_id: str,
+def _run_with_pool(s: suite_lib.Suite, pool: workers.WorkerPool, files: results.RunFiles, *, run_id: str,
                    done: set[str], tally: dict[str, int | None], dist: Any, profile: str | None,
                    timeout_s: float | None, peak_tflops: float | None, only_impls: tuple[str, ...],
                    shard_of: tuple[int, int] | None, shard_spec: str | None,
                    only_case_ids: Iterable[str] | None, repeats: int | None) -> RunOutcome:
     """run_suite once its workers can start: probe, pick the cases, run them. ``tally`` counts the cases
     with a row (done) out of the run's cases (total), for the interrupt message."""
-    from xlabench import shard
+    from xlabench.run import shard
 
     primary = dist is None or dist.is_primary
     interpreters = pool.interpreters
     started = time.time()
     try:
         first = pool.get(_platform_backend(s, interpreters), 1)
-    except runner.WorkerError as e:
+    except workers.WorkerError as e:
         if dist is None:
             raise click.ClickException(str(e)) from None
         _fail_all(s, profile, files, run_id, f"multi-host start failed: {e}", primary)
@@ -370,7 +371,7 @@ def _run_with_pool(s: suite_lib.Suite, pool: runner.WorkerPool, files: results.R
             err_console.print(f"[yellow]warning:[/] {pool.missing(backend)}; its cases become skipped rows",
                               markup=True, soft_wrap=True)
     cpu_peaks = {k: first.env[k] for k in ("measured_cpu_tflops", "measured_cpu_gbytes_per_s") if k in first.env}
-    ctx = runner.RunContext(run_id=run_id, platform=platform, peak_override=peak_tflops, timeout_override=timeout_s,
+    ctx = scheduler.RunContext(run_id=run_id, platform=platform, peak_override=peak_tflops, timeout_override=timeout_s,
                             cpu_peaks=cpu_peaks)
     meta = {"run_id": run_id, "suite": s.name, "shard": shard_spec, "suite_file": str(s.path), "profile": prof,
             "workload": s.spec.workload, "command": sys.argv, "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -405,7 +406,7 @@ def _run_with_pool(s: suite_lib.Suite, pool: runner.WorkerPool, files: results.R
             tally["done"] = (tally["done"] or 0) + 1
 
         try:
-            rows = runner.run_cases(todo, writer, ctx, pool, on_row, on_repeat)
+            rows = scheduler.run_cases(todo, writer, ctx, pool, on_row, on_repeat)
         finally:
             pool.close()
     outcome = RunOutcome(files, prof, todo, rows)
@@ -428,11 +429,11 @@ def _fail_all(s: suite_lib.Suite, profile: Optional[str], files: results.RunFile
     """A run that cannot start its workers (e.g. a multi-host peer or coordinator is unreachable):
     every case gets a failed row naming the cause, then exit 1."""
     prof = s.pick_profile(None, profile) if profile is not None else ""
-    ctx = runner.RunContext(run_id=run_id, platform="")
+    ctx = scheduler.RunContext(run_id=run_id, platform="")
     if primary:
         with results.RowWriter(files) as writer:
             for case in s.cases(prof):
-                writer.write({**runner.base_row(case, ctx), "status": "failed", "error": error})
+                writer.write({**scheduler.base_row(case, ctx), "status": "failed", "error": error})
     err_console.print(f"[red]{error}[/]" + (f"\nresults: {files.csv}" if primary else ""))
     sys.exit(1)
 

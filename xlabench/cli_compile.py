@@ -9,7 +9,8 @@ from typing import Any, Optional
 import click
 from rich.table import Table
 
-from xlabench import compile_session, hardware
+from xlabench import hardware
+from xlabench.run import compile as compile_session
 from xlabench import suite as suite_lib
 
 _STYLE = {"compiled": "green", "lowered": "green", "oom": "magenta", "failed": "red", "skipped": "yellow"}

@@ -21,7 +21,8 @@ from typing import Any, Callable, Optional
 import click
 
 from xlabench import gate as gate_lib
-from xlabench import results, runner
+from xlabench import results
+from xlabench.run import interrupts
 from xlabench.gate import report as gate_report
 from xlabench import suite as suite_lib
 from xlabench.cli import BadInput, RunOutcome, _load_suite, console, err_console, run_suite
@@ -145,11 +146,11 @@ def write_baseline(run_csv: Path, baseline: Path) -> None:
     src, dst = results.RunFiles(run_csv), results.RunFiles(baseline)
     dst.csv.parent.mkdir(parents=True, exist_ok=True)
     try:
-        with runner.uninterrupted():  # Ctrl-C waits for the copy: never a CSV of one run beside another's samples
+        with interrupts.uninterrupted():  # Ctrl-C waits for the copy: never a CSV of one run beside another's samples
             for a, b in ((src.csv, dst.csv), (src.samples, dst.samples), (src.meta, dst.meta)):
                 if a.exists():
                     shutil.copyfile(a, b)
-    except runner.Interrupted as e:  # raised as the copy ended: the baseline is written
+    except interrupts.Interrupted as e:  # raised as the copy ended: the baseline is written
         e.saved = dst.csv
         raise
 
@@ -266,16 +267,16 @@ def gate(suite_file: str, baseline: str, save_baseline: bool, confirm: bool, pro
     130 / 143 interrupted (no verdict).
     """
     try:
-        with runner.interruptible():
+        with interrupts.interruptible():
             _gate(suite_file, baseline, save_baseline, confirm, profile, out_dir, timeout_s, peak_tflops, only_impls,
                   repeats, metric, threshold, alpha, confidence, min_samples, allow_env_mismatch,
                   allow_inconclusive, markdown_path, json_path)
-    except runner.Interrupted as e:
+    except interrupts.Interrupted as e:
         err_console.print(interrupted_message(e), markup=False, soft_wrap=True)
         sys.exit(e.exit_code)
 
 
-def interrupted_message(e: runner.Interrupted) -> str:
+def interrupted_message(e: interrupts.Interrupted) -> str:
     """What an interrupted gate says: there is no verdict, and whether the baseline was written."""
     where = f" ({e.done} of {e.total} cases of {e.csv} done)" if e.total is not None and e.csv else ""
     baseline = f"the baseline {e.saved} was written just before" if e.saved else "the baseline is unchanged"

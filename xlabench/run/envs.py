@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]  # the checkout: the folder holding the xlabench package
 TORCH_XLA_ENV_VAR = "XLABENCH_TORCH_XLA_PYTHON"
 TORCH_XLA_DEFAULT = ROOT / ".venv-torch-xla" / "bin" / "python"
 TORCH_XLA_HOWTO = (

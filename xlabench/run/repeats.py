@@ -2,7 +2,7 @@
 
 Why: on a shared host a run's median drifts between runs by more than the iterations of one run
 vary, so no within-run statistic can see it. Each repeat is a separate worker request (fresh inputs,
-fresh trace and compile, its own warm-up), taken in passes over the suite (runner.run_cases), so
+fresh trace and compile, its own warm-up), taken in passes over the suite (scheduler.run_cases), so
 pooling K of them averages K draws of that drift, spread over the run; the gate then compares pooled
 samples (measured in benchmarks/gate_quality.py).
 """

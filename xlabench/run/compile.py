@@ -16,10 +16,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-from xlabench import hardware, results, runner
+from xlabench import hardware, results
+from xlabench.run import workers, scheduler
 from xlabench import impls as catalog
 from xlabench import suite as suite_lib
-from xlabench.envs import COMPILE_VARIANT
+from xlabench.run.envs import COMPILE_VARIANT
 
 DEFAULT_PROFILE = "tpu"
 TORCH_XLA_REASON = ("torch_xla 2.9 has no compile-only TPU client (it compiles only on the devices it runs on); "
@@ -64,9 +65,9 @@ def _skip_reason(case: suite_lib.Case, target: hardware.Target) -> Optional[str]
     return None
 
 
-def _row(case: suite_lib.Case, ctx: runner.RunContext, target: hardware.Target, slices: int,
+def _row(case: suite_lib.Case, ctx: scheduler.RunContext, target: hardware.Target, slices: int,
          env: dict[str, Any]) -> dict[str, Any]:
-    row = runner.base_row(case, ctx)
+    row = scheduler.base_row(case, ctx)
     row.update(interpret=False, warmup=None, target=target.name, topology=topology_label(target, slices),
                **{k: env.get(k) for k in ("platform", "device_kind", "device_count", "framework_version")})
     row["process_count"] = 1
@@ -86,7 +87,7 @@ def compile_suite(s: suite_lib.Suite, target_name: str, slices: int = 1, profile
 
     ``on_start(profile, cases to do, cases already done, target env)`` and ``on_row`` report progress.
     Raises CompileError for bad input and for a host that cannot compile for the target."""
-    from xlabench import shard
+    from xlabench.run import shard
 
     try:
         target = hardware.find_target(target_name)
@@ -122,21 +123,21 @@ def compile_suite(s: suite_lib.Suite, target_name: str, slices: int = 1, profile
             raise CompileError(f"--resume: {resume_csv} was compiled for {sorted(set(prior['target'].astype(str)))}, "
                                f"not {target.name}")
     else:
-        run_id = runner.new_run_id()
+        run_id = scheduler.new_run_id()
         files = results.RunFiles(Path(out_dir) / s.name / f"{run_id}.compile.csv")
     files.csv.parent.mkdir(parents=True, exist_ok=True)
     todo = [c for c in cases if c.case_id not in done]
 
-    pool = runner.WorkerPool(files.log)
+    pool = workers.WorkerPool(files.log)
     message = target_message(target, slices)
     try:
         worker = pool.get("jax", 1, COMPILE_VARIANT)
         env = {**worker.request({"op": "target", "target": message}, pool.PROBE_TIMEOUT_S)["env"],
                "framework_version": worker.env.get("framework_version")}
-    except runner.WorkerError as e:
+    except workers.WorkerError as e:
         pool.close()
         raise CompileError(f"cannot compile for {target.name}: {e}") from None
-    ctx = runner.RunContext(run_id=run_id, platform=target.platform)
+    ctx = scheduler.RunContext(run_id=run_id, platform=target.platform)
     results.write_meta(files, {
         "run_id": run_id, "suite": s.name, "suite_file": str(s.path), "profile": prof, "command": sys.argv,
         "target": target.name, "topology": topology_label(target, slices), "slices": slices, "env": env,
@@ -163,7 +164,7 @@ def compile_suite(s: suite_lib.Suite, target_name: str, slices: int = 1, profile
     return CompileOutcome(files, prof, target, todo, rows)
 
 
-def _compile_one(case: suite_lib.Case, pool: runner.WorkerPool, target: dict[str, Any],
+def _compile_one(case: suite_lib.Case, pool: workers.WorkerPool, target: dict[str, Any],
                  timeout_s: float) -> dict[str, Any]:
     """One case's compile in the worker: the row fields it adds (status, error, figures)."""
     msg = {"op": "compile", "target": target,
@@ -171,6 +172,6 @@ def _compile_one(case: suite_lib.Case, pool: runner.WorkerPool, target: dict[str
                     "impl": case.impl, "params": case.params}}
     try:  # a worker that crashed or hung is replaced by the next get
         reply = pool.get("jax", 1, COMPILE_VARIANT).request(msg, timeout_s)
-    except runner.WorkerError as e:
+    except workers.WorkerError as e:
         return {"status": "failed", "error": str(e)}
     return {"status": reply["status"], "error": reply.get("error"), **reply.get("fields", {})}

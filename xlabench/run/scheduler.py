@@ -1,0 +1,213 @@
+"""Runs cases in workers and writes one row per case as soon as it ends: repeats in passes over the suite, skips planned from the impl catalog, rows derived once from the pooled samples."""
+
+from __future__ import annotations
+
+import datetime as dt
+import random
+import secrets
+import socket
+import subprocess
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Optional
+
+from xlabench import impls as catalog
+from xlabench import results
+from xlabench.run import envs, repeats
+from xlabench.run.envs import worker_variant
+from xlabench.run.interrupts import interruptible, uninterrupted
+from xlabench.run.metrics import derive
+from xlabench.run.workers import Worker, WorkerError, WorkerPool
+from xlabench.suite import Case
+
+
+def new_run_id() -> str:
+    return dt.datetime.now(dt.timezone.utc).strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(2)
+
+
+def git_sha() -> str:
+    root = envs.ROOT
+    try:
+        sha = subprocess.run(["git", "rev-parse", "--short=10", "HEAD"], cwd=root, capture_output=True,
+                             text=True, timeout=10).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
+                               capture_output=True, text=True, timeout=10).stdout.strip()
+        return (sha + ("+dirty" if dirty else "")) if sha else ""
+    except Exception:
+        return ""
+
+
+@dataclass
+class RunContext:
+    run_id: str
+    platform: str
+    git_sha: str = field(default_factory=git_sha)
+    hostname: str = field(default_factory=socket.gethostname)
+    peak_override: Optional[float] = None
+    timeout_override: Optional[float] = None
+    # The host's measured CPU peaks (from the run's first worker): every CPU row of the run, whatever its
+    # framework, is rated against the same figure, so MFU/MBU compare across frameworks.
+    cpu_peaks: dict[str, float] = field(default_factory=dict)
+
+
+def base_row(case: Case, ctx: RunContext) -> dict[str, Any]:
+    row: dict[str, Any] = {
+        "schema_version": results.SCHEMA_VERSION, "run_id": ctx.run_id, "suite": case.suite,
+        "profile": case.profile, "case_id": case.case_id, "workload": case.workload,
+        "backend": case.backend, "impl": case.impl, "hostname": ctx.hostname, "git_sha": ctx.git_sha,
+        "platform": ctx.platform, "warmup": case.measure.warmup,
+    }
+    row.update({k: v for k, v in case.params.items() if k in results.CASE_COLUMN_NAMES})
+    info = catalog.find(case.backend, case.impl, case.workload)
+    row["interpret"] = bool(info and info.interpreted(ctx.platform))
+    return row
+
+
+def plan_skip(case: Case, platform: str) -> Optional[str]:
+    """Why a case cannot run on this platform at all (decided without a worker), or None."""
+    info = catalog.find(case.backend, case.impl, case.workload)
+    if info is None:
+        return f"impl {case.impl!r} does not exist for backend {case.backend!r}"
+    if not info.runs_on(platform):
+        return f"{case.backend}/{case.impl} runs on {', '.join(info.platforms)}, not {platform}"
+    return None
+
+
+@dataclass
+class CaseRun:
+    """One case in flight: its row so far and the replies of the repeats done."""
+
+    case: Case
+    row: dict[str, Any]
+    replies: list[dict[str, Any]] = field(default_factory=list)
+    final: Optional[dict[str, Any]] = None  # the worker's last reply when the case ended early (failed)
+    env: dict[str, Any] = field(default_factory=dict)  # the worker's environment (device kind, CPU peaks)
+    done: bool = False
+
+    @property
+    def wanted(self) -> int:
+        return self.case.measure.repeats
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def start_case(case: Case, pool: WorkerPool, ctx: RunContext) -> CaseRun:
+    """A case about to run; one that cannot run here at all is done at once (a skipped row)."""
+    state = CaseRun(case, base_row(case, ctx))
+    reason = plan_skip(case, ctx.platform) or pool.missing(case.backend)
+    if reason:
+        state.row.update(status="skipped", error=reason, timestamp=_now())
+        state.done = True
+    return state
+
+
+def run_repeat(state: CaseRun, pool: WorkerPool, ctx: RunContext) -> None:
+    """One independent run of the case (fresh inputs, trace and, for JAX, compile; its own warm-up).
+
+    Never raises for the case's own failures: they end the case with a failed row."""
+    case, row = state.case, state.row
+    i, n = len(state.replies), state.wanted
+    attempt = f"repeat {i + 1} of {n}: " if n > 1 else ""  # which repeat a failure happened in
+    worker: Optional[Worker] = None
+    try:
+        worker = pool.get(case.backend, case.devices, worker_variant(case.backend, case.workload, case.params))
+        env = worker.env
+        if case.devices > int(env.get("device_count", 1)):
+            raise WorkerError(f"case needs {case.devices} devices; the {case.backend} worker sees "
+                              f"{env.get('device_count')} ({env.get('process_count', 1)} process(es))")
+        row.update({k: env.get(k) for k in ("device_kind", "device_count", "process_count", "framework_version")})
+        row["platform"] = env.get("platform", ctx.platform)
+        msg = {"op": "run", "platform": row["platform"],
+               "case": {"case_id": case.case_id, "workload": case.workload, "backend": case.backend,
+                        "impl": case.impl, "params": case.params, "interpret": row["interpret"],
+                        "measure": case.measure.model_dump()}}
+        reply = worker.request(msg, ctx.timeout_override or case.measure.timeout_s)
+    except WorkerError as e:
+        if worker is not None and not worker.alive():
+            pool.discard(worker)
+        row.update(status="failed", error=f"{attempt}{e}", timestamp=_now())
+        state.done = True
+        return
+    if reply["status"] != "ok":
+        if reply["status"] == "failed":
+            reply = {**reply, "error": f"{attempt}{reply.get('error')}"}
+        state.final = reply
+        state.done = True
+    else:
+        state.env = state.env or worker.env
+        state.replies.append(reply)
+        state.done = len(state.replies) >= n
+
+
+def finish_case(state: CaseRun, ctx: RunContext) -> tuple[dict[str, Any], list[float]]:
+    """The row (and samples) of a case that has ended: its repeats pooled, the metrics derived."""
+    row = state.row
+    if "status" in row:  # skipped, or the worker failed outright
+        return row, []
+    reply = state.final or repeats.pool(state.replies)
+    row["status"] = reply["status"]
+    row["error"] = reply.get("error")
+    row["repeats"] = len(state.replies) if reply["status"] == "ok" else None
+    fields = reply.get("fields", {})
+    row.update(fields)
+    if reply["status"] == "ok":
+        env = {**state.env, **ctx.cpu_peaks} if state.env.get("platform") == "cpu" else state.env
+        row.update(derive(fields, env, state.case.devices, ctx.peak_override or state.case.peak_tflops))
+        if fields.get("correct") is False:
+            row["notes"] = "; ".join(filter(None, [row.get("notes"), "WRONG RESULT: error above tolerance"]))
+    row["timestamp"] = _now()
+    return row, reply.get("samples", [])
+
+
+def run_cases(cases: Iterable[Case], writer: results.RowWriter, ctx: RunContext, pool: WorkerPool,
+              on_row: Callable[[Case, dict[str, Any]], None] = lambda c, r: None,
+              on_repeat: Callable[[Case], None] = lambda c: None) -> list[dict[str, Any]]:
+    """Run every case, writing each row as soon as its case ends.
+
+    Repeats are taken in passes over the cases, the order shuffled after the first pass (random
+    interleaving, as Google Benchmark's --benchmark_enable_random_interleaving): a case's runs are
+    spread over the run instead of back to back, so a slow stretch of a shared host hits every case
+    a little instead of all of one case's runs (benchmarks/gate_quality.py measures the effect).
+    Cases are grouped by backend and worker so an accelerator's worker is started once per group.
+    An interrupt (see ``interruptible``) kills the workers and propagates: the case in flight gets no row.
+    """
+    cases = list(cases)
+    order: dict[str, int] = {}
+    for case in cases:
+        order.setdefault(case.backend, len(order))
+    groups: dict[tuple, list[Case]] = {}
+    for case in sorted(cases, key=lambda c: order[c.backend]):
+        key = (case.backend, case.devices, worker_variant(case.backend, case.workload, case.params))
+        groups.setdefault(key, []).append(case)
+    rng = random.Random(ctx.run_id)  # the order is reproducible from the run id
+    rows: list[tuple[int, dict[str, Any]]] = []  # (the case's place in the suite, its row)
+    position = {id(c): i for i, c in enumerate(cases)}
+
+    def step(state: CaseRun) -> None:
+        if not state.done:
+            run_repeat(state, pool, ctx)
+            on_repeat(state.case)
+        if state.done:
+            row, samples = finish_case(state, ctx)
+            with uninterrupted():
+                writer.write(row, samples)
+                rows.append((position[id(state.case)], row))
+                on_row(state.case, row)
+
+    with interruptible():
+        try:
+            for group in groups.values():
+                states = []
+                for case in group:  # the first pass in suite order
+                    state = start_case(case, pool, ctx)
+                    states.append(state)
+                    step(state)
+                while pending := [s for s in states if not s.done]:
+                    rng.shuffle(pending)
+                    for state in pending:
+                        step(state)
+        except KeyboardInterrupt:  # Interrupted, or a plain Ctrl-C off the main thread's handler
+            pool.kill_all()
+            raise
+    return [row for _, row in sorted(rows, key=lambda pr: pr[0])]  # the CSV has them as they ended
