@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from xlabench import cli, cli_gate, worker
+from xlabench import cli, worker
+from xlabench.run import session as run_session
 from xlabench.run import interrupts, scheduler
 from xlabench import suite as suite_lib
 
@@ -136,7 +137,7 @@ def test_run_maps_an_interrupt_to_130_and_a_resume_hint_with_the_case_options(tm
     def interrupted_run(*a: Any, **kw: Any) -> None:
         raise _interrupted(signal.SIGINT, 2, 5, csv)
 
-    monkeypatch.setattr(cli, "run_suite", interrupted_run)
+    monkeypatch.setattr(run_session, "run_suite", interrupted_run)
     res = CliRunner().invoke(cli.main, ["run", str(suite), "--impl", "naive", "--repeats", "3", "--out", "x"])
     assert res.exit_code == 130, res.output
     assert (f"interrupted: 2 of 5 cases done; resume with: xlabench run {suite} --resume '{csv}' --impl naive "
@@ -151,7 +152,7 @@ def test_run_interrupted_before_any_case_says_there_is_nothing_to_resume(tmp_pat
     def interrupted_run(*a: Any, **kw: Any) -> None:
         raise _interrupted(signal.SIGTERM, None, None, None)
 
-    monkeypatch.setattr(cli, "run_suite", interrupted_run)
+    monkeypatch.setattr(run_session, "run_suite", interrupted_run)
     res = CliRunner().invoke(cli.main, ["run", str(suite)])
     assert res.exit_code == 143
     assert "interrupted while starting the first worker; no case ran, nothing to resume" in res.output
@@ -165,7 +166,7 @@ def test_gate_maps_an_interrupt_to_130_no_verdict_and_leaves_the_baseline_alone(
     def interrupted_run(*a: Any, **kw: Any) -> None:
         raise _interrupted(signal.SIGINT, 1, 3, csv)
 
-    monkeypatch.setattr(cli_gate, "run_suite", interrupted_run)
+    monkeypatch.setattr(run_session, "run_suite", interrupted_run)
     baseline = tmp_path / "base.csv"
     res = CliRunner().invoke(cli.main, ["gate", str(suite), "--baseline", str(baseline), "--save-baseline"])
     assert res.exit_code == 130, res.output

@@ -9,8 +9,8 @@ import pandas as pd
 import pytest
 from matplotlib.colors import to_rgba
 
-from xlabench import chartdata as cd
-from xlabench import plots
+from xlabench.report import chartdata as cd
+from xlabench.report import plots
 
 FIX = Path(__file__).parent / "fixtures"
 TRAIN_PANEL = "jax · cpu · gpt2-tiny"

@@ -15,8 +15,9 @@ from click.testing import CliRunner
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from test_plots_report import table_rows
 
-from xlabench import chartdata as cd
-from xlabench import plots, report, results
+from xlabench.report import chartdata as cd
+from xlabench import report, results
+from xlabench.report import plots
 from xlabench.cli import main
 
 FIX = Path(__file__).parent / "fixtures"

@@ -12,8 +12,8 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 
-from xlabench import chartdata as cd
-from xlabench import report
+from xlabench.report import chartdata as cd
+from xlabench.report import markdown as report
 from xlabench.cli import main
 
 FIX = Path(__file__).parent / "fixtures"

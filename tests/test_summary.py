@@ -9,7 +9,8 @@ import math
 import numpy as np
 from rich.console import Console
 
-from xlabench import results, summary
+from xlabench import results
+from xlabench.report import summary
 
 MISSING = ("torch_xla environment missing (make torch-xla-env): {path} (the default location) is not an "
            "executable python; create it with `make torch-xla-env`")

@@ -21,6 +21,7 @@ from xlabench.run import workers, scheduler
 from xlabench import impls as catalog
 from xlabench import suite as suite_lib
 from xlabench.run.envs import COMPILE_VARIANT
+from xlabench.run.session import RunInputError, select_cases
 
 DEFAULT_PROFILE = "tpu"
 TORCH_XLA_REASON = ("torch_xla 2.9 has no compile-only TPU client (it compiles only on the devices it runs on); "
@@ -103,15 +104,10 @@ def compile_suite(s: suite_lib.Suite, target_name: str, slices: int = 1, profile
         shard_of = shard.parse_shard(shard_spec) if shard_spec is not None else None
     except (suite_lib.SuiteError, ValueError) as e:
         raise CompileError(str(e)) from None
-    cases = s.cases(prof)
-    if only_impls:
-        unknown = set(only_impls) - {c.impl for c in cases}
-        if unknown:
-            raise CompileError(f"--impl {', '.join(sorted(unknown))}: not in this suite (impls: "
-                               f"{', '.join(sorted({c.impl for c in cases}))})")
-        cases = [c for c in cases if c.impl in only_impls]
-    if shard_of is not None:
-        cases = shard.select(cases, *shard_of)
+    try:
+        cases = select_cases(s, prof, only_impls, shard_of)
+    except RunInputError as e:
+        raise CompileError(str(e)) from None
 
     done: set[str] = set()
     if resume_csv:

@@ -26,7 +26,7 @@ from matplotlib.patches import Patch
 from matplotlib.transforms import Bbox
 from matplotlib.ticker import FixedLocator, NullLocator
 
-from xlabench import chartdata as cd
+from xlabench.report import chartdata as cd
 
 # --------------------------------------------------------------------------------------------- styles
 

@@ -1,6 +1,6 @@
 """`xlabench plot` and `xlabench report`: charts and a markdown report from results CSVs.
 
-Registered on the main group at the bottom of xlabench/cli.py. BadInput is imported when an error is
+Registered on the main group in xlabench/cli/__init__.py.
 raised, not at import time: cli.py imports this module while it is itself being run as __main__.
 """
 
@@ -12,9 +12,10 @@ from typing import Optional
 import click
 import pandas as pd
 
-from xlabench import chartdata as cd
-from xlabench import plots, results
-from xlabench import report as report_lib
+from xlabench.report import chartdata as cd
+from xlabench import results
+from xlabench.report import plots
+from xlabench.report import markdown as report_lib
 
 FORMATS = ("png", "svg", "pdf")
 

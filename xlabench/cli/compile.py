@@ -1,4 +1,4 @@
-"""`xlabench compile`: parse, call xlabench.compile_session, print. Registered at the bottom of cli.py."""
+"""`xlabench compile`: parse, call xlabench.run.compile, print."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``xlabench compare`` and ``xlabench gate``: the regression gate's commands (statistics in gate.py).
+"""``xlabench compare`` and ``xlabench gate``: the regression gate's commands (the statistics are in xlabench/gate).
 
 Exit codes: 0 pass; 1 a (confirmed) regression of a case or of the suite-wide shift, or a candidate
 case that failed or was wrong; 2 bad input (missing, empty, truncated or foreign file, schema
@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
-import shutil
 import sys
 from pathlib import Path
 from typing import Any, Callable, Optional
@@ -25,7 +23,10 @@ from xlabench import results
 from xlabench.run import interrupts
 from xlabench.gate import report as gate_report
 from xlabench import suite as suite_lib
-from xlabench.cli import BadInput, RunOutcome, _load_suite, console, err_console, run_suite
+from xlabench.cli.common import BadInput, console, err_console, load_suite
+from xlabench.cli.run import run_with_progress
+from xlabench.gate import session as gate_session
+from xlabench.run.session import RunOutcome
 
 
 
@@ -141,38 +142,12 @@ def compare(baseline: str, candidate: str, metric: str, threshold: float, alpha:
     sys.exit(cmp.exit_code)
 
 
-def write_baseline(run_csv: Path, baseline: Path) -> None:
-    """Copy a run's CSV, samples and metadata to the baseline path (the samples are what the gate needs)."""
-    src, dst = results.RunFiles(run_csv), results.RunFiles(baseline)
-    dst.csv.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        with interrupts.uninterrupted():  # Ctrl-C waits for the copy: never a CSV of one run beside another's samples
-            for a, b in ((src.csv, dst.csv), (src.samples, dst.samples), (src.meta, dst.meta)):
-                if a.exists():
-                    shutil.copyfile(a, b)
-    except interrupts.Interrupted as e:  # raised as the copy ended: the baseline is written
-        e.saved = dst.csv
-        raise
-
-
-def _check_suite(base: gate_lib.RunData, suite_name: str) -> None:
-    suites = set(base.rows["suite"].astype(str))
-    if suites != {suite_name}:
-        raise BadInput(f"baseline: {base.path} holds suite(s) {', '.join(sorted(suites))}, not {suite_name!r}")
-
-
-def _baseline_profile(base: gate_lib.RunData) -> Optional[str]:
-    """The profile the baseline ran with ('base' for none), if it is one."""
-    profiles = {p if isinstance(p, str) else "" for p in base.rows["profile"]}  # empty cell: NaN
-    return (profiles.pop() or "base") if len(profiles) == 1 else None
-
-
 def _first_baseline(outcome: RunOutcome, bpath: Path, markdown_path: Optional[str],
                     json_path: Optional[str]) -> int:
     """--save-baseline without a baseline: keep the run as the baseline unless a case failed."""
     ok = not (outcome.failed or outcome.wrong)
     if ok:
-        write_baseline(outcome.files.csv, bpath)
+        gate_session.write_baseline(outcome.files.csv, bpath)
     msg = (f"baseline {bpath} created from {outcome.files.csv}" if ok else
            f"baseline {bpath} NOT created: {len(outcome.failed)} failed, {len(outcome.wrong)} wrong case(s)")
     console.print(("[green]" if ok else "[bold red]") + msg + "[/]")
@@ -186,54 +161,12 @@ def _first_baseline(outcome: RunOutcome, bpath: Path, markdown_path: Optional[st
 def _replace_baseline(cmp: gate_lib.Comparison, run_csv: Path, bpath: Path) -> None:
     """--save-baseline over an existing baseline: only a run that passed the gate replaces it."""
     if cmp.passed:
-        write_baseline(run_csv, bpath)
+        gate_session.write_baseline(run_csv, bpath)
         console.print(f"baseline {bpath} updated from {run_csv}")
         return
     src, dst = results.RunFiles(run_csv), results.RunFiles(bpath)
     console.print(f"[bold red]baseline {bpath} NOT updated: the gate failed.[/] To accept this run anyway: "
                   f"cp {src.csv} {dst.csv} && cp {src.samples} {dst.samples}", soft_wrap=True)
-
-
-def raise_iters(s: suite_lib.Suite, profile: Optional[str], only_impls: tuple[str, ...], repeats: Optional[int],
-                base: Optional[gate_lib.RunData], alpha: float) -> tuple[suite_lib.Suite, list[str]]:
-    """The suite with measure.iters raised, where needed, so that every case gets the samples per side
-    one case needs to reach significance after Holm over the cases the gate will compare; and what was
-    raised, in words. ``profile`` None (not known before the platform is detected): every profile."""
-    ok_ids = set() if base is None else set(base.rows.loc[base.rows["status"] == "ok", "case_id"].astype(str))
-    spec = s.spec.model_copy(deep=True)
-    targets = [s.pick_profile(None, profile)] if profile is not None else [""] + s.profile_names()
-    said = []
-    for prof in targets:
-        cases = [c for c in s.cases(prof) if not only_impls or c.impl in only_impls]
-        if not cases:
-            continue
-        paired = [c for c in cases if c.case_id in ok_ids]
-        m = len(paired) or len(cases)
-        need = gate_lib.min_samples_per_side(alpha, m)
-        measure = cases[0].measure  # one measure per suite and profile
-        runs = repeats or measure.repeats
-        want = math.ceil(need / runs)
-        if measure.iters * runs >= need:
-            continue
-        if prof:
-            spec.profiles[prof].measure.iters = want
-        else:
-            spec.measure.iters = want
-        said.append(f"raised measure.iters from {measure.iters} to {want} (profile {prof or 'base'}"
-                    + (f", x {runs} repeats" if runs > 1 else "") + f"): {m} compared case(s) need >= {need} "
-                    f"samples per side for a case to reach significance after Holm (alpha {alpha:g})")
-    return dataclasses.replace(s, spec=spec), said
-
-
-def _baseline_shortfall(base: gate_lib.RunData, alpha: float) -> Optional[str]:
-    ok = base.rows[base.rows["status"] == "ok"]
-    short = gate_lib.sample_shortfall([int(n) for n in ok["n"]], alpha) if len(ok) else None
-    if short is None:
-        return None
-    have, need = short
-    return (f"the baseline {base.path} has as few as {have} sample(s) per case; {len(ok)} cases need >= {need} "
-            "per side: such cases cannot be judged. Re-record it with these settings (gate --save-baseline "
-            "with a new --baseline path)")
 
 
 @click.command()
@@ -289,7 +222,7 @@ def _gate(suite_file: str, baseline: str, save_baseline: bool, confirm: bool, pr
           allow_env_mismatch: bool, allow_inconclusive: bool, markdown_path: str | None,
           json_path: str | None) -> None:
     """The body of `xlabench gate` (exits with the verdict's code)."""
-    s = _load_suite(suite_file)
+    s = load_suite(suite_file)
     cfg = _config(metric, threshold, alpha, confidence, min_samples, allow_env_mismatch, allow_inconclusive)
     bpath = Path(baseline)
     base: Optional[gate_lib.RunData] = None
@@ -297,20 +230,23 @@ def _gate(suite_file: str, baseline: str, save_baseline: bool, confirm: bool, pr
         if not bpath.exists():
             raise BadInput(f"baseline: {bpath}: no such file (create it with --save-baseline)")
         base = _load(bpath, "baseline")
-        _check_suite(base, s.name)
+        try:
+            gate_session.check_suite(base, s.name)
+        except gate_lib.GateInputError as e:
+            raise BadInput(str(e)) from None
         if profile is None:
-            profile = _baseline_profile(base)
+            profile = gate_session.baseline_profile(base)
     try:
-        s, raised = raise_iters(s, profile, only_impls, repeats, base, cfg.alpha)
+        s, raised = gate_session.raise_iters(s, profile, only_impls, repeats, base, cfg.alpha)
     except suite_lib.SuiteError as e:
         raise BadInput(str(e)) from None
     notes = [f"gate {r}" for r in raised]
-    short = _baseline_shortfall(base, cfg.alpha) if base is not None else None
+    short = gate_session.baseline_shortfall(base, cfg.alpha) if base is not None else None
     for msg in notes + ([short] if short else []):
         err_console.print(f"[bold yellow]warning:[/] {msg}", soft_wrap=True)
     run_kw = dict(out_dir=out_dir, timeout_s=timeout_s, peak_tflops=peak_tflops, only_impls=only_impls,
                   repeats=repeats)
-    outcome = run_suite(s, profile=profile, **run_kw)
+    outcome = run_with_progress(s, profile=profile, **run_kw)
     cand = _load(outcome.files.csv, "candidate")
 
     if base is None:  # first baseline: nothing to compare with
@@ -323,7 +259,7 @@ def _gate(suite_file: str, baseline: str, save_baseline: bool, confirm: bool, pr
             what = "a suite-wide regression and its cases" if cmp.suite is not None and \
                 cmp.suite.verdict == gate_lib.REGRESSION else "regressions"
             console.print(f"[yellow]{len(case_ids)} case(s) flagged ({what}): re-running them to confirm[/]")
-            again = run_suite(s, profile=outcome.profile or "base", only_case_ids=case_ids,
+            again = run_with_progress(s, profile=outcome.profile or "base", only_case_ids=case_ids,
                                 run_id=f"{outcome.files.csv.stem}-confirm", **run_kw)
             return _load(again.files.csv, "re-run")
 

@@ -13,7 +13,7 @@ from typing import Any, Sequence
 import numpy as np
 import pandas as pd
 
-from xlabench import chartdata as cd
+from xlabench.report import chartdata as cd
 from xlabench import results
 from xlabench.results import fmt_number
 

@@ -1,0 +1,35 @@
+"""The ``xlabench`` command: one module per command group parses, calls the library, prints and picks
+the exit code. No logic and no framework imports here; no library module imports from xlabench.cli.
+
+Exit codes: 0 success; 1 a case failed or gave a wrong result (run), a confirmed regression (compare,
+gate); 2 bad input (suite file, CSV, option); 3 the gate could not judge; 130 / 143 interrupted by
+SIGINT / SIGTERM (run, gate).
+"""
+
+from __future__ import annotations
+
+import click
+
+from xlabench.cli import compile as compile_commands
+from xlabench.cli import gate as gate_commands
+from xlabench.cli import info as info_commands
+from xlabench.cli import plot as plot_commands
+from xlabench.cli import run as run_commands
+from xlabench.cli.common import BadInput, console, err_console
+
+__all__ = ["main", "BadInput", "console", "err_console"]
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="xlabench")
+def main() -> None:
+    """Benchmark attention kernels and training steps on XLA devices; report MFU; gate regressions."""
+
+
+for command in (info_commands.info, info_commands.columns, run_commands.validate, run_commands.list_cases,
+                run_commands.run, run_commands.merge, plot_commands.plot, plot_commands.report,
+                gate_commands.compare, gate_commands.gate, compile_commands.compile_cmd):
+    main.add_command(command)
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,71 @@
+"""`xlabench info` and `xlabench columns`: the machine as a worker sees it, the peak and target tables, the CSV schema."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import click
+from rich.table import Table
+
+from xlabench import hardware, results
+from xlabench.cli.common import console
+from xlabench.run import workers
+from xlabench.run.envs import Interpreters
+
+
+@click.command()
+@click.option("--backend", default="jax", show_default=True, help="Framework whose view of the machine to show.")
+@click.option("--devices", default=1, show_default=True, help="Virtual CPU devices for the probe.")
+@click.option("--peaks", is_flag=True, help="Also print the whole peak table and the compile targets, with sources.")
+@click.option("--python-torch-xla", "python_torch_xla", default=None, type=click.Path(),
+              help="Python of the torch_xla environment (see `run --help`).")
+def info(backend: str, devices: int, peaks: bool, python_torch_xla: Optional[str]) -> None:
+    """Platform, devices, framework versions and the peak FLOP/s used for MFU (with its source)."""
+    try:
+        env = workers.probe(backend, devices, Interpreters(torch_xla_override=python_torch_xla))
+    except workers.WorkerError as e:
+        raise click.ClickException(f"could not start a {backend} worker: {e}") from None
+    peak = hardware.device_peak(env["platform"], env["device_kind"], env.get("measured_cpu_tflops"),
+                                env.get("measured_cpu_gbytes_per_s"), env["device_count"])
+    t = Table(show_header=False, box=None)
+    for k in ("backend", "platform", "device_kind", "device_count", "process_count", "framework_version"):
+        t.add_row(k, str(env.get(k)))
+    t.add_row("peak TFLOP/s per device", f"{peak.tflops:.3f}" if peak.tflops else "unknown")
+    t.add_row("peak GB/s per device", f"{peak.gbytes_per_s:.1f}" if peak.gbytes_per_s else "unknown")
+    t.add_row("peak source", peak.source)
+    if env["platform"] == "cpu":
+        t.add_row("note", "CPU: Pallas TPU/GPU kernels run in interpret mode (pipeline check, not kernel speed)")
+    console.print(t)
+    if peaks:
+        pt = Table(title="peak table (dense bf16, per chip)")
+        for col in ("name", "TFLOP/s", "HBM GB/s", "devices/chip", "source"):
+            pt.add_column(col)
+        for p in hardware.PEAKS:
+            pt.add_row(p.name, f"{p.bf16_tflops_per_chip:g}", f"{p.hbm_gbytes_per_s_per_chip:g}",
+                       str(p.devices_per_chip), p.source)
+        console.print(pt)
+        tt = Table(title="compile targets (xlabench compile --target)")
+        for col in ("name", "topology", "chips", "devices/chip", "HBM GiB/chip", "source"):
+            tt.add_column(col)
+        for t in hardware.TARGETS:
+            opts = ", ".join(f"{k}={v}" for k, v in t.options)
+            tt.add_row(t.name, t.topology + (f" ({opts})" if opts else ""), str(t.chips), str(t.devices_per_chip),
+                       f"{t.hbm_gib_per_chip:g}", t.source)
+        console.print(tt)
+
+
+@click.command()
+@click.option("--markdown", is_flag=True, help="Print a markdown table (as in the README).")
+def columns(markdown: bool) -> None:
+    """Every CSV column with its unit and meaning (the schema in xlabench/results.py)."""
+    if markdown:
+        click.echo("| column | unit | group | meaning |\n|---|---|---|---|")
+        for c in results.COLUMNS:
+            click.echo(f"| `{c.name}` | {c.unit} | {c.group} | {c.doc.replace('|', '/')} |")
+        return
+    t = Table(title=f"results CSV columns (schema version {results.SCHEMA_VERSION})")
+    for col in ("column", "unit", "group", "meaning"):
+        t.add_column(col)
+    for c in results.COLUMNS:
+        t.add_row(c.name, c.unit, c.group, c.doc)
+    console.print(t)

@@ -1,0 +1,251 @@
+"""`xlabench run` as a library call: resume, pick the cases, start the workers, run, write the run's files.
+
+No printing: the caller passes ``RunHooks`` (the CLI draws a progress bar from them; the gate's runs use
+the same). Bad input raises RunInputError, workers that cannot start raise RunStartError; a failing case
+is a row, never an exception.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable, Optional
+
+from xlabench import results
+from xlabench import suite as suite_lib
+from xlabench.gate import stats as gate_stats
+from xlabench.run import distributed, shard
+from xlabench.run.envs import Interpreters
+from xlabench.run.interrupts import Interrupted, interruptible
+from xlabench.run.scheduler import RunContext, base_row, new_run_id, run_cases
+from xlabench.run.workers import WorkerError, WorkerPool, probe
+
+
+class RunInputError(Exception):
+    """Bad input (an option, a --resume file, a profile): the message is user-facing (the CLI exits 2)."""
+
+
+class RunStartError(Exception):
+    """The run could not start its first worker (the CLI exits 1)."""
+
+
+def _ignore(*args: Any) -> None:
+    return None
+
+
+@dataclass
+class RunHooks:
+    """Progress of a run, for whoever shows it: ``start(line, runs)`` once the cases are known (``runs``
+    counts repeats), ``repeat(case)`` after each repeat, ``row(case, row)`` after each case's row."""
+
+    warning: Callable[[str], None] = _ignore
+    start: Callable[[list[str], int], None] = _ignore
+    repeat: Callable[[suite_lib.Case], None] = _ignore
+    row: Callable[[suite_lib.Case, dict[str, Any]], None] = _ignore
+
+
+@dataclass
+class RunOutcome:
+    """What run_suite did: the run's files, the profile used, the cases it ran and their rows."""
+
+    files: results.RunFiles
+    profile: str
+    cases: list[suite_lib.Case]
+    rows: list[dict[str, Any]]
+    primary: bool = True  # this process writes the CSV (multi-host: process 0)
+    process_id: int = 0
+    seconds: float = 0.0
+    start_error: Optional[str] = None  # the workers could not start: every case is a failed row naming it
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def failed(self) -> list[dict[str, Any]]:
+        return [r for r in self.rows if r["status"] == "failed"]
+
+    @property
+    def wrong(self) -> list[dict[str, Any]]:
+        return [r for r in self.rows if r.get("correct") is False]
+
+    def counts(self) -> dict[str, int]:
+        return {st: sum(r["status"] == st for r in self.rows) for st in results.STATUSES}
+
+
+def samples_warning(where: str, cases: list[suite_lib.Case]) -> Optional[str]:
+    """A warning when the cases time too few samples to be judged by the gate (gate.sample_shortfall)."""
+    short = gate_stats.sample_shortfall([c.measure.iters * c.measure.repeats for c in cases])
+    return gate_stats.shortfall_message(where, len(cases), *short) if short else None
+
+
+def platform_backend(s: suite_lib.Suite, interpreters: Interpreters) -> str:
+    """The suite's first backend (any profile's) whose environment exists: its worker detects the platform."""
+    backends = list(dict.fromkeys(s.spec.backends + [b for p in s.spec.profiles.values() for b in p.backends or []]))
+    for b in backends:
+        if not interpreters.missing(b):
+            return b
+    raise RunStartError("; ".join(interpreters.missing(b) or "" for b in backends))
+
+
+def resolve_profile(s: suite_lib.Suite, profile: Optional[str]) -> tuple[str, Optional[str]]:
+    """(profile, platform): the platform is probed only when no profile was named."""
+    if profile is not None:
+        return s.pick_profile(None, profile), None
+    try:
+        env = probe(platform_backend(s, Interpreters()), 1)
+    except WorkerError as e:
+        raise RunStartError(f"could not detect the platform ({e}); pass --profile") from None
+    return s.pick_profile(env["platform"]), env["platform"]
+
+
+def run_suite(s: suite_lib.Suite, profile: Optional[str] = None, out_dir: str = "results",
+              resume_csv: Optional[str] = None, timeout_s: Optional[float] = None,
+              peak_tflops: Optional[float] = None, only_impls: tuple[str, ...] = (),
+              shard_spec: Optional[str] = None, coordinator: Optional[str] = None,
+              num_processes: Optional[int] = None, process_id: Optional[int] = None,
+              local_devices: Optional[int] = None, init_timeout: int = 120,
+              only_case_ids: Optional[Iterable[str]] = None, run_id: Optional[str] = None,
+              python_torch_xla: Optional[str] = None, repeats: Optional[int] = None,
+              hooks: RunHooks = RunHooks()) -> RunOutcome:
+    """The body of `xlabench run` (also `xlabench gate`'s runs): ``only_case_ids`` runs just those
+    cases, ``run_id`` names a new run, ``repeats`` overrides measure.repeats."""
+    try:
+        shard_of = shard.parse_shard(shard_spec) if shard_spec is not None else None
+        dist = distributed.from_options(coordinator, num_processes, process_id, init_timeout)
+    except ValueError as e:
+        raise RunInputError(str(e)) from None
+    primary = dist is None or dist.is_primary
+    if peak_tflops is not None and peak_tflops <= 0:
+        raise RunInputError(f"--peak-tflops must be > 0, got {peak_tflops}")
+    if repeats is not None and repeats < 1:
+        raise RunInputError(f"--repeats must be >= 1, got {repeats}")
+    done: set[str] = set()
+    if resume_csv:
+        try:
+            files, prior, done, run_id = results.read_prior(Path(resume_csv))
+        except results.ResultsFileError as e:
+            raise RunInputError(f"--resume: {e}") from None
+        if len(prior) and set(prior["suite"].astype(str)) != {s.name}:
+            raise RunInputError(f"--resume: {resume_csv} holds suite(s) {sorted(set(prior['suite'].astype(str)))}, "
+                                f"not {s.name!r}")
+        if profile is None and files.meta.exists():
+            profile = json.loads(files.meta.read_text()).get("profile") or "base"
+    else:
+        run_id = run_id or new_run_id()
+        files = results.RunFiles(Path(out_dir) / s.name / f"{run_id}.csv")
+    files.csv.parent.mkdir(parents=True, exist_ok=True)
+    interpreters = Interpreters(torch_xla_override=python_torch_xla)
+    if python_torch_xla and interpreters.missing("torch_xla"):
+        raise RunInputError(f"--python-torch-xla: {interpreters.missing('torch_xla')}")
+    log = files.log if primary else files.log.with_name(f"{files.csv.stem}.p{dist.process_id}.log")
+    pool = WorkerPool(log, interpreters, dist=dist, local_devices=local_devices)
+    tally: dict[str, int | None] = {"done": None, "total": None}  # what an interrupt reports
+    try:
+        with interruptible():
+            return _run_with_pool(s, pool, files, run_id=run_id, done=done, tally=tally, dist=dist,
+                                  profile=profile, timeout_s=timeout_s, peak_tflops=peak_tflops,
+                                  only_impls=only_impls, shard_of=shard_of, shard_spec=shard_spec,
+                                  only_case_ids=only_case_ids, repeats=repeats, hooks=hooks)
+    except Interrupted as e:
+        pool.kill_all()
+        e.done, e.total = tally["done"], tally["total"]
+        e.csv = files.csv if primary and files.csv.exists() else None
+        raise
+
+
+def select_cases(s: suite_lib.Suite, prof: str, only_impls: tuple[str, ...] = (),
+                 shard_of: tuple[int, int] | None = None, only_case_ids: Iterable[str] | None = None,
+                 repeats: int | None = None) -> list[suite_lib.Case]:
+    """The profile's cases that ``--impl``, ``--shard``, the gate's re-run list and ``--repeats`` leave
+    (shared by `run` and `compile`)."""
+    cases = s.cases(prof)
+    if only_impls:
+        unknown = set(only_impls) - {c.impl for c in cases}
+        if unknown:
+            raise RunInputError(f"--impl {', '.join(sorted(unknown))}: not in this suite (impls: "
+                                f"{', '.join(sorted({c.impl for c in cases}))})")
+        cases = [c for c in cases if c.impl in only_impls]
+    if shard_of is not None:
+        cases = shard.select(cases, *shard_of)
+    if only_case_ids is not None:
+        wanted = set(only_case_ids)
+        cases = [c for c in cases if c.case_id in wanted]
+    if repeats is not None:
+        cases = [dataclasses.replace(c, measure=c.measure.model_copy(update={"repeats": repeats})) for c in cases]
+    return cases
+
+
+def _run_with_pool(s: suite_lib.Suite, pool: WorkerPool, files: results.RunFiles, *, run_id: str,
+                   done: set[str], tally: dict[str, int | None], dist: Any, profile: str | None,
+                   timeout_s: float | None, peak_tflops: float | None, only_impls: tuple[str, ...],
+                   shard_of: tuple[int, int] | None, shard_spec: str | None,
+                   only_case_ids: Iterable[str] | None, repeats: int | None, hooks: RunHooks) -> RunOutcome:
+    """run_suite once its workers can start: probe, pick the cases, run them. ``tally`` counts the cases
+    with a row (done) out of the run's cases (total), for the interrupt message."""
+    primary = dist is None or dist.is_primary
+    process_id = 0 if dist is None else dist.process_id
+    interpreters = pool.interpreters
+    started = time.time()
+    try:
+        first = pool.get(platform_backend(s, interpreters), 1)
+    except WorkerError as e:
+        if dist is None:
+            raise RunStartError(str(e)) from None
+        return _fail_all(s, profile, files, run_id, f"multi-host start failed: {e}", primary, process_id)
+    platform = first.env["platform"]
+    try:
+        prof = s.pick_profile(platform, profile)
+        cases = select_cases(s, prof, only_impls, shard_of, only_case_ids, repeats)
+    except (suite_lib.SuiteError, RunInputError) as e:
+        pool.close()
+        raise RunInputError(str(e)) from None
+    warnings = [w for w in [samples_warning(f"suite {s.name} profile {prof or 'base'}", cases)] if w]
+    todo = [c for c in cases if c.case_id not in done]
+    tally["done"], tally["total"] = len(cases) - len(todo), len(cases)
+    warnings += [f"{pool.missing(b)}; its cases become skipped rows"
+                 for b in dict.fromkeys(c.backend for c in todo) if pool.missing(b)]
+    for w in warnings:
+        hooks.warning(w)
+    cpu_peaks = {k: first.env[k] for k in ("measured_cpu_tflops", "measured_cpu_gbytes_per_s") if k in first.env}
+    ctx = RunContext(run_id=run_id, platform=platform, peak_override=peak_tflops, timeout_override=timeout_s,
+                     cpu_peaks=cpu_peaks)
+    meta = {"run_id": run_id, "suite": s.name, "shard": shard_spec, "suite_file": str(s.path), "profile": prof,
+            "workload": s.spec.workload, "command": sys.argv, "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "env": first.env, "git_sha": ctx.git_sha, "hostname": ctx.hostname, "schema_version": results.SCHEMA_VERSION,
+            "suite_spec": s.spec.model_dump(mode="json")}
+    if primary:
+        results.write_meta(files, meta)
+    lines = [f"suite {s.name} profile {prof or 'base'} on {platform} ({first.env['device_kind']}, "
+             f"{first.env['framework_version']}): {len(todo)} case(s)" + (f", {len(done)} already done" if done else "")]
+    if platform == "cpu":
+        lines.append("CPU: Pallas kernels run in interpret mode; their rows say interpret=true "
+                     "(a pipeline check, not kernel speed)")
+    hooks.start(lines, sum(c.measure.repeats for c in todo))
+
+    def on_row(case: suite_lib.Case, row: dict[str, Any]) -> None:
+        tally["done"] = (tally["done"] or 0) + 1
+        hooks.row(case, row)
+
+    with results.RowWriter(files) if primary else results.NullWriter() as writer:
+        try:
+            rows = run_cases(todo, writer, ctx, pool, on_row, hooks.repeat)
+        finally:
+            pool.close()
+    return RunOutcome(files, prof, todo, rows, primary=primary, process_id=process_id,
+                      seconds=time.time() - started, warnings=warnings)
+
+
+def _fail_all(s: suite_lib.Suite, profile: Optional[str], files: results.RunFiles, run_id: str, error: str,
+              primary: bool, process_id: int) -> RunOutcome:
+    """A run that cannot start its workers (e.g. a multi-host peer or coordinator is unreachable):
+    every case gets a failed row naming the cause."""
+    prof = s.pick_profile(None, profile) if profile is not None else ""
+    ctx = RunContext(run_id=run_id, platform="")
+    rows = [{**base_row(case, ctx), "status": "failed", "error": error} for case in s.cases(prof)]
+    if primary:
+        with results.RowWriter(files) as writer:
+            for row in rows:
+                writer.write(row)
+    return RunOutcome(files, prof, s.cases(prof), rows, primary=primary, process_id=process_id, start_error=error)
