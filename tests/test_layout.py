@@ -1,0 +1,88 @@
+"""The package's architecture as a test: the CLI is a leaf (no library module imports it), the import
+graph has no cycle, and the two frameworks stay in their workers (the parent's modules never import one)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PKG = ROOT / "xlabench"
+FRAMEWORKS = ("jax", "jaxlib", "torch", "torch_xla", "libtpu")
+
+
+def _module(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _graph() -> tuple[dict[str, set[str]], dict[str, set[str]]]:
+    """(module -> xlabench modules it imports at module level, module -> top-level packages it imports anywhere)."""
+    files = {_module(p): p for p in PKG.rglob("*.py")}
+    graph: dict[str, set[str]] = {}
+    externals: dict[str, set[str]] = {}
+    for name, path in files.items():
+        tree = ast.parse(path.read_text())
+        deps: set[str] = set()
+        ext: set[str] = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                ext.add(node.module.split(".")[0])
+                if node.module.startswith("xlabench"):
+                    deps |= {m for m in [node.module, *(f"{node.module}.{a.name}" for a in node.names)] if m in files}
+            elif isinstance(node, ast.Import):
+                for a in node.names:
+                    ext.add(a.name.split(".")[0])
+                    if a.name in files:
+                        deps.add(a.name)
+        top_level = {n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))}
+        graph[name] = set()
+        for node in top_level:  # the import graph that runs at import time (lazy imports inside functions aside)
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("xlabench"):
+                graph[name] |= {m for m in [node.module, *(f"{node.module}.{a.name}" for a in node.names)]
+                                if m in files and m != name}
+        externals[name] = ext
+        graph[name] -= {name}
+    return graph, externals
+
+
+def test_no_library_module_imports_the_cli():
+    graph, _ = _graph()
+    offenders = sorted((m, d) for m, deps in graph.items() for d in deps
+                       if d.startswith("xlabench.cli") and not m.startswith("xlabench.cli") and m != "xlabench.__main__")
+    assert offenders == []
+
+
+def test_import_graph_has_no_cycle():
+    graph, _ = _graph()
+    # a package's __init__ naming its children is not a cycle with a child importing the package
+    edges = {m: {d for d in deps if not d.startswith(m + ".")} for m, deps in graph.items()}
+    state: dict[str, int] = {}
+    cycles: list[list[str]] = []
+
+    def visit(u: str, stack: list[str]) -> None:
+        state[u] = 1
+        stack.append(u)
+        for v in sorted(edges[u]):
+            if state.get(v) == 1:
+                cycles.append(stack[stack.index(v):] + [v])
+            elif not state.get(v):
+                visit(v, stack)
+        stack.pop()
+        state[u] = 2
+
+    for m in sorted(edges):
+        if not state.get(m):
+            visit(m, [])
+    assert cycles == []
+
+
+def test_parent_side_modules_never_import_a_framework():
+    """Only backends/ (and the worker that loads them) may import jax or torch: the CLI, run, results, gate
+    and report packages run in the parent process, which must stay framework-free."""
+    _, externals = _graph()
+    parent_side = [m for m in externals if m.split(".")[1:2] and m.split(".")[1] in
+                   ("cli", "run", "results", "gate", "report")]
+    assert len(parent_side) > 20  # the packages exist
+    offenders = sorted((m, sorted(externals[m] & set(FRAMEWORKS))) for m in parent_side if externals[m] & set(FRAMEWORKS))
+    assert offenders == []
