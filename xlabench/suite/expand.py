@@ -1,0 +1,100 @@
+"""A profile applied to a suite and its matrix expanded into cases, counted first so a runaway matrix is refused before it is built."""
+
+from __future__ import annotations
+
+import itertools
+import math
+from typing import Any, Optional
+
+from pydantic import ValidationError
+
+from xlabench import results
+from xlabench.workloads import PARAMS as WORKLOAD_PARAMS
+from xlabench.suite.messages import _pydantic_message, _where
+from xlabench.suite.spec import Case, Impls, MAX_CASES, Measure, Suite, SuiteError, SuiteSpec, matrix_keys
+
+
+def _apply_profile(spec: SuiteSpec, profile: str) -> tuple[list[str], Impls, dict, dict, Measure, Optional[float]]:
+    backends, impl_names = list(spec.backends), spec.impls
+    params, matrix = dict(spec.params), dict(spec.matrix)
+    measure, peak = spec.measure, spec.peak_tflops
+    if profile:
+        p = spec.profiles[profile]
+        backends = p.backends if p.backends is not None else backends
+        impl_names = p.impls if p.impls is not None else impl_names
+        # A profile's fixed value replaces a base sweep of that parameter, and vice versa.
+        for key, value in p.params.items():
+            matrix = {k: v for k, v in matrix.items() if key not in matrix_keys(k)}
+            params[key] = value
+        for key, values in p.matrix.items():
+            names = set(matrix_keys(key))
+            matrix = {k: v for k, v in matrix.items() if not names & set(matrix_keys(k))}
+            params = {k: v for k, v in params.items() if k not in names}
+            matrix[key] = values
+        measure = measure.model_copy(update=p.measure.model_dump(exclude_none=True))
+        peak = p.peak_tflops if p.peak_tflops is not None else peak
+    return backends, impl_names, params, matrix, measure, peak
+
+
+def count_cases(matrix: dict[str, list[Any]], pairs: int) -> int:
+    """Cases a matrix expands to (before duplicates are dropped), from its axis lengths alone: a zipped
+    key ("seq_len,batch") is one axis. ``pairs``: the backend/impl pairs each combination runs on."""
+    return math.prod(len(v) for v in matrix.values()) * pairs
+
+
+def _check_count(suite: Suite, profile: str, matrix: dict[str, list[Any]], pairs: int, root: Any) -> None:
+    n = count_cases(matrix, pairs)
+    if n <= MAX_CASES:
+        return
+    spec = suite.spec
+    loc = ("profiles", profile, "matrix") if profile and spec.profiles[profile].matrix else ("matrix",)
+    where = _where(suite.path, root, loc) if root is not None else f"{suite.path}: {'.'.join(loc)}"
+    prof = f"profile {profile!r}" if profile else "base suite"
+    axes = " x ".join(f"{len(v)} {k}" for k, v in matrix.items())
+    raise SuiteError(f"{where}: {prof} expands to {n:,} cases ({axes} x {pairs} backend/impl pairs), over the "
+                     f"limit of {MAX_CASES:,}; sweep fewer values or split the suite")
+
+
+def expand(suite: Suite, profile: str = "", root: Any = None) -> list[Case]:
+    """The cartesian product of the matrix, for every backend and impl, validated case by case."""
+    spec = suite.spec
+    backends, impl_names, params, matrix, measure, peak = _apply_profile(spec, profile)
+    impls_of: dict[str, list[str]] = {}
+    for backend in backends:
+        if isinstance(impl_names, dict) and backend not in impl_names:
+            loc = ("profiles", profile, "impls") if profile and spec.profiles[profile].impls is not None else ("impls",)
+            raise SuiteError(f"{_where(suite.path, root, loc) if root is not None else suite.path}: no impl list for "
+                             f"backend {backend!r} (backends: {', '.join(backends)}); add '{backend}: [...]'")
+        impls_of[backend] = impl_names[backend] if isinstance(impl_names, dict) else list(impl_names)
+    _check_count(suite, profile, matrix, sum(len(v) for v in impls_of.values()), root)
+    model = WORKLOAD_PARAMS[spec.workload]
+    keys = list(matrix)
+    cases: list[Case] = []
+    seen: set[str] = set()
+    for combo in itertools.product(*(matrix[k] for k in keys)):
+        values = dict(params)
+        for key, value in zip(keys, combo):
+            names = matrix_keys(key)
+            values.update(zip(names, value) if len(names) > 1 else [(key, value)])
+        try:
+            resolved = model(**values)
+            if hasattr(resolved, "resolved"):
+                resolved = resolved.resolved()
+        except ValidationError as e:
+            prof = f"profile {profile!r}" if profile else "base suite"
+            shown = ", ".join(f"{k}={v}" for k, v in zip(keys, combo))
+            msgs = "; ".join(f"{'.'.join(map(str, err['loc'])) or 'case'}: {_pydantic_message(err, list(model.model_fields))}"
+                             for err in e.errors())
+            loc = ("profiles", profile, "matrix") if profile else ("matrix",)
+            raise SuiteError(f"{_where(suite.path, root, loc) if root is not None else suite.path}: "
+                             f"invalid case in {prof} ({shown or 'fixed params'}): {msgs}") from None
+        case_params = resolved.model_dump()
+        for backend in backends:
+            for impl in impls_of[backend]:
+                cid = results.case_id(spec.workload, backend, impl, case_params)
+                if cid in seen:
+                    continue
+                seen.add(cid)
+                cases.append(Case(len(cases), spec.name, profile, spec.workload, backend, impl,
+                                  case_params, measure, peak, cid))
+    return cases

@@ -1,0 +1,133 @@
+"""Suite YAML -> validated Suite; every error names the file, the key path (with its line where the YAML has it) and what was expected."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Optional
+
+import yaml
+from pydantic import ValidationError
+
+from xlabench import impls as catalog
+from xlabench.workloads import PARAMS as WORKLOAD_PARAMS
+from xlabench.suite.expand import expand
+from xlabench.suite.messages import _fields_for, _pydantic_message, _where
+from xlabench.suite.spec import (
+    Impls, Suite, SuiteError, SuiteSpec, _check_backends, matrix_keys,
+)
+
+
+def load(path: str | Path) -> Suite:
+    """Read, parse and validate a suite file, including every case of every profile."""
+    path = Path(path)
+    if not path.exists():
+        raise SuiteError(f"{path}: no such file")
+    text = _read_text(path)
+    try:
+        root = yaml.compose(text)
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
+        problem = getattr(e, "problem", None) or str(e)
+        raise SuiteError(f"{where}: YAML syntax error: {problem}") from None
+    if not isinstance(data, dict):
+        raise SuiteError(f"{path}: expected a mapping of suite keys at the top level, got {type(data).__name__}")
+    try:
+        spec = SuiteSpec.model_validate(data)
+    except ValidationError as e:
+        lines = [f"{_where(path, root, tuple(err['loc']))}: {_pydantic_message(err, _fields_for(tuple(err['loc'])))}"
+                 for err in e.errors()]
+        raise SuiteError("\n".join(lines)) from None
+    suite = Suite(path, spec)
+    _check_names(suite, root)
+    for name in [""] + list(spec.profiles):  # every profile must expand cleanly, not only the one picked
+        expand(suite, name, root=root)
+    return suite
+
+
+def _read_text(path: Path) -> str:
+    """The file as UTF-8 text; a SuiteError naming the line, column and key of the first bad byte."""
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        raise SuiteError(f"{path}: cannot read: {e.strerror or e}") from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data.count(b"\n", 0, e.start) + 1
+        column = e.start - (data.rfind(b"\n", 0, e.start) + 1) + 1
+        key = _key_at_line(data.decode("utf-8", errors="replace"), line)
+        raise SuiteError(f"{path}:{line}:{column}: {key or '(top level)'}: not UTF-8 text (byte "
+                         f"0x{data[e.start]:02x}); save the file as UTF-8") from None
+
+
+def _key_at_line(text: str, line: int) -> str:
+    """The dotted key path of the deepest YAML node that spans ``line`` (1-based), or '' if none."""
+    try:
+        node = yaml.compose(text)
+    except yaml.YAMLError:
+        return ""
+    path: list[str] = []
+    while node is not None:
+        children = node.value if isinstance(node, yaml.MappingNode) else (
+            [(None, v) for v in node.value] if isinstance(node, yaml.SequenceNode) else [])
+        for i, (k, v) in enumerate(children):
+            first = (k or v).start_mark.line + 1
+            if first <= line <= v.end_mark.line + (v.end_mark.column > 0):
+                path.append(str(k.value) if k is not None else str(i))
+                node = v
+                break
+        else:
+            break
+    return ".".join(path)
+
+
+def _impl_lists(impls: Impls) -> list[tuple[tuple[Any, ...], Optional[str], list[str]]]:
+    """(key path suffix, backend or None for 'any', names) for each list in an impls entry."""
+    if isinstance(impls, dict):
+        return [((b,), b, names) for b, names in impls.items()]
+    return [((), None, impls)]
+
+
+def _check_names(suite: Suite, root: Any) -> None:
+    spec = suite.spec
+    param_fields = list(WORKLOAD_PARAMS[spec.workload].model_fields)
+    sections = [((), spec.params, spec.matrix)] + [
+        (("profiles", n), p.params, p.matrix) for n, p in spec.profiles.items()]
+    for prefix, params, matrix in sections:
+        swept: dict[str, str] = {}
+        for key in list(params) + list(matrix):
+            section = "params" if key in params else "matrix"
+            for name in ([key] if section == "params" else matrix_keys(key)):
+                if name not in param_fields:
+                    raise SuiteError(
+                        f"{_where(suite.path, root, prefix + (section, key))}: unknown parameter {name!r} for "
+                        f"workload {spec.workload!r} (expected one of: {', '.join(param_fields)})")
+                if name in swept:
+                    raise SuiteError(f"{_where(suite.path, root, prefix + (section, key))}: {name!r} is set "
+                                     f"twice (also in {swept[name]}); keep one")
+                swept[name] = f"{section}.{key}"
+    impl_entries: list[tuple[tuple[Any, ...], Impls]] = [(("impls",), spec.impls)]
+    for n, p in spec.profiles.items():
+        if p.impls is not None:
+            impl_entries.append((("profiles", n, "impls"), p.impls))
+        if p.backends is not None:
+            try:
+                _check_backends(p.backends)
+            except ValueError as e:
+                raise SuiteError(f"{_where(suite.path, root, ('profiles', n, 'backends'))}: {e}") from None
+    for loc, entry in impl_entries:
+        for suffix, backend, names in _impl_lists(entry):
+            if backend is not None and backend not in catalog.BACKENDS:
+                raise SuiteError(f"{_where(suite.path, root, loc + suffix)}: unknown backend {backend!r} "
+                                 f"(expected one of: {', '.join(catalog.BACKENDS)})")
+            valid = catalog.names_for(spec.workload, backend)
+            if not names:
+                raise SuiteError(f"{_where(suite.path, root, loc + suffix)}: empty list; expected impls from: "
+                                 f"{', '.join(valid)}")
+            for i, name in enumerate(names):
+                if name not in valid:
+                    on = f" on backend {backend!r}" if backend else ""
+                    raise SuiteError(f"{_where(suite.path, root, loc + suffix + (i,))}: unknown impl {name!r} for "
+                                     f"workload {spec.workload!r}{on} (expected one of: {', '.join(valid)})")

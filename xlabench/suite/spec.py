@@ -1,0 +1,182 @@
+"""What a suite file may say (pydantic models: measure, profiles, matrix, impls) and what it becomes: a Suite and its Cases."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional, Union
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from xlabench import impls as catalog
+from xlabench.workloads import PARAMS as WORKLOAD_PARAMS
+
+
+# A suite (or one profile) expanding to more cases than this is refused before anything is expanded:
+# the count is the product of the matrix's axis lengths times the backend/impl pairs.
+MAX_CASES = 100_000
+
+
+class SuiteError(Exception):
+    """A suite file is unreadable or invalid. The message is complete and user-facing."""
+
+
+# One list for every backend (a pair whose impl the backend lacks becomes a skipped row), or one list
+# per backend: {jax: [naive, flash], torch_xla: [naive, sdpa, flash]} (impl names differ by framework).
+Impls = Union[list[str], dict[str, list[str]]]
+
+
+class Measure(BaseModel):
+    """How a case is timed."""
+
+    model_config = ConfigDict(extra="forbid")
+    warmup: int = Field(2, ge=0, description="untimed iterations after compilation")
+    iters: int = Field(10, ge=1, description="minimum timed iterations")
+    min_time_s: float = Field(0.0, ge=0, description="keep timing until this many seconds have passed")
+    max_iters: int = Field(1000, ge=1, description="cap on timed iterations when min_time_s is set")
+    repeats: int = Field(1, ge=1, description="independent runs of each case (fresh inputs, compile and warm-up "
+                                              "each), taken in passes over the suite and pooled into its row: "
+                                              "averages out run-to-run drift")
+    timeout_s: float = Field(600.0, gt=0, description="per-case limit (compile + run) before the worker is killed")
+
+
+class MeasureOverride(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    warmup: Optional[int] = Field(None, ge=0)
+    iters: Optional[int] = Field(None, ge=1)
+    min_time_s: Optional[float] = Field(None, ge=0)
+    max_iters: Optional[int] = Field(None, ge=1)
+    repeats: Optional[int] = Field(None, ge=1)
+    timeout_s: Optional[float] = Field(None, gt=0)
+
+
+class Profile(BaseModel):
+    """Overrides for one platform (or any named variant): replaces the keys it sets."""
+
+    model_config = ConfigDict(extra="forbid")
+    description: str = ""
+    backends: Optional[list[str]] = None
+    impls: Optional[Impls] = None
+    params: dict[str, Any] = {}
+    matrix: dict[str, list[Any]] = {}
+    measure: MeasureOverride = MeasureOverride()
+
+    @field_validator("matrix")
+    @classmethod
+    def _matrix(cls, v: dict[str, list[Any]]) -> dict[str, list[Any]]:
+        _check_matrix(v)
+        return v
+    peak_tflops: Optional[float] = Field(None, gt=0)
+
+
+class SuiteSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
+    description: str = ""
+    workload: str
+    backends: list[str] = ["jax"]
+    impls: Impls
+    params: dict[str, Any] = {}
+    matrix: dict[str, list[Any]] = {}
+    measure: Measure = Measure()
+    peak_tflops: Optional[float] = Field(None, gt=0, description="per-device peak TFLOP/s for MFU")
+    profiles: dict[str, Profile] = {}
+
+    @field_validator("workload")
+    @classmethod
+    def _workload(cls, v: str) -> str:
+        if v not in WORKLOAD_PARAMS:
+            raise ValueError(f"unknown workload {v!r}; expected one of {sorted(WORKLOAD_PARAMS)}")
+        return v
+
+    @field_validator("backends")
+    @classmethod
+    def _backends(cls, v: list[str]) -> list[str]:
+        _check_backends(v)
+        return v
+
+    @field_validator("matrix")
+    @classmethod
+    def _matrix(cls, v: dict[str, list[Any]]) -> dict[str, list[Any]]:
+        _check_matrix(v)
+        return v
+
+
+def matrix_keys(key: str) -> list[str]:
+    """A matrix key is one parameter, or several joined by commas whose values are zipped tuples."""
+    return [k.strip() for k in key.split(",")]
+
+
+def _check_matrix(v: dict[str, list[Any]]) -> None:
+    for key, values in v.items():
+        if not values:
+            raise ValueError(f"matrix.{key} is an empty list; give at least one value")
+        names = matrix_keys(key)
+        if len(names) > 1:
+            for item in values:
+                if not isinstance(item, (list, tuple)) or len(item) != len(names):
+                    raise ValueError(f"matrix.{key}: each value must be a list of {len(names)} "
+                                     f"({', '.join(names)}), got {item!r}")
+
+
+def _check_backends(v: list[str]) -> None:
+    known = sorted({i.backend for i in catalog.CATALOG})
+    for b in v:
+        if b not in known:
+            raise ValueError(f"unknown backend {b!r}; expected one of {known}")
+    if not v:
+        raise ValueError("backends is empty; give at least one of " + ", ".join(known))
+
+
+@dataclass(frozen=True)
+class Case:
+    """One thing to measure: a workload on a backend with an impl and concrete parameters."""
+
+    index: int
+    suite: str
+    profile: str
+    workload: str
+    backend: str
+    impl: str
+    params: dict[str, Any]
+    measure: Measure
+    peak_tflops: Optional[float]
+    case_id: str = field(default="")
+
+    @property
+    def devices(self) -> int:
+        return int(self.params.get("devices", 1))
+
+    def label(self) -> str:
+        keys = [k for k in self.params if k not in ("devices",)]
+        shown = " ".join(f"{k}={self.params[k]}" for k in keys if self.params[k] is not None)
+        return f"{self.backend}/{self.impl} {shown}"
+
+
+@dataclass(frozen=True)
+class Suite:
+    path: Path
+    spec: SuiteSpec
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    def profile_names(self) -> list[str]:
+        return list(self.spec.profiles)
+
+    def pick_profile(self, platform: Optional[str], requested: Optional[str] = None) -> str:
+        """``requested`` if given (must exist), else the profile named after the platform, else ''."""
+        if requested is not None:
+            if requested in ("", "base"):
+                return ""
+            if requested not in self.spec.profiles:
+                avail = ", ".join(self.spec.profiles) or "none"
+                raise SuiteError(f"{self.path}: no profile {requested!r} (profiles: {avail}; 'base' = no profile)")
+            return requested
+        return platform if platform in self.spec.profiles else ""
+
+    def cases(self, profile: str = "") -> list[Case]:
+        from xlabench.suite.expand import expand  # expand builds Cases of this module
+
+        return expand(self, profile)
