@@ -1,4 +1,4 @@
-"""Regenerate the README's CSV column table from xlabench/results.py (the one place for the schema)."""
+"""Regenerate the README's CSV column table from xlabench/results/schema.py (the one place for the schema)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The run summary (xlabench/summary.py): ok / failed / wrong rows in the table, skipped rows folded into
+"""The run summary (xlabench/report/summary.py): ok / failed / wrong rows in the table, skipped rows folded into
 one line per reason with a count; and the shared 'which keys vary' and number helpers it uses."""
 
 from __future__ import annotations

@@ -57,7 +57,7 @@ def info(backend: str, devices: int, peaks: bool, python_torch_xla: Optional[str
 @click.command()
 @click.option("--markdown", is_flag=True, help="Print a markdown table (as in the README).")
 def columns(markdown: bool) -> None:
-    """Every CSV column with its unit and meaning (the schema in xlabench/results.py)."""
+    """Every CSV column with its unit and meaning (the schema in xlabench/results/schema.py)."""
     if markdown:
         click.echo("| column | unit | group | meaning |\n|---|---|---|---|")
         for c in results.COLUMNS:

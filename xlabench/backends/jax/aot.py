@@ -1,7 +1,7 @@
 """Compile for a device this host does not have: TPU topologies through libtpu's compile-only client,
 CUDA by lowering only. Memory and FLOPs come from XLA's analyses of the compiled program.
 
-A worker that compiles runs with ``JAX_PLATFORMS=cpu`` (xlabench/envs.py): the topology's devices are
+A worker that compiles runs with ``JAX_PLATFORMS=cpu`` (xlabench/run/envs.py): the topology's devices are
 asked for explicitly, so nothing here ever executes on them.
 """
 

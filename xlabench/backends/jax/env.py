@@ -30,7 +30,7 @@ def measure_cpu_bandwidth_gbytes_per_s(mbytes: int = 256, reps: int = 5) -> floa
 
 
 def init_distributed_from_env() -> None:
-    """jax.distributed.initialize from the parent's settings (xlabench/distributed.py), with a timeout so an
+    """jax.distributed.initialize from the parent's settings (xlabench/run/distributed.py), with a timeout so an
     unreachable coordinator or a missing peer fails the worker instead of hanging it."""
     from xlabench.run import distributed as d
 
