@@ -10,6 +10,7 @@ import click
 from rich.table import Table
 
 from xlabench import hardware
+from xlabench.cli.common import BadInput, console, err_console, load_suite
 from xlabench.run import compile as compile_session
 from xlabench import suite as suite_lib
 
@@ -74,9 +75,7 @@ def compile_cmd(suite_file: str, target_name: str, slices: int, profile: Optiona
     results/<suite>/<run-id>.compile.csv. Exit 0 when nothing failed (oom rows are findings, not
     failures), 1 when a case failed, 2 for bad input or a host without libtpu.
     """
-    from xlabench.cli import BadInput, _load_suite, console, err_console
-
-    s = _load_suite(suite_file)
+    s = load_suite(suite_file)
     started = time.time()
 
     def on_start(prof: str, todo: int, done: int, env: dict[str, Any]) -> None:

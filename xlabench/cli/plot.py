@@ -1,7 +1,6 @@
 """`xlabench plot` and `xlabench report`: charts and a markdown report from results CSVs.
 
 Registered on the main group in xlabench/cli/__init__.py.
-raised, not at import time: cli.py imports this module while it is itself being run as __main__.
 """
 
 from __future__ import annotations
@@ -14,6 +13,7 @@ import pandas as pd
 
 from xlabench.report import chartdata as cd
 from xlabench import results
+from xlabench.cli.common import BadInput
 from xlabench.report import plots
 from xlabench.report import markdown as report_lib
 
@@ -21,8 +21,6 @@ FORMATS = ("png", "svg", "pdf")
 
 
 def _bad(message: str) -> click.ClickException:
-    from xlabench.cli import BadInput
-
     return BadInput(message)
 
 
