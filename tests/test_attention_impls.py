@@ -34,15 +34,15 @@ def test_impl_matches_reference(impl, mode, causal, kv_heads):
         assert kv_heads != 4 and impl in ("flash", "pallas_gpu"), f"unexpected skip: {e}"
         assert "num_kv_heads == num_heads" in str(e)
         return
-    f = result["fields"]
+    f = result.fields
     assert f["correct"], f"{impl} error {f['max_abs_err']} above {f['err_tol']}"
     assert f["max_abs_err"] < 1e-4  # float32 on CPU: observed ~1e-6
-    assert f["n"] == 1 and len(result["samples"]) == 1
+    assert f["n"] == 1 and len(result.samples) == 1
 
 
 def test_bfloat16_within_its_tolerance():
     params = dict(batch=1, num_heads=2, seq_len=128, head_dim=64, causal=True, dtype="bfloat16", mode="fwd_bwd")
-    f = run_attention_case(params, "splash", PLAN, True, "cpu")["fields"]
+    f = run_attention_case(params, "splash", PLAN, True, "cpu").fields
     assert f["correct"] and 1e-4 < f["max_abs_err"] <= f["err_tol"]  # bf16 error is visible, not zero
 
 
@@ -51,7 +51,7 @@ def test_wrong_kernel_is_flagged(monkeypatch):
     broken = impls.JaxAttentionImpl("naive", "bshd", lambda q, k, v, cfg: q * 0.5, impls._none)
     monkeypatch.setitem(impls.REGISTRY, "naive", broken)
     params = dict(batch=1, num_heads=2, seq_len=64, head_dim=32, dtype="float32")
-    f = run_attention_case(params, "naive", PLAN, False, "cpu")["fields"]
+    f = run_attention_case(params, "naive", PLAN, False, "cpu").fields
     assert f["correct"] is False and f["max_abs_err"] > 0.1
 
 
@@ -61,7 +61,7 @@ def test_causal_with_longer_kv(impl):
     params = dict(batch=1, num_heads=2, seq_len=128, kv_seq_len=256, head_dim=32, causal=True,
                   dtype="float32", mode="fwd")
     interpret = catalog.find("jax", impl).interpreted("cpu")
-    f = run_attention_case(params, impl, PLAN, interpret, "cpu")["fields"]
+    f = run_attention_case(params, impl, PLAN, interpret, "cpu").fields
     assert f["correct"], f"{impl}: {f['max_abs_err']}"
 
 

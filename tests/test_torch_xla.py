@@ -221,9 +221,9 @@ def test_recompilation_while_timing_and_wrong_kernels_are_flagged(torch_xla_pyth
             n = next(counter)
             return torch.roll(torch.roll(ai.naive(q, k, v, cfg), n, 1), -n, 1)
         ai.REGISTRY["naive"] = ai.TorchAttentionImpl("naive", "bshd", drifting, ai._none)
-        drift = run(params, "naive", plan, False, "cpu")["fields"]
+        drift = run(params, "naive", plan, False, "cpu").fields
         ai.REGISTRY["naive"] = ai.TorchAttentionImpl("naive", "bshd", lambda q, k, v, cfg: q * 0.5, ai._none)
-        wrong = run(params, "naive", plan, False, "cpu")["fields"]
+        wrong = run(params, "naive", plan, False, "cpu").fields
         print(json.dumps({"drift": drift, "wrong": wrong, "registry": sorted(ai.REGISTRY)}))
     """)
     assert out["registry"] == sorted(impls.names_for("attention", "torch_xla"))

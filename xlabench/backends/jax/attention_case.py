@@ -11,7 +11,7 @@ from xlabench.backends.jax import attention_impls as impls
 from xlabench.backends.jax.common import compile_timed, max_normalised_error, measure, peak_memory
 from xlabench.harness import TimingPlan, case_result
 from xlabench.workloads.attention import AttentionParams, make_inputs
-from xlabench.worker_api import CaseSkipped
+from xlabench.worker_api import CaseResult, CaseSkipped
 
 
 def skip_reason(p: AttentionParams, im: impls.JaxAttentionImpl, cfg: impls.AttnConfig, platform: str) -> str | None:
@@ -36,7 +36,7 @@ def step_fn(p: AttentionParams, im: impls.JaxAttentionImpl, cfg: impls.AttnConfi
 
 
 def run_attention_case(params: dict[str, Any], impl: str, plan: TimingPlan, interpret: bool,
-                       platform: str) -> dict[str, Any]:
+                       platform: str) -> CaseResult:
     p = AttentionParams(**params)
     im = impls.get(impl)
     cfg = p.attn_config(interpret)

@@ -12,7 +12,7 @@ from xlabench.backends.jax.attention_impls import default_scale
 from xlabench.backends.jax.common import compile_timed, max_normalised_error, measure, peak_memory
 from xlabench.harness import TimingPlan, case_result
 from xlabench.workloads.paged import PagedParams, cached_inputs, cached_reference
-from xlabench.worker_api import CaseSkipped
+from xlabench.worker_api import CaseResult, CaseSkipped
 
 
 def config(p: PagedParams, interpret: bool, platform: str) -> impls.PagedConfig:
@@ -22,7 +22,7 @@ def config(p: PagedParams, interpret: bool, platform: str) -> impls.PagedConfig:
 
 
 def run_paged_case(params: dict[str, Any], impl: str, plan: TimingPlan, interpret: bool,
-                   platform: str) -> dict[str, Any]:
+                   platform: str) -> CaseResult:
     p = PagedParams(**params)
     im = impls.get(impl)
     device = jax.local_devices()[0]
@@ -60,4 +60,4 @@ def run_paged_case(params: dict[str, Any], impl: str, plan: TimingPlan, interpre
         notes.append(f"reference with K/V rounded to {im.kv_round} (the kernel casts them)")
     return case_result(stats, samples, plan, lower_s, compile_s, mem, err, p.err_tol(), "; ".join(notes),
                        flops=p.flops(), kernel_flops=p.flops(), bytes=p.bytes(),
-                       tokens_per_s=p.batch * p.q_tokens / stats["median_s"])
+                       tokens_per_step=p.batch * p.q_tokens)

@@ -14,7 +14,7 @@ from xlabench.backends.torch_xla import jax_kernels
 from xlabench.backends.torch_xla.common import measure, peak_memory, to_numpy, xla_device
 from xlabench.harness import TimingPlan, case_result, max_normalised_error
 from xlabench.workloads.attention import AttentionParams, make_inputs
-from xlabench.worker_api import CaseSkipped
+from xlabench.worker_api import CaseResult, CaseSkipped
 
 TORCH_DTYPES = {"bfloat16": torch.bfloat16, "float32": torch.float32}
 # Query rows per reference chunk: the float32 score matrix of a chunk stays under this many bytes.
@@ -22,7 +22,7 @@ REF_MAX_SCORE_BYTES = 1 << 30
 
 
 def run_attention_case(params: dict[str, Any], impl: str, plan: TimingPlan, interpret: bool,
-                       platform: str) -> dict[str, Any]:
+                       platform: str) -> CaseResult:
     p = AttentionParams(**params)
     im = impls.get(impl)
     cfg = p.attn_config(interpret)

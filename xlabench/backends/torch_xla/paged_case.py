@@ -14,11 +14,11 @@ from xlabench.backends.torch_xla.common import measure, peak_memory, to_numpy, x
 from xlabench.backends.torch_xla.env import device_kind
 from xlabench.harness import TimingPlan, case_result, max_normalised_error
 from xlabench.workloads.paged import PagedConfig, PagedParams, cached_inputs, cached_reference
-from xlabench.worker_api import CaseSkipped
+from xlabench.worker_api import CaseResult, CaseSkipped
 
 
 def run_paged_case(params: dict[str, Any], impl: str, plan: TimingPlan, interpret: bool,
-                   platform: str) -> dict[str, Any]:
+                   platform: str) -> CaseResult:
     p = PagedParams(**params)
     im = impls.get(impl)
     device = xla_device()
@@ -52,4 +52,4 @@ def run_paged_case(params: dict[str, Any], impl: str, plan: TimingPlan, interpre
         notes.insert(0, im.cpu_note)
     return case_result(m.stats, m.samples, plan, None, m.compile_s, mem, err, p.err_tol(), "; ".join(notes),
                        flops=p.flops(), kernel_flops=p.flops(), bytes=p.bytes(),
-                       tokens_per_s=p.batch * p.q_tokens / m.stats["median_s"])
+                       tokens_per_step=p.batch * p.q_tokens)
