@@ -8,8 +8,8 @@ mesh of ``devices`` virtual devices:
 * ``dp``: parameters replicated, the batch split over data;
 * ``fsdp``: FSDPv2 (``SpmdFullyShardedDataParallel``: every parameter's first dimension over fsdp, and
   data too when the mesh has one);
-* ``tp`` / ``2d``: ``xs.mark_sharding`` per weight by the JAX backend's logical-axis rules (heads, MLP,
-  vocabulary over tensor; 2d adds the model dimension over fsdp);
+* ``tp`` / ``2d``: ``xs.mark_sharding`` per weight by the logical-axis rules both backends share
+  (workloads.model_layout.RULES: heads, MLP, vocabulary over tensor; 2d adds the model dimension over fsdp);
 * ``auto``: XLA's auto-sharding chooses (nothing is marked).
 """
 
@@ -27,19 +27,13 @@ from xlabench.backends.torch_xla.common import measure, peak_memory, xla_device
 from xlabench.backends.torch_xla.model import Transformer, logical_axes
 from xlabench.harness import TimingPlan
 from xlabench.worker_api import CaseResult, CaseSkipped
+from xlabench.workloads.model_layout import BATCH_AXES, HEADS, mesh_axis
 from xlabench.workloads.model_presets import ModelConfig
 from xlabench.workloads.train import ADAMW, MESH_AXES, PARAM_SEED, TOKEN_SEED, TrainParams, make_tokens, train_result
 
-BATCH_AXES = ("data", "fsdp")
 TRAIN_IMPLS = ("naive", "sdpa", "flash")
 # Steps that compile: the first creates AdamW's state (a different graph from every later step).
 COMPILING_STEPS = 2
-
-
-def _rules(mode: str) -> dict[str, str]:
-    from xlabench.backends.jax.sharding import RULES  # logical axis -> mesh axis: one table for both
-
-    return RULES[mode]
 
 
 def make_mesh(p: TrainParams):
@@ -80,7 +74,7 @@ def _flash_spmd(acfg: attn.AttnConfig, p: TrainParams, mesh: Any, repeat: int) -
     tensor) given the partition spec and the mesh."""
     from torch_xla.experimental.custom_kernel import flash_attention
 
-    heads = _rules(p.sharding).get("heads") if p.sharding != "auto" else None
+    heads = mesh_axis(p.sharding, HEADS) if p.sharding != "auto" else None
     spec = (BATCH_AXES, heads, None, None)
 
     def attend(q, k, v):
@@ -106,9 +100,8 @@ def shard(model: Transformer, p: TrainParams, mesh: Any) -> torch.nn.Module:
         out_spec = (BATCH_AXES,) if data else ("fsdp",)
         return SpmdFullyShardedDataParallel(model, mesh=mesh, extra_data_axis=data,
                                             shard_output=lambda out, m: xs.mark_sharding(out, m, out_spec))
-    rules = _rules(p.sharding)
     for name, axes in logical_axes(p.config()).items():
-        xs.mark_sharding(model.w[name], mesh, tuple(rules.get(a) if a else None for a in axes))
+        xs.mark_sharding(model.w[name], mesh, tuple(mesh_axis(p.sharding, a) for a in axes))
     return model
 
 
