@@ -38,6 +38,14 @@ def test_catalog_and_registry_agree():
     assert set(catalog.names_for("paged_attention", "jax")) == set(paged_impls.REGISTRY)
 
 
+def test_records_follow_the_shared_contract():
+    """kv_round is a function of the platform in both backends (the torch_xla side: test_torch_xla)."""
+    assert all(isinstance(im, catalog.PagedImplRecord) for im in paged_impls.REGISTRY.values())
+    assert paged_impls.get("paged").kv_round("cpu") == "bfloat16" and paged_impls.get("naive").kv_round("tpu") is None
+    with pytest.raises(ValueError, match="unknown JAX paged-attention impl 'nope'"):
+        paged_impls.get("nope")
+
+
 @pytest.mark.parametrize("impl", ["naive", "paged", "paged_gpu"])
 def test_float32_matches_reference_on_ragged_lengths(impl):
     r = run_result(impl, dtype="float32")

@@ -9,26 +9,23 @@ from __future__ import annotations
 import contextlib
 import functools
 from dataclasses import dataclass
-from typing import Callable, Optional
+from typing import Optional
 
 import jax
 import jax.numpy as jnp
 
+from xlabench.impls import AttentionImplRecord, lookup, no_rule
 from xlabench.workloads.attention import AttnConfig, default_scale  # noqa: F401 (re-exported for models)
 from xlabench.workloads.attention import block_unsupported as _block_unsupported
 from xlabench.workloads.attention import kernel_blocks as _blocks
 
 
 @dataclass(frozen=True)
-class JaxAttentionImpl:
-    name: str
-    layout: str  # "bshd" or "bhsd": what fn expects and returns
-    fn: Callable  # fn(q, k, v, cfg) -> out (in `layout`)
-    unsupported: Callable[[int, int, int, int, int, str, AttnConfig, str], Optional[str]]
+class JaxAttentionImpl(AttentionImplRecord):
+    """A JAX attention impl (the shared record, nothing added)."""
 
 
-def _none(*_args) -> Optional[str]:
-    return None
+_none = no_rule
 
 
 def _mask(sq: int, sk: int, causal: bool):
@@ -160,10 +157,7 @@ REGISTRY: dict[str, JaxAttentionImpl] = {
 
 
 def get(name: str) -> JaxAttentionImpl:
-    try:
-        return REGISTRY[name]
-    except KeyError:
-        raise ValueError(f"unknown JAX attention impl {name!r}; expected one of {sorted(REGISTRY)}") from None
+    return lookup(REGISTRY, name, "JAX attention")
 
 
 def to_layout(x, layout: str):

@@ -53,11 +53,11 @@ def run_paged_case(params: dict[str, Any], impl: str, plan: TimingPlan, interpre
     mem, mem_note = peak_memory(compiled, device)
     del args
 
-    ref = cached_reference(p, im.kv_round)
-    err = max_normalised_error([out], [ref])
+    kv_round = im.kv_round(platform)
+    err = max_normalised_error([out], [cached_reference(p, kv_round)])
     notes = [mem_note]
-    if im.kv_round:
-        notes.append(f"reference with K/V rounded to {im.kv_round} (the kernel casts them)")
+    if kv_round:
+        notes.append(f"reference with K/V rounded to {kv_round} (the kernel casts them)")
     return case_result(stats, samples, plan, lower_s, compile_s, mem, err, p.err_tol(), "; ".join(notes),
                        flops=p.flops(), kernel_flops=p.flops(), bytes=p.bytes(),
                        tokens_per_step=p.batch * p.q_tokens)

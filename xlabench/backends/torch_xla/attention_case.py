@@ -26,7 +26,7 @@ def run_attention_case(params: dict[str, Any], impl: str, plan: TimingPlan, inte
     p = AttentionParams(**params)
     im = impls.get(impl)
     cfg = p.attn_config(interpret)
-    reason = im.unsupported(p.batch, p.seq_len, p.kv_len, p.num_heads, p.kv_heads, p.dtype, cfg)
+    reason = im.unsupported(p.batch, p.seq_len, p.kv_len, p.num_heads, p.kv_heads, p.dtype, cfg, platform)
     if reason:
         raise CaseSkipped(reason)
 
