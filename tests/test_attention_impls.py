@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import itertools
 
+import jax.numpy as jnp
+import numpy as np
 import pytest
 
 from xlabench import impls as catalog
 from xlabench.backends.jax import attention_impls as impls
 from xlabench.backends.jax.attention_case import run_attention_case
-from xlabench.harness import TimingPlan
+from xlabench.harness import TimingPlan, max_normalised_error
 from xlabench.worker_api import CaseSkipped
 
 PLAN = TimingPlan(warmup=0, iters=1)
@@ -69,3 +71,25 @@ def test_block_size_constraint_skips():
     params = dict(batch=1, num_heads=2, seq_len=192, head_dim=32, dtype="float32", block_q=128, block_k=128)
     with pytest.raises(CaseSkipped, match="seq_len % block_q"):
         run_attention_case(params, "flash", PLAN, True, "cpu")
+
+
+@pytest.mark.parametrize("causal,kv_heads,sk", [(True, 2, 96), (False, 4, 64)])
+def test_the_shared_chunked_reference_matches_the_numpy_spec(causal, kv_heads, sk):
+    """The JAX backend's reference (its math, workloads.attention's chunking; tiny chunks here) agrees
+    with the framework-free numpy_reference, outputs and gradients."""
+    from xlabench.workloads.attention import chunked_reference, numpy_reference, reference_chunk
+
+    rng = np.random.default_rng(0)
+    q, do = (rng.standard_normal((1, 48, 4, 16), dtype=np.float32) for _ in range(2))
+    k, v = (rng.standard_normal((1, sk, kv_heads, 16), dtype=np.float32) for _ in range(2))
+    spec = numpy_reference(q, k, v, do, causal, 0.25)
+    small = 1 * 4 * sk * 4 * 3 * 10  # ten query rows per chunk
+    assert reference_chunk(1, 4, 48, sk, True, small) == 10
+    got = impls.reference_outputs(*(jnp.asarray(x) for x in (q, k, v, do)), causal, 0.25, max_score_bytes=small)
+    assert len(got) == 4 and max_normalised_error(got, spec) < 1e-5
+    numpy_chunked = chunked_reference(q, k, do, lambda qc, off: numpy_reference(qc, k, v, None, causal, 0.25, off)[0],
+                                      lambda qc, doc, off: numpy_reference(qc, k, v, doc, causal, 0.25, off),
+                                      lambda xs: np.concatenate(xs, axis=1), small)
+    assert max_normalised_error(numpy_chunked, spec) < 1e-6
+    fwd = impls.reference_outputs(*(jnp.asarray(x) for x in (q, k, v)), None, causal, 0.25, max_score_bytes=small)
+    assert len(fwd) == 1 and max_normalised_error(fwd, spec[:1]) < 1e-5

@@ -15,6 +15,7 @@ import jax
 import jax.numpy as jnp
 
 from xlabench.impls import AttentionImplRecord, lookup, no_rule
+from xlabench.workloads.attention import REF_MAX_SCORE_BYTES, chunked_reference
 from xlabench.workloads.attention import AttnConfig, default_scale  # noqa: F401 (re-exported for models)
 from xlabench.workloads.attention import block_unsupported as _block_unsupported
 from xlabench.workloads.attention import kernel_blocks as _blocks
@@ -199,27 +200,10 @@ def _ref_chunk_fns(causal: bool, sm_scale: float):
     return fwd, jax.jit(fwd_bwd)
 
 
-def reference_outputs(q, k, v, do, causal: bool, sm_scale: float, max_score_bytes: int = 1 << 30):
+def reference_outputs(q, k, v, do, causal: bool, sm_scale: float, max_score_bytes: int = REF_MAX_SCORE_BYTES):
     """Reference out (and dq, dk, dv when do is given) in float32, chunked over queries so the
-    score matrix never exceeds ``max_score_bytes`` (TPU-scale sequence lengths fit in HBM)."""
-    b, sq, hq, _ = q.shape
-    sk = k.shape[1]
-    per_row = b * hq * sk * 4 * (3 if do is not None else 1)
-    chunk = max(1, min(sq, max_score_bytes // max(per_row, 1)))
+    score matrix never exceeds ``max_score_bytes`` (workloads.attention.chunked_reference)."""
     fwd, fwd_bwd = _ref_chunk_fns(causal, sm_scale)
-    outs, dqs = [], []
-    dk = dv = None
-    for start in range(0, sq, chunk):
-        qc = q[:, start:start + chunk]
-        if do is None:
-            outs.append(fwd(qc, k, v, start))
-            continue
-        o, dq, dkc, dvc = fwd_bwd(qc, k, v, do[:, start:start + chunk], start)
-        outs.append(o)
-        dqs.append(dq)
-        dk = dkc if dk is None else dk + dkc
-        dv = dvc if dv is None else dv + dvc
-    out = jnp.concatenate(outs, axis=1)
-    if do is None:
-        return (out,)
-    return out, jnp.concatenate(dqs, axis=1), dk, dv
+    return tuple(chunked_reference(q, k, do, lambda qc, off: fwd(qc, k, v, off),
+                                   lambda qc, doc, off: fwd_bwd(qc, k, v, doc, off),
+                                   lambda xs: jnp.concatenate(xs, axis=1), max_score_bytes))
