@@ -11,6 +11,8 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, model_validator
 
 from xlabench import flops as flop_formulas
+from xlabench.harness import TimingPlan, case_result, max_normalised_error
+from xlabench.worker_api import CaseResult
 
 DTYPES = ("bfloat16", "float32")
 
@@ -200,3 +202,12 @@ def numpy_reference(q: np.ndarray, k: np.ndarray, v: np.ndarray, do: Optional[np
     dq = np.einsum("bhgqk,bkhd->bqhgd", ds, k).reshape(b, sq, hq, d)
     dk = np.einsum("bhgqk,bqhgd->bkhd", ds, qg)
     return [out, dq, dk, dv]
+
+
+def attention_result(p: AttentionParams, stats: dict[str, Any], samples: list[float], plan: TimingPlan,
+                     lower_s: Optional[float], compile_s: float, mem: Optional[int], outs: Sequence[Any],
+                     refs: Sequence[Any], notes: Sequence[str]) -> CaseResult:
+    """The end of an attention case, any backend: outputs (and gradients) [B, S, H, D] checked against
+    the reference, and the counts."""
+    return case_result(stats, samples, plan, lower_s, compile_s, mem, max_normalised_error(outs, refs), p.err_tol(),
+                       "; ".join(notes), flops=p.flops(), kernel_flops=p.kernel_flops())

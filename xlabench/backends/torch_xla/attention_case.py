@@ -12,8 +12,9 @@ import torch
 from xlabench.backends.torch_xla import attention_impls as impls
 from xlabench.backends.torch_xla import jax_kernels
 from xlabench.backends.torch_xla.common import measure, peak_memory, to_numpy, xla_device
-from xlabench.harness import TimingPlan, case_result, max_normalised_error
-from xlabench.workloads.attention import REF_MAX_SCORE_BYTES, AttentionParams, chunked_reference, make_inputs
+from xlabench.harness import TimingPlan
+from xlabench.workloads.attention import (REF_MAX_SCORE_BYTES, AttentionParams, attention_result, chunked_reference,
+                                         make_inputs)
 from xlabench.worker_api import CaseResult, CaseSkipped
 
 TORCH_DTYPES = {"bfloat16": torch.bfloat16, "float32": torch.float32}
@@ -55,13 +56,10 @@ def run_attention_case(params: dict[str, Any], impl: str, plan: TimingPlan, inte
     q = k = v = do = None  # free the device inputs before the reference (rebound, not del: `call` closes over them)
     m.out = None
     refs = reference_outputs(host, p, cfg.sm_scale, ref_device(platform))
-    err = max_normalised_error(outs, refs)
-
     notes = m.notes() + [mem_note]
     if im.note and p.kv_heads != p.num_heads:
         notes.insert(0, im.note)
-    return case_result(m.stats, m.samples, plan, None, m.compile_s, mem, err, p.err_tol(), "; ".join(notes),
-                       flops=p.flops(), kernel_flops=p.kernel_flops())
+    return attention_result(p, m.stats, m.samples, plan, None, m.compile_s, mem, outs, refs, notes)
 
 
 def ref_device(platform: str) -> torch.device:
