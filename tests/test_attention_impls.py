@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import itertools
 
+import jax.numpy as jnp
+import numpy as np
 import pytest
 
 from xlabench import impls as catalog
 from xlabench.backends.jax import attention_impls as impls
 from xlabench.backends.jax.attention_case import run_attention_case
-from xlabench.harness import TimingPlan
+from xlabench.harness import TimingPlan, max_normalised_error
 from xlabench.worker_api import CaseSkipped
 
 PLAN = TimingPlan(warmup=0, iters=1)
@@ -34,15 +36,15 @@ def test_impl_matches_reference(impl, mode, causal, kv_heads):
         assert kv_heads != 4 and impl in ("flash", "pallas_gpu"), f"unexpected skip: {e}"
         assert "num_kv_heads == num_heads" in str(e)
         return
-    f = result["fields"]
+    f = result.fields
     assert f["correct"], f"{impl} error {f['max_abs_err']} above {f['err_tol']}"
     assert f["max_abs_err"] < 1e-4  # float32 on CPU: observed ~1e-6
-    assert f["n"] == 1 and len(result["samples"]) == 1
+    assert f["n"] == 1 and len(result.samples) == 1
 
 
 def test_bfloat16_within_its_tolerance():
     params = dict(batch=1, num_heads=2, seq_len=128, head_dim=64, causal=True, dtype="bfloat16", mode="fwd_bwd")
-    f = run_attention_case(params, "splash", PLAN, True, "cpu")["fields"]
+    f = run_attention_case(params, "splash", PLAN, True, "cpu").fields
     assert f["correct"] and 1e-4 < f["max_abs_err"] <= f["err_tol"]  # bf16 error is visible, not zero
 
 
@@ -51,7 +53,7 @@ def test_wrong_kernel_is_flagged(monkeypatch):
     broken = impls.JaxAttentionImpl("naive", "bshd", lambda q, k, v, cfg: q * 0.5, impls._none)
     monkeypatch.setitem(impls.REGISTRY, "naive", broken)
     params = dict(batch=1, num_heads=2, seq_len=64, head_dim=32, dtype="float32")
-    f = run_attention_case(params, "naive", PLAN, False, "cpu")["fields"]
+    f = run_attention_case(params, "naive", PLAN, False, "cpu").fields
     assert f["correct"] is False and f["max_abs_err"] > 0.1
 
 
@@ -61,7 +63,7 @@ def test_causal_with_longer_kv(impl):
     params = dict(batch=1, num_heads=2, seq_len=128, kv_seq_len=256, head_dim=32, causal=True,
                   dtype="float32", mode="fwd")
     interpret = catalog.find("jax", impl).interpreted("cpu")
-    f = run_attention_case(params, impl, PLAN, interpret, "cpu")["fields"]
+    f = run_attention_case(params, impl, PLAN, interpret, "cpu").fields
     assert f["correct"], f"{impl}: {f['max_abs_err']}"
 
 
@@ -69,3 +71,25 @@ def test_block_size_constraint_skips():
     params = dict(batch=1, num_heads=2, seq_len=192, head_dim=32, dtype="float32", block_q=128, block_k=128)
     with pytest.raises(CaseSkipped, match="seq_len % block_q"):
         run_attention_case(params, "flash", PLAN, True, "cpu")
+
+
+@pytest.mark.parametrize("causal,kv_heads,sk", [(True, 2, 96), (False, 4, 64)])
+def test_the_shared_chunked_reference_matches_the_numpy_spec(causal, kv_heads, sk):
+    """The JAX backend's reference (its math, workloads.attention's chunking; tiny chunks here) agrees
+    with the framework-free numpy_reference, outputs and gradients."""
+    from xlabench.workloads.attention import chunked_reference, numpy_reference, reference_chunk
+
+    rng = np.random.default_rng(0)
+    q, do = (rng.standard_normal((1, 48, 4, 16), dtype=np.float32) for _ in range(2))
+    k, v = (rng.standard_normal((1, sk, kv_heads, 16), dtype=np.float32) for _ in range(2))
+    spec = numpy_reference(q, k, v, do, causal, 0.25)
+    small = 1 * 4 * sk * 4 * 3 * 10  # ten query rows per chunk
+    assert reference_chunk(1, 4, 48, sk, True, small) == 10
+    got = impls.reference_outputs(*(jnp.asarray(x) for x in (q, k, v, do)), causal, 0.25, max_score_bytes=small)
+    assert len(got) == 4 and max_normalised_error(got, spec) < 1e-5
+    numpy_chunked = chunked_reference(q, k, do, lambda qc, off: numpy_reference(qc, k, v, None, causal, 0.25, off)[0],
+                                      lambda qc, doc, off: numpy_reference(qc, k, v, doc, causal, 0.25, off),
+                                      lambda xs: np.concatenate(xs, axis=1), small)
+    assert max_normalised_error(numpy_chunked, spec) < 1e-6
+    fwd = impls.reference_outputs(*(jnp.asarray(x) for x in (q, k, v)), None, causal, 0.25, max_score_bytes=small)
+    assert len(fwd) == 1 and max_normalised_error(fwd, spec[:1]) < 1e-5

@@ -13,7 +13,7 @@ from xlabench.backends.jax import paged_impls  # noqa: E402
 from xlabench.backends.jax.common import max_normalised_error  # noqa: E402
 from xlabench.backends.jax.paged_case import run_paged_case  # noqa: E402
 from xlabench.harness import TimingPlan  # noqa: E402
-from xlabench.worker_api import CaseSkipped  # noqa: E402
+from xlabench.worker_api import CaseResult, CaseSkipped  # noqa: E402
 from xlabench.workloads.paged import PagedParams, make_inputs, reference  # noqa: E402
 
 PLAN = TimingPlan(warmup=0, iters=1)
@@ -24,22 +24,35 @@ RAGGED = dict(batch=4, context_lens=[1, 32, 33, 21], num_heads=8, num_kv_heads=2
 F32_TOL = 2e-6  # float32 kernels agree with the float64 reference to ~1e-7
 
 
-def run(impl: str, **kw) -> dict:
+def run_result(impl: str, **kw) -> CaseResult:
     p = PagedParams(**{**RAGGED, **kw}).resolved()
     info = catalog.find("jax", impl, "paged_attention")
-    return run_paged_case(p.model_dump(), impl, PLAN, info.interpreted("cpu"), "cpu")["fields"]
+    return run_paged_case(p.model_dump(), impl, PLAN, info.interpreted("cpu"), "cpu")
+
+
+def run(impl: str, **kw) -> dict:
+    return run_result(impl, **kw).fields
 
 
 def test_catalog_and_registry_agree():
     assert set(catalog.names_for("paged_attention", "jax")) == set(paged_impls.REGISTRY)
 
 
+def test_records_follow_the_shared_contract():
+    """kv_round is a function of the platform in both backends (the torch_xla side: test_torch_xla)."""
+    assert all(isinstance(im, catalog.PagedImplRecord) for im in paged_impls.REGISTRY.values())
+    assert paged_impls.get("paged").kv_round("cpu") == "bfloat16" and paged_impls.get("naive").kv_round("tpu") is None
+    with pytest.raises(ValueError, match="unknown JAX paged-attention impl 'nope'"):
+        paged_impls.get("nope")
+
+
 @pytest.mark.parametrize("impl", ["naive", "paged", "paged_gpu"])
 def test_float32_matches_reference_on_ragged_lengths(impl):
-    f = run(impl, dtype="float32")
+    r = run_result(impl, dtype="float32")
+    f = r.fields
     assert f["max_abs_err"] < F32_TOL and f["correct"] is True
     assert f["bytes"] == PagedParams(**RAGGED, dtype="float32").bytes()
-    assert f["tokens_per_s"] == pytest.approx(4 / f["median_s"])
+    assert r.tokens_per_step == 4 and not r.tokens_global  # batch * q_tokens; the parent derives tokens_per_s
 
 
 @pytest.mark.parametrize("impl", ["paged", "paged_gpu"])

@@ -178,3 +178,19 @@ def test_suite_file_validates():
     res = CliRunner().invoke(main, ["validate", "suites/paged_attention.yaml"])
     assert res.exit_code == 0, res.output
     assert "cpu: 96" in res.output  # 48 JAX + 48 torch_xla cases
+
+
+def test_paged_result_checks_against_the_reference_and_reports_counts_not_rates():
+    """The shared end of a paged case (both backends): the error, the K/V-rounding note, the counts."""
+    from xlabench.harness import TimingPlan, summarize
+    from xlabench.workloads.paged import cached_reference, paged_result
+
+    p = PagedParams(**{**BASE, "context_lens": [2, 16, 37, 64]}, q_tokens=2).resolved()
+    out = cached_reference(p, "bfloat16")
+    r = paged_result(p, summarize([1.0, 2.0]), [1.0, 2.0], TimingPlan(), None, 0.5, None, out, "bfloat16", ["m"])
+    assert r.max_abs_err == 0.0 and r.correct is True and r.tokens_per_step == 8 and not r.tokens_global
+    assert r.notes == "m; reference with K/V rounded to bfloat16 (the kernel casts them)"
+    assert r.metrics == {"flops": p.flops(), "kernel_flops": p.flops(), "bytes": p.bytes()}
+    wrong = paged_result(p, summarize([1.0]), [1.0], TimingPlan(), None, 0.5, None, out * 2, None, [])
+    assert wrong.correct is False and wrong.notes == ""
+    assert p.paged_config(True, "cpu").sm_scale == pytest.approx(1 / math.sqrt(p.head_dim))

@@ -1,35 +1,67 @@
-"""repeats.pool: K independent runs of one case become one reply."""
+"""repeats.pool: K independent runs of one case become one result; rates are derived after pooling."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
+from xlabench.harness import TimingPlan, case_result, summarize
 from xlabench.run import repeats
-from xlabench.harness import summarize
+from xlabench.run.metrics import derive
+from xlabench.worker_api import CaseResult
+
+ENV = {"platform": "cpu", "device_kind": "cpu", "device_count": 1}
 
 
-def _reply(samples, err=0.0, correct=True, tokens=None):
-    fields = {**summarize(samples), "compile_s": 1.5, "max_abs_err": err, "correct": correct, "notes": "n1"}
-    if tokens is not None:
-        fields["tokens_per_s"] = tokens / fields["median_s"]
-    return {"status": "ok", "fields": fields, "samples": list(samples)}
+def _reply(samples, err=0.0, tokens=None, tol=1.0):
+    return case_result(summarize(samples), list(samples), TimingPlan(), None, 1.5, None, err, tol, "n1",
+                       tokens_per_step=tokens, flops=1e9)
 
 
-def test_pooled_stats_cover_every_sample_and_rates_follow_the_pooled_median():
+def test_pooled_stats_cover_every_sample():
     a, b, c = [1.0, 1.1, 0.9], [2.0, 2.1, 1.9], [3.0, 3.1, 2.9]
     out = repeats.pool([_reply(a, tokens=100), _reply(b, err=0.2, tokens=100), _reply(c, tokens=100)])
-    f = out["fields"]
-    assert out["samples"] == a + b + c and f["n"] == 9 and f["median_s"] == 2.0
-    assert f["tokens_per_s"] == pytest.approx(100 / 2.0)  # a rate per median_s, rescaled
+    f = out.fields
+    assert list(out.samples) == a + b + c and f["n"] == 9 and f["median_s"] == 2.0
     assert f["max_abs_err"] == 0.2 and f["correct"] is True and f["compile_s"] == 1.5
     assert f["notes"] == "n1; 3 repeats pooled (medians 1000 ms, 2000 ms, 3000 ms)"
+    assert "tokens_per_s" not in f and out.tokens_per_step == 100  # a count: the parent derives the rate
+
+
+def test_tokens_per_s_is_derived_once_from_the_pooled_median():
+    out = repeats.pool([_reply([1.0, 1.1, 0.9], tokens=100), _reply([2.0, 2.1, 1.9], tokens=100),
+                        _reply([3.0, 3.1, 2.9], tokens=100)])
+    d = derive(out, ENV, 1, None)
+    assert d["tokens_per_s"] == 100 / out.stats["median_s"] == 50.0
+    assert "tokens_per_s_per_device" not in d  # paged: a single-device kernel has no per-device rate
+    assert d["tflops_per_s"] == pytest.approx(1e9 / 2.0 / 1e12)
+    train = out.replace(tokens_global=True)
+    assert derive(train, ENV, 4, None)["tokens_per_s_per_device"] == 50.0 / 4
+    assert "tokens_per_s" not in derive(_reply([1.0]), ENV, 1, None)  # no count, no rate
 
 
 def test_one_wrong_repeat_makes_the_row_wrong():
-    out = repeats.pool([_reply([1.0] * 3), _reply([1.0] * 3, err=9.0, correct=False)])
-    assert out["fields"]["correct"] is False and out["fields"]["max_abs_err"] == 9.0
+    out = repeats.pool([_reply([1.0] * 3), _reply([1.0] * 3, err=9.0)])
+    assert out.correct is False and out.max_abs_err == 9.0
 
 
 def test_a_single_reply_is_unchanged():
     r = _reply([1.0, 2.0])
     assert repeats.pool([r]) is r
+
+
+def test_case_result_crosses_the_worker_pipe_unchanged():
+    r = _reply([1.0, 2.0, 4.0], err=0.5, tokens=64).replace(tokens_global=True, lower_s=0.25)
+    msg = json.loads(json.dumps({"status": "ok", **r.to_message()}))
+    back = CaseResult.from_message(msg)
+    assert back == r
+    assert list(back.fields) == ["n", "median_s", "mean_s", "min_s", "p10_s", "p90_s", "stdev_s", "cv",
+                                 "lower_s", "compile_s", "warmup", "flops", "peak_memory_bytes", "max_abs_err",
+                                 "err_tol", "correct", "notes"]
+
+
+def test_a_bare_message_still_reads():
+    """What fake workers in tests send: stats and correct only."""
+    back = CaseResult.from_message({"status": "ok", "fields": {**summarize([1.0]), "correct": True}, "samples": [1.0]})
+    assert back.correct is True and back.stats["median_s"] == 1.0 and back.tokens_per_step is None

@@ -222,12 +222,25 @@ def test_recompilation_while_timing_and_wrong_kernels_are_flagged(torch_xla_pyth
             n = next(counter)
             return torch.roll(torch.roll(ai.naive(q, k, v, cfg), n, 1), -n, 1)
         ai.REGISTRY["naive"] = ai.TorchAttentionImpl("naive", "bshd", drifting, ai._none)
-        drift = run(params, "naive", plan, False, "cpu")["fields"]
+        drift = run(params, "naive", plan, False, "cpu").fields
         ai.REGISTRY["naive"] = ai.TorchAttentionImpl("naive", "bshd", lambda q, k, v, cfg: q * 0.5, ai._none)
-        wrong = run(params, "naive", plan, False, "cpu")["fields"]
-        print(json.dumps({"drift": drift, "wrong": wrong, "registry": sorted(ai.REGISTRY)}))
+        wrong = run(params, "naive", plan, False, "cpu").fields
+        from xlabench import impls
+        from xlabench.backends.torch_xla import paged_impls as pi
+        from xlabench.workloads.paged import PagedParams
+        p = PagedParams(batch=1, context_lens=[16], num_heads=2, head_dim=128, page_size=16)
+        contract = {"records": isinstance(ai.get("flash"), impls.AttentionImplRecord)
+                               and isinstance(pi.get("paged"), impls.PagedImplRecord),
+                    "kv_round": {n: pi.get(n).kv_round("cpu") for n in sorted(pi.REGISTRY)},
+                    "splash": ai.get("splash").unsupported(1, 64, 64, 2, 2, "float32", ai.AttnConfig(True, 1.0), "cpu"),
+                    "paged": pi.get("naive").unsupported(p, "cpu", "cpu")}
+        print(json.dumps({"drift": drift, "wrong": wrong, "registry": sorted(ai.REGISTRY), "contract": contract}))
     """)
     assert out["registry"] == sorted(impls.names_for("attention", "torch_xla"))
+    # One impl-record contract for both backends: the shared records, unsupported(..., platform), kv_round(platform)
+    assert out["contract"] == {"records": True, "splash": None, "paged": None,
+                               "kv_round": {"multi_queries_paged": None, "naive": None, "paged": "bfloat16",
+                                            "ragged_paged": None}}
     drift, wrong = out["drift"], out["wrong"]
     assert "suspicious: 3 recompilation(s) while timing" in drift["notes"] and drift["correct"]
     assert wrong["correct"] is False and wrong["max_abs_err"] > 0.1

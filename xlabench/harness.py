@@ -12,6 +12,8 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from xlabench.worker_api import CaseResult
+
 
 @dataclass(frozen=True)
 class TimingPlan:
@@ -88,20 +90,10 @@ def max_normalised_error(outs: Sequence[np.ndarray], refs: Sequence[np.ndarray])
 
 def case_result(stats: dict[str, Any], samples: list[float], plan: TimingPlan, lower_s: float | None,
                 compile_s: float, mem: int | None, err: float, err_tol: float, notes: str,
-                **metrics: Any) -> dict[str, Any]:
-    """The reply of a case runner (any backend): row fields (timings, correctness, ``metrics``) and samples."""
-    return {
-        "fields": {
-            **stats,
-            "lower_s": lower_s,
-            "compile_s": compile_s,
-            "warmup": plan.warmup,
-            **metrics,
-            "peak_memory_bytes": mem,
-            "max_abs_err": err,
-            "err_tol": err_tol,
-            "correct": bool(err <= err_tol),
-            "notes": notes,
-        },
-        "samples": samples,
-    }
+                tokens_per_step: float | None = None, tokens_global: bool = False, **metrics: Any) -> CaseResult:
+    """The reply of a case runner (any backend): timings, correctness, counts (``metrics``, e.g. flops;
+    ``tokens_per_step``, whose rate the parent derives) and samples."""
+    return CaseResult(samples=tuple(samples), stats=stats, warmup=plan.warmup, compile_s=compile_s,
+                      lower_s=lower_s, peak_memory_bytes=mem, max_abs_err=err, err_tol=err_tol,
+                      correct=bool(err <= err_tol), notes=notes, metrics=metrics,
+                      tokens_per_step=tokens_per_step, tokens_global=tokens_global)

@@ -7,6 +7,7 @@ framework; each backend module maps the same names to code (tests check the two 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any, Callable, Mapping, Optional, TypeVar
 
 
 @dataclass(frozen=True)
@@ -73,6 +74,63 @@ CATALOG: tuple[ImplInfo, ...] = (
 )
 
 BACKENDS = ("jax", "torch_xla")
+
+# ---------------------------------------------------------------------------------------------------
+# The one contract of a backend's impl records (each backend subclasses these and adds its extras).
+
+# unsupported(batch, seq_len, kv_len, num_heads, kv_heads, dtype, cfg, platform) -> the skip reason, or None
+AttentionRule = Callable[[int, int, int, int, int, str, Any, str], Optional[str]]
+# unsupported(params, platform, device_kind) -> the skip reason, or None
+PagedRule = Callable[[Any, str, str], Optional[str]]
+# kv_round(platform) -> the dtype the kernel rounds K/V to there (the reference rounds them too), or None
+KvRound = Callable[[str], Optional[str]]
+
+
+def no_rule(*_args: Any) -> Optional[str]:
+    """Runs everything (an ``unsupported`` rule that never skips)."""
+    return None
+
+
+def no_kv_round(platform: str) -> Optional[str]:
+    return None
+
+
+def kv_round_to(dtype: str) -> KvRound:
+    """The kernel rounds K/V to ``dtype`` on every platform."""
+    return lambda platform: dtype
+
+
+@dataclass(frozen=True)
+class AttentionImplRecord:
+    """One attention impl of a backend: q [B,Sq,Hq,D], k/v [B,Sk,Hkv,D] in ``layout``."""
+
+    name: str
+    layout: str  # "bshd" or "bhsd": what fn expects and returns
+    fn: Callable  # fn(q, k, v, cfg) -> out (in `layout`)
+    unsupported: AttentionRule
+    note: str = ""  # goes into the row's notes (when the impl changes the case, e.g. repeats GQA heads)
+
+
+@dataclass(frozen=True)
+class PagedImplRecord:
+    """One paged-attention impl of a backend: shared inputs -> ``prepare`` -> ``fn`` -> [B, nq, Hq, D]."""
+
+    name: str
+    prepare: Callable[..., tuple]  # prepare(q, k_pages, v_pages, lengths, table, cfg) -> args
+    fn: Callable[..., Any]  # fn(*args, cfg) -> out [B, nq, Hq, D]
+    unsupported: PagedRule
+    kv_round: KvRound = no_kv_round
+
+
+Record = TypeVar("Record")
+
+
+def lookup(registry: Mapping[str, Record], name: str, what: str) -> Record:
+    """``registry[name]``, or a ValueError naming ``what`` and the names there are."""
+    try:
+        return registry[name]
+    except KeyError:
+        raise ValueError(f"unknown {what} impl {name!r}; expected one of {sorted(registry)}") from None
 
 
 def find(backend: str, name: str, workload: str | None = None) -> ImplInfo | None:

@@ -134,7 +134,7 @@ def _run(backend: Any, msg: dict[str, Any]) -> dict[str, Any]:
         _inject_fault(case)
         runner = backend.runner_for(case["workload"])
         result = runner(case["params"], case["impl"], plan, bool(case["interpret"]), msg["platform"])
-        return {"status": "ok", **result}
+        return {"status": "ok", **result.to_message()}
     except CaseSkipped as e:
         return {"status": "skipped", "error": str(e)}
     except Exception as e:  # any failure of one case becomes a failed row, the worker lives on

@@ -1,4 +1,5 @@
-"""Derived metrics of a row (TFLOP/s, MFU, GB/s, MBU), computed in the parent from measured fields."""
+"""Derived metrics of a row (TFLOP/s, MFU, GB/s, MBU, tokens/s), computed once in the parent from the
+worker's counts and the (pooled) median."""
 
 from __future__ import annotations
 
@@ -6,11 +7,14 @@ from typing import Any, Optional
 
 from xlabench import flops as flop_formulas
 from xlabench.hardware import device_peak
+from xlabench.worker_api import CaseResult
 
 
-def derive(fields: dict[str, Any], env: dict[str, Any], devices: int,
+def derive(result: CaseResult, env: dict[str, Any], devices: int,
            peak_override: Optional[float]) -> dict[str, Any]:
-    """Add tflops_per_s, mfu, gbytes_per_s, mbu and the peak used to a successful case's fields."""
+    """tflops_per_s, mfu, gbytes_per_s, mbu, tokens_per_s (and per device) and the peak used, of a
+    successful case's result."""
+    fields = result.fields
     out: dict[str, Any] = {}
     peak = device_peak(env.get("platform", ""), env.get("device_kind", ""),
                        env.get("measured_cpu_tflops"), env.get("measured_cpu_gbytes_per_s"),
@@ -29,4 +33,8 @@ def derive(fields: dict[str, Any], env: dict[str, Any], devices: int,
         out["gbytes_per_s"] = fields["bytes"] / median / 1e9
         if peak.gbytes_per_s:
             out["mbu"] = out["gbytes_per_s"] / (devices * peak.gbytes_per_s)
+    if result.tokens_per_step is not None:
+        out["tokens_per_s"] = result.tokens_per_step / median
+        if result.tokens_global:
+            out["tokens_per_s_per_device"] = out["tokens_per_s"] / devices
     return out

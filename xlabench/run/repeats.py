@@ -9,39 +9,32 @@ samples (measured in benchmarks/gate_quality.py).
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Sequence
 
-from xlabench import results
 from xlabench.harness import summarize
-
-# Worker fields that are rates per median_s (tokens/s ...): rescaled to the pooled median. TFLOP/s,
-# GB/s, MFU and MBU are derived after pooling (metrics.derive), so they need nothing.
-_RATE_FIELDS = [c.name for c in results.COLUMNS if c.unit.endswith("/s") and c.group == "metric"]
+from xlabench.worker_api import CaseResult
 
 
-def pool(replies: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """One reply for K ok replies of the same case: every sample, stats over all of them, the worst
-    error, correct only if every repeat was; other fields (compile time, losses) from the first."""
+def pool(replies: Sequence[CaseResult]) -> CaseResult:
+    """One result for K ok results of the same case: every sample, stats over all of them, the worst
+    error, correct only if every repeat was; other fields (compile time, losses, counts) from the first.
+
+    Rates need nothing here: tokens/s, TFLOP/s, GB/s, MFU and MBU are derived from the pooled median
+    afterwards (metrics.derive)."""
     if not replies:
         raise ValueError("no replies to pool")
     if len(replies) == 1:
         return replies[0]
-    first = replies[0]["fields"]
-    samples = [s for r in replies for s in r["samples"]]
-    fields = {**first, **summarize(samples)}
-    scale = first["median_s"] / fields["median_s"] if first.get("median_s") and fields["median_s"] else None
-    for name in _RATE_FIELDS:
-        if fields.get(name) is not None and scale is not None:
-            fields[name] = fields[name] * scale
-    errs = [r["fields"].get("max_abs_err") for r in replies]
-    if all(e is not None for e in errs):
-        fields["max_abs_err"] = max(errs)
-    fields["correct"] = all(bool(r["fields"].get("correct")) for r in replies)
-    fields["notes"] = "; ".join(filter(None, [first.get("notes"), f"{len(replies)} repeats pooled "
-                                              f"(medians {', '.join(_ms(r['fields']) for r in replies)})"]))
-    return {**replies[0], "fields": fields, "samples": samples}
+    first = replies[0]
+    samples = tuple(s for r in replies for s in r.samples)
+    errs = [r.max_abs_err for r in replies]
+    notes = "; ".join(filter(None, [first.notes, f"{len(replies)} repeats pooled "
+                                                 f"(medians {', '.join(_ms(r) for r in replies)})"]))
+    return first.replace(samples=samples, stats=summarize(list(samples)),
+                         max_abs_err=max(errs) if all(e is not None for e in errs) else first.max_abs_err,
+                         correct=all(bool(r.correct) for r in replies), notes=notes)
 
 
-def _ms(fields: dict[str, Any]) -> str:
-    m = fields.get("median_s")
+def _ms(result: CaseResult) -> str:
+    m = result.stats.get("median_s")
     return f"{m * 1e3:.4g} ms" if m else "?"

@@ -18,6 +18,7 @@ from xlabench.run.interrupts import interruptible, uninterrupted
 from xlabench.run.metrics import derive
 from xlabench.run.workers import Worker, WorkerError, WorkerPool
 from xlabench.suite import Case
+from xlabench.worker_api import CaseResult
 
 
 def new_run_id() -> str:
@@ -145,19 +146,18 @@ def finish_case(state: CaseRun, ctx: RunContext) -> tuple[dict[str, Any], list[f
     row = state.row
     if "status" in row:  # skipped, or the worker failed outright
         return row, []
-    reply = state.final or repeats.pool(state.replies)
-    row["status"] = reply["status"]
-    row["error"] = reply.get("error")
-    row["repeats"] = len(state.replies) if reply["status"] == "ok" else None
-    fields = reply.get("fields", {})
-    row.update(fields)
-    if reply["status"] == "ok":
-        env = {**state.env, **ctx.cpu_peaks} if state.env.get("platform") == "cpu" else state.env
-        row.update(derive(fields, env, state.case.devices, ctx.peak_override or state.case.peak_tflops))
-        if fields.get("correct") is False:
-            row["notes"] = "; ".join(filter(None, [row.get("notes"), "WRONG RESULT: error above tolerance"]))
+    if state.final:  # failed or skipped: no result
+        row.update(status=state.final["status"], error=state.final.get("error"), repeats=None, timestamp=_now())
+        return row, []
+    result = repeats.pool([CaseResult.from_message(r) for r in state.replies])
+    row.update(status="ok", error=None, repeats=len(state.replies))
+    row.update(result.fields)
+    env = {**state.env, **ctx.cpu_peaks} if state.env.get("platform") == "cpu" else state.env
+    row.update(derive(result, env, state.case.devices, ctx.peak_override or state.case.peak_tflops))
+    if result.correct is False:
+        row["notes"] = "; ".join(filter(None, [row.get("notes"), "WRONG RESULT: error above tolerance"]))
     row["timestamp"] = _now()
-    return row, reply.get("samples", [])
+    return row, list(result.samples)
 
 
 def run_cases(cases: Iterable[Case], writer: results.RowWriter, ctx: RunContext, pool: WorkerPool,

@@ -5,12 +5,14 @@ from __future__ import annotations
 import math
 
 from dataclasses import dataclass
-from typing import Literal, Optional
+from typing import Any, Callable, Literal, Optional, Sequence
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, model_validator
 
 from xlabench import flops as flop_formulas
+from xlabench.harness import TimingPlan, case_result, max_normalised_error
+from xlabench.worker_api import CaseResult
 
 DTYPES = ("bfloat16", "float32")
 
@@ -134,3 +136,78 @@ def block_unsupported(kernel: str, sq: int, sk: int, cfg) -> Optional[str]:
     if sq % bq or sk % bk:
         return f"{kernel} needs seq_len % block_q == 0 and kv_seq_len % block_k == 0 (got {sq}/{bq}, {sk}/{bk})"
     return None
+
+
+# ------------------------------------------------------------------------------------------- reference
+# Every backend checks its outputs against a float32 reference computed one chunk of queries at a
+# time, so the score matrix of a chunk stays under REF_MAX_SCORE_BYTES (TPU-scale sequences fit in
+# device memory). The chunking is here, once; each backend supplies the per-chunk math (on its device,
+# differentiated by its autodiff); ``numpy_reference`` is that math, framework-free, as the spec.
+REF_MAX_SCORE_BYTES = 1 << 30
+
+
+def reference_chunk(batch: int, num_heads: int, seq_len: int, kv_len: int, grad: bool,
+                    max_score_bytes: int = REF_MAX_SCORE_BYTES) -> int:
+    """Query rows per reference chunk: the float32 scores (x3 with gradients) stay under ``max_score_bytes``."""
+    per_row = batch * num_heads * kv_len * 4 * (3 if grad else 1)
+    return max(1, min(seq_len, max_score_bytes // max(per_row, 1)))
+
+
+def chunked_reference(q: Any, k: Any, do: Any, fwd: Callable[[Any, int], Any],
+                      fwd_bwd: Callable[[Any, Any, int], Sequence[Any]], concat: Callable[[list], Any],
+                      max_score_bytes: int = REF_MAX_SCORE_BYTES) -> list:
+    """out (and dq, dk, dv when ``do`` is given) over query chunks: ``fwd(q_chunk, offset)`` -> out,
+    ``fwd_bwd(q_chunk, do_chunk, offset)`` -> (out, dq, dk, dv) of the chunk (dk, dv: its share, summed
+    here); ``concat`` joins chunks on the sequence axis. Arrays of any framework ([B, S, H, D])."""
+    b, sq, hq, _ = q.shape
+    chunk = reference_chunk(b, hq, sq, k.shape[1], do is not None, max_score_bytes)
+    outs, dqs = [], []
+    dk = dv = None
+    for start in range(0, sq, chunk):
+        qc = q[:, start:start + chunk]
+        if do is None:
+            outs.append(fwd(qc, start))
+            continue
+        o, dq, dkc, dvc = fwd_bwd(qc, do[:, start:start + chunk], start)
+        outs.append(o)
+        dqs.append(dq)
+        dk = dkc if dk is None else dk + dkc
+        dv = dvc if dv is None else dv + dvc
+    if do is None:
+        return [concat(outs)]
+    return [concat(outs), concat(dqs), dk, dv]
+
+
+def numpy_reference(q: np.ndarray, k: np.ndarray, v: np.ndarray, do: Optional[np.ndarray], causal: bool,
+                    sm_scale: float, q_offset: int = 0) -> list[np.ndarray]:
+    """softmax(QK^T * scale) V in float64 (GQA by grouping query heads; causal top-left aligned, query
+    i counted from ``q_offset``), and with ``do`` its gradients dq, dk, dv: the reference's math."""
+    q, k, v = (np.asarray(x, np.float64) for x in (q, k, v))
+    b, sq, hq, d = q.shape
+    hkv, sk = k.shape[2], k.shape[1]
+    qg = q.reshape(b, sq, hkv, hq // hkv, d)
+    s = np.einsum("bqhgd,bkhd->bhgqk", qg, k) * sm_scale
+    if causal:
+        s = np.where(np.arange(sk)[None, :] <= np.arange(sq)[:, None] + q_offset, s, -np.inf)
+    s = s - s.max(-1, keepdims=True)
+    probs = np.exp(s)
+    probs /= probs.sum(-1, keepdims=True)
+    out = np.einsum("bhgqk,bkhd->bqhgd", probs, v).reshape(b, sq, hq, d)
+    if do is None:
+        return [out]
+    dog = np.asarray(do, np.float64).reshape(b, sq, hkv, hq // hkv, d)
+    dv = np.einsum("bhgqk,bqhgd->bkhd", probs, dog)
+    dp = np.einsum("bqhgd,bkhd->bhgqk", dog, v)
+    ds = probs * (dp - (dp * probs).sum(-1, keepdims=True)) * sm_scale
+    dq = np.einsum("bhgqk,bkhd->bqhgd", ds, k).reshape(b, sq, hq, d)
+    dk = np.einsum("bhgqk,bqhgd->bkhd", ds, qg)
+    return [out, dq, dk, dv]
+
+
+def attention_result(p: AttentionParams, stats: dict[str, Any], samples: list[float], plan: TimingPlan,
+                     lower_s: Optional[float], compile_s: float, mem: Optional[int], outs: Sequence[Any],
+                     refs: Sequence[Any], notes: Sequence[str]) -> CaseResult:
+    """The end of an attention case, any backend: outputs (and gradients) [B, S, H, D] checked against
+    the reference, and the counts."""
+    return case_result(stats, samples, plan, lower_s, compile_s, mem, max_normalised_error(outs, refs), p.err_tol(),
+                       "; ".join(notes), flops=p.flops(), kernel_flops=p.kernel_flops())

@@ -25,7 +25,9 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, field_validator, model_validator
 
 from xlabench import flops as flop_formulas
-from xlabench.workloads.attention import DTYPES, ERR_TOL
+from xlabench.harness import TimingPlan, case_result, max_normalised_error
+from xlabench.worker_api import CaseResult
+from xlabench.workloads.attention import DTYPES, ERR_TOL, default_scale
 
 LENGTHS_SEED = 0  # context lengths are drawn from this seed: a case has the same lengths everywhere
 INPUTS_SEED = 1  # page assignment and data
@@ -212,6 +214,11 @@ class PagedParams(BaseModel):
     def err_tol(self) -> float:
         return ERR_TOL[self.dtype]
 
+    def paged_config(self, interpret: bool, platform: str) -> PagedConfig:
+        """How any backend's impl runs this case (the run and the compile-only path share it)."""
+        return PagedConfig(sm_scale=default_scale(self.head_dim), pages_per_compute_block=self.pages_per_compute_block,
+                           megacore_mode=self.megacore_mode, interpret=interpret, platform=platform)
+
 
 def make_inputs(p: PagedParams, seed: int = INPUTS_SEED) -> dict[str, np.ndarray]:
     """Inputs in float32/int32 numpy (bit-identical for every framework), from a fixed seed.
@@ -313,3 +320,15 @@ def cached_inputs(p: PagedParams) -> dict[str, np.ndarray]:
 def cached_reference(p: PagedParams, kv_round: Optional[str] = None) -> np.ndarray:
     """``reference`` of ``cached_inputs(p)``."""
     return _reference_of(_data_key(p), kv_round)
+
+
+def paged_result(p: PagedParams, stats: dict[str, Any], samples: list[float], plan: TimingPlan,
+                 lower_s: Optional[float], compile_s: float, mem: Optional[int], out: np.ndarray,
+                 kv_round: Optional[str], notes: list[str]) -> CaseResult:
+    """The end of a paged case, any backend: ``out`` checked against the reference (K/V rounded to
+    ``kv_round`` where the kernel casts them, which the notes say), and the counts."""
+    err = max_normalised_error([out], [cached_reference(p, kv_round)])
+    if kv_round:
+        notes = [*notes, f"reference with K/V rounded to {kv_round} (the kernel casts them)"]
+    return case_result(stats, samples, plan, lower_s, compile_s, mem, err, p.err_tol(), "; ".join(notes),
+                       tokens_per_step=p.batch * p.q_tokens, flops=p.flops(), kernel_flops=p.flops(), bytes=p.bytes())

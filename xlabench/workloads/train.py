@@ -5,13 +5,16 @@ Framework-free: the backends build the model and the mesh from these.
 
 from __future__ import annotations
 
+import json
 import math
-from typing import Any, Literal, Optional, Union
+from typing import Any, Literal, Optional, Sequence, Union
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, field_validator, model_validator
 
 from xlabench import flops as flop_formulas
+from xlabench.harness import TimingPlan, case_result, max_normalised_error
+from xlabench.worker_api import CaseResult
 from xlabench.workloads import model_presets as presets
 
 MESH_AXES: tuple[str, ...] = ("data", "fsdp", "tensor")
@@ -31,6 +34,10 @@ DIM_FIELDS = ("arch", "vocab_size", "d_model", "num_layers", "num_heads", "num_k
 # At initialisation the loss is near ln(vocab) whatever attention does, so this catches a broken step
 # (NaN, wrong shapes or masks that blow up), not a subtly wrong kernel: the attention workload does that.
 ERR_TOL = {"bfloat16": 2e-2, "float32": 2e-3}
+
+# Seeds of every backend: both frameworks init from PARAM_SEED and train on the same TOKEN_SEED batch.
+PARAM_SEED = 0
+TOKEN_SEED = 1
 
 # AdamW settings of every step (the study's optimizer; the values only need to be sane and fixed).
 ADAMW = {"learning_rate": 3e-4, "b1": 0.9, "b2": 0.95, "eps": 1e-8, "weight_decay": 0.1}
@@ -210,3 +217,23 @@ def make_tokens(p: TrainParams, seed: int = 0) -> np.ndarray:
     """
     rng = np.random.default_rng(seed)
     return rng.integers(0, p.config().vocab_size, size=(p.global_batch, p.seq_len + 1), dtype=np.int32)
+
+
+def train_result(p: TrainParams, stats: dict[str, Any], samples: list[float], plan: TimingPlan,
+                 lower_s: Optional[float], compile_s: float, mem: Optional[int], losses: Sequence[float],
+                 timed_from: int, first_seq: np.ndarray, ref: np.ndarray, notes: Sequence[str],
+                 remarks: Sequence[str] = ()) -> CaseResult:
+    """The end of a train case, any backend: the check of the step-0 per-sequence losses ``first_seq``
+    against the float32 reference ``ref`` (the same sequences), the finite check over every step's loss,
+    notes (``notes``, the losses line, ``remarks``) and the counts; ``losses[timed_from:]`` were timed."""
+    timed = list(losses[timed_from:])
+    err = max_normalised_error([first_seq], [ref])
+    finite = all(math.isfinite(x) for x in losses)
+    lines = [*notes, f"step 0 loss of the first {len(ref)} sequences {float(first_seq.mean()):.4f}, "
+                     f"float32 naive reference {float(ref.mean()):.4f}", *remarks]
+    if not finite:
+        lines.append("NON-FINITE LOSS")
+    return case_result(stats, samples, plan, lower_s, compile_s, mem, err if finite else math.inf,
+                       p.err_tol(), "; ".join(lines), tokens_per_step=p.tokens, tokens_global=True,
+                       flops=p.flops(), flops_palm=p.flops_palm(), params_count=p.params_count(),
+                       loss_first=timed[0], loss_last=timed[-1], losses=json.dumps([round(x, 6) for x in timed]))

@@ -8,10 +8,10 @@ import jax
 import jax.numpy as jnp
 
 from xlabench.backends.jax import attention_impls as impls
-from xlabench.backends.jax.common import compile_timed, max_normalised_error, measure, peak_memory
-from xlabench.harness import TimingPlan, case_result
-from xlabench.workloads.attention import AttentionParams, make_inputs
-from xlabench.worker_api import CaseSkipped
+from xlabench.backends.jax.common import compile_timed, measure, peak_memory
+from xlabench.harness import TimingPlan
+from xlabench.workloads.attention import AttentionParams, attention_result, make_inputs
+from xlabench.worker_api import CaseResult, CaseSkipped
 
 
 def skip_reason(p: AttentionParams, im: impls.JaxAttentionImpl, cfg: impls.AttnConfig, platform: str) -> str | None:
@@ -36,7 +36,7 @@ def step_fn(p: AttentionParams, im: impls.JaxAttentionImpl, cfg: impls.AttnConfi
 
 
 def run_attention_case(params: dict[str, Any], impl: str, plan: TimingPlan, interpret: bool,
-                       platform: str) -> dict[str, Any]:
+                       platform: str) -> CaseResult:
     p = AttentionParams(**params)
     im = impls.get(impl)
     cfg = p.attn_config(interpret)
@@ -62,7 +62,4 @@ def run_attention_case(params: dict[str, Any], impl: str, plan: TimingPlan, inte
     refs = impls.reference_outputs(
         jnp.asarray(host["q"]), jnp.asarray(host["k"]), jnp.asarray(host["v"]),
         jnp.asarray(host["do"]) if p.mode == "fwd_bwd" else None, p.causal, cfg.sm_scale)
-    err = max_normalised_error(outs, refs)
-
-    return case_result(stats, samples, plan, lower_s, compile_s, mem, err, p.err_tol(), mem_note,
-                       flops=p.flops(), kernel_flops=p.kernel_flops())
+    return attention_result(p, stats, samples, plan, lower_s, compile_s, mem, outs, refs, [mem_note])

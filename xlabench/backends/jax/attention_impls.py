@@ -9,26 +9,24 @@ from __future__ import annotations
 import contextlib
 import functools
 from dataclasses import dataclass
-from typing import Callable, Optional
+from typing import Optional
 
 import jax
 import jax.numpy as jnp
 
+from xlabench.impls import AttentionImplRecord, lookup, no_rule
+from xlabench.workloads.attention import REF_MAX_SCORE_BYTES, chunked_reference
 from xlabench.workloads.attention import AttnConfig, default_scale  # noqa: F401 (re-exported for models)
 from xlabench.workloads.attention import block_unsupported as _block_unsupported
 from xlabench.workloads.attention import kernel_blocks as _blocks
 
 
 @dataclass(frozen=True)
-class JaxAttentionImpl:
-    name: str
-    layout: str  # "bshd" or "bhsd": what fn expects and returns
-    fn: Callable  # fn(q, k, v, cfg) -> out (in `layout`)
-    unsupported: Callable[[int, int, int, int, int, str, AttnConfig, str], Optional[str]]
+class JaxAttentionImpl(AttentionImplRecord):
+    """A JAX attention impl (the shared record, nothing added)."""
 
 
-def _none(*_args) -> Optional[str]:
-    return None
+_none = no_rule
 
 
 def _mask(sq: int, sk: int, causal: bool):
@@ -160,10 +158,7 @@ REGISTRY: dict[str, JaxAttentionImpl] = {
 
 
 def get(name: str) -> JaxAttentionImpl:
-    try:
-        return REGISTRY[name]
-    except KeyError:
-        raise ValueError(f"unknown JAX attention impl {name!r}; expected one of {sorted(REGISTRY)}") from None
+    return lookup(REGISTRY, name, "JAX attention")
 
 
 def to_layout(x, layout: str):
@@ -205,27 +200,10 @@ def _ref_chunk_fns(causal: bool, sm_scale: float):
     return fwd, jax.jit(fwd_bwd)
 
 
-def reference_outputs(q, k, v, do, causal: bool, sm_scale: float, max_score_bytes: int = 1 << 30):
+def reference_outputs(q, k, v, do, causal: bool, sm_scale: float, max_score_bytes: int = REF_MAX_SCORE_BYTES):
     """Reference out (and dq, dk, dv when do is given) in float32, chunked over queries so the
-    score matrix never exceeds ``max_score_bytes`` (TPU-scale sequence lengths fit in HBM)."""
-    b, sq, hq, _ = q.shape
-    sk = k.shape[1]
-    per_row = b * hq * sk * 4 * (3 if do is not None else 1)
-    chunk = max(1, min(sq, max_score_bytes // max(per_row, 1)))
+    score matrix never exceeds ``max_score_bytes`` (workloads.attention.chunked_reference)."""
     fwd, fwd_bwd = _ref_chunk_fns(causal, sm_scale)
-    outs, dqs = [], []
-    dk = dv = None
-    for start in range(0, sq, chunk):
-        qc = q[:, start:start + chunk]
-        if do is None:
-            outs.append(fwd(qc, k, v, start))
-            continue
-        o, dq, dkc, dvc = fwd_bwd(qc, k, v, do[:, start:start + chunk], start)
-        outs.append(o)
-        dqs.append(dq)
-        dk = dkc if dk is None else dk + dkc
-        dv = dvc if dv is None else dv + dvc
-    out = jnp.concatenate(outs, axis=1)
-    if do is None:
-        return (out,)
-    return out, jnp.concatenate(dqs, axis=1), dk, dv
+    return tuple(chunked_reference(q, k, do, lambda qc, off: fwd(qc, k, v, off),
+                                   lambda qc, doc, off: fwd_bwd(qc, k, v, doc, off),
+                                   lambda xs: jnp.concatenate(xs, axis=1), max_score_bytes))

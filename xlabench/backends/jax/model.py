@@ -1,6 +1,6 @@
 """One decoder-only transformer in plain JAX, GPT-2 or LLaMA flavour from a ModelConfig.
 
-Parameters are a dict pytree. ``layout(cfg)`` is the one description of every parameter (shape,
+Parameters are a dict pytree. ``layout(cfg)`` (xlabench.workloads.model_layout) is the one description of every parameter (shape,
 logical axes, initialiser): ``init_params`` builds the arrays from it and the sharding module maps
 its logical axes to mesh axes. The model knows nothing about meshes: the caller passes ``Hooks``
 (sharding constraints and the attention call, where the impl registry and shard_map live).
@@ -20,84 +20,11 @@ from typing import Any, Callable, Optional
 import jax
 import jax.numpy as jnp
 
+# The parameter description (shapes, logical axes, initialisers) is framework-free, shared with torch_xla
+# (re-exported here: model.layout, model.VOCAB ...).
+from xlabench.workloads.model_layout import (  # noqa: F401
+    EMBED, HEADS, INIT_STD, MLP, VOCAB, ParamSpec, is_spec, layout)
 from xlabench.workloads.model_presets import ModelConfig
-
-# Logical axes of parameter dimensions; sharding.RULES maps them to mesh axes per sharding mode.
-VOCAB, EMBED, HEADS, MLP = "vocab", "embed", "heads", "mlp"
-INIT_STD = 0.02  # GPT-2 / LLaMA initialiser; residual output projections are scaled by 1/sqrt(2L)
-
-
-@dataclass(frozen=True)
-class ParamSpec:
-    shape: tuple[int, ...]
-    axes: tuple[Optional[str], ...]  # logical axis per dimension (None: never sharded)
-    init: str  # normal | residual | zeros | ones
-
-
-def _norm_layout(cfg: ModelConfig) -> dict[str, ParamSpec]:
-    d = cfg.d_model
-    out = {"scale": ParamSpec((d,), (None,), "ones")}
-    if cfg.arch == "gpt2":
-        out["bias"] = ParamSpec((d,), (None,), "zeros")
-    return out
-
-
-def _layer_layout(cfg: ModelConfig) -> dict[str, Any]:
-    d, hq, hkv, dh, f = cfg.d_model, cfg.num_heads, cfg.num_kv_heads, cfg.head_dim, cfg.d_ff
-    lay: dict[str, Any] = {
-        "attn_norm": _norm_layout(cfg),
-        "wq": ParamSpec((d, hq, dh), (EMBED, HEADS, None), "normal"),
-        "wk": ParamSpec((d, hkv, dh), (EMBED, HEADS, None), "normal"),
-        "wv": ParamSpec((d, hkv, dh), (EMBED, HEADS, None), "normal"),
-        "wo": ParamSpec((hq, dh, d), (HEADS, None, EMBED), "residual"),
-        "mlp_norm": _norm_layout(cfg),
-    }
-    if cfg.glu:
-        lay["w_gate"] = ParamSpec((d, f), (EMBED, MLP), "normal")
-        lay["w_up"] = ParamSpec((d, f), (EMBED, MLP), "normal")
-        lay["w_down"] = ParamSpec((f, d), (MLP, EMBED), "residual")
-    else:
-        lay["w_in"] = ParamSpec((d, f), (EMBED, MLP), "normal")
-        lay["w_out"] = ParamSpec((f, d), (MLP, EMBED), "residual")
-    if cfg.biases:
-        lay.update(bq=ParamSpec((hq, dh), (HEADS, None), "zeros"),
-                   bk=ParamSpec((hkv, dh), (HEADS, None), "zeros"),
-                   bv=ParamSpec((hkv, dh), (HEADS, None), "zeros"),
-                   bo=ParamSpec((d,), (None,), "zeros"),
-                   b_in=ParamSpec((f,), (MLP,), "zeros"),
-                   b_out=ParamSpec((d,), (None,), "zeros"))
-    return lay
-
-
-def _stacked(spec: ParamSpec, n: int) -> ParamSpec:
-    """``spec`` for n layers stacked on a new leading axis, which is never sharded (every device holds
-    its shard of every layer, as in the per-layer layout)."""
-    return ParamSpec((n, *spec.shape), (None, *spec.axes), spec.init)
-
-
-def layout(cfg: ModelConfig, scan: bool = False) -> dict[str, Any]:
-    """Every parameter's shape, logical axes and initialiser (embedding tables use the padded vocab).
-
-    ``layers``: a list of per-layer dicts, or (``scan``) one dict of [num_layers, ...] specs.
-    """
-    v, d = cfg.padded_vocab, cfg.d_model
-    layers: Any = [_layer_layout(cfg) for _ in range(cfg.num_layers)]
-    if scan:
-        layers = jax.tree.map(lambda s: _stacked(s, cfg.num_layers), layers[0], is_leaf=is_spec)
-    lay: dict[str, Any] = {
-        "embed": ParamSpec((v, d), (VOCAB, EMBED), "normal"),
-        "layers": layers,
-        "final_norm": _norm_layout(cfg),
-    }
-    if cfg.arch == "gpt2":
-        lay["pos"] = ParamSpec((cfg.max_seq_len, d), (None, EMBED), "normal")
-    if not cfg.tied_embeddings:
-        lay["unembed"] = ParamSpec((d, v), (EMBED, VOCAB), "normal")
-    return lay
-
-
-def is_spec(x: Any) -> bool:
-    return isinstance(x, ParamSpec)
 
 
 def stack_layers(layers: list[dict[str, Any]]) -> dict[str, Any]:

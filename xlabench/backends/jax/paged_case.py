@@ -6,23 +6,22 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from xlabench.backends.jax import paged_impls as impls
-from xlabench.backends.jax.attention_impls import default_scale
-from xlabench.backends.jax.common import compile_timed, max_normalised_error, measure, peak_memory
-from xlabench.harness import TimingPlan, case_result
-from xlabench.workloads.paged import PagedParams, cached_inputs, cached_reference
-from xlabench.worker_api import CaseSkipped
+from xlabench.backends.jax.common import compile_timed, measure, peak_memory
+from xlabench.harness import TimingPlan
+from xlabench.workloads.paged import PagedParams, cached_inputs, paged_result
+from xlabench.worker_api import CaseResult, CaseSkipped
 
 
 def config(p: PagedParams, interpret: bool, platform: str) -> impls.PagedConfig:
     """How the impls run this case (the run and the compile-only path share it)."""
-    return impls.PagedConfig(sm_scale=default_scale(p.head_dim), pages_per_compute_block=p.pages_per_compute_block,
-                             megacore_mode=p.megacore_mode, interpret=interpret, platform=platform)
+    return p.paged_config(interpret, platform)
 
 
 def run_paged_case(params: dict[str, Any], impl: str, plan: TimingPlan, interpret: bool,
-                   platform: str) -> dict[str, Any]:
+                   platform: str) -> CaseResult:
     p = PagedParams(**params)
     im = impls.get(impl)
     device = jax.local_devices()[0]
@@ -53,11 +52,5 @@ def run_paged_case(params: dict[str, Any], impl: str, plan: TimingPlan, interpre
     mem, mem_note = peak_memory(compiled, device)
     del args
 
-    ref = cached_reference(p, im.kv_round)
-    err = max_normalised_error([out], [ref])
-    notes = [mem_note]
-    if im.kv_round:
-        notes.append(f"reference with K/V rounded to {im.kv_round} (the kernel casts them)")
-    return case_result(stats, samples, plan, lower_s, compile_s, mem, err, p.err_tol(), "; ".join(notes),
-                       flops=p.flops(), kernel_flops=p.flops(), bytes=p.bytes(),
-                       tokens_per_s=p.batch * p.q_tokens / stats["median_s"])
+    return paged_result(p, stats, samples, plan, lower_s, compile_s, mem, np.asarray(out), im.kv_round(platform),
+                        [mem_note])

@@ -10,23 +10,19 @@ from __future__ import annotations
 import contextlib
 import types
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Optional
+from typing import Iterator, Optional
 
 import jax
 import jax.numpy as jnp
 
 from xlabench import hardware
 from xlabench.backends.jax.attention_impls import tpu_interpret
+from xlabench.impls import PagedImplRecord, kv_round_to, lookup
 from xlabench.workloads.paged import PagedConfig, PagedParams
 
 
 @dataclass(frozen=True)
-class JaxPagedImpl:
-    name: str
-    prepare: Callable[..., tuple]  # prepare(q, k_pages, v_pages, lengths, table, cfg) -> args
-    fn: Callable[..., Any]  # fn(*args, cfg) -> out [B, nq, Hq, D]
-    unsupported: Callable[[PagedParams, str, str], Optional[str]]  # (params, platform, device_kind)
-    kv_round: Optional[str] = None  # the kernel rounds K/V to this dtype: the reference does too
+class JaxPagedImpl(PagedImplRecord):
     interpreter_broken: Optional[str] = None  # set: an error in the CPU interpreter is a skip, not a failure
 
 
@@ -213,7 +209,7 @@ _RAGGED_CPU = f"ragged_paged_attention does not run in the CPU Pallas interprete
 
 REGISTRY: dict[str, JaxPagedImpl] = {
     "naive": JaxPagedImpl("naive", _shared, naive, _naive_unsupported),
-    "paged": JaxPagedImpl("paged", _shared, paged, _paged_unsupported, kv_round="bfloat16"),
+    "paged": JaxPagedImpl("paged", _shared, paged, _paged_unsupported, kv_round=kv_round_to("bfloat16")),
     "ragged_paged": JaxPagedImpl("ragged_paged", _ragged_prepare, ragged_paged, _ragged_unsupported,
                                  interpreter_broken=_RAGGED_CPU),
     "paged_gpu": JaxPagedImpl("paged_gpu", _shared, paged_gpu, _paged_gpu_unsupported),
@@ -221,7 +217,4 @@ REGISTRY: dict[str, JaxPagedImpl] = {
 
 
 def get(name: str) -> JaxPagedImpl:
-    try:
-        return REGISTRY[name]
-    except KeyError:
-        raise ValueError(f"unknown JAX paged-attention impl {name!r}; expected one of {sorted(REGISTRY)}") from None
+    return lookup(REGISTRY, name, "JAX paged-attention")

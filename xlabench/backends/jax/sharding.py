@@ -1,7 +1,7 @@
 """Device mesh and shardings of the train step, per sharding mode.
 
 Mesh axes are always (data, fsdp, tensor), size 1 where a mode does not use one. The batch is split
-over data x fsdp. Parameters follow their logical axes (model.layout) through RULES:
+over data x fsdp. Parameters follow their logical axes (model.layout) through RULES (workloads.model_layout):
 
 * ``dp``:   every parameter replicated;
 * ``fsdp``: the model dimension of every weight split over ``fsdp`` (optimizer state alike);
@@ -15,21 +15,15 @@ run per shard through ``jax.shard_map`` (attention is independent per sequence a
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Callable, Optional
+from typing import Any, Callable
 
 import jax
 from jax.sharding import NamedSharding, PartitionSpec as P
 
 from xlabench.backends.jax import model
+from xlabench.workloads.model_layout import BATCH_AXES, RULES, mesh_axis  # noqa: F401 (RULES re-exported)
 from xlabench.workloads.train import MESH_AXES
 
-BATCH_AXES = ("data", "fsdp")
-RULES: dict[str, dict[str, str]] = {
-    "dp": {},
-    "fsdp": {model.EMBED: "fsdp"},
-    "tp": {model.HEADS: "tensor", model.MLP: "tensor", model.VOCAB: "tensor"},
-    "2d": {model.EMBED: "fsdp", model.HEADS: "tensor", model.MLP: "tensor", model.VOCAB: "tensor"},
-}
 # Custom calls XLA cannot partition: run them per shard under shard_map.
 SHARD_MAP_IMPLS = frozenset({"flash", "splash", "pallas_gpu"})
 
@@ -52,14 +46,10 @@ def make_mesh(shape: dict[str, int], devices: Sequence[jax.Device] | None = None
                          axis_types=(jax.sharding.AxisType.Auto,) * len(MESH_AXES), devices=devices[:n])
 
 
-def _axis(mode: str, logical: Optional[str]) -> Optional[str]:
-    return RULES[mode].get(logical) if logical else None
-
-
 def param_shardings(cfg: Any, mesh: jax.sharding.Mesh, mode: str, scan: bool = False) -> Any:
     """NamedSharding per parameter, same tree as model.layout(cfg, scan). Stacked layer weights shard
     like one layer's, their leading layer axis unsharded (None in the PartitionSpec)."""
-    return jax.tree.map(lambda s: NamedSharding(mesh, P(*(_axis(mode, a) for a in s.axes))),
+    return jax.tree.map(lambda s: NamedSharding(mesh, P(*(mesh_axis(mode, a) for a in s.axes))),
                         model.layout(cfg, scan), is_leaf=model.is_spec)
 
 
@@ -84,7 +74,7 @@ def local_shape(global_shape: tuple[int, ...], spec_axes: tuple[Any, ...], mesh:
 
 
 def heads_spec(mode: str) -> P:
-    return P(BATCH_AXES, None, _axis(mode, model.HEADS), None)
+    return P(BATCH_AXES, None, mesh_axis(mode, model.HEADS), None)
 
 
 def hooks(mesh: jax.sharding.Mesh, mode: str, attention: Callable, impl: str) -> model.Hooks:
@@ -103,6 +93,6 @@ def hooks(mesh: jax.sharding.Mesh, mode: str, attention: Callable, impl: str) ->
         attention=attend,
         act=constrain(P(BATCH_AXES, None, None)),
         heads=constrain(hspec),
-        mlp=constrain(P(BATCH_AXES, None, _axis(mode, model.MLP))),
-        logits=constrain(P(BATCH_AXES, None, _axis(mode, model.VOCAB))),
+        mlp=constrain(P(BATCH_AXES, None, mesh_axis(mode, model.MLP))),
+        logits=constrain(P(BATCH_AXES, None, mesh_axis(mode, model.VOCAB))),
     )

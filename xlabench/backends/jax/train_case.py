@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import functools
-import json
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -17,13 +15,11 @@ import optax
 from xlabench.backends.jax import attention_impls as impls
 from xlabench.backends.jax import model, sharding
 from xlabench.backends.jax.common import compile_timed, peak_memory
-from xlabench.harness import TimingPlan, case_result, summarize, time_calls
-from xlabench.worker_api import CaseSkipped
+from xlabench.harness import TimingPlan, summarize, time_calls
+from xlabench.worker_api import CaseResult, CaseSkipped
 from xlabench.workloads.model_presets import ModelConfig
-from xlabench.workloads.train import ADAMW, MESH_AXES, TrainParams, make_tokens
+from xlabench.workloads.train import ADAMW, MESH_AXES, PARAM_SEED, TOKEN_SEED, TrainParams, make_tokens, train_result
 
-PARAM_SEED = 0
-TOKEN_SEED = 1
 OPTIMIZER = optax.adamw(**ADAMW)
 MeshKey = tuple[int, int, int]  # (data, fsdp, tensor) sizes
 Devices = tuple[jax.Device, ...] | None  # devices of the mesh (None: jax.devices()); a tuple, to cache on
@@ -202,7 +198,7 @@ def reference_losses(setup: TrainSetup) -> np.ndarray:
 
 
 def run_train_case(params: dict[str, Any], impl: str, plan: TimingPlan, interpret: bool,
-                   platform: str) -> dict[str, Any]:
+                   platform: str) -> CaseResult:
     p = TrainParams(**params)
     setup = build(p, impl, interpret, platform)
     ref = reference_losses(setup)
@@ -215,20 +211,7 @@ def run_train_case(params: dict[str, Any], impl: str, plan: TimingPlan, interpre
 
     with setup.prog.interpret_ctx():
         samples, _ = time_calls(call, jax.block_until_ready, plan)
-    stats = summarize(samples)
-    losses = [float(loss) for loss, _ in outs]
-    timed = losses[plan.warmup:]
-    first_seq = np.asarray(outs[0][1])[: len(ref)]
-    err = float(np.max(np.abs(first_seq - ref)) / max(1.0, float(np.max(np.abs(ref)))))
-    finite = all(math.isfinite(x) for x in losses)
     mem, mem_note = peak_memory(setup.compiled, device)
-    tokens_per_s = p.tokens / stats["median_s"]
-    notes = [mem_note, f"step 0 loss of the first {len(ref)} sequences {float(first_seq.mean()):.4f}, "
-                       f"float32 naive reference {float(ref.mean()):.4f}"]
-    if not finite:
-        notes.append("NON-FINITE LOSS")
-    return case_result(stats, samples, plan, setup.lower_s, setup.compile_s, mem, err if finite else math.inf,
-                       p.err_tol(), "; ".join(notes), flops=p.flops(), flops_palm=p.flops_palm(),
-                       params_count=p.params_count(), tokens_per_s=tokens_per_s,
-                       tokens_per_s_per_device=tokens_per_s / p.devices, loss_first=timed[0],
-                       loss_last=timed[-1], losses=json.dumps([round(x, 6) for x in timed]))
+    return train_result(p, summarize(samples), samples, plan, setup.lower_s, setup.compile_s, mem,
+                        [float(loss) for loss, _ in outs], plan.warmup, np.asarray(outs[0][1])[: len(ref)], ref,
+                        [mem_note])

@@ -4,7 +4,7 @@ against a float32 reference."""
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Iterator, Optional
+from typing import Any, Iterator
 
 import numpy as np
 import torch
@@ -12,21 +12,20 @@ import torch
 from xlabench.backends.torch_xla import attention_impls as impls
 from xlabench.backends.torch_xla import jax_kernels
 from xlabench.backends.torch_xla.common import measure, peak_memory, to_numpy, xla_device
-from xlabench.harness import TimingPlan, case_result, max_normalised_error
-from xlabench.workloads.attention import AttentionParams, make_inputs
-from xlabench.worker_api import CaseSkipped
+from xlabench.harness import TimingPlan
+from xlabench.workloads.attention import (REF_MAX_SCORE_BYTES, AttentionParams, attention_result, chunked_reference,
+                                         make_inputs)
+from xlabench.worker_api import CaseResult, CaseSkipped
 
 TORCH_DTYPES = {"bfloat16": torch.bfloat16, "float32": torch.float32}
-# Query rows per reference chunk: the float32 score matrix of a chunk stays under this many bytes.
-REF_MAX_SCORE_BYTES = 1 << 30
 
 
 def run_attention_case(params: dict[str, Any], impl: str, plan: TimingPlan, interpret: bool,
-                       platform: str) -> dict[str, Any]:
+                       platform: str) -> CaseResult:
     p = AttentionParams(**params)
     im = impls.get(impl)
     cfg = p.attn_config(interpret)
-    reason = im.unsupported(p.batch, p.seq_len, p.kv_len, p.num_heads, p.kv_heads, p.dtype, cfg)
+    reason = im.unsupported(p.batch, p.seq_len, p.kv_len, p.num_heads, p.kv_heads, p.dtype, cfg, platform)
     if reason:
         raise CaseSkipped(reason)
 
@@ -57,13 +56,10 @@ def run_attention_case(params: dict[str, Any], impl: str, plan: TimingPlan, inte
     q = k = v = do = None  # free the device inputs before the reference (rebound, not del: `call` closes over them)
     m.out = None
     refs = reference_outputs(host, p, cfg.sm_scale, ref_device(platform))
-    err = max_normalised_error(outs, refs)
-
     notes = m.notes() + [mem_note]
     if im.note and p.kv_heads != p.num_heads:
         notes.insert(0, im.note)
-    return case_result(m.stats, m.samples, plan, None, m.compile_s, mem, err, p.err_tol(), "; ".join(notes),
-                       flops=p.flops(), kernel_flops=p.kernel_flops())
+    return attention_result(p, m.stats, m.samples, plan, None, m.compile_s, mem, outs, refs, notes)
 
 
 def ref_device(platform: str) -> torch.device:
@@ -90,29 +86,22 @@ def _highest_precision(device: torch.device) -> Iterator[None]:
 
 def reference_outputs(host: dict[str, np.ndarray], p: AttentionParams, sm_scale: float,
                       device: torch.device, max_score_bytes: int = REF_MAX_SCORE_BYTES) -> list[np.ndarray]:
-    """float32 out (and dq, dk, dv for fwd_bwd) from the numpy inputs, chunked over queries."""
+    """float32 out (and dq, dk, dv for fwd_bwd) from the numpy inputs, chunked over queries
+    (workloads.attention.chunked_reference); each chunk's outputs come back to the host at once."""
     q, k, v = (torch.from_numpy(host[n]).to(device) for n in ("q", "k", "v"))
     do = torch.from_numpy(host["do"]).to(device) if "do" in host else None
     k.requires_grad_(do is not None)
     v.requires_grad_(do is not None)
-    per_row = p.batch * p.num_heads * p.kv_len * 4 * (3 if do is not None else 1)
-    chunk = max(1, min(p.seq_len, max_score_bytes // max(per_row, 1)))
-    outs, dqs = [], []
-    dk: Optional[torch.Tensor] = None
-    dv: Optional[torch.Tensor] = None
+
+    def fwd(qc: torch.Tensor, start: int) -> np.ndarray:
+        return to_numpy(impls.grouped_attention(qc, k, v, p.causal, sm_scale, q_offset=start))
+
+    def fwd_bwd(qc: torch.Tensor, doc: torch.Tensor, start: int) -> tuple:
+        qc = qc.detach().requires_grad_(True)
+        o = impls.grouped_attention(qc, k, v, p.causal, sm_scale, q_offset=start)
+        dq, dkc, dvc = torch.autograd.grad(o, (qc, k, v), doc)
+        return to_numpy(o), to_numpy(dq), dkc, dvc  # dk, dv: summed on the device over chunks
+
     with _highest_precision(device):
-        for start in range(0, p.seq_len, chunk):
-            qc = q[:, start:start + chunk].detach().requires_grad_(do is not None)
-            o = impls.grouped_attention(qc, k, v, p.causal, sm_scale, q_offset=start)
-            if do is None:
-                outs.append(to_numpy(o))
-                continue
-            dq, dkc, dvc = torch.autograd.grad(o, (qc, k, v), do[:, start:start + chunk])
-            outs.append(to_numpy(o))
-            dqs.append(to_numpy(dq))
-            dk = dkc if dk is None else dk + dkc
-            dv = dvc if dv is None else dv + dvc
-    res = [np.concatenate(outs, axis=1)]
-    if do is not None:
-        res += [np.concatenate(dqs, axis=1), to_numpy(dk), to_numpy(dv)]
-    return res
+        res = chunked_reference(q, k, do, fwd, fwd_bwd, lambda xs: np.concatenate(xs, axis=1), max_score_bytes)
+    return res[:2] + [to_numpy(g) for g in res[2:]]

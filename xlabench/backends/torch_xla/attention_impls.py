@@ -12,28 +12,24 @@ from __future__ import annotations
 import contextlib
 import functools
 from dataclasses import dataclass
-from typing import Callable, Iterator, Optional
+from typing import Iterator, Optional
 
 import torch
 import torch.nn.functional as F
 
 from xlabench.backends.torch_xla import jax_kernels
+from xlabench.impls import AttentionImplRecord, lookup, no_rule
 from xlabench.workloads.attention import AttnConfig, default_scale  # noqa: F401 (re-exported for models)
 from xlabench.workloads.attention import block_unsupported as _block_unsupported
 from xlabench.workloads.attention import kernel_blocks as _blocks
 
 
 @dataclass(frozen=True)
-class TorchAttentionImpl:
-    name: str
-    layout: str  # "bshd" or "bhsd": what fn expects and returns
-    fn: Callable  # fn(q, k, v, cfg) -> out (in `layout`)
-    unsupported: Callable[[int, int, int, int, int, str, AttnConfig], Optional[str]]
-    note: str = ""  # goes into the row's notes
+class TorchAttentionImpl(AttentionImplRecord):
+    """A torch_xla attention impl (the shared record, nothing added)."""
 
 
-def _none(*_args) -> Optional[str]:
-    return None
+_none = no_rule
 
 
 def grouped_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, sm_scale: float,
@@ -99,7 +95,7 @@ def flash(q, k, v, cfg: AttnConfig):
         return flash_attention(q, k, v, causal=cfg.causal, sm_scale=cfg.sm_scale)
 
 
-def _flash_unsupported(b, sq, sk, hq, hkv, dtype, cfg) -> Optional[str]:
+def _flash_unsupported(b, sq, sk, hq, hkv, dtype, cfg, platform) -> Optional[str]:
     from xlabench.backends.jax import attention_impls as jax_impls
 
     if cfg.interpret:  # the JAX kernel with the case's block sizes: the JAX backend's limits
@@ -145,7 +141,7 @@ def _single_device_mesh():
     return xs.Mesh(np.array([0]), (1, 1), ("data", "fsdp"))
 
 
-def _splash_unsupported(b, sq, sk, hq, hkv, dtype, cfg) -> Optional[str]:
+def _splash_unsupported(b, sq, sk, hq, hkv, dtype, cfg, platform) -> Optional[str]:
     if sq != sk:
         return (f"torch_xla splash_attention builds its mask as (seq_len, seq_len): it needs "
                 f"kv_seq_len == seq_len (got {sk} != {sq})")
@@ -162,10 +158,7 @@ REGISTRY: dict[str, TorchAttentionImpl] = {
 
 
 def get(name: str) -> TorchAttentionImpl:
-    try:
-        return REGISTRY[name]
-    except KeyError:
-        raise ValueError(f"unknown torch_xla attention impl {name!r}; expected one of {sorted(REGISTRY)}") from None
+    return lookup(REGISTRY, name, "torch_xla attention")
 
 
 def to_layout(x: torch.Tensor, layout: str) -> torch.Tensor:

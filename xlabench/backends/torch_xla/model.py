@@ -1,7 +1,7 @@
 """The same decoder-only transformer as the JAX backend's, in torch: GPT-2 or LLaMA from a ModelConfig.
 
 The parameters, their shapes, logical axes and initialisers come from the one description of them,
-``xlabench.backends.jax.model.layout`` (plain data), so both frameworks train the same model and shard
+``xlabench.workloads.model_layout.layout`` (plain data), so both frameworks train the same model and shard
 it by the same rules. Values are drawn with torch's generator (not bit-identical to JAX's).
 
 Layers are always the per-layer layout, run by a Python loop: ``scan_layers`` (the JAX step's
@@ -11,30 +11,16 @@ jax.lax.scan over stacked weights) changes nothing here, so a case gives the sam
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Iterator, Optional
+from typing import Callable, Optional
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from xlabench.backends.jax.model import INIT_STD, ParamSpec, layout
+from xlabench.workloads.model_layout import INIT_STD, flat_layout
 from xlabench.workloads.model_presets import ModelConfig
 
 Attention = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]  # [B,S,H,D] x3 -> [B,S,Hq,D]
-
-
-def flat_layout(cfg: ModelConfig) -> Iterator[tuple[str, ParamSpec]]:
-    """(dotted name, spec) of every parameter, in layout order: 'embed', 'layers.0.wq', ..."""
-    def walk(prefix: str, node: Any) -> Iterator[tuple[str, ParamSpec]]:
-        if isinstance(node, ParamSpec):
-            yield prefix, node
-        elif isinstance(node, dict):
-            for k, v in node.items():
-                yield from walk(f"{prefix}.{k}" if prefix else k, v)
-        else:
-            for i, v in enumerate(node):
-                yield from walk(f"{prefix}.{i}", v)
-    yield from walk("", layout(cfg))
 
 
 class Transformer(nn.Module):

@@ -9,24 +9,22 @@ import torch
 from xlabench.backends.torch_xla import jax_kernels
 from xlabench.backends.torch_xla import paged_impls as impls
 from xlabench.backends.torch_xla.attention_case import TORCH_DTYPES
-from xlabench.backends.torch_xla.attention_impls import default_scale
 from xlabench.backends.torch_xla.common import measure, peak_memory, to_numpy, xla_device
 from xlabench.backends.torch_xla.env import device_kind
-from xlabench.harness import TimingPlan, case_result, max_normalised_error
-from xlabench.workloads.paged import PagedConfig, PagedParams, cached_inputs, cached_reference
-from xlabench.worker_api import CaseSkipped
+from xlabench.harness import TimingPlan
+from xlabench.workloads.paged import PagedParams, cached_inputs, paged_result
+from xlabench.worker_api import CaseResult, CaseSkipped
 
 
 def run_paged_case(params: dict[str, Any], impl: str, plan: TimingPlan, interpret: bool,
-                   platform: str) -> dict[str, Any]:
+                   platform: str) -> CaseResult:
     p = PagedParams(**params)
     im = impls.get(impl)
     device = xla_device()
     reason = im.unsupported(p, platform, device_kind())
     if reason:
         raise CaseSkipped(reason)
-    cfg = PagedConfig(sm_scale=default_scale(p.head_dim), pages_per_compute_block=p.pages_per_compute_block,
-                            megacore_mode=p.megacore_mode, interpret=interpret, platform=platform)
+    cfg = p.paged_config(interpret, platform)
     if interpret:
         jax_kernels.interpret_all_kernels()
 
@@ -43,13 +41,7 @@ def run_paged_case(params: dict[str, Any], impl: str, plan: TimingPlan, interpre
     m.out = None
     args = None  # free the device inputs (rebound, not del: the timed lambda closes over it)
 
-    kv_round = im.kv_round(platform)
-    err = max_normalised_error([out], [cached_reference(p, kv_round)])
     notes = m.notes() + [mem_note]
-    if kv_round:
-        notes.append(f"reference with K/V rounded to {kv_round} (the kernel casts them)")
     if im.cpu_note and platform == "cpu":
         notes.insert(0, im.cpu_note)
-    return case_result(m.stats, m.samples, plan, None, m.compile_s, mem, err, p.err_tol(), "; ".join(notes),
-                       flops=p.flops(), kernel_flops=p.flops(), bytes=p.bytes(),
-                       tokens_per_s=p.batch * p.q_tokens / m.stats["median_s"])
+    return paged_result(p, m.stats, m.samples, plan, None, m.compile_s, mem, out, im.kv_round(platform), notes)

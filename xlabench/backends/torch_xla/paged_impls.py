@@ -14,21 +14,17 @@ rows say so.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Optional
+from typing import Optional
 
 import torch
 
 from xlabench.backends.torch_xla import jax_kernels
+from xlabench.impls import PagedImplRecord, PagedRule, kv_round_to, lookup
 from xlabench.workloads.paged import PagedConfig, PagedParams
 
 
 @dataclass(frozen=True)
-class TorchPagedImpl:
-    name: str
-    prepare: Callable[..., tuple]  # prepare(q, k_pages, v_pages, lengths, table, cfg) -> args
-    fn: Callable[..., torch.Tensor]  # fn(*args, cfg) -> out [B, nq, Hq, D]
-    unsupported: Callable[[PagedParams, str, str], Optional[str]]  # (params, platform, device_kind)
-    kv_round: Callable[[str], Optional[str]] = lambda platform: None  # the kernel rounds K/V to this dtype
+class TorchPagedImpl(PagedImplRecord):
     cpu_note: str = ""  # what the row ran on CPU, when that is not the TPU kernel
 
 
@@ -41,7 +37,7 @@ def _scaled(q: torch.Tensor, cfg: PagedConfig) -> torch.Tensor:
     return (q.float() * cfg.sm_scale).to(q.dtype)
 
 
-def _jax_rule(name: str) -> Callable[[PagedParams, str, str], Optional[str]]:
+def _jax_rule(name: str) -> PagedRule:
     """The JAX backend's limits of the same kernel (one place for them)."""
     def rule(p: PagedParams, platform: str, device_kind: str) -> Optional[str]:
         from xlabench.backends.jax import paged_impls as jax_paged
@@ -157,7 +153,7 @@ _REFERENCE_PATH = ("CPU: torch_xla's use_kernel=False reference path (plain torc
 
 REGISTRY: dict[str, TorchPagedImpl] = {
     "naive": TorchPagedImpl("naive", _shared, naive, _megacore_only_paged),
-    "paged": TorchPagedImpl("paged", _shared, paged, _jax_rule("paged"), kv_round=lambda platform: "bfloat16"),
+    "paged": TorchPagedImpl("paged", _shared, paged, _jax_rule("paged"), kv_round=kv_round_to("bfloat16")),
     "multi_queries_paged": TorchPagedImpl(
         "multi_queries_paged", _mq_prepare, multi_queries_paged, _mq_unsupported,
         kv_round=lambda platform: "bfloat16" if platform == "tpu" else None,  # the kernel casts K/V
@@ -169,7 +165,4 @@ REGISTRY: dict[str, TorchPagedImpl] = {
 
 
 def get(name: str) -> TorchPagedImpl:
-    try:
-        return REGISTRY[name]
-    except KeyError:
-        raise ValueError(f"unknown torch_xla paged-attention impl {name!r}; expected one of {sorted(REGISTRY)}") from None
+    return lookup(REGISTRY, name, "torch_xla paged-attention")

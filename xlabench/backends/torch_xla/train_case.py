@@ -8,16 +8,14 @@ mesh of ``devices`` virtual devices:
 * ``dp``: parameters replicated, the batch split over data;
 * ``fsdp``: FSDPv2 (``SpmdFullyShardedDataParallel``: every parameter's first dimension over fsdp, and
   data too when the mesh has one);
-* ``tp`` / ``2d``: ``xs.mark_sharding`` per weight by the JAX backend's logical-axis rules (heads, MLP,
-  vocabulary over tensor; 2d adds the model dimension over fsdp);
+* ``tp`` / ``2d``: ``xs.mark_sharding`` per weight by the logical-axis rules both backends share
+  (workloads.model_layout.RULES: heads, MLP, vocabulary over tensor; 2d adds the model dimension over fsdp);
 * ``auto``: XLA's auto-sharding chooses (nothing is marked).
 """
 
 from __future__ import annotations
 
 import copy
-import json
-import math
 from typing import Any, Callable
 
 import numpy as np
@@ -27,23 +25,15 @@ from xlabench.backends.torch_xla import attention_impls as attn
 from xlabench.backends.torch_xla.attention_case import TORCH_DTYPES, _highest_precision, ref_device
 from xlabench.backends.torch_xla.common import measure, peak_memory, xla_device
 from xlabench.backends.torch_xla.model import Transformer, logical_axes
-from xlabench.harness import TimingPlan, case_result
-from xlabench.worker_api import CaseSkipped
+from xlabench.harness import TimingPlan
+from xlabench.worker_api import CaseResult, CaseSkipped
+from xlabench.workloads.model_layout import BATCH_AXES, HEADS, mesh_axis
 from xlabench.workloads.model_presets import ModelConfig
-from xlabench.workloads.train import ADAMW, MESH_AXES, TrainParams, make_tokens
+from xlabench.workloads.train import ADAMW, MESH_AXES, PARAM_SEED, TOKEN_SEED, TrainParams, make_tokens, train_result
 
-PARAM_SEED = 0
-TOKEN_SEED = 1  # the JAX backend's token seed: both frameworks train on the same batch
-BATCH_AXES = ("data", "fsdp")
 TRAIN_IMPLS = ("naive", "sdpa", "flash")
 # Steps that compile: the first creates AdamW's state (a different graph from every later step).
 COMPILING_STEPS = 2
-
-
-def _rules(mode: str) -> dict[str, str]:
-    from xlabench.backends.jax.sharding import RULES  # logical axis -> mesh axis: one table for both
-
-    return RULES[mode]
 
 
 def make_mesh(p: TrainParams):
@@ -84,7 +74,7 @@ def _flash_spmd(acfg: attn.AttnConfig, p: TrainParams, mesh: Any, repeat: int) -
     tensor) given the partition spec and the mesh."""
     from torch_xla.experimental.custom_kernel import flash_attention
 
-    heads = _rules(p.sharding).get("heads") if p.sharding != "auto" else None
+    heads = mesh_axis(p.sharding, HEADS) if p.sharding != "auto" else None
     spec = (BATCH_AXES, heads, None, None)
 
     def attend(q, k, v):
@@ -110,9 +100,8 @@ def shard(model: Transformer, p: TrainParams, mesh: Any) -> torch.nn.Module:
         out_spec = (BATCH_AXES,) if data else ("fsdp",)
         return SpmdFullyShardedDataParallel(model, mesh=mesh, extra_data_axis=data,
                                             shard_output=lambda out, m: xs.mark_sharding(out, m, out_spec))
-    rules = _rules(p.sharding)
     for name, axes in logical_axes(p.config()).items():
-        xs.mark_sharding(model.w[name], mesh, tuple(rules.get(a) if a else None for a in axes))
+        xs.mark_sharding(model.w[name], mesh, tuple(mesh_axis(p.sharding, a) for a in axes))
     return model
 
 
@@ -129,7 +118,7 @@ def reference_losses(model: Transformer, tokens: np.ndarray, device: torch.devic
 
 
 def run_train_case(params: dict[str, Any], impl: str, plan: TimingPlan, interpret: bool,
-                   platform: str) -> dict[str, Any]:
+                   platform: str) -> CaseResult:
     import torch_xla.distributed.spmd as xs
 
     p = TrainParams(**params)
@@ -166,24 +155,14 @@ def run_train_case(params: dict[str, Any], impl: str, plan: TimingPlan, interpre
 
     m = measure(call, plan, compiling_calls=COMPILING_STEPS)
     mem, mem_note = peak_memory(device)
-    losses = [float(loss) for loss, _ in outs]
-    timed = losses[COMPILING_STEPS + plan.warmup:]  # after the compiling steps and the warm-up
-    first_seq = outs[0][1].cpu().numpy()[:n_ref]
-    err = float(np.max(np.abs(first_seq - ref)) / max(1.0, float(np.max(np.abs(ref)))))
-    finite = all(math.isfinite(x) for x in losses)
-    tokens_per_s = p.tokens / m.stats["median_s"]
-    notes = m.notes() + [mem_note, f"step 0 loss of the first {n_ref} sequences {float(first_seq.mean()):.4f}, "
-                                   f"float32 naive reference {float(ref.mean()):.4f}"]
+    remarks = []
     if p.scan():
-        notes.append("scan_layers: torch_xla loops over layers in Python (per-layer weights, as with "
-                     "scan_layers=false: the same model and losses); only the JAX step scans")
-    if not finite:
-        notes.append("NON-FINITE LOSS")
-    return case_result(m.stats, m.samples, plan, None, m.compile_s, mem, err if finite else math.inf,
-                       p.err_tol(), "; ".join(notes), flops=p.flops(), flops_palm=p.flops_palm(),
-                       params_count=p.params_count(), tokens_per_s=tokens_per_s,
-                       tokens_per_s_per_device=tokens_per_s / p.devices, loss_first=timed[0],
-                       loss_last=timed[-1], losses=json.dumps([round(x, 6) for x in timed]))
+        remarks.append("scan_layers: torch_xla loops over layers in Python (per-layer weights, as with "
+                       "scan_layers=false: the same model and losses); only the JAX step scans")
+    # timed: the steps after the compiling ones and the warm-up
+    return train_result(p, m.stats, m.samples, plan, None, m.compile_s, mem, [float(loss) for loss, _ in outs],
+                        COMPILING_STEPS + plan.warmup, outs[0][1].cpu().numpy()[:n_ref], ref,
+                        m.notes() + [mem_note], remarks)
 
 
 def _checkpoint_blocks(model: Transformer) -> None:
