@@ -17,7 +17,7 @@ import jax.numpy as jnp
 
 from xlabench.backends.jax import attention_impls as impls
 from xlabench.backends.jax.common import compile_timed, measure
-from xlabench.harness import TimingPlan
+from xlabench.worker.timing import TimingPlan
 
 
 def main() -> None:

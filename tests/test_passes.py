@@ -11,7 +11,7 @@ import numpy as np
 
 from xlabench import suite
 from xlabench.run import scheduler
-from xlabench.harness import summarize
+from xlabench.worker.timing import summarize
 
 SUITE = """
 name: passes

@@ -6,10 +6,10 @@ import json
 
 import pytest
 
-from xlabench.harness import TimingPlan, case_result, summarize
+from xlabench.worker.timing import TimingPlan, case_result, summarize
 from xlabench.run import repeats
 from xlabench.run.metrics import derive
-from xlabench.worker_api import CaseResult
+from xlabench.worker.protocol import CaseResult
 
 ENV = {"platform": "cpu", "device_kind": "cpu", "device_count": 1}
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from xlabench.harness import summarize
-from xlabench.worker_api import CaseResult
+from xlabench.worker.timing import summarize
+from xlabench.worker.protocol import CaseResult
 
 
 def pool(replies: Sequence[CaseResult]) -> CaseResult:

@@ -18,7 +18,7 @@ from xlabench.run.interrupts import interruptible, uninterrupted
 from xlabench.run.metrics import derive
 from xlabench.run.workers import Worker, WorkerError, WorkerPool
 from xlabench.suite import Case
-from xlabench.worker_api import CaseResult
+from xlabench.worker.protocol import CaseResult
 
 
 def new_run_id() -> str:

@@ -11,8 +11,8 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, model_validator
 
 from xlabench import flops as flop_formulas
-from xlabench.harness import TimingPlan, case_result, max_normalised_error
-from xlabench.worker_api import CaseResult
+from xlabench.worker.timing import TimingPlan, case_result, max_normalised_error
+from xlabench.worker.protocol import CaseResult
 
 DTYPES = ("bfloat16", "float32")
 

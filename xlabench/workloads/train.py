@@ -13,8 +13,8 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, field_validator, model_validator
 
 from xlabench import flops as flop_formulas
-from xlabench.harness import TimingPlan, case_result, max_normalised_error
-from xlabench.worker_api import CaseResult
+from xlabench.worker.timing import TimingPlan, case_result, max_normalised_error
+from xlabench.worker.protocol import CaseResult
 from xlabench.workloads import model_presets as presets
 
 MESH_AXES: tuple[str, ...] = ("data", "fsdp", "tensor")

@@ -16,7 +16,7 @@ from typing import Any, Callable, Sequence
 import jax
 import jax.numpy as jnp
 
-from xlabench.worker_api import CaseSkipped
+from xlabench.worker.protocol import CaseSkipped
 
 LIBTPU_HOWTO = ("compile-only TPU devices need libtpu, which this environment lacks: "
                 "pip install -e '.[tpu-compile]' (or `make tpu-compile`)")

@@ -9,10 +9,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from xlabench import harness
+from xlabench.worker import timing as harness
 from xlabench.backends.jax.aot import parse_oom
-from xlabench.worker_api import CaseSkipped
-from xlabench.harness import TimingPlan, summarize, time_calls
+from xlabench.worker.protocol import CaseSkipped
+from xlabench.worker.timing import TimingPlan, summarize, time_calls
 
 
 def compile_timed(fn: Callable, args: Sequence[Any], **jit_kwargs) -> tuple[Any, float, float]:
@@ -89,6 +89,6 @@ def measure(compiled: Any, args: Sequence[Any], plan: TimingPlan) -> tuple[dict[
 
 
 def max_normalised_error(outs: Sequence[Any], refs: Sequence[Any]) -> float:
-    """max over tensors of max|out - ref| / max(1, max|ref|) (see xlabench.harness), from JAX arrays."""
+    """max over tensors of max|out - ref| / max(1, max|ref|) (see xlabench.worker.timing), from JAX arrays."""
     as_np = lambda xs: [np.asarray(jnp.asarray(x, jnp.float32)) for x in xs]  # noqa: E731
     return harness.max_normalised_error(as_np(outs), as_np(refs))

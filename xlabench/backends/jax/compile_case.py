@@ -20,7 +20,7 @@ from xlabench.backends.jax.common import oom_text
 from xlabench.backends.jax.paged_case import config as paged_config
 from xlabench.workloads import attention as attention_workload
 from xlabench.workloads import paged as paged_workload
-from xlabench.worker_api import CaseSkipped
+from xlabench.worker.protocol import CaseSkipped
 
 Reply = dict[str, Any]
 

@@ -10,7 +10,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from xlabench.harness import best_seconds
+from xlabench.worker.timing import best_seconds
 
 
 @functools.lru_cache(maxsize=1)

@@ -10,9 +10,9 @@ import numpy as np
 
 from xlabench.backends.jax import paged_impls as impls
 from xlabench.backends.jax.common import compile_timed, measure, peak_memory
-from xlabench.harness import TimingPlan
+from xlabench.worker.timing import TimingPlan
 from xlabench.workloads.paged import PagedParams, cached_inputs, paged_result
-from xlabench.worker_api import CaseResult, CaseSkipped
+from xlabench.worker.protocol import CaseResult, CaseSkipped
 
 
 def config(p: PagedParams, interpret: bool, platform: str) -> impls.PagedConfig:

@@ -15,8 +15,8 @@ import optax
 from xlabench.backends.jax import attention_impls as impls
 from xlabench.backends.jax import model, sharding
 from xlabench.backends.jax.common import compile_timed, peak_memory
-from xlabench.harness import TimingPlan, summarize, time_calls
-from xlabench.worker_api import CaseResult, CaseSkipped
+from xlabench.worker.timing import TimingPlan, summarize, time_calls
+from xlabench.worker.protocol import CaseResult, CaseSkipped
 from xlabench.workloads.model_presets import ModelConfig
 from xlabench.workloads.train import ADAMW, MESH_AXES, PARAM_SEED, TOKEN_SEED, TrainParams, make_tokens, train_result
 

@@ -20,7 +20,7 @@ if os.environ.get(TORCH_XLA_SPMD_VAR):
 torch_xla._XLAC._init_computation_client()
 
 from xlabench.backends.torch_xla.env import probe  # noqa: E402
-from xlabench.worker_api import runner_table  # noqa: E402
+from xlabench.worker.protocol import runner_table  # noqa: E402
 
 
 runner_for = runner_table(__name__, {"attention": "attention_case:run_attention_case",

@@ -12,10 +12,10 @@ import torch
 from xlabench.backends.torch_xla import attention_impls as impls
 from xlabench.backends.torch_xla import jax_kernels
 from xlabench.backends.torch_xla.common import measure, peak_memory, to_numpy, xla_device
-from xlabench.harness import TimingPlan
+from xlabench.worker.timing import TimingPlan
 from xlabench.workloads.attention import (REF_MAX_SCORE_BYTES, AttentionParams, attention_result, chunked_reference,
                                          make_inputs)
-from xlabench.worker_api import CaseResult, CaseSkipped
+from xlabench.worker.protocol import CaseResult, CaseSkipped
 
 TORCH_DTYPES = {"bfloat16": torch.bfloat16, "float32": torch.float32}
 

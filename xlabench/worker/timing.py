@@ -12,7 +12,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from xlabench.worker_api import CaseResult
+from xlabench.worker.protocol import CaseResult
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ import importlib
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Optional
 
-# The timing statistics of a reply (harness.summarize's keys, in its order).
+# The timing statistics of a reply (timing.summarize's keys, in its order).
 STAT_FIELDS = ("n", "median_s", "mean_s", "min_s", "p10_s", "p90_s", "stdev_s", "cv")
 
 
@@ -25,7 +25,7 @@ class CaseResult:
     """
 
     samples: tuple[float, ...]  # per-iteration seconds, every one kept
-    stats: Mapping[str, Any]  # harness.summarize(samples): n, median_s, ...
+    stats: Mapping[str, Any]  # timing.summarize(samples): n, median_s, ...
     warmup: Optional[int] = None
     compile_s: Optional[float] = None
     lower_s: Optional[float] = None

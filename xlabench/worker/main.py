@@ -1,0 +1,116 @@
+"""Worker process: imports one framework, answers probe/run requests from the parent over a pipe.
+
+Protocol: one JSON object per line. The parent writes requests to stdin; replies go to the original
+stdout, while everything else anyone prints (Python or C++) is sent to stderr, i.e. the run's log.
+The parent never imports a framework; a crash or hang here costs one case, not the run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+import sys
+import traceback
+from typing import Any
+
+from xlabench.worker.timing import TimingPlan
+from xlabench.worker.faults import inject_fault
+from xlabench.worker.parent_watch import die_with_parent
+from xlabench.worker.protocol import CaseSkipped
+
+
+def _run(backend: Any, msg: dict[str, Any]) -> dict[str, Any]:
+    case = msg["case"]
+    m = case["measure"]
+    plan = TimingPlan(warmup=m["warmup"], iters=m["iters"], min_time_s=m["min_time_s"],
+                      max_iters=m["max_iters"])
+    try:
+        inject_fault(case)
+        runner = backend.runner_for(case["workload"])
+        result = runner(case["params"], case["impl"], plan, bool(case["interpret"]), msg["platform"])
+        return {"status": "ok", **result.to_message()}
+    except CaseSkipped as e:
+        return {"status": "skipped", "error": str(e)}
+    except Exception as e:  # any failure of one case becomes a failed row, the worker lives on
+        traceback.print_exc(file=sys.stderr)
+        text = f"{type(e).__name__}: {e}".strip()
+        return {"status": "failed", "error": text[:2000]}
+
+
+def _compile(backend: Any, msg: dict[str, Any]) -> dict[str, Any]:
+    """``xlabench compile``: one case compiled for the message's target; status compiled / oom / lowered."""
+    case = msg["case"]
+    if not hasattr(backend, "compiler_for"):
+        return {"status": "skipped", "error": f"the {case['backend']} backend cannot compile for a target "
+                                              "without its devices (see docs/compile.md)"}
+    try:
+        inject_fault(case)
+        from xlabench.backends.jax.aot import TargetSpec
+
+        return backend.compiler_for(case["workload"])(case["params"], case["impl"], TargetSpec.from_message(msg["target"]))
+    except CaseSkipped as e:
+        return {"status": "skipped", "error": str(e)}
+    except Exception as e:  # one case's failure is a failed row; the worker lives on
+        traceback.print_exc(file=sys.stderr)
+        return {"status": "failed", "error": f"{type(e).__name__}: {e}".strip()[:2000]}
+
+
+def _target_env(msg: dict[str, Any]) -> dict[str, Any]:
+    """The target's devices as the row's environment (and the check that this host can compile for it)."""
+    from xlabench.backends.jax.aot import TargetSpec
+    from xlabench.backends.jax.compile_case import target_env
+
+    return target_env(TargetSpec.from_message(msg["target"]))
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m xlabench.worker")
+    ap.add_argument("--backend", required=True)
+    ap.add_argument("--parent-pid", type=int, default=None,
+                    help="Die when this process (the runner that started the worker) dies.")
+    args = ap.parse_args(argv)
+    if args.parent_pid is not None:  # first, before the framework import (seconds) and any compile
+        die_with_parent(args.parent_pid)
+
+    proto = os.fdopen(os.dup(1), "w", buffering=1, encoding="utf-8")
+    os.dup2(2, 1)  # stray prints (Python or C) go to the log, never into the protocol
+    sys.stdout = sys.stderr
+
+    def reply(obj: dict[str, Any]) -> None:
+        proto.write(json.dumps(obj, default=float) + "\n")
+        proto.flush()
+
+    try:
+        backend = importlib.import_module(f"xlabench.backends.{args.backend}")
+    except Exception as e:
+        traceback.print_exc()
+        reply({"fatal": f"cannot import backend {args.backend!r}: {type(e).__name__}: {e}"})
+        return 3
+    for line in sys.stdin:
+        msg = json.loads(line)
+        op = msg.get("op")
+        if op == "probe":
+            try:
+                reply({"env": backend.probe()})
+            except Exception as e:
+                traceback.print_exc()
+                reply({"fatal": f"probe failed: {type(e).__name__}: {e}"})
+        elif op == "target":
+            try:
+                reply({"env": _target_env(msg)})
+            except Exception as e:
+                traceback.print_exc()
+                reply({"fatal": f"{type(e).__name__}: {e}".strip()[:1000]})
+        elif op == "compile":
+            print(f"--- compile {msg['case']['case_id']} {msg['case']['impl']} {msg['case']['params']}",
+                  file=sys.stderr, flush=True)
+            reply(_compile(backend, msg))
+        elif op == "run":
+            print(f"--- case {msg['case']['case_id']} {msg['case']['impl']} {msg['case']['params']}",
+                  file=sys.stderr, flush=True)
+            reply(_run(backend, msg))
+        else:
+            reply({"fatal": f"unknown op {op!r}"})
+    return 0
