@@ -13,6 +13,7 @@ from typing import Any, Sequence
 import numpy as np
 import pandas as pd
 
+from xlabench.report import best as best_lib
 from xlabench.report import chartdata as cd
 from xlabench import results
 from xlabench.results import fmt_number
@@ -33,6 +34,9 @@ FIGURES: dict[str, list[SummaryFigure]] = {
     "paged_attention": [SummaryFigure("GB/s", "gbytes_per_s", 1, ".4g"), SummaryFigure("MBU %", "mbu", 100, ".2f")],
 }
 _DEFAULT_FIGURES = FIGURES["attention"]
+BEST_INTRO = ("The fastest ok, correct row of each block-size sweep (>= 2 configurations per impl and shape); "
+              "speedup = the kernel's default (block sizes unset) / best. `xlabench best RUN.csv -o tuned.yaml` "
+              "writes them for a suite's `tuned:` key.")
 FIT_INTRO = ("`xlabench compile` rows: per-device memory from XLA's memory_analysis of the program compiled for "
              "the target (oom: what libtpu said the program needs), against the device's HBM. Compile-only: "
              "nothing ran, so there are no timings.")
@@ -205,6 +209,10 @@ def build(df: pd.DataFrame, sources: Sequence[Path], charts: dict[str, list[Path
             md += [f"## {suite}" + (f" ({workload})" if workload != suite else ""), "",
                    f"Best impl per shape: the fastest row that ran and matched its reference; speedup = "
                    f"{cd.BASELINE_IMPL} median / best median for the same shape.", "", summary(rows), ""]
+    configs = best_lib.best_configs(runs)
+    if configs:
+        headers, rows = best_lib.table_rows(configs)
+        md += ["## Best configuration per shape", "", BEST_INTRO, "", table(headers, rows), ""]
     if len(compiles):
         md += ["## Fit", "", FIT_INTRO, ""]
         for suite in cd.distinct(compiles["suite"]):

@@ -10,6 +10,7 @@ from pydantic import ValidationError
 
 from xlabench import results
 from xlabench.workloads import PARAMS as WORKLOAD_PARAMS
+from xlabench.suite import tuned
 from xlabench.suite.messages import _pydantic_message, _where
 from xlabench.suite.spec import Case, Impls, MAX_CASES, Measure, Suite, SuiteError, SuiteSpec, matrix_keys
 
@@ -88,9 +89,10 @@ def expand(suite: Suite, profile: str = "", root: Any = None) -> list[Case]:
             loc = ("profiles", profile, "matrix") if profile else ("matrix",)
             raise SuiteError(f"{_where(suite.path, root, loc) if root is not None else suite.path}: "
                              f"invalid case in {prof} ({shown or 'fixed params'}): {msgs}") from None
-        case_params = resolved.model_dump()
+        resolved_params = resolved.model_dump()
         for backend in backends:
             for impl in impls_of[backend]:
+                case_params = tuned.apply(suite.tuned, spec.workload, backend, impl, resolved_params)
                 cid = results.case_id(spec.workload, backend, impl, case_params)
                 if cid in seen:
                     continue

@@ -10,6 +10,7 @@ from pydantic import ValidationError
 
 from xlabench import impls as catalog
 from xlabench.workloads import PARAMS as WORKLOAD_PARAMS
+from xlabench.suite import tuned as tuned_lib
 from xlabench.suite.expand import expand
 from xlabench.suite.messages import _fields_for, _pydantic_message, _where
 from xlabench.suite.spec import (
@@ -39,11 +40,21 @@ def load(path: str | Path) -> Suite:
         lines = [f"{_where(path, root, tuple(err['loc']))}: {_pydantic_message(err, _fields_for(tuple(err['loc'])))}"
                  for err in e.errors()]
         raise SuiteError("\n".join(lines)) from None
-    suite = Suite(path, spec)
+    suite = Suite(path, spec, _tuned(path, spec, root))
     _check_names(suite, root)
     for name in [""] + list(spec.profiles):  # every profile must expand cleanly, not only the one picked
         expand(suite, name, root=root)
     return suite
+
+
+def _tuned(path: Path, spec: SuiteSpec, root: Any) -> tuple[tuned_lib.TunedConfig, ...]:
+    """The entries of the suite's `tuned:` file (relative to the suite file)."""
+    if spec.tuned is None:
+        return ()
+    try:
+        return tuned_lib.load(path.parent / spec.tuned, spec.workload)
+    except tuned_lib.TunedFileError as e:
+        raise SuiteError(f"{_where(path, root, ('tuned',))}: {e}") from None
 
 
 def _read_text(path: Path) -> str:

@@ -81,6 +81,8 @@ class SuiteSpec(BaseModel):
     measure: Measure = Measure()
     peak_tflops: Optional[float] = Field(None, gt=0, description="per-device peak TFLOP/s for MFU")
     profiles: dict[str, Profile] = {}
+    tuned: Optional[str] = Field(None, description="a file from `xlabench best` (relative to the suite file): cases "
+                                                    "that leave the tuned kernel parameters unset take its best values")
 
     @field_validator("workload")
     @classmethod
@@ -157,6 +159,7 @@ class Case:
 class Suite:
     path: Path
     spec: SuiteSpec
+    tuned: tuple[Any, ...] = ()  # suite.tuned.TunedConfig entries of the spec's `tuned:` file
 
     @property
     def name(self) -> str:

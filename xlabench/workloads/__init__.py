@@ -16,6 +16,12 @@ PARAMS: dict[str, Type[BaseModel]] = {
     "train": TrainParams,
 }
 
+# Kernel parameters a suite may sweep to tune a kernel (empty: the kernel's default), per workload:
+# `xlabench best` picks the fastest correct values per impl and shape, a suite's `tuned:` applies them.
+TUNED_PARAMS: dict[str, tuple[str, ...]] = {
+    "attention": ("block_q", "block_k"),
+}
+
 
 def params_model(workload: str) -> Type[BaseModel]:
     try:

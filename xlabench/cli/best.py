@@ -1,0 +1,48 @@
+"""`xlabench best`: the fastest correct kernel configuration per impl and shape of a block-size sweep,
+printed, and written as a tuned file a later suite applies with `tuned: FILE`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import click
+from rich.table import Table
+
+from xlabench import results
+from xlabench.cli.common import BadInput, console
+from xlabench.report import best as best_lib
+from xlabench.report import chartdata as cd
+from xlabench.suite import tuned
+
+
+@click.command()
+@click.argument("csv_files", nargs=-1, required=True, type=click.Path())
+@click.option("-o", "--output", default=None, type=click.Path(dir_okay=False),
+              help="Write the best configurations as YAML (use it in a suite as `tuned: FILE`).")
+def best(csv_files: tuple[str, ...], output: Optional[str]) -> None:
+    """Best block sizes per impl and shape: the fastest ok, correct row of each sweep (>= 2 configurations),
+    with its speedup over the kernel's default (the row with block sizes unset)."""
+    try:
+        df = cd.load([Path(p) for p in csv_files])
+    except results.ResultsFileError as e:
+        raise BadInput(str(e)) from None
+    configs = best_lib.best_configs(df)
+    if not configs:
+        raise BadInput(f"{', '.join(csv_files)}: no sweep of a tuned parameter (e.g. attention's block_q / block_k "
+                       "with >= 2 values per impl and shape, ok and correct) to choose from")
+    headers, rows = best_lib.table_rows(configs)
+    t = Table(title="best configuration per shape (fastest ok, correct row)")
+    for h in headers:
+        t.add_column(h)
+    for r in rows:
+        t.add_row(*map(str, r))
+    console.print(t)
+    if output:
+        workloads = sorted({c.workload for c in configs})
+        if len(workloads) > 1:
+            raise BadInput(f"-o: these rows tune {', '.join(workloads)}; a tuned file holds one workload "
+                           "(pass one workload's CSVs)")
+        Path(output).parent.mkdir(parents=True, exist_ok=True)
+        Path(output).write_text(tuned.dump(configs))
+        console.print(f"wrote {len(configs)} configuration(s) to {output} (use it in a suite: `tuned: {output}`)")
