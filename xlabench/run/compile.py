@@ -13,7 +13,6 @@ import datetime as dt
 import sys
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Callable, Optional
 
 from xlabench import hardware, results
@@ -21,7 +20,7 @@ from xlabench.run import workers, scheduler
 from xlabench import impls as catalog
 from xlabench import suite as suite_lib
 from xlabench.run.envs import COMPILE_VARIANT
-from xlabench.run.session import RunInputError, select_cases
+from xlabench.run.session import RunInputError, open_run, select_cases
 
 DEFAULT_PROFILE = "tpu"
 TORCH_XLA_REASON = ("torch_xla 2.9 has no compile-only TPU client (it compiles only on the devices it runs on); "
@@ -109,19 +108,10 @@ def compile_suite(s: suite_lib.Suite, target_name: str, slices: int = 1, profile
     except RunInputError as e:
         raise CompileError(str(e)) from None
 
-    done: set[str] = set()
-    if resume_csv:
-        try:
-            files, prior, done, run_id = results.read_prior(Path(resume_csv))
-        except results.ResultsFileError as e:
-            raise CompileError(f"--resume: {e}") from None
-        if len(prior) and set(prior["target"].astype(str)) != {target.name}:
-            raise CompileError(f"--resume: {resume_csv} was compiled for {sorted(set(prior['target'].astype(str)))}, "
-                               f"not {target.name}")
-    else:
-        run_id = scheduler.new_run_id()
-        files = results.RunFiles(Path(out_dir) / s.name / f"{run_id}.compile.csv")
-    files.csv.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        files, done, run_id = open_run(s, out_dir, resume_csv, suffix=".compile.csv", same=("target", target.name))
+    except RunInputError as e:
+        raise CompileError(str(e)) from None
     todo = [c for c in cases if c.case_id not in done]
 
     pool = workers.WorkerPool(files.log)

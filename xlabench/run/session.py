@@ -121,21 +121,9 @@ def run_suite(s: suite_lib.Suite, profile: Optional[str] = None, out_dir: str = 
         raise RunInputError(f"--peak-tflops must be > 0, got {peak_tflops}")
     if repeats is not None and repeats < 1:
         raise RunInputError(f"--repeats must be >= 1, got {repeats}")
-    done: set[str] = set()
-    if resume_csv:
-        try:
-            files, prior, done, run_id = results.read_prior(Path(resume_csv))
-        except results.ResultsFileError as e:
-            raise RunInputError(f"--resume: {e}") from None
-        if len(prior) and set(prior["suite"].astype(str)) != {s.name}:
-            raise RunInputError(f"--resume: {resume_csv} holds suite(s) {sorted(set(prior['suite'].astype(str)))}, "
-                                f"not {s.name!r}")
-        if profile is None and files.meta.exists():
-            profile = json.loads(files.meta.read_text()).get("profile") or "base"
-    else:
-        run_id = run_id or new_run_id()
-        files = results.RunFiles(Path(out_dir) / s.name / f"{run_id}.csv")
-    files.csv.parent.mkdir(parents=True, exist_ok=True)
+    files, done, run_id = open_run(s, out_dir, resume_csv, run_id)
+    if resume_csv and profile is None and files.meta.exists():
+        profile = json.loads(files.meta.read_text()).get("profile") or "base"
     interpreters = Interpreters(torch_xla_override=python_torch_xla)
     if python_torch_xla and interpreters.missing("torch_xla"):
         raise RunInputError(f"--python-torch-xla: {interpreters.missing('torch_xla')}")
@@ -153,6 +141,27 @@ def run_suite(s: suite_lib.Suite, profile: Optional[str] = None, out_dir: str = 
         e.done, e.total = tally["done"], tally["total"]
         e.csv = files.csv if primary and files.csv.exists() else None
         raise
+
+
+def open_run(s: suite_lib.Suite, out_dir: str, resume_csv: Optional[str], run_id: Optional[str] = None,
+             suffix: str = ".csv", same: tuple[str, str] | None = None) -> tuple[results.RunFiles, set[str], str]:
+    """(files, case ids already done, run id) of a new run under ``out_dir/<suite>/`` or of the one
+    ``resume_csv`` continues; that one must hold this suite (and, with ``same = (column, value)``, only
+    that value in the column: a compile's target)."""
+    if not resume_csv:
+        run_id = run_id or new_run_id()
+        files = results.RunFiles(Path(out_dir) / s.name / f"{run_id}{suffix}")
+        files.csv.parent.mkdir(parents=True, exist_ok=True)
+        return files, set(), run_id
+    try:
+        files, prior, done, run_id = results.read_prior(Path(resume_csv))
+    except results.ResultsFileError as e:
+        raise RunInputError(f"--resume: {e}") from None
+    for column, want in [("suite", s.name)] + ([same] if same else []):
+        have = sorted(set(prior[column].astype(str))) if len(prior) else [want]
+        if have != [want]:
+            raise RunInputError(f"--resume: {resume_csv} holds {column} {', '.join(map(repr, have))}, not {want!r}")
+    return files, done, run_id
 
 
 def select_cases(s: suite_lib.Suite, prof: str, only_impls: tuple[str, ...] = (),
