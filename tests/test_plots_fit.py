@@ -16,7 +16,8 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from test_plots_report import table_rows
 
 from xlabench.report import chartdata as cd
-from xlabench import report, results
+from xlabench import results
+from xlabench.report import markdown as report
 from xlabench.report import plots
 from xlabench.cli import main
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import itertools
+import textwrap
+
 import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -99,11 +102,17 @@ def _panels(n: int, ncols: int, width: float = 3.9, height: float = 3.0) -> tupl
     return fig, axes[:n]
 
 
+def wrap_title(fig: Figure, title: str) -> str:
+    """A title whose long lines (a compile target's topology) are wrapped to the figure's width."""
+    width = int(fig.get_figwidth() * 9)  # characters of an 11 pt title per inch, about
+    return "\n".join(textwrap.fill(line, width) for line in title.split("\n"))
+
+
 def _finish(chart: Chart, rows: pd.DataFrame, what: str, gaps: int = 0,
             gap_reason: str = "failed, skipped or wrong") -> Chart:
     """Title, one legend for the figure, and a footnote for gaps and other notes."""
     fig = chart.figure
-    fig.suptitle(cd.title(rows, what), fontsize=11)
+    fig.suptitle(wrap_title(fig, cd.title(rows, what)), fontsize=11)
     handles: dict[str, Artist] = {str(h.get_label()): h for h in chart.proxies}
     for ax in fig.axes:
         for h, lab in zip(*ax.get_legend_handles_labels()):
@@ -135,9 +144,14 @@ def _log2_x(ax: Axes, xs: Sequence[float], labels: Optional[dict[float, str]] = 
         ax.set_xlim(xs[0] - pad, xs[-1] + pad)
     ax.xaxis.set_major_locator(FixedLocator(xs))
     ax.xaxis.set_minor_locator(NullLocator())
-    if labels:  # spec strings are long: slant them so neighbours do not overlap
-        ax.set_xticklabels([labels.get(x, cd.fmt_value("", x)) for x in xs], rotation=30, ha="right",
-                           fontsize=8)
+    # Neighbours closer than ~12% on a log axis (128 and 136) or 6% of a linear one would print over each
+    # other: slant them, as the long spec strings always are.
+    log = ax.get_xscale() == "log"
+    crowded = len(xs) > 1 and any((b / a < 1.12) if log else (b - a < 0.06 * (xs[-1] - xs[0]))
+                                  for a, b in itertools.pairwise(xs))
+    if labels or crowded:
+        ax.set_xticklabels([(labels or {}).get(x, cd.fmt_value("", x)) for x in xs], rotation=90 if crowded else 30,
+                           ha="center" if crowded else "right", fontsize=8)
     else:
         ax.set_xticklabels([cd.fmt_value("", x) for x in xs])
 

@@ -23,6 +23,7 @@ from matplotlib.patches import Patch
 from xlabench.report import chartdata as cd
 from xlabench.report.bar_labels import _place_bar_labels
 from xlabench.report.chart_parts import (
+    wrap_title,
     Chart, MARKERS, NoData, _drop_empty, _facets, _finish, _line_chart, _log2_x, _panels, _rows, _series,
     _series_label, style,
 )
@@ -291,7 +292,7 @@ def fit_memory(df: pd.DataFrame) -> Chart:
         axes[0].plot([], [], color="#333333", linestyle="none", marker="x", markersize=8, markeredgewidth=2,
                      label=OOM_LABEL)
     _finish(chart, rows, lay["what"], gaps, gap_reason="failed or skipped")
-    fig.suptitle(cd.compile_title(rows, lay["what"]), fontsize=11)
+    fig.suptitle(wrap_title(fig, cd.compile_title(rows, lay["what"])), fontsize=11)
     return chart
 
 
