@@ -52,7 +52,10 @@ def _judging_options(f: Callable) -> Callable:
     d = gate_lib.GateConfig()
     opts = [
         click.option("--metric", type=click.Choice(list(gate_lib.METRICS)), default=d.metric, show_default=True,
-                     help="Column to compare; throughputs (TFLOP/s, MFU, GB/s, ...) are higher-is-better."),
+                     help="Column to compare; throughputs (TFLOP/s, MFU, GB/s, ...) are higher-is-better. "
+                          "device_median_s (rows timed with --timer trace): the per-iteration samples are "
+                          "wallclock only, so it is judged on them scaled to the row's device median (the "
+                          "device times' own spread is not used)."),
         click.option("--threshold", type=Fraction(), default=f"{d.threshold:.0%}", show_default=True,
                      help="Smallest change that counts, at the confidence bound, per case and suite-wide (e.g. 5% or 0.05)."),
         click.option("--alpha", type=Fraction(), default=str(d.alpha), show_default=True,
