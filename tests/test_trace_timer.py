@@ -117,11 +117,13 @@ def test_trace_of_a_real_attention_case_is_device_time_within_host_time():
     f = r.fields
     assert f["timer"] == "trace" and len(r.device_samples) == f["n"] == 10
     assert 0 < f["device_p10_s"] <= f["device_median_s"] <= f["device_p90_s"]
-    # Separate passes on a shared host: the medians are compared with room for the host's noise...
-    assert f["device_median_s"] <= 1.5 * f["median_s"]
+    # The wallclock and the profiled pass are separate loops: on this 2-core host under other jobs' load
+    # their medians drift apart (measured: device_median_s up to 1.4x median_s at load 5), so across the
+    # passes only a loose bound holds ...
+    assert f["device_median_s"] <= 3 * f["median_s"]
 
-    # ... and strictly, iteration by iteration, inside one profiled pass: the ops' span lies inside the
-    # host's call + sync.
+    # ... and the strict one inside one profiled pass, iteration by iteration: the ops' span lies inside
+    # the host's call + sync.
     def naive(q, k, v):
         s = jnp.einsum("bqhd,bkhd->bhqk", q, k)
         return jnp.einsum("bhqk,bkhd->bqhd", jax.nn.softmax(s, -1), v)
@@ -141,6 +143,7 @@ def test_trace_of_a_real_attention_case_is_device_time_within_host_time():
 
     device = trace_timer.profiled_seconds(call, sync, 8, trace_timer.module_name(compiled))
     assert len(device) == 8 and all(0 < d <= h for d, h in zip(device, host))
+    assert np.median(device) <= np.median(host)
     with pytest.raises(trace_timer.TraceTimerError, match="no profiler events of the executable jit_nope"):
         trace_timer.profiled_seconds(call, sync, 1, "jit_nope")
 
