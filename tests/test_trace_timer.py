@@ -185,3 +185,11 @@ def test_a_trace_suite_runs_end_to_end_and_timer_overrides_it(write_suite, tmp_p
 def test_bad_timer_option_is_exit_2(write_suite):
     proc = run_cli("run", str(write_suite(SUITE)), "--timer", "gpu")
     assert proc.returncode == 2 and "--timer" in proc.stderr
+
+
+def test_device_time_above_wallclock_is_said_in_the_notes():
+    from xlabench.backends.jax.common import with_timer
+
+    r = with_timer(_reply([1.0, 1.0]), TimingPlan(timer="trace"), (2.0, 2.0))
+    assert r.fields["device_median_s"] == 2.0 and "device_median_s above median_s" in r.notes
+    assert not with_timer(_reply([1.0, 1.0]), TimingPlan(timer="trace"), (0.5, 0.5)).notes

@@ -110,7 +110,14 @@ def with_timer(result: CaseResult, plan: TimingPlan, traced: tuple[float, ...] |
     if isinstance(traced, str):
         note = f"trace timer: no device times ({traced}); device columns empty"
         return result.replace(timer="trace", notes="; ".join(filter(None, [result.notes, note])))
-    return result.replace(timer="trace", device_samples=traced, device_stats=device_summary(traced))
+    stats = device_summary(traced)
+    notes = result.notes
+    median = result.stats.get("median_s")
+    if median and stats["device_median_s"] > median:  # seen on CPU for programs of tens of microseconds
+        notes = "; ".join(filter(None, [notes, "trace timer: device_median_s above median_s: the profiled pass ran "
+                                               "slower (the profiler's own cost on the threads that run the ops, "
+                                               "or the host's drift between the passes)"]))
+    return result.replace(timer="trace", device_samples=traced, device_stats=stats, notes=notes)
 
 
 def max_normalised_error(outs: Sequence[Any], refs: Sequence[Any]) -> float:
