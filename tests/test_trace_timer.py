@@ -174,6 +174,9 @@ def test_a_trace_suite_runs_end_to_end_and_timer_overrides_it(write_suite, tmp_p
     assert list(df["status"]) == ["ok", "ok"] and set(df["timer"]) == {"trace"}
     assert (df["device_median_s"] > 0).all() and (df["host_overhead"] > 0).all()
     assert np.allclose(df["host_overhead"], df["median_s"] / df["device_median_s"])
+    csv = next(p for p in (tmp_path / "trace").glob("*/*.csv") if not p.name.endswith(".samples.csv"))
+    proc = run_cli("compare", str(csv), str(csv), "--metric", "device_median_s")
+    assert proc.returncode == 0, proc.stdout + proc.stderr  # the same rows: no regression
 
     proc = run_cli("run", str(suite), "--out", str(tmp_path / "wall"), "--timer", "wallclock")
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -184,6 +187,8 @@ def test_a_trace_suite_runs_end_to_end_and_timer_overrides_it(write_suite, tmp_p
 
 def test_bad_timer_option_is_exit_2(write_suite):
     proc = run_cli("run", str(write_suite(SUITE)), "--timer", "gpu")
+    assert proc.returncode == 2 and "--timer" in proc.stderr
+    proc = run_cli("gate", str(write_suite(SUITE)), "--baseline", "nope.csv", "--timer", "host")
     assert proc.returncode == 2 and "--timer" in proc.stderr
 
 
