@@ -56,7 +56,7 @@ def test_case_result_crosses_the_worker_pipe_unchanged():
     msg = json.loads(json.dumps({"status": "ok", **r.to_message()}))
     back = CaseResult.from_message(msg)
     assert back == r
-    assert list(back.fields) == ["n", "median_s", "mean_s", "min_s", "p10_s", "p90_s", "stdev_s", "cv",
+    assert list(back.fields) == ["n", "median_s", "mean_s", "min_s", "p10_s", "p90_s", "stdev_s", "cv", "timer",
                                  "lower_s", "compile_s", "warmup", "flops", "peak_memory_bytes", "max_abs_err",
                                  "err_tol", "correct", "notes"]
 

@@ -52,7 +52,10 @@ def _judging_options(f: Callable) -> Callable:
     d = gate_lib.GateConfig()
     opts = [
         click.option("--metric", type=click.Choice(list(gate_lib.METRICS)), default=d.metric, show_default=True,
-                     help="Column to compare; throughputs (TFLOP/s, MFU, GB/s, ...) are higher-is-better."),
+                     help="Column to compare; throughputs (TFLOP/s, MFU, GB/s, ...) are higher-is-better. "
+                          "device_median_s (rows timed with --timer trace): the per-iteration samples are "
+                          "wallclock only, so it is judged on them scaled to the row's device median (the "
+                          "device times' own spread is not used)."),
         click.option("--threshold", type=Fraction(), default=f"{d.threshold:.0%}", show_default=True,
                      help="Smallest change that counts, at the confidence bound, per case and suite-wide (e.g. 5% or 0.05)."),
         click.option("--alpha", type=Fraction(), default=str(d.alpha), show_default=True,
@@ -185,11 +188,14 @@ def _replace_baseline(cmp: gate_lib.Comparison, run_csv: Path, bpath: Path) -> N
 @click.option("--repeats", type=int, default=None,
               help="Independent runs of each case, taken in passes over the suite and pooled (overrides "
                    "measure.repeats; the re-run uses it too).")
+@click.option("--timer", type=click.Choice(["wallclock", "trace"]), default=None,
+              help="wallclock | trace (overrides measure.timer; default: trace on TPU/GPU, wallclock on CPU); "
+                   "--metric device_median_s needs trace.")
 @_judging_options
 def gate(suite_file: str, baseline: str, save_baseline: bool, confirm: bool, profile: Optional[str],
          out_dir: str, timeout_s: Optional[float], peak_tflops: Optional[float], only_impls: tuple[str, ...],
-         repeats: Optional[int], metric: str, threshold: float, alpha: float, confidence: float, min_samples: int,
-         allow_env_mismatch: bool, allow_inconclusive: bool, markdown_path: Optional[str],
+         repeats: Optional[int], timer: Optional[str], metric: str, threshold: float, alpha: float, confidence: float,
+         min_samples: int, allow_env_mismatch: bool, allow_inconclusive: bool, markdown_path: Optional[str],
          json_path: Optional[str]) -> None:
     """Run a suite, compare it with a baseline, re-run flagged cases (all of them for a suite-wide
     regression); raises measure.iters for its runs to the samples a case needs to reach significance.
@@ -202,7 +208,7 @@ def gate(suite_file: str, baseline: str, save_baseline: bool, confirm: bool, pro
     try:
         with interrupts.interruptible():
             _gate(suite_file, baseline, save_baseline, confirm, profile, out_dir, timeout_s, peak_tflops, only_impls,
-                  repeats, metric, threshold, alpha, confidence, min_samples, allow_env_mismatch,
+                  repeats, timer, metric, threshold, alpha, confidence, min_samples, allow_env_mismatch,
                   allow_inconclusive, markdown_path, json_path)
     except interrupts.Interrupted as e:
         err_console.print(interrupted_message(e), markup=False, soft_wrap=True)
@@ -218,8 +224,8 @@ def interrupted_message(e: interrupts.Interrupted) -> str:
 
 def _gate(suite_file: str, baseline: str, save_baseline: bool, confirm: bool, profile: str | None,
           out_dir: str, timeout_s: float | None, peak_tflops: float | None, only_impls: tuple[str, ...],
-          repeats: int | None, metric: str, threshold: float, alpha: float, confidence: float, min_samples: int,
-          allow_env_mismatch: bool, allow_inconclusive: bool, markdown_path: str | None,
+          repeats: int | None, timer: str | None, metric: str, threshold: float, alpha: float, confidence: float,
+          min_samples: int, allow_env_mismatch: bool, allow_inconclusive: bool, markdown_path: str | None,
           json_path: str | None) -> None:
     """The body of `xlabench gate` (exits with the verdict's code)."""
     s = load_suite(suite_file)
@@ -245,7 +251,7 @@ def _gate(suite_file: str, baseline: str, save_baseline: bool, confirm: bool, pr
     for msg in notes + ([short] if short else []):
         err_console.print(f"[bold yellow]warning:[/] {msg}", soft_wrap=True)
     run_kw = dict(out_dir=out_dir, timeout_s=timeout_s, peak_tflops=peak_tflops, only_impls=only_impls,
-                  repeats=repeats)
+                  repeats=repeats, timer=timer)
     outcome = run_with_progress(s, profile=profile, **run_kw)
     cand = _load(outcome.files.csv, "candidate")
 

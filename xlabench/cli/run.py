@@ -85,6 +85,9 @@ def list_cases(suite_file: str, profile: Optional[str]) -> None:
 @click.option("--repeats", type=int, default=None,
               help="Independent runs of each case, taken in passes over the suite and pooled into its row "
                    "(overrides measure.repeats; for gating on a shared host see docs/gate.md).")
+@click.option("--timer", type=click.Choice(["wallclock", "trace"]), default=None,
+              help="wallclock | trace: also per-iteration device seconds from a profiler trace, a separate pass "
+                   "(overrides measure.timer; default: trace on TPU/GPU, wallclock on CPU; JAX only).")
 def run(suite_file: str, **options: Any) -> None:
     """Run a suite: one row per case in results/<suite>/<run-id>.csv, written as each case ends."""
     try:
@@ -148,7 +151,8 @@ def run_with_progress(s: Any, **options: Any) -> session.RunOutcome:
 
 
 # The `run` options that choose or measure the cases: a resume must repeat them (the profile is in the meta).
-_RESUME_OPTIONS = {"only_impls": "--impl", "shard_spec": "--shard", "repeats": "--repeats", "timeout_s": "--timeout",
+_RESUME_OPTIONS = {"only_impls": "--impl", "shard_spec": "--shard", "repeats": "--repeats", "timer": "--timer",
+                   "timeout_s": "--timeout",
                    "peak_tflops": "--peak-tflops", "local_devices": "--local-devices",
                    "python_torch_xla": "--python-torch-xla"}
 

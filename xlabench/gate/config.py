@@ -64,7 +64,15 @@ class Metric:
 
         Time metrics are the seconds themselves. Every throughput metric in the schema is
         ``something / median_s`` (metrics.derive), so per iteration it is ``row value * median_s / s``.
+        ``device_median_s`` (trace timer) has no per-iteration file: the samples are wallclock, so it is
+        judged on the wallclock samples scaled by ``device_median_s / median_s`` (the row's device median
+        with the wallclock spread; None where the row has no device time).
         """
+        if self.name == "device_median_s":
+            value, median = num(row.get(self.name)), num(row.get("median_s"))
+            if value is None or median is None or value <= 0 or median <= 0:
+                return None
+            return seconds * (value / median)
         if not self.higher_is_better:
             return seconds
         value, median = num(row.get(self.name)), num(row.get("median_s"))
@@ -85,6 +93,8 @@ METRICS: dict[str, Metric] = {m.name: m for m in (
     Metric("mean_s", "s", False, "mean"),
     # Contention on a shared host only ever adds time: a low quantile tracks the uncontended speed.
     Metric("p10_s", "s", False, "p10"),
+    # Trace timer: the row's device median, with the spread of the wallclock samples (see per_iteration).
+    Metric("device_median_s", "s", False, "median"),
     Metric("tflops_per_s", "TFLOP/s", True, "median"),
     Metric("mfu", "", True, "median"),
     Metric("gbytes_per_s", "GB/s", True, "median"),

@@ -97,6 +97,13 @@ MEASURE_COLUMNS = _c("measure", [
     ("stdev_s", "s", "sample standard deviation"),
     ("cv", "", "coefficient of variation stdev/mean"),
     ("repeats", "", "independent runs of the case pooled into this row (measure.repeats); n counts all"),
+    ("timer", "", ("measure.timer: wallclock (host clock around call + sync) | trace (also device seconds from a "
+                   "profiler trace); the wallclock columns above are wallclock either way")),
+    ("device_median_s", "s", ("trace timer: median device seconds per iteration (TPU/GPU: the device's XLA "
+                              "module; CPU: span of the executable's XLA ops), from a separate profiled pass")),
+    ("device_p10_s", "s", "trace timer: 10th percentile of the device seconds"),
+    ("device_p90_s", "s", "trace timer: 90th percentile of the device seconds"),
+    ("host_overhead", "", "trace timer: median_s / device_median_s (1 = no host cost beyond the device's)"),
 ])
 
 METRIC_COLUMNS = _c("metric", [

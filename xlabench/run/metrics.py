@@ -12,8 +12,8 @@ from xlabench.worker.protocol import CaseResult
 
 def derive(result: CaseResult, env: dict[str, Any], devices: int,
            peak_override: Optional[float]) -> dict[str, Any]:
-    """tflops_per_s, mfu, gbytes_per_s, mbu, tokens_per_s (and per device) and the peak used, of a
-    successful case's result."""
+    """tflops_per_s, mfu, gbytes_per_s, mbu, tokens_per_s (and per device), host_overhead (trace timer)
+    and the peak used, of a successful case's result."""
     fields = result.fields
     out: dict[str, Any] = {}
     peak = device_peak(env.get("platform", ""), env.get("device_kind", ""),
@@ -25,6 +25,8 @@ def derive(result: CaseResult, env: dict[str, Any], devices: int,
     median = fields.get("median_s")
     if not median:
         return out
+    if fields.get("device_median_s"):
+        out["host_overhead"] = median / fields["device_median_s"]
     if fields.get("flops"):
         out["tflops_per_s"] = fields["flops"] / median / 1e12
         if peak.tflops:

@@ -11,13 +11,14 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from xlabench.worker.timing import summarize
+from xlabench.worker.timing import device_summary, summarize
 from xlabench.worker.protocol import CaseResult
 
 
 def pool(replies: Sequence[CaseResult]) -> CaseResult:
     """One result for K ok results of the same case: every sample, stats over all of them, the worst
     error, correct only if every repeat was; other fields (compile time, losses, counts) from the first.
+    The trace timer's device samples are pooled the same way (the repeats that have them).
 
     Rates need nothing here: tokens/s, TFLOP/s, GB/s, MFU and MBU are derived from the pooled median
     afterwards (metrics.derive)."""
@@ -27,10 +28,12 @@ def pool(replies: Sequence[CaseResult]) -> CaseResult:
         return replies[0]
     first = replies[0]
     samples = tuple(s for r in replies for s in r.samples)
+    device = tuple(s for r in replies for s in r.device_samples)
     errs = [r.max_abs_err for r in replies]
     notes = "; ".join(filter(None, [first.notes, f"{len(replies)} repeats pooled "
                                                  f"(medians {', '.join(_ms(r) for r in replies)})"]))
     return first.replace(samples=samples, stats=summarize(list(samples)),
+                         device_samples=device, device_stats=device_summary(device),
                          max_abs_err=max(errs) if all(e is not None for e in errs) else first.max_abs_err,
                          correct=all(bool(r.correct) for r in replies), notes=notes)
 

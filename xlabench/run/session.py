@@ -23,6 +23,7 @@ from xlabench.run.envs import Interpreters
 from xlabench.run.interrupts import Interrupted, interruptible
 from xlabench.run.scheduler import RunContext, base_row, new_run_id, run_cases
 from xlabench.run.workers import WorkerError, WorkerPool, probe
+from xlabench.worker.timing import TIMERS
 
 
 class RunInputError(Exception):
@@ -108,9 +109,9 @@ def run_suite(s: suite_lib.Suite, profile: Optional[str] = None, out_dir: str = 
               local_devices: Optional[int] = None, init_timeout: int = 120,
               only_case_ids: Optional[Iterable[str]] = None, run_id: Optional[str] = None,
               python_torch_xla: Optional[str] = None, repeats: Optional[int] = None,
-              hooks: RunHooks = RunHooks()) -> RunOutcome:
+              timer: Optional[str] = None, hooks: RunHooks = RunHooks()) -> RunOutcome:
     """The body of `xlabench run` (also `xlabench gate`'s runs): ``only_case_ids`` runs just those
-    cases, ``run_id`` names a new run, ``repeats`` overrides measure.repeats."""
+    cases, ``run_id`` names a new run, ``repeats`` overrides measure.repeats, ``timer`` measure.timer."""
     try:
         shard_of = shard.parse_shard(shard_spec) if shard_spec is not None else None
         dist = distributed.from_options(coordinator, num_processes, process_id, init_timeout)
@@ -121,6 +122,8 @@ def run_suite(s: suite_lib.Suite, profile: Optional[str] = None, out_dir: str = 
         raise RunInputError(f"--peak-tflops must be > 0, got {peak_tflops}")
     if repeats is not None and repeats < 1:
         raise RunInputError(f"--repeats must be >= 1, got {repeats}")
+    if timer is not None and timer not in TIMERS:
+        raise RunInputError(f"--timer must be one of {', '.join(TIMERS)}, got {timer!r}")
     files, done, run_id = open_run(s, out_dir, resume_csv, run_id)
     if resume_csv and profile is None and files.meta.exists():
         profile = json.loads(files.meta.read_text()).get("profile") or "base"
@@ -135,7 +138,7 @@ def run_suite(s: suite_lib.Suite, profile: Optional[str] = None, out_dir: str = 
             return _run_with_pool(s, pool, files, run_id=run_id, done=done, tally=tally, dist=dist,
                                   profile=profile, timeout_s=timeout_s, peak_tflops=peak_tflops,
                                   only_impls=only_impls, shard_of=shard_of, shard_spec=shard_spec,
-                                  only_case_ids=only_case_ids, repeats=repeats, hooks=hooks)
+                                  only_case_ids=only_case_ids, repeats=repeats, timer=timer, hooks=hooks)
     except Interrupted as e:
         pool.kill_all()
         e.done, e.total = tally["done"], tally["total"]
@@ -166,9 +169,9 @@ def open_run(s: suite_lib.Suite, out_dir: str, resume_csv: Optional[str], run_id
 
 def select_cases(s: suite_lib.Suite, prof: str, only_impls: tuple[str, ...] = (),
                  shard_of: tuple[int, int] | None = None, only_case_ids: Iterable[str] | None = None,
-                 repeats: int | None = None) -> list[suite_lib.Case]:
-    """The profile's cases that ``--impl``, ``--shard``, the gate's re-run list and ``--repeats`` leave
-    (shared by `run` and `compile`)."""
+                 repeats: int | None = None, timer: str | None = None) -> list[suite_lib.Case]:
+    """The profile's cases that ``--impl``, ``--shard``, the gate's re-run list and ``--repeats`` leave,
+    with ``--timer`` applied (shared by `run` and `compile`)."""
     cases = s.cases(prof)
     if only_impls:
         unknown = set(only_impls) - {c.impl for c in cases}
@@ -183,6 +186,8 @@ def select_cases(s: suite_lib.Suite, prof: str, only_impls: tuple[str, ...] = ()
         cases = [c for c in cases if c.case_id in wanted]
     if repeats is not None:
         cases = [dataclasses.replace(c, measure=c.measure.model_copy(update={"repeats": repeats})) for c in cases]
+    if timer is not None:  # else the suite's, or the worker's platform default (timing.default_timer)
+        cases = [dataclasses.replace(c, measure=c.measure.model_copy(update={"timer": timer})) for c in cases]
     return cases
 
 
@@ -190,7 +195,8 @@ def _run_with_pool(s: suite_lib.Suite, pool: WorkerPool, files: results.RunFiles
                    done: set[str], tally: dict[str, int | None], dist: Any, profile: str | None,
                    timeout_s: float | None, peak_tflops: float | None, only_impls: tuple[str, ...],
                    shard_of: tuple[int, int] | None, shard_spec: str | None,
-                   only_case_ids: Iterable[str] | None, repeats: int | None, hooks: RunHooks) -> RunOutcome:
+                   only_case_ids: Iterable[str] | None, repeats: int | None, timer: str | None,
+                   hooks: RunHooks) -> RunOutcome:
     """run_suite once its workers can start: probe, pick the cases, run them. ``tally`` counts the cases
     with a row (done) out of the run's cases (total), for the interrupt message."""
     primary = dist is None or dist.is_primary
@@ -206,7 +212,7 @@ def _run_with_pool(s: suite_lib.Suite, pool: WorkerPool, files: results.RunFiles
     platform = first.env["platform"]
     try:
         prof = s.pick_profile(platform, profile)
-        cases = select_cases(s, prof, only_impls, shard_of, only_case_ids, repeats)
+        cases = select_cases(s, prof, only_impls, shard_of, only_case_ids, repeats, timer)
     except (suite_lib.SuiteError, RunInputError) as e:
         pool.close()
         raise RunInputError(str(e)) from None

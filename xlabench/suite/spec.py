@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional, Union
+from typing import Any, Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -38,6 +38,9 @@ class Measure(BaseModel):
                                               "each), taken in passes over the suite and pooled into its row: "
                                               "averages out run-to-run drift")
     timeout_s: float = Field(600.0, gt=0, description="per-case limit (compile + run) before the worker is killed")
+    timer: Optional[Literal["wallclock", "trace"]] = Field(
+        None, description="wallclock | trace (also per-iteration device seconds from a profiler trace, a separate "
+                          "pass; JAX only); default: trace on TPU/GPU, wallclock on CPU")
 
 
 class MeasureOverride(BaseModel):
@@ -48,6 +51,7 @@ class MeasureOverride(BaseModel):
     max_iters: Optional[int] = Field(None, ge=1)
     repeats: Optional[int] = Field(None, ge=1)
     timeout_s: Optional[float] = Field(None, gt=0)
+    timer: Optional[Literal["wallclock", "trace"]] = None
 
 
 class Profile(BaseModel):

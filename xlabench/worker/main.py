@@ -15,7 +15,7 @@ import sys
 import traceback
 from typing import Any
 
-from xlabench.worker.timing import TimingPlan
+from xlabench.worker.timing import TimingPlan, default_timer
 from xlabench.worker.faults import inject_fault
 from xlabench.worker.parent_watch import die_with_parent
 from xlabench.worker.protocol import CaseSkipped
@@ -25,7 +25,7 @@ def _run(backend: Any, msg: dict[str, Any]) -> dict[str, Any]:
     case = msg["case"]
     m = case["measure"]
     plan = TimingPlan(warmup=m["warmup"], iters=m["iters"], min_time_s=m["min_time_s"],
-                      max_iters=m["max_iters"])
+                      max_iters=m["max_iters"], timer=m.get("timer") or default_timer(msg["platform"]))
     try:
         inject_fault(case)
         runner = backend.runner_for(case["workload"])

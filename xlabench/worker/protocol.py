@@ -9,6 +9,8 @@ from typing import Any, Callable, Mapping, Optional
 
 # The timing statistics of a reply (timing.summarize's keys, in its order).
 STAT_FIELDS = ("n", "median_s", "mean_s", "min_s", "p10_s", "p90_s", "stdev_s", "cv")
+# The statistics of the trace timer's device seconds (timing.device_summary's keys).
+DEVICE_STAT_FIELDS = ("device_median_s", "device_p10_s", "device_p90_s")
 
 
 class CaseSkipped(Exception):
@@ -39,11 +41,17 @@ class CaseResult:
     metrics: Mapping[str, Any] = field(default_factory=dict)
     tokens_per_step: Optional[float] = None  # tokens one iteration processes (not a column: the parent's tokens_per_s)
     tokens_global: bool = False  # tokens_per_step is a global batch over the case's devices: tokens_per_s_per_device too
+    timer: Optional[str] = None  # wallclock | trace: how the row was timed (samples are wallclock either way)
+    device_samples: tuple[float, ...] = ()  # trace timer: per-iteration device seconds of a separate profiled pass
+    device_stats: Mapping[str, Any] = field(default_factory=dict)  # timing.device_summary(device_samples)
 
     @property
     def fields(self) -> dict[str, Any]:
         """The row columns of this result (no derived rates), in the order rows always had them."""
         out: dict[str, Any] = {**self.stats}
+        if self.timer is not None:
+            out["timer"] = self.timer
+        out.update(self.device_stats)
         for name in ("lower_s", "compile_s", "warmup"):
             out[name] = getattr(self, name)
         out.update(self.metrics)
@@ -57,6 +65,8 @@ class CaseResult:
     def to_message(self) -> dict[str, Any]:
         """The JSON-able reply body (the worker adds ``status``)."""
         msg: dict[str, Any] = {"fields": self.fields, "samples": list(self.samples)}
+        if self.device_samples:
+            msg["device_samples"] = list(self.device_samples)
         if self.tokens_per_step is not None:
             msg["tokens_per_step"] = self.tokens_per_step
             msg["tokens_global"] = self.tokens_global
@@ -67,10 +77,12 @@ class CaseResult:
         """The inverse of ``to_message`` (an ``ok`` reply of a worker); absent fields are None."""
         fields = dict(msg.get("fields", {}))
         typed = {f.name for f in dataclasses.fields(cls)} - {"samples", "stats", "metrics", "tokens_per_step",
-                                                             "tokens_global"}
+                                                             "tokens_global", "device_samples", "device_stats"}
         stats = {k: fields.pop(k) for k in STAT_FIELDS if k in fields}
+        device_stats = {k: fields.pop(k) for k in DEVICE_STAT_FIELDS if k in fields}
         known = {k: fields.pop(k) for k in list(fields) if k in typed}
         return cls(samples=tuple(msg.get("samples", ())), stats=stats, metrics=fields,
+                   device_samples=tuple(msg.get("device_samples", ())), device_stats=device_stats,
                    tokens_per_step=msg.get("tokens_per_step"), tokens_global=bool(msg.get("tokens_global", False)),
                    **known)
 

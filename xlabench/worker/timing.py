@@ -21,6 +21,18 @@ class TimingPlan:
     iters: int = 10
     min_time_s: float = 0.0
     max_iters: int = 1000
+    timer: str = "wallclock"  # wallclock | trace (TIMERS): trace adds a profiled pass for device seconds
+
+
+# measure.timer: wallclock (perf_counter around each call + sync) or trace (also the device seconds of each
+# iteration from a profiler trace, a separate pass; backends that cannot trace time wallclock and say so).
+TIMERS = ("wallclock", "trace")
+
+
+def default_timer(platform: str) -> str:
+    """The timer when the suite names none: trace on an accelerator, wallclock on CPU (where the
+    executable's ops run on the host's threads and the trace pass costs time for little news)."""
+    return "wallclock" if platform == "cpu" else "trace"
 
 
 def time_calls(call: Callable[[], Any], sync: Callable[[Any], Any], plan: TimingPlan) -> tuple[list[float], Any]:
@@ -72,6 +84,15 @@ def summarize(samples: list[float]) -> dict[str, float | int]:
     }
 
 
+def device_summary(samples: Sequence[float]) -> dict[str, float]:
+    """device_median_s, device_p10_s, device_p90_s of per-iteration device seconds (empty: none)."""
+    if not len(samples):
+        return {}
+    a = np.asarray(samples, dtype=np.float64)
+    return {"device_median_s": float(np.median(a)), "device_p10_s": float(np.percentile(a, 10)),
+            "device_p90_s": float(np.percentile(a, 90))}
+
+
 def max_normalised_error(outs: Sequence[np.ndarray], refs: Sequence[np.ndarray]) -> float:
     """max over tensors of max|out - ref| / max(1, max|ref|), in float32 on the host; inf if not finite.
 
@@ -96,4 +117,4 @@ def case_result(stats: dict[str, Any], samples: list[float], plan: TimingPlan, l
     return CaseResult(samples=tuple(samples), stats=stats, warmup=plan.warmup, compile_s=compile_s,
                       lower_s=lower_s, peak_memory_bytes=mem, max_abs_err=err, err_tol=err_tol,
                       correct=bool(err <= err_tol), notes=notes, metrics=metrics,
-                      tokens_per_step=tokens_per_step, tokens_global=tokens_global)
+                      tokens_per_step=tokens_per_step, tokens_global=tokens_global, timer="wallclock")

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Callable
 
 import jax
 import jax.numpy as jnp
 
 from xlabench.backends.jax import attention_impls as impls
-from xlabench.backends.jax.common import compile_timed, measure, peak_memory
+from xlabench.backends.jax.common import compile_timed, measure, peak_memory, trace_pass, with_timer
 from xlabench.worker.timing import TimingPlan
 from xlabench.workloads.attention import AttentionParams, attention_result, make_inputs
 from xlabench.worker.protocol import CaseResult, CaseSkipped
@@ -54,6 +55,7 @@ def run_attention_case(params: dict[str, Any], impl: str, plan: TimingPlan, inte
     with impls.tpu_interpret(cfg):  # interpret mode is fixed at trace time: trace inside it
         compiled, lower_s, compile_s = compile_timed(fn, args)
         stats, samples, out = measure(compiled, args, plan)
+        traced = trace_pass(compiled, functools.partial(compiled, *args), plan, len(samples))
     mem, mem_note = peak_memory(compiled, device)
 
     outs = out if isinstance(out, tuple) else (out,)
@@ -62,4 +64,5 @@ def run_attention_case(params: dict[str, Any], impl: str, plan: TimingPlan, inte
     refs = impls.reference_outputs(
         jnp.asarray(host["q"]), jnp.asarray(host["k"]), jnp.asarray(host["v"]),
         jnp.asarray(host["do"]) if p.mode == "fwd_bwd" else None, p.causal, cfg.sm_scale)
-    return attention_result(p, stats, samples, plan, lower_s, compile_s, mem, outs, refs, [mem_note])
+    return with_timer(attention_result(p, stats, samples, plan, lower_s, compile_s, mem, outs, refs, [mem_note]),
+                      plan, traced)

@@ -11,8 +11,9 @@ import numpy as np
 
 from xlabench.worker import timing as harness
 from xlabench.backends.jax.aot import parse_oom
-from xlabench.worker.protocol import CaseSkipped
-from xlabench.worker.timing import TimingPlan, summarize, time_calls
+from xlabench.backends.jax import trace_timer
+from xlabench.worker.protocol import CaseResult, CaseSkipped
+from xlabench.worker.timing import TimingPlan, device_summary, summarize, time_calls
 
 
 def compile_timed(fn: Callable, args: Sequence[Any], **jit_kwargs) -> tuple[Any, float, float]:
@@ -86,6 +87,37 @@ def peak_memory(compiled: Any, device: Any) -> tuple[int | None, str]:
 def measure(compiled: Any, args: Sequence[Any], plan: TimingPlan) -> tuple[dict[str, Any], list[float], Any]:
     samples, out = time_calls(lambda: compiled(*args), jax.block_until_ready, plan)
     return summarize(samples), samples, out
+
+
+def trace_pass(compiled: Any, call: Callable[[], Any], plan: TimingPlan, iters: int) -> tuple[float, ...] | str:
+    """``measure.timer: trace``: ``iters`` more synced calls under the profiler (after the wallclock
+    loop, see backends/jax/trace_timer.py for why a separate pass), their device seconds; or, when the
+    trace has none for this executable, the reason (a string). () with the wallclock timer."""
+    if plan.timer != "trace":
+        return ()
+    try:
+        return tuple(trace_timer.profiled_seconds(call, jax.block_until_ready, iters,
+                                                  trace_timer.module_name(compiled)))
+    except trace_timer.TraceTimerError as e:
+        return str(e)
+
+
+def with_timer(result: CaseResult, plan: TimingPlan, traced: tuple[float, ...] | str) -> CaseResult:
+    """The result with the timer it was measured with and the trace pass's device seconds (or, when
+    the trace found none, a note saying why and empty device columns: never a zero)."""
+    if plan.timer != "trace":
+        return result.replace(timer="wallclock")
+    if isinstance(traced, str):
+        note = f"trace timer: no device times ({traced}); device columns empty"
+        return result.replace(timer="trace", notes="; ".join(filter(None, [result.notes, note])))
+    stats = device_summary(traced)
+    notes = result.notes
+    median = result.stats.get("median_s")
+    if median and stats["device_median_s"] > median:  # seen on CPU for programs of tens of microseconds
+        notes = "; ".join(filter(None, [notes, "trace timer: device_median_s above median_s: the profiled pass ran "
+                                               "slower (the profiler's own cost on the threads that run the ops, "
+                                               "or the host's drift between the passes)"]))
+    return result.replace(timer="trace", device_samples=traced, device_stats=stats, notes=notes)
 
 
 def max_normalised_error(outs: Sequence[Any], refs: Sequence[Any]) -> float:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import jax
@@ -9,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from xlabench.backends.jax import paged_impls as impls
-from xlabench.backends.jax.common import compile_timed, measure, peak_memory
+from xlabench.backends.jax.common import compile_timed, measure, peak_memory, trace_pass, with_timer
 from xlabench.worker.timing import TimingPlan
 from xlabench.workloads.paged import PagedParams, cached_inputs, paged_result
 from xlabench.worker.protocol import CaseResult, CaseSkipped
@@ -44,6 +45,7 @@ def run_paged_case(params: dict[str, Any], impl: str, plan: TimingPlan, interpre
         with impls.tpu_interpret(cfg):  # interpret mode is fixed at trace time: trace inside it
             compiled, lower_s, compile_s = compile_timed(fn, args)
             stats, samples, out = measure(compiled, args, plan)
+            traced = trace_pass(compiled, functools.partial(compiled, *args), plan, len(samples))
     except Exception as e:
         if interpret and im.interpreter_broken:
             first = str(e).strip().splitlines()[0] if str(e).strip() else ""
@@ -52,5 +54,5 @@ def run_paged_case(params: dict[str, Any], impl: str, plan: TimingPlan, interpre
     mem, mem_note = peak_memory(compiled, device)
     del args
 
-    return paged_result(p, stats, samples, plan, lower_s, compile_s, mem, np.asarray(out), im.kv_round(platform),
-                        [mem_note])
+    return with_timer(paged_result(p, stats, samples, plan, lower_s, compile_s, mem, np.asarray(out),
+                                   im.kv_round(platform), [mem_note]), plan, traced)

@@ -14,7 +14,7 @@ import optax
 
 from xlabench.backends.jax import attention_impls as impls
 from xlabench.backends.jax import model, sharding
-from xlabench.backends.jax.common import compile_timed, peak_memory
+from xlabench.backends.jax.common import compile_timed, peak_memory, trace_pass, with_timer
 from xlabench.worker.timing import TimingPlan, summarize, time_calls
 from xlabench.worker.protocol import CaseResult, CaseSkipped
 from xlabench.workloads.model_presets import ModelConfig
@@ -211,7 +211,9 @@ def run_train_case(params: dict[str, Any], impl: str, plan: TimingPlan, interpre
 
     with setup.prog.interpret_ctx():
         samples, _ = time_calls(call, jax.block_until_ready, plan)
+        # The trace pass's steps are not timed steps: their losses are not the row's.
+        traced = trace_pass(setup.compiled, lambda: (setup.step(), setup.state), plan, len(samples))
     mem, mem_note = peak_memory(setup.compiled, device)
-    return train_result(p, summarize(samples), samples, plan, setup.lower_s, setup.compile_s, mem,
-                        [float(loss) for loss, _ in outs], plan.warmup, np.asarray(outs[0][1])[: len(ref)], ref,
-                        [mem_note])
+    return with_timer(train_result(p, summarize(samples), samples, plan, setup.lower_s, setup.compile_s, mem,
+                                   [float(loss) for loss, _ in outs], plan.warmup, np.asarray(outs[0][1])[: len(ref)],
+                                   ref, [mem_note]), plan, traced)

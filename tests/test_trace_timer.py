@@ -1,0 +1,200 @@
+"""measure.timer: trace: device seconds from a JAX profiler trace (CPU here: the executable's XLA ops)."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from types import SimpleNamespace as NS
+
+import numpy as np
+import pytest
+from conftest import run_cli
+
+from xlabench import results
+from xlabench.gate.config import METRICS
+from xlabench.run import repeats
+from xlabench.run.metrics import derive
+from xlabench.worker.protocol import CaseResult
+from xlabench.worker.timing import TimingPlan, case_result, summarize
+
+ENV = {"platform": "cpu", "device_kind": "cpu", "device_count": 1}
+TINY = dict(batch=1, num_heads=2, seq_len=128, head_dim=32, dtype="float32", causal=False, mode="fwd")
+
+
+def _ev(name, start, dur, **stats):
+    return NS(name=name, start_ns=float(start), duration_ns=float(dur), stats=list(stats.items()))
+
+
+def _plane(name, lines):
+    return NS(name=name, lines=[NS(name=n, events=evs) for n, evs in lines.items()])
+
+
+# ------------------------------------------------------------------------- parsing the trace's planes
+
+
+def test_cpu_layout_gives_one_span_per_run_id():
+    from xlabench.backends.jax.trace_timer import device_seconds
+
+    ops = [_ev("fusion.1", 100, 50, hlo_module="jit_f", run_id=7), _ev("fusion.2", 160, 40, hlo_module="jit_f", run_id=7),
+           _ev("fusion.1", 1000, 30, hlo_module="jit_f", run_id=8),
+           _ev("fusion.9", 120, 500, hlo_module="jit_other", run_id=9)]  # another executable: not counted
+    cpu = _plane("/host:CPU", {"python": [_ev("PjitFunction(jit(f))", 0, 400)],
+                               "tf_XLAPjRtCpuClient/1": ops[:2], "tf_XLAPjRtCpuClient/2": ops[2:]})
+    assert device_seconds([_plane("/host:metadata", {}), cpu], "jit_f") == [100e-9, 30e-9]
+
+
+def test_device_planes_use_the_xla_modules_line_longest_device():
+    from xlabench.backends.jax.trace_timer import device_seconds
+
+    d0 = _plane("/device:TPU:0", {"XLA Modules": [_ev("jit_f(3)", 0, 10), _ev("jit_f(3)", 100, 12)],
+                                  "XLA Ops": [_ev("fusion", 0, 5, hlo_module="jit_f", run_id=1)]})
+    d1 = _plane("/device:TPU:1", {"XLA Modules": [_ev("jit_f(3)", 0, 11), _ev("jit_f(3)", 100, 9)]})
+    assert device_seconds([d0, d1], "jit_f") == [11e-9, 12e-9]
+
+
+def test_no_events_of_the_executable_is_an_error_naming_it():
+    from xlabench.backends.jax.trace_timer import TraceTimerError, device_seconds
+
+    cpu = _plane("/host:CPU", {"t": [_ev("fusion", 0, 5, hlo_module="jit_other", run_id=1)]})
+    with pytest.raises(TraceTimerError, match="no profiler events of the executable jit_f"):
+        device_seconds([cpu], "jit_f")
+
+
+# ------------------------------------------------------------------------- rows: pooled, derived, piped
+
+
+def _reply(samples, device=()):
+    r = case_result(summarize(samples), list(samples), TimingPlan(), None, 1.0, None, 0.0, 1.0, "")
+    if device:
+        from xlabench.worker.timing import device_summary
+        r = r.replace(timer="trace", device_samples=tuple(device), device_stats=device_summary(device))
+    return r
+
+
+def test_every_result_says_its_timer_wallclock_unless_traced():
+    assert _reply([1.0]).fields["timer"] == "wallclock"  # every backend's case_result (torch_xla too)
+    assert "device_median_s" not in _reply([1.0]).fields
+
+
+def test_device_samples_pool_cross_the_pipe_and_give_host_overhead():
+    a, b = _reply([2.0, 2.0, 2.0], device=[1.0, 1.0, 1.0]), _reply([4.0, 4.0, 4.0], device=[2.0, 2.0, 2.0])
+    out = repeats.pool([a, b])
+    assert out.device_samples == (1.0,) * 3 + (2.0,) * 3 and out.fields["device_median_s"] == 1.5
+    assert derive(out, ENV, 1, None)["host_overhead"] == pytest.approx(3.0 / 1.5)
+    assert "host_overhead" not in derive(_reply([1.0]), ENV, 1, None)
+    back = CaseResult.from_message(json.loads(json.dumps({"status": "ok", **a.to_message()})))
+    assert back == a
+
+
+def test_with_timer_records_a_failed_trace_as_a_note_not_a_zero():
+    from xlabench.backends.jax.common import with_timer
+
+    r = with_timer(_reply([1.0]), TimingPlan(timer="trace"), "no profiler events of the executable jit_f")
+    assert r.fields["timer"] == "trace" and "device_median_s" not in r.fields
+    assert "trace timer: no device times (no profiler events of the executable jit_f)" in r.notes
+
+
+def test_gate_judges_device_median_on_scaled_wallclock_samples():
+    m = METRICS["device_median_s"]
+    assert not m.higher_is_better
+    s = np.array([2.0, 2.2, 1.8])
+    assert np.allclose(m.per_iteration({"device_median_s": 1.0, "median_s": 2.0}, s), s / 2)
+    assert m.per_iteration({"device_median_s": None, "median_s": 2.0}, s) is None  # wallclock row: not judged
+
+
+# ------------------------------------------------------------------------- real JAX on CPU
+
+
+def test_trace_of_a_real_attention_case_is_device_time_within_host_time():
+    import jax
+    import jax.numpy as jnp
+
+    from xlabench.backends.jax import trace_timer
+    from xlabench.backends.jax.attention_case import run_attention_case
+
+    r = run_attention_case(TINY, "naive", TimingPlan(warmup=2, iters=10, timer="trace"), False, "cpu")
+    f = r.fields
+    assert f["timer"] == "trace" and len(r.device_samples) == f["n"] == 10
+    assert 0 < f["device_p10_s"] <= f["device_median_s"] <= f["device_p90_s"]
+    # The wallclock and the profiled pass are separate loops: on this 2-core host under other jobs' load
+    # their medians drift apart (measured: device_median_s up to 1.4x median_s at load 5), so across the
+    # passes only a loose bound holds ...
+    assert f["device_median_s"] <= 3 * f["median_s"]
+
+    # ... and the strict one inside one profiled pass, iteration by iteration: the ops' span lies inside
+    # the host's call + sync.
+    def naive(q, k, v):
+        s = jnp.einsum("bqhd,bkhd->bhqk", q, k)
+        return jnp.einsum("bhqk,bkhd->bqhd", jax.nn.softmax(s, -1), v)
+
+    x = jnp.ones((1, 128, 2, 32))
+    compiled = jax.jit(naive).lower(x, x, x).compile()
+    jax.block_until_ready(compiled(x, x, x))
+    host: list[float] = []
+
+    def call():
+        host.append(time.perf_counter())
+        return compiled(x, x, x)
+
+    def sync(out):
+        jax.block_until_ready(out)
+        host[-1] = time.perf_counter() - host[-1]
+
+    device = trace_timer.profiled_seconds(call, sync, 8, trace_timer.module_name(compiled))
+    assert len(device) == 8 and all(0 < d <= h for d, h in zip(device, host))
+    assert np.median(device) <= np.median(host)
+    with pytest.raises(trace_timer.TraceTimerError, match="no profiler events of the executable jit_nope"):
+        trace_timer.profiled_seconds(call, sync, 1, "jit_nope")
+
+
+SUITE = """
+name: traced
+workload: attention
+backends: [jax]
+impls: [naive]
+params: {num_heads: 2, head_dim: 32, dtype: float32, batch: 1, causal: false}
+matrix:
+  seq_len: [64, 128]
+measure: {warmup: 1, iters: 5, timeout_s: 120, timer: trace}
+"""
+
+
+def _rows(out: Path):
+    found = [p for p in sorted(out.glob("*/*.csv")) if not p.name.endswith(".samples.csv")]
+    assert len(found) == 1, found
+    return results.read_rows(found[0])
+
+
+def test_a_trace_suite_runs_end_to_end_and_timer_overrides_it(write_suite, tmp_path):
+    suite = write_suite(SUITE)
+    proc = run_cli("run", str(suite), "--out", str(tmp_path / "trace"))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    df = _rows(tmp_path / "trace")
+    assert list(df["status"]) == ["ok", "ok"] and set(df["timer"]) == {"trace"}
+    assert (df["device_median_s"] > 0).all() and (df["host_overhead"] > 0).all()
+    assert np.allclose(df["host_overhead"], df["median_s"] / df["device_median_s"])
+    csv = next(p for p in (tmp_path / "trace").glob("*/*.csv") if not p.name.endswith(".samples.csv"))
+    proc = run_cli("compare", str(csv), str(csv), "--metric", "device_median_s")
+    assert proc.returncode == 0, proc.stdout + proc.stderr  # the same rows: no regression
+
+    proc = run_cli("run", str(suite), "--out", str(tmp_path / "wall"), "--timer", "wallclock")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    df = _rows(tmp_path / "wall")
+    assert set(df["timer"]) == {"wallclock"}  # filled in every ok row
+    assert df["device_median_s"].isna().all() and df["host_overhead"].isna().all()
+
+
+def test_bad_timer_option_is_exit_2(write_suite):
+    proc = run_cli("run", str(write_suite(SUITE)), "--timer", "gpu")
+    assert proc.returncode == 2 and "--timer" in proc.stderr
+    proc = run_cli("gate", str(write_suite(SUITE)), "--baseline", "nope.csv", "--timer", "host")
+    assert proc.returncode == 2 and "--timer" in proc.stderr
+
+
+def test_device_time_above_wallclock_is_said_in_the_notes():
+    from xlabench.backends.jax.common import with_timer
+
+    r = with_timer(_reply([1.0, 1.0]), TimingPlan(timer="trace"), (2.0, 2.0))
+    assert r.fields["device_median_s"] == 2.0 and "device_median_s above median_s" in r.notes
+    assert not with_timer(_reply([1.0, 1.0]), TimingPlan(timer="trace"), (0.5, 0.5)).notes
