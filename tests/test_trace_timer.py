@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 from types import SimpleNamespace as NS
 
+import jax
 import numpy as np
 import pytest
 from conftest import run_cli
@@ -198,3 +199,28 @@ def test_device_time_above_wallclock_is_said_in_the_notes():
     r = with_timer(_reply([1.0, 1.0]), TimingPlan(timer="trace"), (2.0, 2.0))
     assert r.fields["device_median_s"] == 2.0 and "device_median_s above median_s" in r.notes
     assert not with_timer(_reply([1.0, 1.0]), TimingPlan(timer="trace"), (0.5, 0.5)).notes
+
+
+def test_trace_dir_keeps_a_profile_per_case_listed_in_the_meta_and_linked_by_the_report(write_suite, tmp_path):
+    """`run --trace DIR`: a wallclock suite is traced anyway, each case's .xplane.pb (parseable by JAX's own
+    reader) and Perfetto trace land in DIR/<case_id>/, the meta JSON lists them, `report` links them."""
+    suite = write_suite(SUITE.replace(", timer: trace}", "}"))
+    out, traces = tmp_path / "res", tmp_path / "traces"
+    proc = run_cli("run", str(suite), "--out", str(out), "--trace", str(traces))
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    rows = _rows(out)
+    assert set(rows["timer"]) == {"trace"} and rows["device_median_s"].notna().all()
+    csv = next(p for p in out.glob("*/*.csv") if not p.name.endswith(".samples.csv"))
+    kept = json.loads(results.RunFiles(csv).meta.read_text())["traces"]
+    assert set(kept) == set(rows["case_id"])
+    for case_id, files in kept.items():
+        xplane = [f for f in files if f.endswith(".xplane.pb")]
+        assert len(xplane) == 1 and Path(xplane[0]).is_relative_to(traces / case_id)
+        assert any(f.endswith("perfetto_trace.json.gz") for f in files)
+        planes = [p.name for p in jax.profiler.ProfileData.from_file(xplane[0]).planes]
+        assert "/host:CPU" in planes
+    report = tmp_path / "report.md"
+    proc = run_cli("report", str(csv), "--out", str(report))
+    assert proc.returncode == 0, proc.stderr
+    text = report.read_text()
+    assert "## Traces" in text and text.count(".xplane.pb](") == len(kept)

@@ -88,6 +88,10 @@ def list_cases(suite_file: str, profile: Optional[str]) -> None:
 @click.option("--timer", type=click.Choice(["wallclock", "trace"]), default=None,
               help="wallclock | trace: also per-iteration device seconds from a profiler trace, a separate pass "
                    "(overrides measure.timer; default: trace on TPU/GPU, wallclock on CPU; JAX only).")
+@click.option("--trace", "trace_dir", default=None, type=click.Path(file_okay=False),
+              help="Keep each case's profile in DIR/<case_id>/ (.xplane.pb for xprof / TensorBoard, "
+                   "perfetto_trace.json.gz for ui.perfetto.dev), listed in the run's meta JSON and linked by "
+                   "`xlabench report`; implies --timer trace (JAX).")
 def run(suite_file: str, **options: Any) -> None:
     """Run a suite: one row per case in results/<suite>/<run-id>.csv, written as each case ends."""
     try:
@@ -154,7 +158,7 @@ def run_with_progress(s: Any, **options: Any) -> session.RunOutcome:
 _RESUME_OPTIONS = {"only_impls": "--impl", "shard_spec": "--shard", "repeats": "--repeats", "timer": "--timer",
                    "timeout_s": "--timeout",
                    "peak_tflops": "--peak-tflops", "local_devices": "--local-devices",
-                   "python_torch_xla": "--python-torch-xla"}
+                   "python_torch_xla": "--python-torch-xla", "trace_dir": "--trace"}
 
 
 def resume_command(suite_file: str, csv: Path, options: dict[str, Any]) -> str:

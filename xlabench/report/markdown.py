@@ -5,6 +5,7 @@ Meant for a CI job summary or a pull request: plain GitHub markdown, images by r
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -192,6 +193,23 @@ def problems(df: pd.DataFrame) -> str:
     return "\n\n".join(parts) if parts else "None: every case ran and matched its reference."
 
 
+def traces(df: pd.DataFrame, sources: Sequence[Path], out: Path) -> str:
+    """A table linking every case's kept profile files (the ``traces`` of each run's meta JSON)."""
+    lines = []
+    for src in sources:
+        meta = results.RunFiles(Path(src)).meta
+        if not meta.exists():
+            continue
+        kept = json.loads(meta.read_text()).get("traces") or {}
+        rows = df[cd.text(df["case_id"]).isin(kept)]
+        shape = shape_columns(rows) if len(rows) else []
+        for _, r in rows.iterrows():
+            files = [Path(f) for f in kept[str(r["case_id"])]]
+            shown = ", ".join(f"[{f.name}]({Path(os.path.relpath(f, out.parent)).as_posix()})" for f in files)
+            lines.append([_impl(r), _case_label(r, shape), shown])
+    return table(["impl", "case", "trace files"], lines) if lines else ""
+
+
 def build(df: pd.DataFrame, sources: Sequence[Path], charts: dict[str, list[Path]], out: Path) -> str:
     """The whole report as markdown; chart paths become links relative to the report's folder."""
     suites = cd.distinct(df["suite"])
@@ -220,6 +238,11 @@ def build(df: pd.DataFrame, sources: Sequence[Path], charts: dict[str, list[Path
             for workload in cd.distinct(s_rows["workload"]):
                 md += [f"### {suite}" + (f" ({workload})" if workload != suite else ""), "",
                        fit(s_rows[s_rows["workload"] == workload]), ""]
+    links = traces(df, sources, out)
+    if links:
+        md += ["## Traces", "", "Per-case profiles kept by `xlabench run --trace DIR`: `.xplane.pb` opens in xprof / "
+               "TensorBoard (`tensorboard --logdir` the case's folder), `perfetto_trace.json.gz` in ui.perfetto.dev.",
+               "", links, ""]
     md += ["## Failed, skipped and wrong cases", "", problems(df), ""]
     images = [(suite, p) for suite, paths in charts.items() for p in paths]
     if images:

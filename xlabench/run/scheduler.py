@@ -8,6 +8,7 @@ import secrets
 import socket
 import subprocess
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable, Iterable, Optional
 
 from xlabench import impls as catalog
@@ -48,6 +49,12 @@ class RunContext:
     # The host's measured CPU peaks (from the run's first worker): every CPU row of the run, whatever its
     # framework, is rated against the same figure, so MFU/MBU compare across frameworks.
     cpu_peaks: dict[str, float] = field(default_factory=dict)
+    trace_root: Optional[Path] = None  # `run --trace DIR`: each case's profile under DIR/<case_id>/
+
+    def trace_dir(self, case: Case, repeat: int) -> Optional[str]:
+        if self.trace_root is None:
+            return None
+        return str((self.trace_root / case.case_id / (f"repeat-{repeat + 1}" if case.measure.repeats > 1 else "")).resolve())
 
 
 def base_row(case: Case, ctx: RunContext) -> dict[str, Any]:
@@ -122,7 +129,7 @@ def run_repeat(state: CaseRun, pool: WorkerPool, ctx: RunContext) -> None:
         msg = {"op": "run", "platform": row["platform"],
                "case": {"case_id": case.case_id, "workload": case.workload, "backend": case.backend,
                         "impl": case.impl, "params": case.params, "interpret": row["interpret"],
-                        "measure": case.measure.model_dump()}}
+                        "measure": case.measure.model_dump(), "trace_dir": ctx.trace_dir(case, i)}}
         reply = worker.request(msg, ctx.timeout_override or case.measure.timeout_s)
     except WorkerError as e:
         if worker is not None and not worker.alive():

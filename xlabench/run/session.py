@@ -109,9 +109,14 @@ def run_suite(s: suite_lib.Suite, profile: Optional[str] = None, out_dir: str = 
               local_devices: Optional[int] = None, init_timeout: int = 120,
               only_case_ids: Optional[Iterable[str]] = None, run_id: Optional[str] = None,
               python_torch_xla: Optional[str] = None, repeats: Optional[int] = None,
-              timer: Optional[str] = None, hooks: RunHooks = RunHooks()) -> RunOutcome:
+              timer: Optional[str] = None, trace_dir: Optional[str] = None,
+              hooks: RunHooks = RunHooks()) -> RunOutcome:
     """The body of `xlabench run` (also `xlabench gate`'s runs): ``only_case_ids`` runs just those
-    cases, ``run_id`` names a new run, ``repeats`` overrides measure.repeats, ``timer`` measure.timer."""
+    cases, ``run_id`` names a new run, ``repeats`` overrides measure.repeats, ``timer`` measure.timer;
+    ``trace_dir`` keeps each case's profile under it (``<case_id>/``; the trace timer's pass, so it
+    implies ``timer='trace'``), listed in the meta JSON under ``traces``."""
+    if trace_dir is not None:
+        timer = "trace"
     try:
         shard_of = shard.parse_shard(shard_spec) if shard_spec is not None else None
         dist = distributed.from_options(coordinator, num_processes, process_id, init_timeout)
@@ -138,7 +143,8 @@ def run_suite(s: suite_lib.Suite, profile: Optional[str] = None, out_dir: str = 
             return _run_with_pool(s, pool, files, run_id=run_id, done=done, tally=tally, dist=dist,
                                   profile=profile, timeout_s=timeout_s, peak_tflops=peak_tflops,
                                   only_impls=only_impls, shard_of=shard_of, shard_spec=shard_spec,
-                                  only_case_ids=only_case_ids, repeats=repeats, timer=timer, hooks=hooks)
+                                  only_case_ids=only_case_ids, repeats=repeats, timer=timer, hooks=hooks,
+                                  trace_root=Path(trace_dir) if trace_dir is not None else None)
     except Interrupted as e:
         pool.kill_all()
         e.done, e.total = tally["done"], tally["total"]
@@ -196,6 +202,7 @@ def _run_with_pool(s: suite_lib.Suite, pool: WorkerPool, files: results.RunFiles
                    timeout_s: float | None, peak_tflops: float | None, only_impls: tuple[str, ...],
                    shard_of: tuple[int, int] | None, shard_spec: str | None,
                    only_case_ids: Iterable[str] | None, repeats: int | None, timer: str | None,
+                   trace_root: Path | None,
                    hooks: RunHooks) -> RunOutcome:
     """run_suite once its workers can start: probe, pick the cases, run them. ``tally`` counts the cases
     with a row (done) out of the run's cases (total), for the interrupt message."""
@@ -225,7 +232,7 @@ def _run_with_pool(s: suite_lib.Suite, pool: WorkerPool, files: results.RunFiles
         hooks.warning(w)
     cpu_peaks = {k: first.env[k] for k in ("measured_cpu_tflops", "measured_cpu_gbytes_per_s") if k in first.env}
     ctx = RunContext(run_id=run_id, platform=platform, peak_override=peak_tflops, timeout_override=timeout_s,
-                     cpu_peaks=cpu_peaks)
+                     cpu_peaks=cpu_peaks, trace_root=trace_root)
     meta = {"run_id": run_id, "suite": s.name, "shard": shard_spec, "suite_file": str(s.path), "profile": prof,
             "workload": s.spec.workload, "command": sys.argv, "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "env": first.env, "git_sha": ctx.git_sha, "hostname": ctx.hostname, "schema_version": results.SCHEMA_VERSION,
@@ -248,8 +255,22 @@ def _run_with_pool(s: suite_lib.Suite, pool: WorkerPool, files: results.RunFiles
             rows = run_cases(todo, writer, ctx, pool, on_row, hooks.repeat)
         finally:
             pool.close()
+    if primary and trace_root is not None:
+        meta["traces"] = traces_of(trace_root, todo)
+        results.write_meta(files, meta)
     return RunOutcome(files, prof, todo, rows, primary=primary, process_id=process_id,
                       seconds=time.time() - started, warnings=warnings)
+
+
+def traces_of(root: Path, cases: Iterable[suite_lib.Case]) -> dict[str, list[str]]:
+    """case_id -> the profile files its run kept under ``root`` (xplane.pb for xprof / TensorBoard,
+    perfetto_trace.json.gz for Perfetto); cases that kept none are left out."""
+    out: dict[str, list[str]] = {}
+    for c in cases:
+        found = sorted(str(p) for p in (root / c.case_id).rglob("*") if p.name.endswith((".xplane.pb", ".json.gz")))
+        if found:
+            out[c.case_id] = found
+    return out
 
 
 def _fail_all(s: suite_lib.Suite, profile: Optional[str], files: results.RunFiles, run_id: str, error: str,

@@ -25,7 +25,8 @@ def _run(backend: Any, msg: dict[str, Any]) -> dict[str, Any]:
     case = msg["case"]
     m = case["measure"]
     plan = TimingPlan(warmup=m["warmup"], iters=m["iters"], min_time_s=m["min_time_s"],
-                      max_iters=m["max_iters"], timer=m.get("timer") or default_timer(msg["platform"]))
+                      max_iters=m["max_iters"], timer=m.get("timer") or default_timer(msg["platform"]),
+                      trace_dir=case.get("trace_dir"))
     try:
         inject_fault(case)
         runner = backend.runner_for(case["workload"])

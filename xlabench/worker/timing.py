@@ -22,6 +22,7 @@ class TimingPlan:
     min_time_s: float = 0.0
     max_iters: int = 1000
     timer: str = "wallclock"  # wallclock | trace (TIMERS): trace adds a profiled pass for device seconds
+    trace_dir: str | None = None  # keep the profiled pass's trace here (xprof / TensorBoard / Perfetto)
 
 
 # measure.timer: wallclock (perf_counter around each call + sync) or trace (also the device seconds of each

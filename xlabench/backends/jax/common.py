@@ -97,7 +97,7 @@ def trace_pass(compiled: Any, call: Callable[[], Any], plan: TimingPlan, iters: 
         return ()
     try:
         return tuple(trace_timer.profiled_seconds(call, jax.block_until_ready, iters,
-                                                  trace_timer.module_name(compiled)))
+                                                  trace_timer.module_name(compiled), keep_dir=plan.trace_dir))
     except trace_timer.TraceTimerError as e:
         return str(e)
 

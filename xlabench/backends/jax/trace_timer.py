@@ -43,6 +43,7 @@ loop of the same number of iterations.
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import os
 import tempfile
@@ -61,15 +62,21 @@ def module_name(compiled: Any) -> str:
     return compiled.runtime_executable().hlo_modules()[0].name
 
 
-def profiled_seconds(call: Callable[[], Any], sync: Callable[[Any], Any], iters: int, module: str) -> list[float]:
+def profiled_seconds(call: Callable[[], Any], sync: Callable[[Any], Any], iters: int, module: str,
+                     keep_dir: str | None = None) -> list[float]:
     """Run ``call`` + ``sync`` ``iters`` times under the JAX profiler; the device seconds of each execution
-    of ``module`` found in the trace, in execution order. Raises TraceTimerError if there are none."""
+    of ``module`` found in the trace, in execution order. Raises TraceTimerError if there are none.
+
+    ``keep_dir`` (``xlabench run --trace DIR``): write the trace there, to keep: the ``.xplane.pb`` that
+    xprof and TensorBoard open and a ``perfetto_trace.json.gz`` for ui.perfetto.dev."""
     opts = jax.profiler.ProfileOptions()
     opts.python_tracer_level = 0
     opts.host_tracer_level = 1
-    with tempfile.TemporaryDirectory(prefix="xlabench-trace-") as tmp:
+    if keep_dir:
+        os.makedirs(keep_dir, exist_ok=True)
+    with (contextlib.nullcontext(keep_dir) if keep_dir else tempfile.TemporaryDirectory(prefix="xlabench-trace-")) as tmp:
         try:
-            with jax.profiler.trace(tmp, profiler_options=opts):
+            with jax.profiler.trace(tmp, create_perfetto_trace=bool(keep_dir), profiler_options=opts):
                 for _ in range(iters):
                     sync(call())
         except RuntimeError as e:  # e.g. another profiler session is active in this process
