@@ -7,6 +7,7 @@ asked for explicitly, so nothing here ever executes on them.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import re
 import time
@@ -111,14 +112,14 @@ def _cost(compiled: Any) -> dict[str, float]:
     return dict(ca or {})
 
 
-def compile_analyzed(fn: Callable, args: Sequence[Any], device: Any, analytic_flops_per_device: float | None,
-                     **jit_kwargs: Any) -> dict[str, Any]:
-    """Lower and compile ``fn`` for the devices its shardings name; the row fields of a compiled case.
-
-    Raises CompileOom when libtpu refuses the program for want of HBM (the parent makes that an ``oom``
-    row, not a failure)."""
+def lower_and_compile(fn: Callable, args: Sequence[Any], device: Any = None,
+                      **jit_kwargs: Any) -> tuple[Any, float, float]:
+    """(compiled, lower seconds, compile seconds) of ``jax.jit(fn, **jit_kwargs)`` for ``args``: the one
+    timed AOT compile of every case, run or compile-only. ``device``: trace under it as the default
+    device (Mosaic's lowering asks the default device which chip it targets). Raises CompileOom (with
+    ``lower_s`` / ``compile_s``) when XLA refuses the program for want of device memory."""
     t0 = time.perf_counter()
-    with jax.default_device(device):  # Mosaic's lowering asks the default device which chip it targets
+    with jax.default_device(device) if device is not None else contextlib.nullcontext():
         lowered = jax.jit(fn, **jit_kwargs).trace(*args).lower()
     t1 = time.perf_counter()
     try:
@@ -129,12 +130,21 @@ def compile_analyzed(fn: Callable, args: Sequence[Any], device: Any, analytic_fl
             oom.lower_s, oom.compile_s = t1 - t0, time.perf_counter() - t1  # type: ignore[attr-defined]
             raise oom from None
         raise
-    t2 = time.perf_counter()
+    return compiled, t1 - t0, time.perf_counter() - t1
+
+
+def compile_analyzed(fn: Callable, args: Sequence[Any], device: Any, analytic_flops_per_device: float | None,
+                     **jit_kwargs: Any) -> dict[str, Any]:
+    """Lower and compile ``fn`` for the devices its shardings name; the row fields of a compiled case.
+
+    Raises CompileOom when libtpu refuses the program for want of HBM (the parent makes that an ``oom``
+    row, not a failure)."""
+    compiled, lower_s, compile_s = lower_and_compile(fn, args, device, **jit_kwargs)
     ma = compiled.memory_analysis()
     total = ma.argument_size_in_bytes + ma.output_size_in_bytes + ma.temp_size_in_bytes - ma.alias_size_in_bytes
     cost = _cost(compiled)
     fields: dict[str, Any] = {
-        "lower_s": t1 - t0, "compile_s": t2 - t1,
+        "lower_s": lower_s, "compile_s": compile_s,
         "mem_args_bytes": int(ma.argument_size_in_bytes), "mem_out_bytes": int(ma.output_size_in_bytes),
         "mem_temp_bytes": int(ma.temp_size_in_bytes), "mem_alias_bytes": int(ma.alias_size_in_bytes),
         "peak_memory_bytes": int(total),

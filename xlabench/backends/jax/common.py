@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from typing import Any, Callable, Sequence
 
 import jax
@@ -10,7 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from xlabench.worker import timing as harness
-from xlabench.backends.jax.aot import parse_oom
+from xlabench.backends.jax.aot import CompileOom, lower_and_compile
 from xlabench.backends.jax import trace_timer
 from xlabench.worker.protocol import CaseResult, CaseSkipped
 from xlabench.worker.timing import TimingPlan, device_summary, summarize, time_calls
@@ -22,19 +21,12 @@ def compile_timed(fn: Callable, args: Sequence[Any], **jit_kwargs) -> tuple[Any,
     On an accelerator a program that will not fit is a skipped case with the figures (CaseSkipped), never
     an out-of-memory crash mid-run: XLA refuses it at compile time, or its memory analysis exceeds the
     device's limit."""
-    t0 = time.perf_counter()
-    lowered = jax.jit(fn, **jit_kwargs).lower(*args)
-    t1 = time.perf_counter()
     try:
-        compiled = lowered.compile()
-    except Exception as e:
-        oom = parse_oom(str(e))
-        if oom is not None:
-            raise CaseSkipped(f"does not fit in device memory: {oom_text(oom.used, oom.capacity, str(oom))}") from None
-        raise
-    t2 = time.perf_counter()
+        compiled, lower_s, compile_s = lower_and_compile(fn, args, **jit_kwargs)
+    except CompileOom as oom:
+        raise CaseSkipped(f"does not fit in device memory: {oom_text(oom.used, oom.capacity, str(oom))}") from None
     check_fits(compiled, jax.devices()[0])
-    return compiled, t1 - t0, t2 - t1
+    return compiled, lower_s, compile_s
 
 
 def oom_text(needed: int | None, capacity: int | None, detail: str = "") -> str:
