@@ -245,3 +245,29 @@ def test_recompilation_while_timing_and_wrong_kernels_are_flagged(torch_xla_pyth
     assert "suspicious: 3 recompilation(s) while timing" in drift["notes"] and drift["correct"]
     assert wrong["correct"] is False and wrong["max_abs_err"] > 0.1
     assert "suspicious" not in wrong["notes"]
+
+
+def test_trace_timer_on_torch_xla_takes_xla_execute_time(torch_xla_python, tmp_path):
+    """`--timer trace`: torch_xla rows get the device columns from XLA's ExecuteTime metric (one sample per
+    execution), within the wallclock time of the same iterations; JAX rows from the profiler."""
+    suite = tmp_path / "suite.yaml"
+    suite.write_text(textwrap.dedent("""\
+        name: txla_trace
+        workload: attention
+        backends: [jax, torch_xla]
+        impls: [naive]
+        params: {batch: 1, num_heads: 2, seq_len: 128, head_dim: 32, dtype: float32, causal: false}
+        matrix: {mode: [fwd, fwd_bwd]}
+        measure: {warmup: 1, iters: 5, timeout_s: 300}
+        """))
+    proc = run_cli("run", str(suite), "--out", str(tmp_path / "res"), "--timer", "trace",
+                   env={envs.TORCH_XLA_ENV_VAR: torch_xla_python})
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    csv = next(p for p in (tmp_path / "res").glob("*/*.csv") if not p.name.endswith(".samples.csv"))
+    df = results.read_rows(csv)
+    assert (df.status == "ok").all() and set(df.timer) == {"trace"}
+    assert df.device_median_s.notna().all() and (df.device_median_s > 0).all()
+    tx = df[df.backend == "torch_xla"]
+    assert len(tx) == 2 and tx.notes.str.contains("device times from torch_xla's ExecuteTime metric").all()
+    # the device part of a lazy-tensor step is within the step it was measured in (same iterations)
+    assert (tx.device_median_s <= tx.median_s).all() and (tx.host_overhead >= 1).all()

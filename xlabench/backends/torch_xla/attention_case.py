@@ -11,7 +11,7 @@ import torch
 
 from xlabench.backends.torch_xla import attention_impls as impls
 from xlabench.backends.torch_xla import jax_kernels
-from xlabench.backends.torch_xla.common import measure, peak_memory, to_numpy, xla_device
+from xlabench.backends.torch_xla.common import measure, peak_memory, with_device_times, to_numpy, xla_device
 from xlabench.worker.timing import TimingPlan
 from xlabench.workloads.attention import (REF_MAX_SCORE_BYTES, AttentionParams, attention_result, chunked_reference,
                                          make_inputs)
@@ -59,7 +59,8 @@ def run_attention_case(params: dict[str, Any], impl: str, plan: TimingPlan, inte
     notes = m.notes() + [mem_note]
     if im.note and p.kv_heads != p.num_heads:
         notes.insert(0, im.note)
-    return attention_result(p, m.stats, m.samples, plan, None, m.compile_s, mem, outs, refs, notes)
+    return with_device_times(attention_result(p, m.stats, m.samples, plan, None, m.compile_s, mem, outs, refs, notes),
+                             plan, m)
 
 
 def ref_device(platform: str) -> torch.device:

@@ -20,7 +20,8 @@ import torch_xla.core.xla_model as xm
 import torch_xla.debug.metrics as met
 
 from xlabench.backends.torch_xla.env import sync
-from xlabench.worker.timing import TimingPlan, summarize, time_calls
+from xlabench.worker.protocol import CaseResult
+from xlabench.worker.timing import TimingPlan, device_summary, summarize, time_calls
 
 
 @dataclass(frozen=True)
@@ -49,6 +50,20 @@ class XlaMeasurement:
     compiles_in_warmup: int
     recompiles_while_timing: int
     executions: MetricDelta  # XLA's ExecuteTime (ExecuteReplicatedTime under SPMD) over the timed iterations
+    execution_seconds: tuple[float, ...] = ()  # those executions' own seconds, in order (where retained)
+
+    def device_seconds(self) -> tuple[float, ...] | str:
+        """Per timed iteration, the seconds of its device executions (ExecuteTime samples; k executions
+        per iteration are summed); or why there are none."""
+        n, count = int(self.stats["n"]), self.executions.count
+        if not count:
+            return "torch_xla recorded no ExecuteTime in the timed iterations"
+        if count % n:
+            return f"{count} executions over {n} iterations: not a whole number per iteration"
+        if len(self.execution_seconds) != count:
+            return f"torch_xla kept {len(self.execution_seconds)} of the {count} ExecuteTime samples"
+        k = count // n
+        return tuple(float(sum(self.execution_seconds[i * k:(i + 1) * k])) for i in range(n))
 
     def notes(self) -> list[str]:
         """Row remarks: recompilations (suspicious timing) and what XLA's ExecuteTime saw."""
@@ -62,6 +77,30 @@ class XlaMeasurement:
             out.append(f"torch_xla ExecuteTime: {self.executions.seconds / n * 1e3:.4g} ms per iteration on the "
                        f"device ({self.executions.count} execution(s) over {n} timed iterations)")
         return out
+
+
+def _execution_samples() -> list[tuple[float, float]]:
+    """(timestamp, seconds) of the ExecuteTime / ExecuteReplicatedTime samples torch_xla still holds."""
+    out: list[tuple[int, float]] = []
+    for name in ("ExecuteTime", "ExecuteReplicatedTime"):
+        data = met.metric_data(name)
+        if data:
+            out += [(float(t), float(v) / 1e9) for t, v in data[2]]
+    return sorted(out)
+
+
+def with_device_times(result: CaseResult, plan: TimingPlan, m: "XlaMeasurement") -> CaseResult:
+    """``measure.timer: trace`` on torch_xla: the device columns from XLA's own ExecuteTime metric (per
+    execution, what the PJRT client measured), timer ``trace``; wallclock otherwise."""
+    if plan.timer != "trace":
+        return result.replace(timer="wallclock")
+    seconds = m.device_seconds()
+    if isinstance(seconds, str):
+        note = f"trace timer: no device times ({seconds}); device columns empty"
+        return result.replace(timer="trace", notes="; ".join(filter(None, [result.notes, note])))
+    note = "trace timer: device times from torch_xla's ExecuteTime metric"
+    return result.replace(timer="trace", device_samples=seconds, device_stats=device_summary(seconds),
+                          notes="; ".join(filter(None, [result.notes, note])))
 
 
 def _executions() -> MetricDelta:
@@ -81,9 +120,12 @@ def measure(call: Callable[[], Any], plan: TimingPlan, compiling_calls: int = 1)
     samples, out = time_calls(call, lambda _: sync(), dataclasses.replace(plan, warmup=0))
     c2, e2 = MetricDelta.take("CompileTime"), _executions()
     warm, timed = c1 - c0, c2 - c1
+    held, count = _execution_samples(), (e2 - e1).count
+    new = tuple(s for _, s in held[-count:]) if count and len(held) >= count else ()  # the timed loop's, newest last
     return XlaMeasurement(
         stats=summarize(samples), samples=samples, out=out, compile_s=warm.seconds,
-        compiles_in_warmup=warm.count, recompiles_while_timing=timed.count, executions=e2 - e1)
+        compiles_in_warmup=warm.count, recompiles_while_timing=timed.count, executions=e2 - e1,
+        execution_seconds=new)
 
 
 def peak_memory(device: torch.device) -> tuple[Optional[int], str]:

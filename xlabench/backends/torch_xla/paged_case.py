@@ -9,7 +9,7 @@ import torch
 from xlabench.backends.torch_xla import jax_kernels
 from xlabench.backends.torch_xla import paged_impls as impls
 from xlabench.backends.torch_xla.attention_case import TORCH_DTYPES
-from xlabench.backends.torch_xla.common import measure, peak_memory, to_numpy, xla_device
+from xlabench.backends.torch_xla.common import measure, peak_memory, with_device_times, to_numpy, xla_device
 from xlabench.backends.torch_xla.env import device_kind
 from xlabench.worker.timing import TimingPlan
 from xlabench.workloads.paged import PagedParams, cached_inputs, paged_result
@@ -44,4 +44,5 @@ def run_paged_case(params: dict[str, Any], impl: str, plan: TimingPlan, interpre
     notes = m.notes() + [mem_note]
     if im.cpu_note and platform == "cpu":
         notes.insert(0, im.cpu_note)
-    return paged_result(p, m.stats, m.samples, plan, None, m.compile_s, mem, out, im.kv_round(platform), notes)
+    return with_device_times(paged_result(p, m.stats, m.samples, plan, None, m.compile_s, mem, out,
+                                          im.kv_round(platform), notes), plan, m)

@@ -23,7 +23,7 @@ import torch
 
 from xlabench.backends.torch_xla import attention_impls as attn
 from xlabench.backends.torch_xla.attention_case import TORCH_DTYPES, _highest_precision, ref_device
-from xlabench.backends.torch_xla.common import measure, peak_memory, xla_device
+from xlabench.backends.torch_xla.common import measure, peak_memory, with_device_times, xla_device
 from xlabench.backends.torch_xla.model import Transformer, logical_axes
 from xlabench.worker.timing import TimingPlan
 from xlabench.worker.protocol import CaseResult, CaseSkipped
@@ -160,9 +160,10 @@ def run_train_case(params: dict[str, Any], impl: str, plan: TimingPlan, interpre
         remarks.append("scan_layers: torch_xla loops over layers in Python (per-layer weights, as with "
                        "scan_layers=false: the same model and losses); only the JAX step scans")
     # timed: the steps after the compiling ones and the warm-up
-    return train_result(p, m.stats, m.samples, plan, None, m.compile_s, mem, [float(loss) for loss, _ in outs],
-                        COMPILING_STEPS + plan.warmup, outs[0][1].cpu().numpy()[:n_ref], ref,
-                        m.notes() + [mem_note], remarks)
+    result = train_result(p, m.stats, m.samples, plan, None, m.compile_s, mem, [float(loss) for loss, _ in outs],
+                          COMPILING_STEPS + plan.warmup, outs[0][1].cpu().numpy()[:n_ref], ref,
+                          m.notes() + [mem_note], remarks)
+    return with_device_times(result, plan, m)
 
 
 def _checkpoint_blocks(model: Transformer) -> None:
