@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import os
 import re
 import time
 from dataclasses import dataclass
@@ -47,10 +48,27 @@ class CompileOom(Exception):
         self.used, self.capacity = used, capacity
 
 
+def libtpu_found() -> bool:
+    """Whether this environment has libtpu where JAX looks for it: a ``TPU_LIBRARY_PATH`` file, else an
+    importable ``libtpu`` package. Checked here, before JAX, so that a host without it always gets the
+    same clear error, whatever else JAX's plugin discovery may find."""
+    path = os.environ.get("TPU_LIBRARY_PATH")
+    if path and os.path.isfile(path):
+        return True
+    try:
+        import libtpu  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
 @functools.lru_cache(maxsize=8)
 def topology_devices(target: TargetSpec) -> tuple[Any, ...]:
     """The compile-only devices of a TPU topology (one per TensorCore, or per chip with megacore)."""
     from jax.experimental import topologies
+
+    if not libtpu_found():
+        raise RuntimeError(f"{LIBTPU_HOWTO}; no libtpu package to import and no TPU_LIBRARY_PATH file")
 
     kwargs = dict(target.options)
     if target.slices > 1:
