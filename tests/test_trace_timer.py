@@ -89,7 +89,7 @@ def test_device_samples_pool_cross_the_pipe_and_give_host_overhead():
 
 
 def test_with_timer_records_a_failed_trace_as_a_note_not_a_zero():
-    from xlabench.backends.jax.common import with_timer
+    from xlabench.worker.timing import with_timer
 
     r = with_timer(_reply([1.0]), TimingPlan(timer="trace"), "no profiler events of the executable jit_f")
     assert r.fields["timer"] == "trace" and "device_median_s" not in r.fields
@@ -194,7 +194,7 @@ def test_bad_timer_option_is_exit_2(write_suite):
 
 
 def test_device_time_above_wallclock_is_said_in_the_notes():
-    from xlabench.backends.jax.common import with_timer
+    from xlabench.worker.timing import with_timer
 
     r = with_timer(_reply([1.0, 1.0]), TimingPlan(timer="trace"), (2.0, 2.0))
     assert r.fields["device_median_s"] == 2.0 and "device_median_s above median_s" in r.notes

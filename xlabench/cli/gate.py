@@ -24,6 +24,7 @@ from xlabench.run import interrupts
 from xlabench.gate import report as gate_report
 from xlabench import suite as suite_lib
 from xlabench.cli.common import BadInput, console, err_console, load_suite
+from xlabench.worker.timing import TIMERS
 from xlabench.cli.run import run_with_progress
 from xlabench.gate import session as gate_session
 from xlabench.run.session import RunOutcome
@@ -188,7 +189,7 @@ def _replace_baseline(cmp: gate_lib.Comparison, run_csv: Path, bpath: Path) -> N
 @click.option("--repeats", type=int, default=None,
               help="Independent runs of each case, taken in passes over the suite and pooled (overrides "
                    "measure.repeats; the re-run uses it too).")
-@click.option("--timer", type=click.Choice(["wallclock", "trace"]), default=None,
+@click.option("--timer", type=click.Choice(TIMERS), default=None,
               help="wallclock | trace (overrides measure.timer; default: trace on TPU/GPU, wallclock on CPU); "
                    "--metric device_median_s needs trace.")
 @_judging_options

@@ -13,6 +13,7 @@ from rich.table import Table
 
 from xlabench import results
 from xlabench.cli.common import BadInput, console, err_console, load_suite, warn
+from xlabench.worker.timing import TIMERS
 from xlabench.report import summary
 from xlabench.run import session
 from xlabench.run.interrupts import Interrupted, interruptible
@@ -85,7 +86,7 @@ def list_cases(suite_file: str, profile: Optional[str]) -> None:
 @click.option("--repeats", type=int, default=None,
               help="Independent runs of each case, taken in passes over the suite and pooled into its row "
                    "(overrides measure.repeats; for gating on a shared host see docs/gate.md).")
-@click.option("--timer", type=click.Choice(["wallclock", "trace"]), default=None,
+@click.option("--timer", type=click.Choice(TIMERS), default=None,
               help="wallclock | trace: also per-iteration device seconds from a profiler trace, a separate pass "
                    "(overrides measure.timer; default: trace on TPU/GPU, wallclock on CPU; JAX only).")
 @click.option("--trace", "trace_dir", default=None, type=click.Path(file_okay=False),

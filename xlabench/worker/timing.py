@@ -94,6 +94,27 @@ def device_summary(samples: Sequence[float]) -> dict[str, float]:
             "device_p90_s": float(np.percentile(a, 90))}
 
 
+def with_timer(result: CaseResult, plan: TimingPlan, traced: tuple[float, ...] | str,
+               source: str = "") -> CaseResult:
+    """The result with the timer it was measured with and its per-iteration device seconds (or, when
+    none were found, a note saying why and empty device columns: never a zero). Every backend's ending:
+    ``traced`` is the JAX trace pass's seconds or torch_xla's ExecuteTime ones; ``source`` says where
+    they came from, in the row's notes."""
+    if plan.timer != "trace":
+        return result.replace(timer="wallclock")
+    if isinstance(traced, str):
+        note = f"trace timer: no device times ({traced}); device columns empty"
+        return result.replace(timer="trace", notes="; ".join(filter(None, [result.notes, note])))
+    stats = device_summary(traced)
+    notes = "; ".join(filter(None, [result.notes, f"trace timer: {source}" if source else ""]))
+    median = result.stats.get("median_s")
+    if median and stats["device_median_s"] > median:  # seen on CPU for programs of tens of microseconds
+        notes = "; ".join(filter(None, [notes, "trace timer: device_median_s above median_s: the profiled pass ran "
+                                               "slower (the profiler's own cost on the threads that run the ops, "
+                                               "or the host's drift between the passes)"]))
+    return result.replace(timer="trace", device_samples=traced, device_stats=stats, notes=notes)
+
+
 def max_normalised_error(outs: Sequence[np.ndarray], refs: Sequence[np.ndarray]) -> float:
     """max over tensors of max|out - ref| / max(1, max|ref|), in float32 on the host; inf if not finite.
 

@@ -9,8 +9,8 @@ import jax
 import jax.numpy as jnp
 
 from xlabench.backends.jax import attention_impls as impls
-from xlabench.backends.jax.common import compile_timed, measure, peak_memory, trace_pass, with_timer
-from xlabench.worker.timing import TimingPlan
+from xlabench.backends.jax.common import compile_timed, measure, peak_memory, trace_pass
+from xlabench.worker.timing import TimingPlan, with_timer
 from xlabench.workloads.attention import AttentionParams, attention_result, make_inputs
 from xlabench.worker.protocol import CaseResult, CaseSkipped
 

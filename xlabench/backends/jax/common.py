@@ -11,8 +11,8 @@ import numpy as np
 from xlabench.worker import timing as harness
 from xlabench.backends.jax.aot import CompileOom, lower_and_compile
 from xlabench.backends.jax import trace_timer
-from xlabench.worker.protocol import CaseResult, CaseSkipped
-from xlabench.worker.timing import TimingPlan, device_summary, summarize, time_calls
+from xlabench.worker.protocol import CaseSkipped
+from xlabench.worker.timing import TimingPlan, summarize, time_calls
 
 
 def compile_timed(fn: Callable, args: Sequence[Any], **jit_kwargs) -> tuple[Any, float, float]:
@@ -92,24 +92,6 @@ def trace_pass(compiled: Any, call: Callable[[], Any], plan: TimingPlan, iters: 
                                                   trace_timer.module_name(compiled), keep_dir=plan.trace_dir))
     except trace_timer.TraceTimerError as e:
         return str(e)
-
-
-def with_timer(result: CaseResult, plan: TimingPlan, traced: tuple[float, ...] | str) -> CaseResult:
-    """The result with the timer it was measured with and the trace pass's device seconds (or, when
-    the trace found none, a note saying why and empty device columns: never a zero)."""
-    if plan.timer != "trace":
-        return result.replace(timer="wallclock")
-    if isinstance(traced, str):
-        note = f"trace timer: no device times ({traced}); device columns empty"
-        return result.replace(timer="trace", notes="; ".join(filter(None, [result.notes, note])))
-    stats = device_summary(traced)
-    notes = result.notes
-    median = result.stats.get("median_s")
-    if median and stats["device_median_s"] > median:  # seen on CPU for programs of tens of microseconds
-        notes = "; ".join(filter(None, [notes, "trace timer: device_median_s above median_s: the profiled pass ran "
-                                               "slower (the profiler's own cost on the threads that run the ops, "
-                                               "or the host's drift between the passes)"]))
-    return result.replace(timer="trace", device_samples=traced, device_stats=stats, notes=notes)
 
 
 def max_normalised_error(outs: Sequence[Any], refs: Sequence[Any]) -> float:

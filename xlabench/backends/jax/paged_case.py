@@ -10,8 +10,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from xlabench.backends.jax import paged_impls as impls
-from xlabench.backends.jax.common import compile_timed, measure, peak_memory, trace_pass, with_timer
-from xlabench.worker.timing import TimingPlan
+from xlabench.backends.jax.common import compile_timed, measure, peak_memory, trace_pass
+from xlabench.worker.timing import TimingPlan, with_timer
 from xlabench.workloads.paged import PagedParams, cached_inputs, paged_result
 from xlabench.worker.protocol import CaseResult, CaseSkipped
 

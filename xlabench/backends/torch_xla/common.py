@@ -21,7 +21,7 @@ import torch_xla.debug.metrics as met
 
 from xlabench.backends.torch_xla.env import sync
 from xlabench.worker.protocol import CaseResult
-from xlabench.worker.timing import TimingPlan, device_summary, summarize, time_calls
+from xlabench.worker.timing import TimingPlan, summarize, time_calls, with_timer
 
 
 @dataclass(frozen=True)
@@ -92,15 +92,8 @@ def _execution_samples() -> list[tuple[float, float]]:
 def with_device_times(result: CaseResult, plan: TimingPlan, m: "XlaMeasurement") -> CaseResult:
     """``measure.timer: trace`` on torch_xla: the device columns from XLA's own ExecuteTime metric (per
     execution, what the PJRT client measured), timer ``trace``; wallclock otherwise."""
-    if plan.timer != "trace":
-        return result.replace(timer="wallclock")
-    seconds = m.device_seconds()
-    if isinstance(seconds, str):
-        note = f"trace timer: no device times ({seconds}); device columns empty"
-        return result.replace(timer="trace", notes="; ".join(filter(None, [result.notes, note])))
-    note = "trace timer: device times from torch_xla's ExecuteTime metric"
-    return result.replace(timer="trace", device_samples=seconds, device_stats=device_summary(seconds),
-                          notes="; ".join(filter(None, [result.notes, note])))
+    return with_timer(result, plan, m.device_seconds() if plan.timer == "trace" else (),
+                      source="device times from torch_xla's ExecuteTime metric")
 
 
 def _executions() -> MetricDelta:
