@@ -42,6 +42,22 @@ def _start_run(path: Path, out: Path, faults: list[dict], *extra: str) -> subpro
                             start_new_session=True)
 
 
+def _kill(proc: subprocess.Popen) -> None:
+    """SIGKILL the run if it is still there (a test that fails must not leave it running)."""
+    if proc.poll() is None:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
+def _signal(proc: subprocess.Popen, signum: int) -> str:
+    """Send the run ``signum`` and wait (60 s) for it to end; its output. Killed if it does not end."""
+    try:
+        os.kill(proc.pid, signum)
+        return proc.communicate(timeout=60)[0]
+    finally:
+        _kill(proc)
+
+
 def _wait_for(what: str, check, proc: subprocess.Popen, timeout_s: float = 240):
     """Poll ``check()`` until it returns something truthy (returned), or fail naming ``what``."""
     deadline = time.time() + timeout_s
@@ -157,12 +173,10 @@ def test_sigint_mid_run_exits_130_with_resume_hint_and_resume_completes(write_su
     try:
         csv_path = _wait_for("the first row", lambda: _rows_on_disk(out, 1), proc)
         workers = _wait_for("the worker", lambda: workers_of(proc.pid), proc)
-        os.kill(proc.pid, signal.SIGINT)
-        output = proc.communicate(timeout=60)[0]
-    finally:
-        if proc.poll() is None:
-            os.kill(proc.pid, signal.SIGKILL)
-            proc.wait()
+    except BaseException:
+        _kill(proc)
+        raise
+    output = _signal(proc, signal.SIGINT)
     assert proc.returncode == 130, output
     assert wait_gone(workers, timeout_s=5) == [], f"worker(s) {workers} outlived the interrupted run"
     hint = f"interrupted: 1 of 2 cases done; resume with: xlabench run {path} --resume {csv_path}"
@@ -186,12 +200,10 @@ def test_sigterm_while_the_first_worker_starts_exits_143(write_suite, tmp_path):
     proc = _start_run(write_suite(FAULT_SUITE), out, [])
     try:
         workers = _wait_for("the worker", lambda: workers_of(proc.pid), proc, timeout_s=60)
-        os.kill(proc.pid, signal.SIGTERM)
-        output = proc.communicate(timeout=60)[0]
-    finally:
-        if proc.poll() is None:
-            os.kill(proc.pid, signal.SIGKILL)
-            proc.wait()
+    except BaseException:
+        _kill(proc)
+        raise
+    output = _signal(proc, signal.SIGTERM)
     assert proc.returncode == 143, output
     assert wait_gone(workers, timeout_s=5) == [], f"worker(s) {workers} outlived the interrupted run"
     assert "interrupted while starting the first worker; no case ran, nothing to resume" in output, output
