@@ -42,7 +42,7 @@ def best_configs(df: pd.DataFrame) -> list[TunedConfig]:
             if configs.nunique() < 2:
                 continue
             best = ok.loc[median[ok.index].idxmin()]
-            default = ok[ok[tuned].isna().all(axis=1) | (cd.text(ok[tuned]) == "nan").all(axis=1)]
+            default = ok[ok[tuned].isna().all(axis=1)]  # the kernel's default: the tuned parameters unset
             default_s = float(median[default.index].min()) if len(default) else np.nan
             params = {k: value(best[k]) for k in tuned}
             out.append(TunedConfig(
