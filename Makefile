@@ -33,7 +33,7 @@ $(BIN)/.tpu-compile: $(BIN)/.installed
 	$(BIN)/python -m pip install -q -e '.[tpu-compile]'
 	touch $@
 
-.PHONY: setup run lint test torch-xla-env tpu-compile compile
+.PHONY: setup run lint test torch-xla-env tpu-compile compile readme-charts
 setup: $(BIN)/.installed
 
 ## libtpu for `xlabench compile` (run once; `make test` does it)
@@ -48,10 +48,16 @@ compile: tpu-compile
 ## the torch_xla environment (run once; `make test` and `xlabench run` then drive it)
 torch-xla-env: $(TXLA_BIN)/.installed
 
-## the main job: a CPU run of a real suite (cpu profile picked automatically), then its plots
+## the main job: a CPU run of a real suite (cpu profile picked automatically), then its plots;
+## it writes only to results/ and plots/, which git ignores (the tree stays clean)
 run: setup
 	$(BIN)/xlabench run $(SUITE)
 	$(BIN)/xlabench plot
+
+## the README's own charts and MFU table (docs/img/, tracked): run on purpose, never by `make run`
+readme-charts: setup
+	$(BIN)/xlabench run suites/gpt2.yaml
+	$(BIN)/python benchmarks/readme_charts.py
 
 ## lint (ruff, configured in pyproject.toml)
 lint: setup
