@@ -60,7 +60,7 @@ def test_resolved_round_trips_and_lengths_are_deterministic():
     (dict(max_context=72), "page_size (16) must divide max_context (72)"),
     (dict(max_context=48, pages_per_compute_block=2), "pages_per_compute_block (2) must divide the pages per sequence"),
     (dict(max_context=48), "context_lens 1,16,37,64 reaches 64 tokens but max_context is 48"),
-    (dict(num_heads=6, num_kv_heads=4), "num_kv_heads (4) must divide num_heads (6)"),
+    (dict(num_heads=6, num_kv_heads=4), "num_heads (6) must be divisible by num_kv_heads (4)"),
     (dict(q_tokens=2), "every context length must be >= q_tokens (2)"),
     (dict(context_lens=[1, 2]), "context_lens lists 2 lengths but batch is 4"),
     (dict(context_lens="uniform:9..3"), "lo (9) must be <= hi (3)"),
@@ -160,7 +160,7 @@ matrix:
     ('"batch,context_lens": [[2, 64], [2, "uniform:1..128"]]\n  total_pages: [7]',
      "the sequences need 8 pages of 16 tokens but the cache has total_pages=7"),
     ('"batch,context_lens": [[2, 64]]\n  max_context: [136]', "page_size (16) must divide max_context (136)"),
-    ('"batch,context_lens": [[2, 64]]\n  num_heads: [8, 5]', "num_kv_heads (2) must divide num_heads (5)"),
+    ('"batch,context_lens": [[2, 64]]\n  num_heads: [8, 5]', "num_heads (5) must be divisible by num_kv_heads (2)"),
     ('"batch,context_lens": [[2, many]]', "context_lens: expected"),
 ])
 def test_suite_validate_exits_2_with_the_reason(tmp_path, sweep, message):

@@ -11,6 +11,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, model_validator
 
 from xlabench import flops as flop_formulas
+from xlabench.workloads import checks
 from xlabench.worker.timing import TimingPlan, case_result, max_normalised_error
 from xlabench.worker.protocol import CaseResult
 
@@ -41,18 +42,9 @@ class AttentionParams(BaseModel):
 
     @model_validator(mode="after")
     def _check(self) -> "AttentionParams":
-        for name in ("batch", "num_heads", "seq_len", "head_dim", "devices"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        for name in ("num_kv_heads", "kv_seq_len", "block_q", "block_k"):
-            v = getattr(self, name)
-            if v is not None and v < 1:
-                raise ValueError(f"{name} must be >= 1, got {v}")
-        if self.num_heads % self.kv_heads:
-            raise ValueError(
-                f"num_heads ({self.num_heads}) must be divisible by num_kv_heads ({self.kv_heads})")
-        if self.kv_heads > self.num_heads:
-            raise ValueError(f"num_kv_heads ({self.kv_heads}) cannot exceed num_heads ({self.num_heads})")
+        checks.at_least_one(self, ("batch", "num_heads", "seq_len", "head_dim", "devices"),
+                            ("num_kv_heads", "kv_seq_len", "block_q", "block_k"))
+        checks.heads_divide(self.num_heads, self.kv_heads)
         return self
 
     @property

@@ -25,6 +25,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, field_validator, model_validator
 
 from xlabench import flops as flop_formulas
+from xlabench.workloads import checks
 from xlabench.worker.timing import TimingPlan, case_result, max_normalised_error
 from xlabench.worker.protocol import CaseResult
 from xlabench.workloads.attention import DTYPES, ERR_TOL, default_scale
@@ -124,17 +125,11 @@ class PagedParams(BaseModel):
 
     @model_validator(mode="after")
     def _check(self) -> "PagedParams":
-        for name in ("batch", "num_heads", "head_dim", "page_size", "pages_per_compute_block", "q_tokens"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        for name in ("num_kv_heads", "max_context", "total_pages"):
-            v = getattr(self, name)
-            if v is not None and v < 1:
-                raise ValueError(f"{name} must be >= 1, got {v}")
+        checks.at_least_one(self, ("batch", "num_heads", "head_dim", "page_size", "pages_per_compute_block",
+                                   "q_tokens"), ("num_kv_heads", "max_context", "total_pages"))
         if self.devices != 1:
             raise ValueError(f"devices must be 1: paged_attention runs on one device (got {self.devices})")
-        if self.kv_heads > self.num_heads or self.num_heads % self.kv_heads:
-            raise ValueError(f"num_kv_heads ({self.kv_heads}) must divide num_heads ({self.num_heads})")
+        checks.heads_divide(self.num_heads, self.kv_heads)
         lo, hi = _spec_bounds(self.context_lens)
         if self.context_lens.startswith("uniform:") and lo > hi:
             raise ValueError(f"context_lens {self.context_lens}: lo ({lo}) must be <= hi ({hi})")
@@ -218,6 +213,13 @@ class PagedParams(BaseModel):
         """How any backend's impl runs this case (the run and the compile-only path share it)."""
         return PagedConfig(sm_scale=default_scale(self.head_dim), pages_per_compute_block=self.pages_per_compute_block,
                            megacore_mode=self.megacore_mode, interpret=interpret, platform=platform)
+
+
+def megacore_only_paged(p: PagedParams, platform: str = "", device_kind: str = "") -> Optional[str]:
+    """The rule of every impl but the Pallas TPU paged kernel (a PagedRule): megacore_mode is that kernel's."""
+    if p.megacore_mode is not None:
+        return "megacore_mode applies to the Pallas TPU paged kernel only"
+    return None
 
 
 def make_inputs(p: PagedParams, seed: int = INPUTS_SEED) -> dict[str, np.ndarray]:

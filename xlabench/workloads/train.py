@@ -13,6 +13,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, field_validator, model_validator
 
 from xlabench import flops as flop_formulas
+from xlabench.workloads import checks
 from xlabench.worker.timing import TimingPlan, case_result, max_normalised_error
 from xlabench.worker.protocol import CaseResult
 from xlabench.workloads import model_presets as presets
@@ -119,13 +120,9 @@ class TrainParams(BaseModel):
 
     @model_validator(mode="after")
     def _check(self) -> "TrainParams":
-        for name in ("global_batch", "seq_len", "devices") + DIM_FIELDS[1:]:
-            v = getattr(self, name)
-            if v is not None and v < 1:
-                raise ValueError(f"{name} must be >= 1, got {v}")
+        checks.at_least_one(self, (), ("global_batch", "seq_len", "devices") + DIM_FIELDS[1:])
         cfg = self.config()
-        if cfg.num_heads % cfg.num_kv_heads:
-            raise ValueError(f"num_heads ({cfg.num_heads}) must be divisible by num_kv_heads ({cfg.num_kv_heads})")
+        checks.heads_divide(cfg.num_heads, cfg.num_kv_heads)
         if cfg.arch == "gpt2" and self.seq_len > cfg.max_seq_len:
             raise ValueError(f"seq_len {self.seq_len} exceeds the {cfg.max_seq_len} learned positions of "
                              f"{self.model} (gpt2 has a position table)")

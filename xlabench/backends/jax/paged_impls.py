@@ -18,7 +18,7 @@ import jax.numpy as jnp
 from xlabench import hardware
 from xlabench.backends.jax.attention_impls import tpu_interpret
 from xlabench.impls import PagedImplRecord, kv_round_to, lookup
-from xlabench.workloads.paged import PagedConfig, PagedParams
+from xlabench.workloads.paged import PagedConfig, PagedParams, megacore_only_paged
 
 
 @dataclass(frozen=True)
@@ -28,12 +28,6 @@ class JaxPagedImpl(PagedImplRecord):
 
 def _shared(q, k_pages, v_pages, lengths, table, cfg: PagedConfig) -> tuple:
     return q, k_pages, v_pages, lengths, table
-
-
-def _megacore_only_paged(p: PagedParams) -> Optional[str]:
-    if p.megacore_mode is not None:
-        return "megacore_mode applies to the Pallas TPU paged kernel only"
-    return None
 
 
 def _one_query_token(kernel: str, p: PagedParams) -> Optional[str]:
@@ -65,10 +59,6 @@ def naive(q, k_pages, v_pages, lengths, table, cfg: PagedConfig):
     probs = jax.nn.softmax(logits, axis=-1).astype(v.dtype)
     out = jnp.einsum("bhgqk,bhkd->bqhgd", probs, v, preferred_element_type=jnp.float32)
     return out.reshape(b, nq, hq, d).astype(q.dtype)
-
-
-def _naive_unsupported(p: PagedParams, platform: str, device_kind: str) -> Optional[str]:
-    return _megacore_only_paged(p)
 
 
 # ------------------------------------------------------------------------------- Pallas TPU paged
@@ -168,7 +158,7 @@ def ragged_paged(q, kv, lengths, table, cu_q_lens, num_seqs, cfg: PagedConfig):
 def _ragged_unsupported(p: PagedParams, platform: str, device_kind: str) -> Optional[str]:
     from jax.experimental.pallas.ops.tpu.ragged_paged_attention import kernel as rpa_kernel
 
-    reason = _megacore_only_paged(p)
+    reason = megacore_only_paged(p)
     if reason:
         return reason
     if p.head_dim % 128:
@@ -202,13 +192,13 @@ def paged_gpu(q, k_pages, v_pages, lengths, table, cfg: PagedConfig):
 
 
 def _paged_gpu_unsupported(p: PagedParams, platform: str, device_kind: str) -> Optional[str]:
-    return _one_query_token("Pallas GPU paged_attention", p) or _megacore_only_paged(p)
+    return _one_query_token("Pallas GPU paged_attention", p) or megacore_only_paged(p)
 
 
 _RAGGED_CPU = f"ragged_paged_attention does not run in the CPU Pallas interpreter of jax {jax.__version__} (on TPU it does)"
 
 REGISTRY: dict[str, JaxPagedImpl] = {
-    "naive": JaxPagedImpl("naive", _shared, naive, _naive_unsupported),
+    "naive": JaxPagedImpl("naive", _shared, naive, megacore_only_paged),
     "paged": JaxPagedImpl("paged", _shared, paged, _paged_unsupported, kv_round=kv_round_to("bfloat16")),
     "ragged_paged": JaxPagedImpl("ragged_paged", _ragged_prepare, ragged_paged, _ragged_unsupported,
                                  interpreter_broken=_RAGGED_CPU),

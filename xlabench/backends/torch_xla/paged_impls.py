@@ -20,7 +20,7 @@ import torch
 
 from xlabench.backends.torch_xla import jax_kernels
 from xlabench.impls import PagedImplRecord, PagedRule, kv_round_to, lookup
-from xlabench.workloads.paged import PagedConfig, PagedParams
+from xlabench.workloads.paged import PagedConfig, PagedParams, megacore_only_paged
 
 
 @dataclass(frozen=True)
@@ -44,12 +44,6 @@ def _jax_rule(name: str) -> PagedRule:
 
         return jax_paged.get(name).unsupported(p, platform, device_kind)
     return rule
-
-
-def _megacore_only_paged(p: PagedParams, platform: str, device_kind: str) -> Optional[str]:
-    if p.megacore_mode is not None:
-        return "megacore_mode applies to the Pallas TPU paged kernel only"
-    return None
 
 
 # ------------------------------------------------------------------------------------------- naive
@@ -113,7 +107,7 @@ def _mq_unsupported(p: PagedParams, platform: str, device_kind: str) -> Optional
     if platform == "tpu" and (p.page_size * p.pages_per_compute_block) % 128:
         return (f"multi_queries_paged_attention needs page_size * pages_per_compute_block to be a multiple of "
                 f"128 (got {p.page_size} * {p.pages_per_compute_block})")
-    return _megacore_only_paged(p, platform, device_kind)
+    return megacore_only_paged(p, platform, device_kind)
 
 
 # ------------------------------------------------------------------------------------ ragged paged
@@ -145,14 +139,14 @@ def ragged_paged(q, kv, lengths, table, cu_q_lens, num_seqs, cfg: PagedConfig):
 def _ragged_unsupported(p: PagedParams, platform: str, device_kind: str) -> Optional[str]:
     if platform == "tpu" and p.head_dim % 128:
         return f"ragged_paged_attention needs head_dim a multiple of 128 (got {p.head_dim})"
-    return _megacore_only_paged(p, platform, device_kind)
+    return megacore_only_paged(p, platform, device_kind)
 
 
 _REFERENCE_PATH = ("CPU: torch_xla's use_kernel=False reference path (plain torch ops per sequence, host "
                    "syncs), not the Pallas kernel: {kernel} does not run in JAX's CPU interpreter")
 
 REGISTRY: dict[str, TorchPagedImpl] = {
-    "naive": TorchPagedImpl("naive", _shared, naive, _megacore_only_paged),
+    "naive": TorchPagedImpl("naive", _shared, naive, megacore_only_paged),
     "paged": TorchPagedImpl("paged", _shared, paged, _jax_rule("paged"), kv_round=kv_round_to("bfloat16")),
     "multi_queries_paged": TorchPagedImpl(
         "multi_queries_paged", _mq_prepare, multi_queries_paged, _mq_unsupported,
