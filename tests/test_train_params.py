@@ -31,7 +31,7 @@ def test_palm_flops_match_nanogpt_estimate_for_gpt2_124m() -> None:
     n = 124_439_808 - 1024 * 768
     per_token = 6 * n + 12 * 12 * 12 * 64 * 1024
     assert per_token == 855_166_464
-    assert flops.train_step_flops_palm(mp.PRESETS["gpt2-124m"], 8, 1024) == 8 * 1024 * per_token
+    assert flops.train_step_flops_palm(mp.PRESETS["gpt2-124m"], 8, 1024, mp.matmul_param_count(mp.PRESETS["gpt2-124m"])) == 8 * 1024 * per_token
 
 
 def test_gpt2_124m_worked_example() -> None:
@@ -47,7 +47,7 @@ def test_gpt2_124m_worked_example() -> None:
 def test_maxtext_noncausal_equals_palm_up_to_biases_and_norms(name: str) -> None:
     cfg, b, s = mp.PRESETS[name], 4, 256
     full = flops.train_step_flops(cfg, b, s, causal=False)
-    palm = flops.train_step_flops_palm(cfg, b, s)
+    palm = flops.train_step_flops_palm(cfg, b, s, mp.matmul_param_count(cfg))
     weights = flops.train_matmul_flops_per_token(cfg) / 2
     no_matmul = mp.matmul_param_count(cfg) - weights  # biases and norm scales: in PaLM's N only
     assert 0 <= no_matmul < 0.01 * weights

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Sequence
 
-if TYPE_CHECKING:  # the train formulas read a model shape; flops.py itself stays import-free
+if TYPE_CHECKING:  # the train formulas read a model shape (a type only: flops.py imports nothing of xlabench)
     from xlabench.workloads.model_presets import ModelConfig
 
 
@@ -110,16 +110,14 @@ def train_step_flops(cfg: "ModelConfig", global_batch: int, seq_len: int, causal
     return TRAIN_FACTOR * global_batch * seq_len * (train_matmul_flops_per_token(cfg) + attn)
 
 
-def train_step_flops_palm(cfg: "ModelConfig", global_batch: int, seq_len: int) -> float:
+def train_step_flops_palm(cfg: "ModelConfig", global_batch: int, seq_len: int, matmul_params: int) -> float:
     """PaLM (Chowdhery et al. 2022, appendix B): ``(6N + 12 L H Q T)`` per token, times the tokens.
 
-    N: parameters that take part in a matmul (``model_presets.matmul_param_count``); the attention
-    term is non-causal (full ``T x T``), so it exceeds ``train_step_flops`` by the masked half.
+    N = ``matmul_params``: the parameters that take part in a matmul (the model counts them:
+    ``model_presets.matmul_param_count``); the attention term is non-causal (full ``T x T``), so it
+    exceeds ``train_step_flops`` by the masked half.
     """
-    from xlabench.workloads.model_presets import matmul_param_count
-
-    n = matmul_param_count(cfg)
-    per_token = 6.0 * n + 12.0 * cfg.num_layers * cfg.num_heads * cfg.head_dim * seq_len
+    per_token = 6.0 * matmul_params + 12.0 * cfg.num_layers * cfg.num_heads * cfg.head_dim * seq_len
     return global_batch * seq_len * per_token
 
 

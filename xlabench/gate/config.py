@@ -63,7 +63,7 @@ class Metric:
         """Values of the metric per timed iteration, or None when the row lacks the metric.
 
         Time metrics are the seconds themselves. Every throughput metric in the schema is
-        ``something / median_s`` (metrics.derive), so per iteration it is ``row value * median_s / s``.
+        ``something / median_s`` (xlabench.run.metrics.derive), so per iteration it is ``row value * median_s / s``.
         ``device_median_s`` (trace timer) has no per-iteration file: the samples are wallclock, so it is
         judged on the wallclock samples scaled by ``device_median_s / median_s`` (the row's device median
         with the wallclock spread; None where the row has no device time).

@@ -21,7 +21,7 @@ def pool(replies: Sequence[CaseResult]) -> CaseResult:
     The trace timer's device samples are pooled the same way (the repeats that have them).
 
     Rates need nothing here: tokens/s, TFLOP/s, GB/s, MFU and MBU are derived from the pooled median
-    afterwards (metrics.derive)."""
+    afterwards (xlabench.run.metrics.derive)."""
     if not replies:
         raise ValueError("no replies to pool")
     if len(replies) == 1:

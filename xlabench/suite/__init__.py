@@ -3,13 +3,13 @@
 Every error names the file, the key path (with its line where the YAML has it) and what was expected,
 and is raised as SuiteError, which the CLI turns into exit code 2 without a traceback.
 
-Modules: ``spec`` (what a suite may say; Suite and Case), ``load`` (YAML to Suite), ``expand``
-(profiles and the matrix to cases), ``messages`` (errors that point into the YAML).
+Modules: ``spec`` (what a suite may say, and Case), ``load`` (YAML to Suite), ``expand``
+(Suite: profiles and the matrix to cases), ``messages`` (errors that point into the YAML).
 """
 
-from xlabench.suite.expand import count_cases, expand
+from xlabench.suite.expand import Suite, count_cases, expand
 from xlabench.suite.load import load
-from xlabench.suite.spec import MAX_CASES, Case, Measure, Profile, Suite, SuiteError, SuiteSpec
+from xlabench.suite.spec import MAX_CASES, Case, Measure, Profile, SuiteError, SuiteSpec
 
 __all__ = ["count_cases", "expand", "load", "MAX_CASES", "Case", "Measure", "Profile", "Suite", "SuiteError",
            "SuiteSpec"]

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import itertools
 import math
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Optional
 
 from pydantic import ValidationError
@@ -12,7 +14,37 @@ from xlabench import results
 from xlabench.workloads import PARAMS as WORKLOAD_PARAMS
 from xlabench.suite import tuned
 from xlabench.suite.messages import _pydantic_message, _where
-from xlabench.suite.spec import Case, Impls, MAX_CASES, Measure, Suite, SuiteError, SuiteSpec, matrix_keys
+from xlabench.suite.spec import Case, Impls, MAX_CASES, Measure, SuiteError, SuiteSpec, matrix_keys
+
+
+@dataclass(frozen=True)
+class Suite:
+    """A loaded, validated suite file; expands to its cases per profile (``cases``)."""
+
+    path: Path
+    spec: SuiteSpec
+    tuned: tuple[Any, ...] = ()  # suite.tuned.TunedConfig entries of the spec's `tuned:` file
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    def profile_names(self) -> list[str]:
+        return list(self.spec.profiles)
+
+    def pick_profile(self, platform: Optional[str], requested: Optional[str] = None) -> str:
+        """``requested`` if given (must exist), else the profile named after the platform, else ''."""
+        if requested is not None:
+            if requested in ("", "base"):
+                return ""
+            if requested not in self.spec.profiles:
+                avail = ", ".join(self.spec.profiles) or "none"
+                raise SuiteError(f"{self.path}: no profile {requested!r} (profiles: {avail}; 'base' = no profile)")
+            return requested
+        return platform if platform in self.spec.profiles else ""
+
+    def cases(self, profile: str = "") -> list[Case]:
+        return expand(self, profile)
 
 
 def _apply_profile(spec: SuiteSpec, profile: str) -> tuple[list[str], Impls, dict, dict, Measure, Optional[float]]:

@@ -11,10 +11,10 @@ from pydantic import ValidationError
 from xlabench import impls as catalog
 from xlabench.workloads import PARAMS as WORKLOAD_PARAMS
 from xlabench.suite import tuned as tuned_lib
-from xlabench.suite.expand import expand
+from xlabench.suite.expand import Suite, expand
 from xlabench.suite.messages import _fields_for, _pydantic_message, _where
 from xlabench.suite.spec import (
-    Impls, Suite, SuiteError, SuiteSpec, _check_backends, matrix_keys,
+    Impls, SuiteError, SuiteSpec, _check_backends, matrix_keys,
 )
 
 

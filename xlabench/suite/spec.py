@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Literal, Optional, Union
+from typing import Any, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from xlabench import impls as catalog
+from xlabench.measure.timers import Timer
 from xlabench.workloads import PARAMS as WORKLOAD_PARAMS
 
 
@@ -38,7 +38,7 @@ class Measure(BaseModel):
                                               "each), taken in passes over the suite and pooled into its row: "
                                               "averages out run-to-run drift")
     timeout_s: float = Field(600.0, gt=0, description="per-case limit (compile + run) before the worker is killed")
-    timer: Optional[Literal["wallclock", "trace"]] = Field(
+    timer: Optional[Timer] = Field(
         None, description="wallclock | trace (also per-iteration device seconds from a profiler trace, a separate "
                           "pass; JAX only); default: trace on TPU/GPU, wallclock on CPU")
 
@@ -51,7 +51,7 @@ class MeasureOverride(BaseModel):
     max_iters: Optional[int] = Field(None, ge=1)
     repeats: Optional[int] = Field(None, ge=1)
     timeout_s: Optional[float] = Field(None, gt=0)
-    timer: Optional[Literal["wallclock", "trace"]] = None
+    timer: Optional[Timer] = None
 
 
 class Profile(BaseModel):
@@ -157,33 +157,3 @@ class Case:
         keys = [k for k in self.params if k not in ("devices",)]
         shown = " ".join(f"{k}={self.params[k]}" for k in keys if self.params[k] is not None)
         return f"{self.backend}/{self.impl} {shown}"
-
-
-@dataclass(frozen=True)
-class Suite:
-    path: Path
-    spec: SuiteSpec
-    tuned: tuple[Any, ...] = ()  # suite.tuned.TunedConfig entries of the spec's `tuned:` file
-
-    @property
-    def name(self) -> str:
-        return self.spec.name
-
-    def profile_names(self) -> list[str]:
-        return list(self.spec.profiles)
-
-    def pick_profile(self, platform: Optional[str], requested: Optional[str] = None) -> str:
-        """``requested`` if given (must exist), else the profile named after the platform, else ''."""
-        if requested is not None:
-            if requested in ("", "base"):
-                return ""
-            if requested not in self.spec.profiles:
-                avail = ", ".join(self.spec.profiles) or "none"
-                raise SuiteError(f"{self.path}: no profile {requested!r} (profiles: {avail}; 'base' = no profile)")
-            return requested
-        return platform if platform in self.spec.profiles else ""
-
-    def cases(self, profile: str = "") -> list[Case]:
-        from xlabench.suite.expand import expand  # expand builds Cases of this module
-
-        return expand(self, profile)

@@ -23,7 +23,7 @@ class CaseResult:
 
     Workers report counts per iteration (``metrics``: flops, bytes ...; ``tokens_per_step``); every
     rate (TFLOP/s, GB/s, tokens/s) is derived once in the parent after the repeats are pooled
-    (xlabench.metrics.derive). Crosses the worker pipe as ``to_message()`` / ``from_message()``.
+    (xlabench.run.metrics.derive). Crosses the worker pipe as ``to_message()`` / ``from_message()``.
     """
 
     samples: tuple[float, ...]  # per-iteration seconds, every one kept

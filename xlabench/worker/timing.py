@@ -12,6 +12,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from xlabench.measure.timers import TIMERS, Timer
 from xlabench.worker.protocol import CaseResult
 
 
@@ -21,13 +22,11 @@ class TimingPlan:
     iters: int = 10
     min_time_s: float = 0.0
     max_iters: int = 1000
-    timer: str = "wallclock"  # wallclock | trace (TIMERS): trace adds a profiled pass for device seconds
+    timer: Timer = "wallclock"  # trace adds a profiled pass for device seconds (measure.timers)
     trace_dir: str | None = None  # keep the profiled pass's trace here (xprof / TensorBoard / Perfetto)
 
 
-# measure.timer: wallclock (perf_counter around each call + sync) or trace (also the device seconds of each
-# iteration from a profiler trace, a separate pass; backends that cannot trace time wallclock and say so).
-TIMERS = ("wallclock", "trace")
+__all__ = ["TIMERS", "TimingPlan"]  # TIMERS: measure.timers, re-exported for the callers of this module
 
 
 def default_timer(platform: str) -> str:

@@ -14,7 +14,7 @@ preset is the one place a model's shape is written down.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from typing import Literal
 
 Arch = Literal["gpt2", "llama"]
@@ -56,9 +56,6 @@ class ModelConfig:
     @property
     def padded_vocab(self) -> int:
         return math.ceil(self.vocab_size / VOCAB_PAD) * VOCAB_PAD
-
-    def dims(self) -> dict[str, object]:
-        return asdict(self)
 
     def replace(self, **changes: object) -> "ModelConfig":
         return replace(self, **changes)

@@ -197,7 +197,8 @@ class TrainParams(BaseModel):
         return flop_formulas.train_step_flops(self.config(), self.global_batch, self.seq_len, causal=True)
 
     def flops_palm(self) -> float:
-        return flop_formulas.train_step_flops_palm(self.config(), self.global_batch, self.seq_len)
+        return flop_formulas.train_step_flops_palm(self.config(), self.global_batch, self.seq_len,
+                                                  presets.matmul_param_count(self.config()))
 
     def params_count(self) -> int:
         return presets.param_count(self.config())

@@ -14,7 +14,7 @@ import torch_xla.runtime as xr
 
 from xlabench.run.envs import TORCH_XLA_SPMD_VAR
 
-# SPMD is process-global and cannot be undone: the runner starts a worker per mode (envs.worker_variant).
+# SPMD is process-global and cannot be undone: the runner starts a worker per mode (xlabench.run.envs.worker_variant).
 if os.environ.get(TORCH_XLA_SPMD_VAR):
     xr.use_spmd(auto=os.environ[TORCH_XLA_SPMD_VAR] == "spmd-auto")
 torch_xla._XLAC._init_computation_client()

@@ -2,7 +2,7 @@
 SPMD sharding, timed steps, losses, check against a float32 naive reference.
 
 The worker is an SPMD worker (``xr.use_spmd()``, or ``use_spmd(auto=True)`` for ``auto``; the runner
-starts one per mode, see ``xlabench.envs.worker_variant``). Sharding modes, over a (data, fsdp, tensor)
+starts one per mode, see ``xlabench.run.envs.worker_variant``). Sharding modes, over a (data, fsdp, tensor)
 mesh of ``devices`` virtual devices:
 
 * ``dp``: parameters replicated, the batch split over data;

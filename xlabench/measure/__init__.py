@@ -1,0 +1,4 @@
+"""The framework-free measuring core, on the bottom floor: what every other package may import.
+
+Modules: ``timers`` (the timer names a suite, the CLI and the backends agree on).
+"""
