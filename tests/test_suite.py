@@ -95,6 +95,8 @@ BAD = {
     "bad_timer": (BASE + "measure: {timer: gpu}\n", r"measure.timer: Input should be 'wallclock' or 'trace'"),
     "bad_profile_timer": (BASE.replace("measure: {iters: 3}", "measure: {timer: host}"),
                           r"profiles.cpu.measure.timer: Input should be 'wallclock' or 'trace'"),
+    "bad_profile_measure_value": (BASE.replace("measure: {iters: 3}", "measure: {timeout_s: 0}"),
+                                  r"profiles.cpu.measure.timeout_s: Input should be greater than 0"),
     "unknown_workload": (BASE.replace("workload: attention", "workload: convolution"),
                          r"workload: unknown workload 'convolution'"),
     "zipped_wrong_arity": (BASE.replace("[[512, 8], [1024, 4], [2048, 2]]", "[[512, 8], [1024]]"),

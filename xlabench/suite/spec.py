@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Optional, Union
+from typing import Annotated, Any, Optional, Union
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator
 
 from xlabench import impls as catalog
 from xlabench.measure.timers import Timer
@@ -43,15 +43,18 @@ class Measure(BaseModel):
                           "pass; JAX only); default: trace on TPU/GPU, wallclock on CPU")
 
 
-class MeasureOverride(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    warmup: Optional[int] = Field(None, ge=0)
-    iters: Optional[int] = Field(None, ge=1)
-    min_time_s: Optional[float] = Field(None, ge=0)
-    max_iters: Optional[int] = Field(None, ge=1)
-    repeats: Optional[int] = Field(None, ge=1)
-    timeout_s: Optional[float] = Field(None, gt=0)
-    timer: Optional[Timer] = None
+def _overrides(model: type[BaseModel]) -> type[BaseModel]:
+    """The same keys with the same limits, each optional (None: keep the base suite's value)."""
+    fields: dict[str, Any] = {
+        name: (Optional[Annotated[(f.annotation, *f.metadata)]] if f.metadata
+               else Optional[f.annotation],
+               Field(None, description=f.description))
+        for name, f in model.model_fields.items()}
+    return create_model(f"{model.__name__}Override", __config__=ConfigDict(extra="forbid"), **fields)
+
+
+# A profile's `measure:`, merged key by key over the suite's (declared once, in Measure).
+MeasureOverride = _overrides(Measure)
 
 
 class Profile(BaseModel):
