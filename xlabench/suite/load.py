@@ -102,6 +102,13 @@ def _impl_lists(impls: Impls) -> list[tuple[tuple[Any, ...], Optional[str], list
 
 
 def _check_names(suite: Suite, root: Any) -> None:
+    """Every parameter, backend and impl name of the suite and its profiles is known (file:line: key)."""
+    _check_params(suite, root)
+    _check_impls(suite, root)
+
+
+def _check_params(suite: Suite, root: Any) -> None:
+    """Parameters are the workload's, and none is set twice in one section."""
     spec = suite.spec
     param_fields = list(WORKLOAD_PARAMS[spec.workload].model_fields)
     sections = [((), spec.params, spec.matrix)] + [
@@ -119,6 +126,11 @@ def _check_names(suite: Suite, root: Any) -> None:
                     raise SuiteError(f"{_where(suite.path, root, prefix + (section, key))}: {name!r} is set "
                                      f"twice (also in {swept[name]}); keep one")
                 swept[name] = f"{section}.{key}"
+
+
+def _check_impls(suite: Suite, root: Any) -> None:
+    """Backends and impl names (per backend where the suite lists impls per backend) exist in the catalog."""
+    spec = suite.spec
     impl_entries: list[tuple[tuple[Any, ...], Impls]] = [(("impls",), spec.impls)]
     for n, p in spec.profiles.items():
         if p.impls is not None:
