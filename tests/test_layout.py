@@ -114,3 +114,13 @@ def test_measure_is_the_bottom_floor():
     for m in mods:
         assert not externals[m] & set(FRAMEWORKS), m
         assert {d for d in every[m] if not d.startswith("xlabench.measure")} == set(), m
+
+
+
+def test_worker_is_imported_only_by_the_process_entry():
+    """The parent talks to workers through measure's messages; only the worker's own modules (and its
+    ``python -m`` entry) import xlabench.worker."""
+    every = _all_imports()
+    offenders = sorted((m, d) for m, deps in every.items() for d in deps
+                       if d.startswith("xlabench.worker") and not m.startswith("xlabench.worker"))
+    assert offenders == []

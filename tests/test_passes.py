@@ -11,7 +11,8 @@ import numpy as np
 
 from xlabench import suite
 from xlabench.run import scheduler
-from xlabench.worker.timing import summarize
+from xlabench.measure.messages import CaseResult, RunRequest
+from xlabench.measure.timing import summarize
 
 SUITE = """
 name: passes
@@ -35,12 +36,13 @@ class FakeWorker:
         self.log, self.fail = log, fail
 
     def request(self, msg: dict[str, Any], timeout: float) -> dict[str, Any]:
-        case_id = msg["case"]["case_id"]
+        case_id = RunRequest.from_message(msg).case_id
         self.log.append(case_id)
         if self.log.count(case_id) == self.fail.get(case_id):
             return {"status": "failed", "error": "RuntimeError: boom"}
         samples = [1e-3 * (1 + 0.01 * len(self.log))] * 4
-        return {"status": "ok", "fields": {**summarize(samples), "correct": True}, "samples": samples}
+        result = CaseResult(samples=tuple(samples), stats=summarize(samples), correct=True)
+        return {"status": "ok", "result": result.to_message()}
 
     def alive(self) -> bool:
         return True

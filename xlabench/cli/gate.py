@@ -24,7 +24,7 @@ from xlabench.run import interrupts
 from xlabench.gate import report as gate_report
 from xlabench import suite as suite_lib
 from xlabench.cli.common import BadInput, console, err_console, load_suite
-from xlabench.worker.timing import TIMERS
+from xlabench.measure.timing import TIMERS
 from xlabench.cli.run import run_with_progress
 from xlabench.gate import session as gate_session
 from xlabench.run.session import RunOutcome

@@ -13,7 +13,7 @@ from rich.table import Table
 
 from xlabench import results
 from xlabench.cli.common import BadInput, console, err_console, load_suite, warn
-from xlabench.worker.timing import TIMERS
+from xlabench.measure.timing import TIMERS
 from xlabench.report import summary
 from xlabench.run import session
 from xlabench.run.interrupts import Interrupted, interruptible

@@ -19,7 +19,7 @@ from xlabench.run.interrupts import interruptible, uninterrupted
 from xlabench.run.metrics import derive
 from xlabench.run.workers import Worker, WorkerError, WorkerPool
 from xlabench.suite import Case
-from xlabench.worker.protocol import CaseResult
+from xlabench.measure.messages import CaseResult, ProtocolError, RunRequest
 
 
 def new_run_id() -> str:
@@ -86,7 +86,7 @@ class CaseRun:
 
     case: Case
     row: dict[str, Any]
-    replies: list[dict[str, Any]] = field(default_factory=list)
+    replies: list[CaseResult] = field(default_factory=list)  # one per repeat done
     final: Optional[dict[str, Any]] = None  # the worker's last reply when the case ended early (failed)
     env: dict[str, Any] = field(default_factory=dict)  # the worker's environment (device kind, CPU peaks)
     done: bool = False
@@ -126,11 +126,14 @@ def run_repeat(state: CaseRun, pool: WorkerPool, ctx: RunContext) -> None:
                               f"{env.get('device_count')} ({env.get('process_count', 1)} process(es))")
         row.update({k: env.get(k) for k in ("device_kind", "device_count", "process_count", "framework_version")})
         row["platform"] = env.get("platform", ctx.platform)
-        msg = {"op": "run", "platform": row["platform"],
-               "case": {"case_id": case.case_id, "workload": case.workload, "backend": case.backend,
-                        "impl": case.impl, "params": case.params, "interpret": row["interpret"],
-                        "measure": case.measure.model_dump(), "trace_dir": ctx.trace_dir(case, i)}}
-        reply = worker.request(msg, ctx.timeout_override or case.measure.timeout_s)
+        req = RunRequest.from_case(case, case.measure.plan(row["platform"], ctx.trace_dir(case, i)),
+                                   interpret=row["interpret"], platform=row["platform"])
+        reply = worker.request(req.to_message(), ctx.timeout_override or case.measure.timeout_s)
+        result = CaseResult.from_message(reply["result"]) if reply["status"] == "ok" else None
+    except ProtocolError as e:  # a worker of another xlabench version: the case fails, saying what differs
+        row.update(status="failed", error=f"{attempt}worker reply: {e}", timestamp=_now())
+        state.done = True
+        return
     except WorkerError as e:
         if worker is not None and not worker.alive():
             pool.discard(worker)
@@ -144,7 +147,7 @@ def run_repeat(state: CaseRun, pool: WorkerPool, ctx: RunContext) -> None:
         state.done = True
     else:
         state.env = state.env or worker.env
-        state.replies.append(reply)
+        state.replies.append(result)
         state.done = len(state.replies) >= n
 
 
@@ -156,7 +159,7 @@ def finish_case(state: CaseRun, ctx: RunContext) -> tuple[dict[str, Any], list[f
     if state.final:  # failed or skipped: no result
         row.update(status=state.final["status"], error=state.final.get("error"), repeats=None, timestamp=_now())
         return row, []
-    result = repeats.pool([CaseResult.from_message(r) for r in state.replies])
+    result = repeats.pool(state.replies)
     row.update(status="ok", error=None, repeats=len(state.replies))
     row.update(result.fields)
     env = {**state.env, **ctx.cpu_peaks} if state.env.get("platform") == "cpu" else state.env

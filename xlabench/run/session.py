@@ -23,7 +23,7 @@ from xlabench.run.envs import Interpreters
 from xlabench.run.interrupts import Interrupted, interruptible
 from xlabench.run.scheduler import RunContext, base_row, new_run_id, run_cases
 from xlabench.run.workers import WorkerError, WorkerPool, probe
-from xlabench.worker.timing import TIMERS
+from xlabench.measure.timing import TIMERS
 
 
 class RunInputError(Exception):
