@@ -6,6 +6,7 @@ import datetime as dt
 import random
 import secrets
 import socket
+import statistics
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,6 +15,7 @@ from typing import Any, Callable, Iterable, Optional
 from xlabench import impls as catalog
 from xlabench import results
 from xlabench.run import envs, repeats
+from xlabench.run.calibrate import host_calib_s
 from xlabench.run.envs import worker_variant
 from xlabench.run.interrupts import interruptible, uninterrupted
 from xlabench.run.metrics import derive
@@ -89,6 +91,7 @@ class CaseRun:
     replies: list[dict[str, Any]] = field(default_factory=list)
     final: Optional[dict[str, Any]] = None  # the worker's last reply when the case ended early (failed)
     env: dict[str, Any] = field(default_factory=dict)  # the worker's environment (device kind, CPU peaks)
+    calib: list[float] = field(default_factory=list)  # calibration kernel seconds before and after each repeat
     done: bool = False
 
     @property
@@ -159,6 +162,8 @@ def finish_case(state: CaseRun, ctx: RunContext) -> tuple[dict[str, Any], list[f
     result = repeats.pool([CaseResult.from_message(r) for r in state.replies])
     row.update(status="ok", error=None, repeats=len(state.replies))
     row.update(result.fields)
+    if state.calib:
+        row["host_calib_s"] = statistics.median(state.calib)
     env = {**state.env, **ctx.cpu_peaks} if state.env.get("platform") == "cpu" else state.env
     row.update(derive(result, env, state.case.devices, ctx.peak_override or state.case.peak_tflops))
     if result.correct is False:
@@ -193,7 +198,9 @@ def run_cases(cases: Iterable[Case], writer: results.RowWriter, ctx: RunContext,
 
     def step(state: CaseRun) -> None:
         if not state.done:
+            state.calib.append(host_calib_s())  # the host's speed just before and after: see run/calibrate.py
             run_repeat(state, pool, ctx)
+            state.calib.append(host_calib_s())
             on_repeat(state.case)
         if state.done:
             row, samples = finish_case(state, ctx)
