@@ -22,6 +22,7 @@ from xlabench.run.metrics import derive
 from xlabench.run.workers import Worker, WorkerError, WorkerPool
 from xlabench.suite import Case
 from xlabench.worker.protocol import CaseResult
+from xlabench.workloads import TUNED_PARAMS
 
 
 def new_run_id() -> str:
@@ -172,6 +173,31 @@ def finish_case(state: CaseRun, ctx: RunContext) -> tuple[dict[str, Any], list[f
     return row, list(result.samples)
 
 
+def _sweep_key(case: Case) -> tuple:
+    """The case without its workload's tuned parameters: configurations of one sweep share it."""
+    tuned = TUNED_PARAMS.get(case.workload, ())
+    return (case.workload, case.backend, case.impl, case.devices,
+            tuple(sorted((k, str(v)) for k, v in case.params.items() if k not in tuned)))
+
+
+def first_pass(cases: list[Case], rng: random.Random) -> list[Case]:
+    """Suite order, except that the configurations of one sweep (cases that differ only in tuned
+    parameters, e.g. attention's block sizes) take their places in a shuffled order: with one repeat
+    there is no later pass, and the configuration listed first (the default) would always run first
+    (a warm-up or cache effect then reads as a difference between configurations: `best` measured a
+    2.15x "win" of that kind)."""
+    places: dict[tuple, list[int]] = {}
+    for i, c in enumerate(cases):
+        places.setdefault(_sweep_key(c), []).append(i)
+    order = list(cases)
+    for idx in places.values():
+        members = [cases[i] for i in idx]
+        rng.shuffle(members)
+        for i, c in zip(idx, members):
+            order[i] = c
+    return order
+
+
 def run_cases(cases: Iterable[Case], writer: results.RowWriter, ctx: RunContext, pool: WorkerPool,
               on_row: Callable[[Case, dict[str, Any]], None] = lambda c, r: None,
               on_repeat: Callable[[Case], None] = lambda c: None) -> list[dict[str, Any]]:
@@ -180,8 +206,9 @@ def run_cases(cases: Iterable[Case], writer: results.RowWriter, ctx: RunContext,
     Repeats are taken in passes over the cases, the order shuffled after the first pass (random
     interleaving, as Google Benchmark's --benchmark_enable_random_interleaving): a case's runs are
     spread over the run instead of back to back, so a slow stretch of a shared host hits every case
-    a little instead of all of one case's runs (benchmarks/gate_quality.py measures the effect).
-    Cases are grouped by backend and worker so an accelerator's worker is started once per group.
+    a little instead of all of one case's runs (benchmarks/gate_quality.py measures the effect). The
+    first pass keeps suite order but shuffles the configurations of a sweep among their places
+    (first_pass), so that no configuration always runs first. Cases are grouped by backend and worker so an accelerator's worker is started once per group.
     An interrupt (see ``interruptible``) kills the workers and propagates: the case in flight gets no row.
     """
     cases = list(cases)
@@ -213,7 +240,7 @@ def run_cases(cases: Iterable[Case], writer: results.RowWriter, ctx: RunContext,
         try:
             for group in groups.values():
                 states = []
-                for case in group:  # the first pass in suite order
+                for case in first_pass(group, rng):  # suite order, sweep configurations shuffled
                     state = start_case(case, pool, ctx)
                     states.append(state)
                     step(state)
