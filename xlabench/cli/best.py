@@ -1,5 +1,5 @@
-"""`xlabench best`: the fastest correct kernel configuration per impl and shape of a block-size sweep,
-printed, and written as a tuned file a later suite applies with `tuned: FILE`."""
+"""`xlabench best`: per impl and shape of a block-size sweep, the configuration that significantly beats the
+kernel's default, printed, and written as a tuned file a later suite applies with `tuned: FILE`."""
 
 from __future__ import annotations
 
@@ -21,28 +21,42 @@ from xlabench.suite import tuned
 @click.option("-o", "--output", default=None, type=click.Path(dir_okay=False),
               help="Write the best configurations as YAML (use it in a suite as `tuned: FILE`).")
 def best(csv_files: tuple[str, ...], output: Optional[str]) -> None:
-    """Best block sizes per impl and shape: the fastest ok, correct row of each sweep (>= 2 configurations),
-    with its speedup over the kernel's default (the row with block sizes unset)."""
+    """Best block sizes per impl and shape: the fastest ok, correct configuration of each sweep (>= 2
+    configurations) that beats the kernel's default (block sizes unset) by the gate's test on the raw
+    samples; else "no significant winner" (the default is kept). Interpreted rows are never tuned from."""
     try:
-        df = cd.load([Path(p) for p in csv_files])
+        paths = [Path(p) for p in csv_files]
+        df = cd.load(paths)
+        samples = best_lib.load_samples(paths)
     except results.ResultsFileError as e:
         raise BadInput(str(e)) from None
-    configs = best_lib.best_configs(df)
-    if not configs:
+    picks = best_lib.best_configs(df, samples)
+    if not picks:
         raise BadInput(f"{', '.join(csv_files)}: no sweep of a tuned parameter (e.g. attention's block_q / block_k "
                        "with >= 2 values per impl and shape, ok and correct) to choose from")
-    headers, rows = best_lib.table_rows(configs)
-    t = Table(title="best configuration per shape (fastest ok, correct row)")
+    headers, rows = best_lib.table_rows(picks)
+    t = Table(title="best configuration per shape (beats the default significantly, else the default is kept)")
     for h in headers:
         t.add_column(h)
     for r in rows:
         t.add_row(*map(str, r))
     console.print(t)
+    for p in picks:
+        if p.verdict in (best_lib.NO_WINNER, best_lib.INTERPRETED, best_lib.NO_DEFAULT):
+            console.print(f"{p.shown.backend}/{p.shown.impl} {p.shown.shape}: {p.verdict}: {p.reason}",
+                          markup=False, soft_wrap=True)
     if output:
-        workloads = sorted({c.workload for c in configs})
-        if len(workloads) > 1:
-            raise BadInput(f"-o: these rows tune {', '.join(workloads)}; a tuned file holds one workload "
-                           "(pass one workload's CSVs)")
-        Path(output).parent.mkdir(parents=True, exist_ok=True)
-        Path(output).write_text(tuned.dump(configs))
-        console.print(f"wrote {len(configs)} configuration(s) to {output} (use it in a suite: `tuned: {output}`)")
+        _write(picks, output)
+
+
+def _write(picks: list[best_lib.Pick], output: str) -> None:
+    configs = best_lib.tuned_configs(picks)
+    if not configs:
+        raise BadInput(f"-o: nothing to tune from: {', '.join(sorted({p.verdict for p in picks}))}")
+    workloads = sorted({c.workload for c in configs})
+    if len(workloads) > 1:
+        raise BadInput(f"-o: these rows tune {', '.join(workloads)}; a tuned file holds one workload "
+                       "(pass one workload's CSVs)")
+    Path(output).parent.mkdir(parents=True, exist_ok=True)
+    Path(output).write_text(tuned.dump(configs))
+    console.print(f"wrote {len(configs)} configuration(s) to {output} (use it in a suite: `tuned: {output}`)")

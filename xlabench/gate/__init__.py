@@ -44,7 +44,7 @@ No CLI, no printing, no framework. The names imported here are the package's int
 """
 
 from xlabench.gate.config import (
-    CONFOUNDED, EXIT_FAIL, EXIT_PASS, EXIT_UNJUDGED, FAILED, FAILING, IMPROVEMENT, INCONCLUSIVE, METRICS,
+    CONFOUNDED, EXIT_FAIL, EXIT_NOTHING, EXIT_PASS, EXIT_UNJUDGED, FAILED, FAILING, IMPROVEMENT, INCONCLUSIVE, METRICS,
     MISSING, NEW, REGRESSION, SKIPPED, UNCHANGED, UNCONFIRMED, UNDERPOWERED, UNJUDGED, UNJUDGED_FAILING,
     VERDICTS, EnvMismatchError, GateConfig, GateInputError, Metric,
 )
@@ -63,7 +63,7 @@ from xlabench.gate.compare import (
 )
 
 __all__ = [
-    "CONFOUNDED", "EXIT_FAIL", "EXIT_PASS", "EXIT_UNJUDGED", "FAILED", "FAILING", "IMPROVEMENT",
+    "CONFOUNDED", "EXIT_FAIL", "EXIT_NOTHING", "EXIT_PASS", "EXIT_UNJUDGED", "FAILED", "FAILING", "IMPROVEMENT",
     "INCONCLUSIVE", "METRICS", "MISSING", "NEW", "REGRESSION", "SKIPPED", "UNCHANGED", "UNCONFIRMED",
     "UNDERPOWERED", "UNJUDGED", "UNJUDGED_FAILING", "VERDICTS", "EnvMismatchError", "GateConfig",
     "GateInputError", "Metric", "Assessment", "assess", "holm", "min_samples_per_side", "sample_shortfall",
