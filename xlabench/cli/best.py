@@ -10,21 +10,28 @@ import click
 from rich.table import Table
 
 from xlabench import results
-from xlabench.cli.common import BadInput, console
-from xlabench.report import best as best_lib
-from xlabench.report import chartdata as cd
-from xlabench.suite import tuned
+from xlabench.cli.common import BadInput, console, examples
+from xlabench.report import inputs as inputs_lib
 
 
-@click.command()
+@click.command(epilog=examples("xlabench best results/attention/", "xlabench best results/attention/*.csv -o tuned.yaml"))
 @click.argument("csv_files", nargs=-1, required=True, type=click.Path())
 @click.option("-o", "--output", default=None, type=click.Path(dir_okay=False),
               help="Write the best configurations as YAML (use it in a suite as `tuned: FILE`).")
 def best(csv_files: tuple[str, ...], output: Optional[str]) -> None:
     """Best block sizes per impl and shape: the fastest ok, correct row of each sweep (>= 2 configurations),
     with its speedup over the kernel's default (the row with block sizes unset)."""
+    from xlabench.report import best as best_lib
+    from xlabench.report import chartdata as cd
+    from xlabench.suite import tuned
+
+    found = inputs_lib.collect(csv_files, compiles=False)  # folders, and the glob's .samples.csv left out
+    for note in found.notes:
+        click.echo(f"note: {note}", err=True)
+    if not found.files:
+        raise BadInput(f"{', '.join(csv_files)}: no results CSV of a run here (pass run CSVs or their folder)")
     try:
-        df = cd.load([Path(p) for p in csv_files])
+        df = cd.load(found.files)
     except results.ResultsFileError as e:
         raise BadInput(str(e)) from None
     configs = best_lib.best_configs(df)
@@ -45,4 +52,5 @@ def best(csv_files: tuple[str, ...], output: Optional[str]) -> None:
                            "(pass one workload's CSVs)")
         Path(output).parent.mkdir(parents=True, exist_ok=True)
         Path(output).write_text(tuned.dump(configs))
-        console.print(f"wrote {len(configs)} configuration(s) to {output} (use it in a suite: `tuned: {output}`)")
+        console.print(f"wrote {len(configs)} configuration(s) to {output} (use it in a suite: `tuned: {output}`)",
+                      soft_wrap=True)
