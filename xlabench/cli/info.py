@@ -32,6 +32,8 @@ def info(backend: str, devices: int, peaks: bool, python_torch_xla: Optional[str
     from xlabench.run.envs import Interpreters
 
     interpreters = Interpreters(torch_xla_override=python_torch_xla)
+    if python_torch_xla and interpreters.missing("torch_xla"):
+        raise BadInput(f"--python-torch-xla: {interpreters.missing('torch_xla')}")
     if interpreters.missing(backend):
         raise BadInput(f"--backend {backend}: {interpreters.missing(backend)}")
     try:

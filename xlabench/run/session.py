@@ -110,6 +110,11 @@ def run_suite(s: suite_lib.Suite, opts: RunOptions = RunOptions(), hooks: RunHoo
     except ValueError as e:
         raise RunInputError(str(e)) from None
     primary = dist is None or dist.is_primary
+    if opts.profile is not None:  # check the filters before a worker starts or a folder is made
+        try:
+            select_cases(s, s.pick_profile(None, opts.profile), opts, shard_of)
+        except suite_lib.SuiteError as e:
+            raise RunInputError(str(e)) from None
     files, done, run_id = open_run(s, opts.out_dir, opts.resume_csv, opts.run_id)
     if opts.resume_csv and opts.profile is None and files.meta.exists():
         opts = opts.replace(profile=json.loads(files.meta.read_text()).get("profile") or "base")
