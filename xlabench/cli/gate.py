@@ -190,7 +190,8 @@ def _replace_baseline(cmp: gate_lib.Comparison, run_csv: Path, bpath: Path) -> N
              profile_help="Suite profile (default: the baseline's, else from the platform).")
 @_judging_options
 def gate(suite_file: str, baseline: str, save_baseline: bool, confirm: bool, run_opts: RunOptions, metric: str,
-         threshold: float, alpha: float, confidence: float, min_samples: int, allow_env_mismatch: bool, allow_inconclusive: bool, markdown_path: Optional[str],
+         threshold: float, alpha: float, confidence: float, min_samples: int, allow_env_mismatch: bool,
+         allow_inconclusive: bool, markdown_path: Optional[str],
          json_path: Optional[str]) -> None:
     """Run a suite, compare it with a baseline, re-run flagged cases (all of them for a suite-wide
     regression); raises measure.iters for its runs to the samples a case needs to reach significance.
@@ -217,7 +218,8 @@ def interrupted_message(e: interrupts.Interrupted) -> str:
 
 
 def _gate(suite_file: str, baseline: str, save_baseline: bool, confirm: bool, run_opts: RunOptions, metric: str,
-          threshold: float, alpha: float, confidence: float, min_samples: int, allow_env_mismatch: bool, allow_inconclusive: bool, markdown_path: str | None,
+          threshold: float, alpha: float, confidence: float, min_samples: int, allow_env_mismatch: bool,
+          allow_inconclusive: bool, markdown_path: str | None,
           json_path: str | None) -> None:
     """The body of `xlabench gate` (exits with the verdict's code)."""
     s = load_suite(suite_file)

@@ -132,8 +132,8 @@ def run_with_progress(s: Any, opts: RunOptions) -> Any:
     from xlabench.report import summary
     from xlabench.run import session
 
-    progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                        TextColumn("eta"), TimeRemainingColumn(), console=console, transient=True)
+    progress = Progress(TextColumn("{task.description}", markup=False), BarColumn(), MofNCompleteColumn(),
+                        TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn(), console=console, transient=True)
     task: list[Any] = []
     runs_done: dict[str, int] = {}
 
@@ -196,9 +196,11 @@ def interrupted_message(e: Any, suite_file: str, opts: RunOptions) -> str:
     return f"{where}; resume with: {resume_command(suite_file, e.csv, opts)}"
 
 
-@click.command(epilog=examples("xlabench merge results/attention/r-0.csv results/attention/r-1.csv -o results/attention/r.csv"))
+@click.command(epilog=examples(
+    "xlabench merge results/attention/r-0.csv results/attention/r-1.csv -o results/attention/r.csv"))
 @click.argument("csv_files", nargs=-1, required=True, type=click.Path(dir_okay=False))
-@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="Merged CSV to write (samples beside it).")
+@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False),
+              help="Merged CSV to write (samples beside it).")
 def merge(csv_files: tuple[str, ...], output: str) -> None:
     """Combine the result CSVs of one suite run in shards (`run --shard I/N`) into one file."""
     from xlabench.results.merge import MergeError, merge as merge_files

@@ -116,7 +116,7 @@ class RunOptions:
         if self.timer is not None and self.timer not in TIMERS:
             raise OptionError(f"--timer {self.timer!r}: expected one of {', '.join(TIMERS)}")
         if self.trace_dir is not None and self.timer not in (None, "trace"):
-            raise OptionError(f"--trace needs --timer trace (it keeps the trace timer's profiles), got --timer {self.timer}")
+            raise OptionError(f"--trace keeps the trace timer's profiles: it needs --timer trace, not {self.timer}")
         if self.trace_dir is not None:
             object.__setattr__(self, "timer", "trace")
         parse_where(f"{k}={v}" for k, v in self.where)
