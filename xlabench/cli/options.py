@@ -51,9 +51,9 @@ OPTIONS: dict[str, Callable[[], Callable]] = {
                                        help="Continue RUN.csv: skip cases that already have a row (any status)."),
     "timeout_s": lambda: click.option("--timeout", "timeout_s", default=None, type=_range("timeout_s"),
                                       metavar="SECONDS",
-                                      help="Per-case limit in seconds, > 0 (overrides the suite's measure.timeout_s)."),
-    "peak_tflops": lambda: click.option("--peak-tflops", default=None, type=_range("peak_tflops"),
-                                        help="Per-device peak TFLOP/s for MFU, > 0 (overrides the table)."),
+                                      help="Per-case limit in seconds (overrides the suite's measure.timeout_s)."),
+    "peak_tflops": lambda: click.option("--peak-tflops", default=None, type=_range("peak_tflops"), metavar="TFLOPS",
+                                        help="Per-device peak TFLOP/s for MFU (overrides the table)."),
     "only_impls": lambda: click.option("--impl", "only_impls", multiple=True, metavar="IMPL",
                                        help="Only these impls (repeatable)."),
     "backends": lambda: click.option("--backend", "backends", multiple=True, type=click.Choice(BACKENDS),
@@ -62,13 +62,13 @@ OPTIONS: dict[str, Callable[[], Callable]] = {
                                   help="Only cases whose KEY (a parameter, impl or backend) is VALUE; repeatable: "
                                        "the same key again widens (OR), another key narrows (AND), e.g. "
                                        "-k seq_len=512 -k impl=flash."),
-    "repeats": lambda: click.option("--repeats", type=_range("repeats"), default=None,
-                                    help="Independent runs of each case, >= 1, taken in passes over the suite and "
+    "repeats": lambda: click.option("--repeats", type=_range("repeats"), default=None, metavar="N",
+                                    help="Independent runs of each case, taken in passes over the suite and "
                                          "pooled into its row (overrides measure.repeats; see docs/gate.md)."),
     "timer": lambda: click.option("--timer", type=click.Choice(TIMERS), default=None,
                                   help="wallclock | trace: also per-iteration device seconds from a profiler trace, a "
                                        "separate pass (overrides measure.timer; default: trace on TPU/GPU, "
-                                       "wallclock on CPU; JAX only; --metric device_median_s needs trace)."),
+                                       "wallclock on CPU; JAX only; the gate's --metric device_median_s needs trace)."),
     "shard_spec": lambda: click.option("--shard", "shard_spec", default=None, metavar="I/N", callback=_shard,
                                        help="Only shard I of N (0-based): a deterministic, cost-balanced split for "
                                             "fanning a suite out over machines; combine with `xlabench merge`."),
@@ -85,14 +85,14 @@ OPTIONS: dict[str, Callable[[], Callable]] = {
         "--coordinator", default=None, metavar="HOST:PORT",
         help="Multi-host run: address of process 0's coordinator (with --num-processes, --process-id). "
              "Without these, a SLURM or multi-host TPU launch is detected from the environment."),
-    "num_processes": lambda: click.option("--num-processes", type=_range("num_processes"), default=None,
+    "num_processes": lambda: click.option("--num-processes", type=_range("num_processes"), default=None, metavar="N",
                                           help="Multi-host run: number of processes."),
-    "process_id": lambda: click.option("--process-id", type=_range("process_id"), default=None,
+    "process_id": lambda: click.option("--process-id", type=_range("process_id"), default=None, metavar="I",
                                        help="Multi-host run: this process's index (0 writes the CSV)."),
-    "local_devices": lambda: click.option("--local-devices", type=_range("local_devices"), default=None,
+    "local_devices": lambda: click.option("--local-devices", type=_range("local_devices"), default=None, metavar="N",
                                           help="Virtual CPU devices per process (CPU only; default: the case's "
                                                "device count)."),
-    "init_timeout": lambda: click.option("--init-timeout", type=_range("init_timeout"), default=120,
+    "init_timeout": lambda: click.option("--init-timeout", type=_range("init_timeout"), default=120, metavar="SECONDS",
                                          show_default=True,
                                          help="Seconds to wait for all processes to join a multi-host run."),
     "dry_run": lambda: click.option("--dry-run", is_flag=True,
