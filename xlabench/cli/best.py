@@ -10,13 +10,11 @@ import click
 from rich.table import Table
 
 from xlabench import results
-from xlabench.cli.common import BadInput, console
-from xlabench.report import best as best_lib
-from xlabench.report import chartdata as cd
-from xlabench.suite import tuned
+from xlabench.cli.common import BadInput, console, examples
+from xlabench.report import inputs as inputs_lib
 
 
-@click.command()
+@click.command(epilog=examples("xlabench best results/attention/", "xlabench best results/attention/*.csv -o tuned.yaml"))
 @click.argument("csv_files", nargs=-1, required=True, type=click.Path())
 @click.option("-o", "--output", default=None, type=click.Path(dir_okay=False),
               help="Write the best configurations as YAML (use it in a suite as `tuned: FILE`).")
@@ -24,10 +22,17 @@ def best(csv_files: tuple[str, ...], output: Optional[str]) -> None:
     """Best block sizes per impl and shape: the fastest ok, correct configuration of each sweep (>= 2
     configurations) that beats the kernel's default (block sizes unset) by the gate's test on the raw
     samples; else "no significant winner" (the default is kept). Interpreted rows are never tuned from."""
+    from xlabench.report import best as best_lib
+    from xlabench.report import chartdata as cd
+
+    found = inputs_lib.collect(csv_files, compiles=False)  # folders, and the glob's .samples.csv left out
+    for note in found.notes:
+        click.echo(f"note: {note}", err=True)
+    if not found.files:
+        raise BadInput(f"{', '.join(csv_files)}: no results CSV of a run here (pass run CSVs or their folder)")
     try:
-        paths = [Path(p) for p in csv_files]
-        df = cd.load(paths)
-        samples = best_lib.load_samples(paths)
+        df = cd.load(found.files)
+        samples = best_lib.load_samples(found.files)
     except results.ResultsFileError as e:
         raise BadInput(str(e)) from None
     picks = best_lib.best_configs(df, samples)
@@ -49,7 +54,11 @@ def best(csv_files: tuple[str, ...], output: Optional[str]) -> None:
         _write(picks, output)
 
 
-def _write(picks: list[best_lib.Pick], output: str) -> None:
+def _write(picks: list, output: str) -> None:
+    """The tuned file of the winners (one workload), or exit 2 saying why there is none."""
+    from xlabench.report import best as best_lib
+    from xlabench.suite import tuned
+
     configs = best_lib.tuned_configs(picks)
     if not configs:
         raise BadInput(f"-o: nothing to tune from: {', '.join(sorted({p.verdict for p in picks}))}")
@@ -59,4 +68,5 @@ def _write(picks: list[best_lib.Pick], output: str) -> None:
                        "(pass one workload's CSVs)")
     Path(output).parent.mkdir(parents=True, exist_ok=True)
     Path(output).write_text(tuned.dump(configs))
-    console.print(f"wrote {len(configs)} configuration(s) to {output} (use it in a suite: `tuned: {output}`)")
+    console.print(f"wrote {len(configs)} configuration(s) to {output} (use it in a suite: `tuned: {output}`)",
+                  soft_wrap=True)

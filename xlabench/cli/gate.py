@@ -19,14 +19,16 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 import click
+from rich.text import Text
 
 from xlabench import gate as gate_lib
 from xlabench import results
 from xlabench.run import interrupts
 from xlabench.gate import report as gate_report
 from xlabench import suite as suite_lib
-from xlabench.cli.common import BadInput, console, err_console, load_suite
-from xlabench.measure.timing import TIMERS
+from xlabench.cli.common import BadInput, console, err_console, examples, load_suite, warn
+from xlabench.cli.options import run_options
+from xlabench.run.options import RunOptions
 from xlabench.cli.run import run_with_progress
 from xlabench.gate import session as gate_session
 from xlabench.run.session import RunOutcome
@@ -118,18 +120,19 @@ def _write(path: Optional[str], text: str) -> None:
 def _report(cmp: gate_lib.Comparison, markdown_path: Optional[str], json_path: Optional[str], title: str) -> None:
     console.print(gate_report.table(cmp))
     for w in cmp.warnings:
-        err_console.print(f"[bold yellow]warning:[/] {w}", soft_wrap=True)
+        warn(w)
     for line in gate_report.summary_lines(cmp):
-        console.print(line, soft_wrap=True, markup=False)
+        console.print(line, soft_wrap=True)
     colour = {gate_lib.EXIT_PASS: "green", gate_lib.EXIT_FAIL: "bold red"}.get(cmp.exit_code, "bold yellow")
-    console.print(f"[{colour}]{gate_report.headline(cmp)}[/]", soft_wrap=True)
+    console.print(gate_report.headline(cmp), style=colour, soft_wrap=True)
     _write(markdown_path, gate_report.markdown(cmp, title))
     _write(json_path, gate_report.to_json(cmp))
 
 
-@click.command()
-@click.argument("baseline", type=click.Path())
-@click.argument("candidate", type=click.Path())
+@click.command(epilog=examples("xlabench compare results/attention/BASE.csv results/attention/NEW.csv",
+                               "xlabench compare base.csv new.csv --threshold 10% --markdown $GITHUB_STEP_SUMMARY"))
+@click.argument("baseline", type=click.Path(dir_okay=False))
+@click.argument("candidate", type=click.Path(dir_okay=False))
 @_judging_options
 def compare(baseline: str, candidate: str, markdown_path: Optional[str], json_path: Optional[str],
             **judging: Any) -> None:
@@ -156,7 +159,7 @@ def _first_baseline(outcome: RunOutcome, bpath: Path, markdown_path: Optional[st
         gate_session.write_baseline(outcome.files.csv, bpath)
     msg = (f"baseline {bpath} created from {outcome.files.csv}" if ok else
            f"baseline {bpath} NOT created: {len(outcome.failed)} failed, {len(outcome.wrong)} wrong case(s)")
-    console.print(("[green]" if ok else "[bold red]") + msg + "[/]")
+    console.print(msg, style="green" if ok else "bold red", soft_wrap=True)
     _write(markdown_path, f"## {'✅' if ok else '❌'} xlabench gate: {msg}\n")
     _write(json_path, json.dumps({"passed": ok, "exit_code": 0 if ok else 1, "baseline": None,
                                   "candidate": str(outcome.files.csv), "baseline_saved": ok, "cases": []},
@@ -168,14 +171,16 @@ def _replace_baseline(cmp: gate_lib.Comparison, run_csv: Path, bpath: Path) -> N
     """--save-baseline over an existing baseline: only a run that passed the gate replaces it."""
     if cmp.passed:
         gate_session.write_baseline(run_csv, bpath)
-        console.print(f"baseline {bpath} updated from {run_csv}")
+        console.print(f"baseline {bpath} updated from {run_csv}", soft_wrap=True)
         return
     src, dst = results.RunFiles(run_csv), results.RunFiles(bpath)
-    console.print(f"[bold red]baseline {bpath} NOT updated: the gate failed.[/] To accept this run anyway: "
-                  f"cp {src.csv} {dst.csv} && cp {src.samples} {dst.samples}", soft_wrap=True)
+    console.print(Text.assemble((f"baseline {bpath} NOT updated: the gate failed.", "bold red"),
+                                f" To accept this run anyway: cp {src.csv} {dst.csv} && cp {src.samples} {dst.samples}"),
+                  soft_wrap=True)
 
 
-@click.command()
+@click.command(epilog=examples("xlabench gate suites/attention.yaml --baseline baselines/attention.csv --save-baseline",
+                               "xlabench gate suites/attention.yaml --baseline baselines/attention.csv -k impl=flash"))
 @click.argument("suite_file", type=click.Path())
 @click.option("--baseline", required=True, type=click.Path(dir_okay=False),
               help="Baseline results CSV (its .samples.csv must sit beside it).")
@@ -183,22 +188,11 @@ def _replace_baseline(cmp: gate_lib.Comparison, run_csv: Path, bpath: Path) -> N
               help="Write this run as the baseline: creates it if absent, else replaces it when the gate passes.")
 @click.option("--confirm/--no-confirm", default=True, show_default=True,
               help="Re-run the cases flagged as regressions; fail only if a regression reproduces.")
-@click.option("--profile", default=None, help="Suite profile (default: the baseline's, else from the platform).")
-@click.option("--out", "out_dir", default="results", show_default=True, type=click.Path(), help="Results directory.")
-@click.option("--timeout", "timeout_s", default=None, type=float, help="Per-case limit in seconds.")
-@click.option("--peak-tflops", default=None, type=float, help="Per-device peak TFLOP/s for MFU.")
-@click.option("--impl", "only_impls", multiple=True, help="Run only these impls (repeatable).")
-@click.option("--repeats", type=int, default=None,
-              help="Independent runs of each case, taken in passes over the suite and pooled (overrides "
-                   "measure.repeats; the re-run uses it too).")
-@click.option("--timer", type=click.Choice(TIMERS), default=None,
-              help="wallclock | trace (overrides measure.timer; default: trace on TPU/GPU, wallclock on CPU); "
-                   "--metric device_median_s needs trace.")
+@run_options("profile", "only_impls", "backends", "where", "out_dir", "timeout_s", "peak_tflops", "repeats", "timer",
+             profile_help="Suite profile (default: the baseline's, else from the platform).")
 @_judging_options
-def gate(suite_file: str, baseline: str, save_baseline: bool, confirm: bool, profile: Optional[str],
-         out_dir: str, timeout_s: Optional[float], peak_tflops: Optional[float], only_impls: tuple[str, ...],
-         repeats: Optional[int], timer: Optional[str], markdown_path: Optional[str], json_path: Optional[str],
-         **judging: Any) -> None:
+def gate(suite_file: str, baseline: str, save_baseline: bool, confirm: bool, run_opts: RunOptions,
+         markdown_path: Optional[str], json_path: Optional[str], **judging: Any) -> None:
     """Run a suite, compare it with a baseline, re-run flagged cases (all of them for a suite-wide
     regression); raises measure.iters for its runs to the samples a case needs to reach significance.
 
@@ -209,10 +203,10 @@ def gate(suite_file: str, baseline: str, save_baseline: bool, confirm: bool, pro
     """
     try:
         with interrupts.interruptible():
-            _gate(suite_file, baseline, save_baseline, confirm, profile, out_dir, timeout_s, peak_tflops, only_impls,
-                  repeats, timer, markdown_path, json_path, _config(**judging))
+            _gate(suite_file, baseline, save_baseline, confirm, run_opts, markdown_path, json_path,
+                  _config(**judging))
     except interrupts.Interrupted as e:
-        err_console.print(interrupted_message(e), markup=False, soft_wrap=True)
+        err_console.print(interrupted_message(e), soft_wrap=True)
         sys.exit(e.exit_code)
 
 
@@ -223,13 +217,12 @@ def interrupted_message(e: interrupts.Interrupted) -> str:
     return f"gate interrupted{where}: no verdict, {baseline}; run the gate again"
 
 
-def _gate(suite_file: str, baseline: str, save_baseline: bool, confirm: bool, profile: str | None,
-          out_dir: str, timeout_s: float | None, peak_tflops: float | None, only_impls: tuple[str, ...],
-          repeats: int | None, timer: str | None, markdown_path: str | None, json_path: str | None,
-          cfg: gate_lib.GateConfig) -> None:
+def _gate(suite_file: str, baseline: str, save_baseline: bool, confirm: bool, run_opts: RunOptions,
+          markdown_path: str | None, json_path: str | None, cfg: gate_lib.GateConfig) -> None:
     """The body of `xlabench gate` (exits with the verdict's code)."""
     s = load_suite(suite_file)
     bpath = Path(baseline)
+    profile = run_opts.profile
     base: Optional[gate_lib.RunData] = None
     if bpath.exists() or not save_baseline:
         if not bpath.exists():
@@ -242,16 +235,14 @@ def _gate(suite_file: str, baseline: str, save_baseline: bool, confirm: bool, pr
         if profile is None:
             profile = gate_session.baseline_profile(base)
     try:
-        s, raised = gate_session.raise_iters(s, profile, only_impls, repeats, base, cfg.alpha)
+        s, raised = gate_session.raise_iters(s, profile, run_opts.only_impls, run_opts.repeats, base, cfg.alpha)
     except suite_lib.SuiteError as e:
         raise BadInput(str(e)) from None
     notes = [f"gate {r}" for r in raised]
     short = gate_session.baseline_shortfall(base, cfg.alpha) if base is not None else None
     for msg in notes + ([short] if short else []):
-        err_console.print(f"[bold yellow]warning:[/] {msg}", soft_wrap=True)
-    run_kw = dict(out_dir=out_dir, timeout_s=timeout_s, peak_tflops=peak_tflops, only_impls=only_impls,
-                  repeats=repeats, timer=timer)
-    outcome = run_with_progress(s, profile=profile, **run_kw)
+        warn(msg)
+    outcome = run_with_progress(s, run_opts.replace(profile=profile))
     cand = _load(outcome.files.csv, "candidate")
 
     if base is None:  # first baseline: nothing to compare with
@@ -264,9 +255,10 @@ def _gate(suite_file: str, baseline: str, save_baseline: bool, confirm: bool, pr
         def rerun(case_ids: list[str]) -> gate_lib.RunData:
             what = "a suite-wide regression and its cases" if cmp.suite is not None and \
                 cmp.suite.verdict == gate_lib.REGRESSION else "regressions"
-            console.print(f"[yellow]{len(case_ids)} case(s) flagged ({what}): re-running them to confirm[/]")
-            again = run_with_progress(s, profile=outcome.profile or "base", only_case_ids=case_ids,
-                                run_id=f"{outcome.files.csv.stem}-confirm", **run_kw)
+            console.print(f"{len(case_ids)} case(s) flagged ({what}): re-running them to confirm", style="yellow")
+            again = run_with_progress(s, run_opts.replace(profile=outcome.profile or "base",
+                                                          only_case_ids=tuple(case_ids),
+                                                          run_id=f"{outcome.files.csv.stem}-confirm"))
             return _load(again.files.csv, "re-run")
 
         try:

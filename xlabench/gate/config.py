@@ -8,6 +8,8 @@ from typing import Any, Callable, Optional
 
 import numpy as np
 
+from xlabench.measure.power import DEFAULT_ALPHA
+
 # Verdicts. REGRESSION and FAILED fail the gate; the rest are reported.
 REGRESSION = "regression"
 IMPROVEMENT = "improvement"
@@ -110,7 +112,7 @@ class GateConfig:
 
     metric: str = "median_s"
     threshold: float = 0.05
-    alpha: float = 0.05
+    alpha: float = DEFAULT_ALPHA
     confidence: float = 0.95
     min_samples: int = 5
     n_resamples: int = 9999

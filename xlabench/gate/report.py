@@ -6,6 +6,7 @@ import json
 from typing import Optional
 
 from rich.table import Table
+from rich.text import Text
 
 from xlabench import gate
 
@@ -134,7 +135,7 @@ def table(cmp: gate.Comparison) -> Table:
         t.add_column(col, overflow="fold")
     for c in _ordered(cmp):
         style = _STYLE[c.verdict]
-        verdict = f"[{style}]{c.verdict}[/]" if style else c.verdict
+        verdict = Text(c.verdict, style=style or "")  # no markup: the CLI prints with markup off
         n = f"{c.n_base}/{c.n_cand}" if c.n_base or c.n_cand else ""
         t.add_row(verdict, c.label, n, value(c.baseline, unit), value(c.candidate, unit), ratio(c), _p(c),
                   _note(c)[:300])

@@ -13,7 +13,7 @@ from xlabench import results
 from xlabench import suite as suite_lib
 from xlabench.gate.config import GateInputError
 from xlabench.gate.load import RunData
-from xlabench.gate.stats import min_samples_per_side, sample_shortfall
+from xlabench.measure.power import min_samples_per_side, sample_shortfall
 from xlabench.run import interrupts
 
 

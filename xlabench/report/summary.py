@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Optional, Sequence
 
 from rich.table import Table
+from rich.text import Text
 
 from xlabench import results
 
@@ -112,7 +113,7 @@ def build(rows: Sequence[Mapping[str, Any]], params: Sequence[Mapping[str, Any]]
         t.add_column(col, overflow="fold")
     for r in shown:
         status = r["status"]
-        t.add_row(r["backend"], r["impl"], *[str(r.get(k, "")) for k in cols], f"[{_STYLE[status]}]{status}[/]",
+        t.add_row(r["backend"], r["impl"], *[str(r.get(k, "")) for k in cols], Text(status, style=_STYLE[status]),
                   fmt(r.get("median_s"), ".3f", 1e3), fmt(r.get("tflops_per_s"), ".4g"), fmt(r.get("mfu"), ".2f", 100),
                   *([fmt(r.get("gbytes_per_s"), ".4g"), fmt(r.get("mbu"), ".2f", 100)] if bandwidth else []),
                   fmt(r.get("max_abs_err"), ".1e"), _note(r))

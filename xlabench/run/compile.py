@@ -22,6 +22,7 @@ from xlabench import suite as suite_lib
 from xlabench.measure.messages import CompileRequest, CompileResult, ProtocolError
 from xlabench.measure.target import TargetSpec
 from xlabench.run.envs import COMPILE_VARIANT
+from xlabench.run.options import RunOptions
 from xlabench.run.session import RunInputError, open_run, select_cases
 
 DEFAULT_PROFILE = "tpu"
@@ -79,17 +80,17 @@ def _now() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
 
 
-def compile_suite(s: suite_lib.Suite, target_name: str, slices: int = 1, profile: Optional[str] = None,
-                  out_dir: str = "results", resume_csv: Optional[str] = None, timeout_s: Optional[float] = None,
-                  only_impls: tuple[str, ...] = (), shard_spec: Optional[str] = None,
+def compile_suite(s: suite_lib.Suite, target_name: str, slices: int = 1, opts: RunOptions = RunOptions(),
                   on_start: Callable[[str, int, int, dict[str, Any]], None] = lambda *a: None,
                   on_row: Callable[[suite_lib.Case, dict[str, Any]], None] = lambda c, r: None) -> CompileOutcome:
-    """Compile every case of the suite's ``profile`` (default ``tpu``) for ``target_name``.
+    """Compile every case of the suite's profile (``opts.profile``, default ``tpu``) that ``opts``' filters
+    leave for ``target_name``; ``opts.timeout_s`` limits each compile, ``opts.resume_csv`` continues a compile.
 
     ``on_start(profile, cases to do, cases already done, target env)`` and ``on_row`` report progress.
     Raises CompileError for bad input and for a host that cannot compile for the target."""
     from xlabench.run import shard
 
+    profile = opts.profile
     try:
         target = hardware.find_target(target_name)
     except hardware.UnknownTarget as e:
@@ -101,16 +102,16 @@ def compile_suite(s: suite_lib.Suite, target_name: str, slices: int = 1, profile
     try:
         prof = s.pick_profile(None, profile if profile is not None else
                               (DEFAULT_PROFILE if DEFAULT_PROFILE in s.spec.profiles else "base"))
-        shard_of = shard.parse_shard(shard_spec) if shard_spec is not None else None
+        shard_of = shard.parse_shard(opts.shard_spec) if opts.shard_spec is not None else None
     except (suite_lib.SuiteError, ValueError) as e:
         raise CompileError(str(e)) from None
     try:
-        cases = select_cases(s, prof, only_impls, shard_of)
+        cases = select_cases(s, prof, opts.replace(repeats=None, timer=None), shard_of)
     except RunInputError as e:
         raise CompileError(str(e)) from None
 
     try:
-        files, done, run_id = open_run(s, out_dir, resume_csv, suffix=".compile.csv", same=("target", target.name))
+        files, done, run_id = open_run(s, opts.out_dir, opts.resume_csv, suffix=".compile.csv", same=("target", target.name))
     except RunInputError as e:
         raise CompileError(str(e)) from None
     todo = [c for c in cases if c.case_id not in done]
@@ -141,7 +142,7 @@ def compile_suite(s: suite_lib.Suite, target_name: str, slices: int = 1, profile
                 if reason:
                     row.update(status="skipped", error=reason)
                 else:
-                    row.update(_compile_one(case, pool, spec, timeout_s or case.measure.timeout_s))
+                    row.update(_compile_one(case, pool, spec, opts.timeout_s or case.measure.timeout_s))
                 row["timestamp"] = _now()
                 writer.write(row)
                 rows.append(row)

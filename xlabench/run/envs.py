@@ -106,3 +106,16 @@ def worker_environ(backend: str, devices: int, env: dict[str, str], variant: str
         if "PJRT_DEVICE" not in env and not tpu_chips_present():
             env["PJRT_DEVICE"] = "CPU"  # a user's PJRT_DEVICE (e.g. TPU) is left alone
     return env
+
+
+def guess_platform(environ: Optional[dict[str, str]] = None) -> str:
+    """The platform a JAX worker would find, read from the host without starting one (``list`` and
+    ``run --dry-run`` use it; a run asks its worker): JAX_PLATFORMS' first entry if set, else a TPU on the
+    PCI bus, else a GPU driver's device node, else the CPU (worker_environ pins a worker there)."""
+    env = os.environ if environ is None else environ
+    first = env.get("JAX_PLATFORMS", "").split(",")[0].strip().lower()
+    if first:
+        return {"cuda": "gpu", "rocm": "gpu"}.get(first, first)
+    if tpu_chips_present():
+        return "tpu"
+    return "gpu" if any(os.path.exists(p) for p in ("/dev/nvidiactl", "/dev/kfd")) else "cpu"
