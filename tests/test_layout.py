@@ -152,12 +152,3 @@ def test_no_package_imports_up_or_across_the_floors():
                        if _package(m) and _package(d) and _package(d) != _package(m)
                        and _package(d) in floor and floor[_package(d)] >= floor[_package(m)])
     assert offenders == []
-
-
-def test_worker_is_imported_only_by_the_process_entry():
-    """The parent talks to workers through measure's messages; only the worker's own modules (and its
-    ``python -m`` entry) import xlabench.worker."""
-    every = _all_imports()
-    offenders = sorted((m, d) for m, deps in every.items() for d in deps
-                       if d.startswith("xlabench.worker") and not m.startswith("xlabench.worker"))
-    assert offenders == []
