@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
 from pathlib import Path
@@ -20,6 +21,10 @@ ROOT = Path(__file__).resolve().parent.parent
 SESSION_ENV = "XLABENCH_TEST_SESSION"
 SESSION_PID = os.getpid()
 os.environ[SESSION_ENV] = str(SESSION_PID)
+# The host's CPU peak is cached per host (xlabench/measure/host_peak.py): the tests, their CLI runs and
+# workers use a cache of their own, never the user's ~/.cache/xlabench (measured once per test session).
+os.environ["XLABENCH_CACHE_DIR"] = tempfile.mkdtemp(prefix="xlabench-test-cache-")
+os.environ.pop("XLABENCH_REMEASURE_PEAK", None)
 
 TINY_SUITE = """
 name: tiny

@@ -364,3 +364,21 @@ def test_a_regression_the_hosts_own_slowdown_explains_is_confounded(tmp_path, rn
     worse = gate.load_run(write_run(tmp_path / "d.csv", [(c, draw(rng, 20, 1.8)) for c in cases], host_calib_s=0.013))
     cmp = gate.compare(base, worse, gate.GateConfig())
     assert {c.verdict for c in cmp.cases} == {gate.REGRESSION} and cmp.exit_code == gate.EXIT_FAIL
+
+
+def test_a_rerun_the_hosts_slowdown_explains_stays_could_not_judge(tmp_path, rng):
+    """gate's re-run under a host that slowed down as much: confounded (exit 3), neither confirmed nor passed."""
+    a, b = case("naive"), case("xla_sdpa")
+    base = gate.load_run(write_run(tmp_path / "base.csv", [(a, draw(rng, 20)), (b, draw(rng, 20))], "b",
+                                   host_calib_s=0.01))
+    cand = gate.load_run(write_run(tmp_path / "cand.csv", [(a, draw(rng, 20, 1.5)), (b, draw(rng, 20))], "c",
+                                   host_calib_s=0.01))
+    first = gate.compare(base, cand, gate.GateConfig())
+    assert first.cases[0].verdict == gate.REGRESSION
+
+    def rerun_loaded(ids):
+        return gate.load_run(write_run(tmp_path / "again.csv", [(a, draw(rng, 20, 1.5))], "again", host_calib_s=0.016))
+
+    cmp = gate.confirm(first, base, rerun_loaded, gate.GateConfig())
+    assert cmp.cases[0].verdict == gate.CONFOUNDED and cmp.cases[0].confirmation.verdict == gate.CONFOUNDED
+    assert cmp.exit_code == gate.EXIT_UNJUDGED

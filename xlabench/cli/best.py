@@ -40,16 +40,14 @@ def best(csv_files: tuple[str, ...], output: Optional[str]) -> None:
         raise BadInput(f"{', '.join(csv_files)}: no sweep of a tuned parameter (e.g. attention's block_q / block_k "
                        "with >= 2 values per impl and shape, ok and correct) to choose from")
     headers, rows = best_lib.table_rows(picks)
-    t = Table(title="best configuration per shape (beats the default significantly, else the default is kept)")
+    t = Table(title="best configuration per shape: a significant win over the default, else the default")
     for h in headers:
         t.add_column(h)
     for r in rows:
         t.add_row(*map(str, r))
     console.print(t)
-    for p in picks:
-        if p.verdict in (best_lib.NO_WINNER, best_lib.INTERPRETED, best_lib.NO_DEFAULT):
-            console.print(f"{p.shown.backend}/{p.shown.impl} {p.shown.shape}: {p.verdict}: {p.reason}",
-                          markup=False, soft_wrap=True)
+    for line in best_lib.notes(picks):
+        console.print(line, markup=False, soft_wrap=True)
     if output:
         _write(picks, output)
 

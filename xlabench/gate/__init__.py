@@ -25,7 +25,13 @@ cases is caught so even when no single case has the samples to be significant. C
 share that run's machine speed, so two runs taken under different load differ by a shift of every
 case: the suite-wide shift is checked against the shift of the cases' compile times (a probe of the
 host's speed the timed code does not touch); a shift the machine's own slowdown can explain is
-``confounded`` (could not judge), not a regression (docs/gate.md has the A/A measurements).
+``confounded`` (could not judge), not a regression (docs/gate.md has the A/A measurements). The runner
+also times a fixed host kernel beside every case (``host_calib_s``, xlabench/run/calibrate.py): a
+case's or the suite's regression that the kernel's own slowdown explains is ``confounded`` as well.
+
+The gate judges only what it sees: a comparison in which no case reached the statistics is
+"nothing compared" (exit 2, never a pass), cases of the baseline missing from the candidate fail
+(unless GateConfig.allow_missing), and two files of different suites are refused.
 
 Defaults (see GateConfig and docs/gate.md):
 

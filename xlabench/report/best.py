@@ -187,15 +187,29 @@ def _vs_default(p: Pick) -> str:
     return f"{1 / a.ratio:.2f}x [{1 / a.ci_high:.2f}, {1 / a.ci_low:.2f}]"
 
 
-def table_rows(picks: Sequence[Pick]) -> tuple[list[str], list[list[Any]]]:
-    """Headers and rows for a table of picks (the varying shape columns only): the fastest configuration,
-    its speedup over the default with the interval, Holm's p, and the verdict."""
-    configs = [p.shown for p in picks]
+def _varying(configs: Sequence[TunedConfig]) -> list[str]:
     shape_keys = list(dict.fromkeys(k for c in configs for k in c.shape))
-    varying = [k for k in shape_keys if len({str(c.shape.get(k)) for c in configs}) > 1]
+    return [k for k in shape_keys if len({str(c.shape.get(k)) for c in configs}) > 1]
+
+
+def notes(picks: Sequence[Pick]) -> list[str]:
+    """One line per shape left untuned (no significant winner, interpreted, no default row): why."""
+    varying = _varying([p.shown for p in picks])
+    out = []
+    for p in picks:
+        if p.verdict in (NO_WINNER, INTERPRETED, NO_DEFAULT):
+            shape = " ".join(f"{k}={cd.fmt_value(k, p.shown.shape.get(k))}" for k in varying)
+            out.append(f"{p.shown.backend}/{p.shown.impl}{' ' + shape if shape else ''}: {p.verdict}: {p.reason}")
+    return out
+
+
+def table_rows(picks: Sequence[Pick]) -> tuple[list[str], list[list[Any]]]:
+    """Headers and rows for a table of picks (the varying shape columns only): the winner (else the
+    fastest configuration), its speedup over the default with the 95% interval, Holm's p, the verdict."""
+    configs = [p.shown for p in picks]
+    varying = _varying(configs)
     tuned = list(dict.fromkeys(k for c in configs for k in c.params))
-    headers = ["backend", "impl", *varying, *[f"fastest {k}" for k in tuned], "median ms",
-               "speedup vs default [95% CI]", "p (Holm)", "verdict"]
+    headers = ["backend", "impl", *varying, *tuned, "median ms", "speedup [95% CI]", "p", "verdict"]
     rows = [[c.backend, c.impl, *[cd.fmt_value(k, c.shape.get(k)) for k in varying],
              *[("default" if c.params.get(k) is None else str(c.params.get(k))) for k in tuned],
              f"{c.median_s * 1e3:.4g}" if c.median_s is not None else "", _vs_default(p),

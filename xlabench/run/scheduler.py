@@ -51,7 +51,7 @@ class RunContext:
     timeout_override: Optional[float] = None
     # The host's measured CPU peaks (from the run's first worker): every CPU row of the run, whatever its
     # framework, is rated against the same figure, so MFU/MBU compare across frameworks.
-    cpu_peaks: dict[str, float] = field(default_factory=dict)
+    cpu_peaks: dict[str, Any] = field(default_factory=dict)  # and where the peak comes from (cpu_peak_source)
     trace_root: Optional[Path] = None  # `run --trace DIR`: each case's profile under DIR/<case_id>/
 
     def trace_dir(self, case: Case, repeat: int) -> Optional[str]:

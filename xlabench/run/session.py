@@ -243,7 +243,8 @@ def _run_with_pool(s: suite_lib.Suite, pool: WorkerPool, files: results.RunFiles
                  for b in dict.fromkeys(c.backend for c in todo) if pool.missing(b)]
     for w in warnings:
         hooks.warning(w)
-    cpu_peaks = {k: first.env[k] for k in ("measured_cpu_tflops", "measured_cpu_gbytes_per_s") if k in first.env}
+    cpu_peaks = {k: first.env[k] for k in ("measured_cpu_tflops", "measured_cpu_gbytes_per_s", "cpu_peak_source")
+                 if k in first.env}
     trace_root = Path(opts.trace_dir) if opts.trace_dir is not None else None
     ctx = RunContext(run_id=run_id, platform=platform, peak_override=opts.peak_tflops,
                      timeout_override=opts.timeout_s, cpu_peaks=cpu_peaks, trace_root=trace_root)
