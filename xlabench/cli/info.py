@@ -22,7 +22,10 @@ from xlabench.impls import BACKENDS
               help="Print the peak table and the compile targets, with sources, instead (no worker is started).")
 @click.option("--python-torch-xla", "python_torch_xla", default=None, type=click.Path(dir_okay=False),
               help="Python of the torch_xla environment (see `run --help`).")
-def info(backend: str, devices: int, peaks: bool, python_torch_xla: Optional[str]) -> None:
+@click.option("--remeasure-peak", is_flag=True,
+              help="CPU: measure the host's peak afresh (best of 3 tries) and replace the cached one "
+                   "(the same as XLABENCH_REMEASURE_PEAK=1 for a run).")
+def info(backend: str, devices: int, peaks: bool, python_torch_xla: Optional[str], remeasure_peak: bool) -> None:
     """Platform, devices, framework versions and the peak FLOP/s used for MFU (with its source), as a
     worker of the backend sees them; --peaks: the tables of known peaks and compile targets."""
     if peaks:
@@ -36,12 +39,19 @@ def info(backend: str, devices: int, peaks: bool, python_torch_xla: Optional[str
         raise BadInput(f"--python-torch-xla: {interpreters.missing('torch_xla')}")
     if interpreters.missing(backend):
         raise BadInput(f"--backend {backend}: {interpreters.missing(backend)}")
+    if remeasure_peak:
+        import os
+
+        from xlabench.measure.host_peak import ENV_REMEASURE
+
+        os.environ[ENV_REMEASURE] = "1"  # the probe's worker inherits it
     try:
         env = workers.probe(backend, devices, interpreters)
     except workers.WorkerError as e:
         raise click.ClickException(f"could not start a {backend} worker: {e}") from None
     peak = hardware.device_peak(env["platform"], env["device_kind"], env.get("measured_cpu_tflops"),
-                                env.get("measured_cpu_gbytes_per_s"), env["device_count"])
+                                env.get("measured_cpu_gbytes_per_s"), env["device_count"],
+                                measured_note=env.get("cpu_peak_source"))
     t = Table(show_header=False, box=None)
     for k in ("backend", "platform", "device_kind", "device_count", "process_count", "framework_version"):
         t.add_row(k, str(env.get(k)))
