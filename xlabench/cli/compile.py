@@ -14,8 +14,9 @@ from xlabench import hardware
 from xlabench.cli.common import BadInput, console, err_console, examples, load_suite, status_line
 from xlabench.cli.options import run_options
 from xlabench.run.options import RunOptions
+from xlabench.measure.status import COMPILED, FAILED, LOWERED, OOM, SKIPPED
 
-_STYLE = {"compiled": "green", "lowered": "green", "oom": "magenta", "failed": "red", "skipped": "yellow"}
+_STYLE = {COMPILED: "green", LOWERED: "green", OOM: "magenta", FAILED: "red", SKIPPED: "yellow"}
 _GIB = float(1 << 30)
 
 
@@ -25,7 +26,7 @@ def _gib(v: Any) -> str:
 
 def summary_table(rows: list[dict[str, Any]], cases: dict[str, Any]) -> Table:
     """Compiled and oom rows with their memory; skipped ones are counted per reason below the table."""
-    shown = [r for r in rows if r["status"] != "skipped"]
+    shown = [r for r in rows if r["status"] != SKIPPED]
     varying = [k for k in dict.fromkeys(k for r in shown for k in cases[r["case_id"]].params)
                if len({str(cases[r["case_id"]].params.get(k)) for r in shown}) > 1]
     t = Table(title="compile summary (per device)")
@@ -46,7 +47,7 @@ def summary_table(rows: list[dict[str, Any]], cases: dict[str, Any]) -> Table:
 def _skip_lines(rows: list[dict[str, Any]]) -> list[str]:
     reasons: dict[str, int] = {}
     for r in rows:
-        if r["status"] == "skipped":
+        if r["status"] == SKIPPED:
             reasons[r.get("error") or ""] = reasons.get(r.get("error") or "", 0) + 1
     return [f"{n} skipped: {why}" for why, n in sorted(reasons.items(), key=lambda kv: -kv[1])]
 
@@ -82,7 +83,7 @@ def compile_cmd(suite_file: str, target_name: str, slices: int, run_opts: RunOpt
 
     def on_row(case: Any, row: dict[str, Any]) -> None:
         st = row["status"]
-        if st == "skipped":
+        if st == SKIPPED:
             return  # counted per reason at the end
         extra = (f"{_gib(row.get('peak_memory_bytes'))} GiB of {_gib(row.get('hbm_capacity_bytes'))} per device, "
                  f"compile {row.get('compile_s') or 0:.1f}s" if st in ("compiled", "oom") else
@@ -93,14 +94,14 @@ def compile_cmd(suite_file: str, target_name: str, slices: int, run_opts: RunOpt
         outcome = compile_session.compile_suite(s, target_name, slices, run_opts, on_start=on_start, on_row=on_row)
     except compile_session.CompileError as e:
         raise BadInput(str(e)) from None
-    if any(r["status"] != "skipped" for r in outcome.rows):
+    if any(r["status"] != SKIPPED for r in outcome.rows):
         console.print(summary_table(outcome.rows, {c.case_id: c for c in outcome.cases}))
     for line in _skip_lines(outcome.rows):
         console.print(line, style="yellow", soft_wrap=True)
-    counts = ", ".join(f"{outcome.count(st)} {st}" for st in ("compiled", "lowered", "oom", "failed", "skipped")
+    counts = ", ".join(f"{outcome.count(st)} {st}" for st in (COMPILED, LOWERED, OOM, FAILED, SKIPPED)
                        if outcome.count(st))
     console.print(f"{counts or 'no cases'} in {time.time() - started:.1f}s")
     console.print(f"results: {outcome.files.csv}", soft_wrap=True)
-    if outcome.count("failed"):
+    if outcome.count(FAILED):
         err_console.print(f"{outcome.count('failed')} case(s) failed to compile", style="red")
         sys.exit(1)

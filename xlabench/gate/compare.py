@@ -17,6 +17,7 @@ from xlabench.gate.config import (
 from xlabench.gate.load import RunData
 from xlabench.gate.stats import Assessment, assess, min_samples_per_side
 from xlabench.gate.suite_shift import SuiteShift, assess_suite
+from xlabench.measure import status as st
 
 
 @dataclass(frozen=True)
@@ -196,7 +197,7 @@ def _input_warnings(common: list[str], b_rows: dict, c_rows: dict, cfg: GateConf
         if not cfg.allow_env_mismatch:
             raise EnvMismatchError(msg + " (pass --allow-env-mismatch to compare anyway)")
         warn.append(msg + " (compared anyway: --allow-env-mismatch)")
-    runs = {side: sorted({int(num(rows[k].get("repeats")) or 1) for k in common if rows[k]["status"] == "ok"})
+    runs = {side: sorted({int(num(rows[k].get("repeats")) or 1) for k in common if rows[k]["status"] == st.OK})
             for side, rows in (("baseline", b_rows), ("candidate", c_rows))}
     if runs["baseline"] and runs["candidate"] and min(runs["baseline"]) < max(runs["candidate"]):
         warn.append(f"the baseline pooled {'/'.join(map(str, runs['baseline']))} run(s) per case, the candidate "
@@ -207,16 +208,16 @@ def _input_warnings(common: list[str], b_rows: dict, c_rows: dict, cfg: GateConf
 
 def _untested(c: dict[str, Any], b: Optional[dict[str, Any]]) -> Optional[tuple[str, str]]:
     """(verdict, reason) of a candidate row that cannot reach the statistics, None for a pair to test."""
-    if c["status"] == "failed":
+    if c["status"] == st.FAILED:
         return FAILED, f"candidate failed: {str(c.get('error') or '')[:300]}"
-    if c["status"] == "ok" and c.get("correct") is False:
+    if c["status"] == st.OK and c.get("correct") is False:
         return FAILED, f"wrong result: max_abs_err {c.get('max_abs_err')} > tolerance {c.get('err_tol')}"
-    if c["status"] == "skipped":
+    if c["status"] == st.SKIPPED:
         was = "" if b is None else f" (baseline: {b['status']})"
         return SKIPPED, f"{str(c.get('error') or '')[:200]}{was}"
     if b is None:
         return NEW, "not in the baseline"
-    if b["status"] != "ok":
+    if b["status"] != st.OK:
         return NEW, f"no baseline measurement (baseline status {b['status']})"
     return None
 

@@ -15,6 +15,7 @@ from xlabench.gate.config import GateInputError
 from xlabench.gate.load import RunData
 from xlabench.measure.power import min_samples_per_side, sample_shortfall
 from xlabench.run import interrupts
+from xlabench.measure.status import OK
 
 
 def write_baseline(run_csv: Path, baseline: Path) -> None:
@@ -49,7 +50,7 @@ def raise_iters(s: suite_lib.Suite, profile: Optional[str], only_impls: tuple[st
     """The suite with measure.iters raised, where needed, so that every case gets the samples per side
     one case needs to reach significance after Holm over the cases the gate will compare; and what was
     raised, in words. ``profile`` None (not known before the platform is detected): every profile."""
-    ok_ids = set() if base is None else set(base.rows.loc[base.rows["status"] == "ok", "case_id"].astype(str))
+    ok_ids = set() if base is None else set(base.rows.loc[base.rows["status"] == OK, "case_id"].astype(str))
     spec = s.spec.model_copy(deep=True)
     targets = [s.pick_profile(None, profile)] if profile is not None else [""] + s.profile_names()
     said = []
@@ -77,7 +78,7 @@ def raise_iters(s: suite_lib.Suite, profile: Optional[str], only_impls: tuple[st
 
 def baseline_shortfall(base: RunData, alpha: float) -> Optional[str]:
     """A warning when the stored baseline has too few samples per case to judge any case."""
-    ok = base.rows[base.rows["status"] == "ok"]
+    ok = base.rows[base.rows["status"] == OK]
     short = sample_shortfall([int(n) for n in ok["n"]], alpha) if len(ok) else None
     if short is None:
         return None

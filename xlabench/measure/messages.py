@@ -14,6 +14,7 @@ from typing import Any, Mapping, Optional, Protocol, TypeVar
 
 from xlabench.measure.target import TargetSpec
 from xlabench.measure.plan import TimingPlan
+from xlabench.measure.status import COMPILE_RESULTS
 
 PROTOCOL_VERSION = 1
 # The timing statistics of a reply (timing.summarize's keys, in its order).
@@ -183,9 +184,6 @@ class CaseResult:
                       "device_samples": tuple(body.get("device_samples", ()))})
 
 
-COMPILE_STATUSES = ("compiled", "lowered", "oom")
-
-
 @dataclass(frozen=True)
 class CompileResult:
     """The reply of a compile-only case: compiled / lowered (CUDA) / oom, and XLA's figures as row columns."""
@@ -195,8 +193,8 @@ class CompileResult:
     error: Optional[str] = None
 
     def __post_init__(self) -> None:
-        if self.status not in COMPILE_STATUSES:
-            raise ProtocolError(f"CompileResult: status {self.status!r} is not one of {', '.join(COMPILE_STATUSES)}")
+        if self.status not in COMPILE_RESULTS:
+            raise ProtocolError(f"CompileResult: status {self.status!r} is not one of {', '.join(COMPILE_RESULTS)}")
 
     def with_fields(self, **more: Any) -> "CompileResult":
         return dataclasses.replace(self, fields={**self.fields, **more})

@@ -24,6 +24,7 @@ from xlabench.measure.target import TargetSpec
 from xlabench.run.envs import COMPILE_VARIANT
 from xlabench.run.options import RunOptions
 from xlabench.run.session import RunInputError, open_run, select_cases
+from xlabench.measure.status import FAILED, SKIPPED
 
 DEFAULT_PROFILE = "tpu"
 TORCH_XLA_REASON = ("torch_xla 2.9 has no compile-only TPU client (it compiles only on the devices it runs on); "
@@ -140,7 +141,7 @@ def compile_suite(s: suite_lib.Suite, target_name: str, slices: int = 1, opts: R
                 row = _row(case, ctx, target, slices, env)
                 reason = _skip_reason(case, target)
                 if reason:
-                    row.update(status="skipped", error=reason)
+                    row.update(status=SKIPPED, error=reason)
                 else:
                     row.update(_compile_one(case, pool, spec, opts.timeout_s or case.measure.timeout_s))
                 row["timestamp"] = _now()
@@ -162,7 +163,7 @@ def _compile_one(case: suite_lib.Case, pool: workers.WorkerPool, target: TargetS
             return {"status": reply["status"], "error": reply.get("error")}
         result = CompileResult.from_message(reply["result"])
     except workers.WorkerError as e:
-        return {"status": "failed", "error": str(e)}
+        return {"status": FAILED, "error": str(e)}
     except ProtocolError as e:
-        return {"status": "failed", "error": f"worker reply: {e}"}
+        return {"status": FAILED, "error": f"worker reply: {e}"}
     return {"status": result.status, "error": result.error, **result.fields}

@@ -23,6 +23,7 @@ from xlabench.run.workers import Worker, WorkerError, WorkerPool
 from xlabench.suite import Case
 from xlabench.measure.messages import CaseResult, ProtocolError, RunRequest
 from xlabench.workloads import TUNED_PARAMS
+from xlabench.measure.status import FAILED, OK, SKIPPED
 
 
 def new_run_id() -> str:
@@ -109,7 +110,7 @@ def start_case(case: Case, pool: WorkerPool, ctx: RunContext) -> CaseRun:
     state = CaseRun(case, base_row(case, ctx))
     reason = plan_skip(case, ctx.platform) or pool.missing(case.backend)
     if reason:
-        state.row.update(status="skipped", error=reason, timestamp=_now())
+        state.row.update(status=SKIPPED, error=reason, timestamp=_now())
         state.done = True
     return state
 
@@ -133,19 +134,19 @@ def run_repeat(state: CaseRun, pool: WorkerPool, ctx: RunContext) -> None:
         req = RunRequest.from_case(case, case.measure.plan(row["platform"], ctx.trace_dir(case, i)),
                                    interpret=row["interpret"], platform=row["platform"])
         reply = worker.request(req.to_message(), ctx.timeout_override or case.measure.timeout_s)
-        result = CaseResult.from_message(reply["result"]) if reply["status"] == "ok" else None
+        result = CaseResult.from_message(reply["result"]) if reply["status"] == OK else None
     except ProtocolError as e:  # a worker of another xlabench version: the case fails, saying what differs
-        row.update(status="failed", error=f"{attempt}worker reply: {e}", timestamp=_now())
+        row.update(status=FAILED, error=f"{attempt}worker reply: {e}", timestamp=_now())
         state.done = True
         return
     except WorkerError as e:
         if worker is not None and not worker.alive():
             pool.discard(worker)
-        row.update(status="failed", error=f"{attempt}{e}", timestamp=_now())
+        row.update(status=FAILED, error=f"{attempt}{e}", timestamp=_now())
         state.done = True
         return
-    if reply["status"] != "ok":
-        if reply["status"] == "failed":
+    if reply["status"] != OK:
+        if reply["status"] == FAILED:
             reply = {**reply, "error": f"{attempt}{reply.get('error')}"}
         state.final = reply
         state.done = True
@@ -164,7 +165,7 @@ def finish_case(state: CaseRun, ctx: RunContext) -> tuple[dict[str, Any], list[f
         row.update(status=state.final["status"], error=state.final.get("error"), repeats=None, timestamp=_now())
         return row, []
     result = repeats.pool(state.replies)
-    row.update(status="ok", error=None, repeats=len(state.replies))
+    row.update(status=OK, error=None, repeats=len(state.replies))
     row.update(result.fields)
     if state.calib:
         row["host_calib_s"] = statistics.median(state.calib)

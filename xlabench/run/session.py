@@ -24,6 +24,7 @@ from xlabench.run.options import Filter, OptionError, RunOptions
 from xlabench.run.interrupts import Interrupted, interruptible
 from xlabench.run.scheduler import RunContext, base_row, new_run_id, plan_skip, run_cases
 from xlabench.run.workers import WorkerError, WorkerPool
+from xlabench.measure.status import FAILED
 
 
 class RunInputError(Exception):
@@ -65,7 +66,7 @@ class RunOutcome:
 
     @property
     def failed(self) -> list[dict[str, Any]]:
-        return [r for r in self.rows if r["status"] == "failed"]
+        return [r for r in self.rows if r["status"] == FAILED]
 
     @property
     def wrong(self) -> list[dict[str, Any]]:
@@ -294,7 +295,7 @@ def _fail_all(s: suite_lib.Suite, profile: Optional[str], files: results.RunFile
     every case gets a failed row naming the cause."""
     prof = s.pick_profile(None, profile) if profile is not None else ""
     ctx = RunContext(run_id=run_id, platform="")
-    rows = [{**base_row(case, ctx), "status": "failed", "error": error} for case in s.cases(prof)]
+    rows = [{**base_row(case, ctx), "status": FAILED, "error": error} for case in s.cases(prof)]
     if primary:
         with results.RowWriter(files) as writer:
             for row in rows:

@@ -19,12 +19,13 @@ from xlabench.measure.messages import CaseSkipped, CompileRequest, ProtocolError
 from xlabench.measure.target import TargetSpec
 from xlabench.worker.faults import inject_fault
 from xlabench.worker.parent_watch import die_with_parent
+from xlabench.measure.status import FAILED, OK, SKIPPED
 
 
 def _failed(e: Exception) -> dict[str, Any]:
     """One case's failure: a failed row with the exception's text; the worker lives on."""
     traceback.print_exc(file=sys.stderr)
-    return {"status": "failed", "error": f"{type(e).__name__}: {e}".strip()[:2000]}
+    return {"status": FAILED, "error": f"{type(e).__name__}: {e}".strip()[:2000]}
 
 
 def _run(backend: Any, msg: dict[str, Any]) -> dict[str, Any]:
@@ -32,14 +33,14 @@ def _run(backend: Any, msg: dict[str, Any]) -> dict[str, Any]:
     try:
         req = RunRequest.from_message(msg)
     except ProtocolError as e:  # a parent of another xlabench version
-        return {"status": "failed", "error": f"request: {e}"}
+        return {"status": FAILED, "error": f"request: {e}"}
     try:
         inject_fault(req)
         runner = backend.runner_for(req.workload)
         result = runner(dict(req.params), req.impl, req.plan, req.interpret, req.platform)
-        return {"status": "ok", "result": result.to_message()}
+        return {"status": OK, "result": result.to_message()}
     except CaseSkipped as e:
-        return {"status": "skipped", "error": str(e)}
+        return {"status": SKIPPED, "error": str(e)}
     except Exception as e:  # any failure of one case becomes a failed row
         return _failed(e)
 
@@ -50,16 +51,16 @@ def _compile(backend: Any, msg: dict[str, Any]) -> dict[str, Any]:
     try:
         req = CompileRequest.from_message(msg)
     except ProtocolError as e:
-        return {"status": "failed", "error": f"request: {e}"}
+        return {"status": FAILED, "error": f"request: {e}"}
     if not hasattr(backend, "compiler_for"):
-        return {"status": "skipped", "error": f"the {req.backend} backend cannot compile for a target "
+        return {"status": SKIPPED, "error": f"the {req.backend} backend cannot compile for a target "
                                               "without its devices (see docs/compile.md)"}
     try:
         inject_fault(req)
         result = backend.compiler_for(req.workload)(dict(req.params), req.impl, req.target)
         return {"status": result.status, "result": result.to_message()}
     except CaseSkipped as e:
-        return {"status": "skipped", "error": str(e)}
+        return {"status": SKIPPED, "error": str(e)}
     except Exception as e:  # one case's failure is a failed row
         return _failed(e)
 

@@ -21,6 +21,7 @@ from xlabench.backends.jax.paged_case import config as paged_config
 from xlabench.workloads import attention as attention_workload
 from xlabench.workloads import paged as paged_workload
 from xlabench.measure.messages import CaseSkipped, CompileResult
+from xlabench.measure.status import COMPILED, LOWERED, OOM
 from xlabench.measure.target import TargetSpec
 
 def target_env(target: TargetSpec) -> dict[str, Any]:
@@ -34,19 +35,19 @@ def target_env(target: TargetSpec) -> dict[str, Any]:
 def _one_device(target: TargetSpec, fn: Callable, args: Sequence[Any], flops: float) -> CompileResult:
     """A single-device program (attention, paged decode) on the target's first device."""
     if target.platform == "gpu":
-        return CompileResult("lowered", aot.lower_for_cuda(fn, args))
+        return CompileResult(LOWERED, aot.lower_for_cuda(fn, args))
     device = aot.topology_devices(target)[0]
     sharding = SingleDeviceSharding(device)
     try:
         fields = aot.compile_analyzed(fn, args, device, flops, in_shardings=sharding, out_shardings=sharding)
     except aot.CompileOom as oom:
         return _oom(oom, device)
-    return CompileResult("compiled", fields)
+    return CompileResult(COMPILED, fields)
 
 
 def _oom(oom: aot.CompileOom, device: Any) -> CompileResult:
     fields = aot.oom_fields(oom, device)
-    return CompileResult("oom", fields, oom_text(fields["peak_memory_bytes"], fields["hbm_capacity_bytes"], str(oom)))
+    return CompileResult(OOM, fields, oom_text(fields["peak_memory_bytes"], fields["hbm_capacity_bytes"], str(oom)))
 
 
 def compile_attention_case(params: dict[str, Any], impl: str, target: TargetSpec) -> CompileResult:
@@ -107,4 +108,4 @@ def compile_train_case(params: dict[str, Any], impl: str, target: TargetSpec) ->
     if p.devices < len(devices):
         fields["notes"] += f"; compiled for {p.devices} of the target's {len(devices)} devices"
     fields.update(flops=p.flops(), flops_palm=p.flops_palm(), params_count=p.params_count())
-    return CompileResult("compiled", fields)
+    return CompileResult(COMPILED, fields)
