@@ -143,8 +143,7 @@ def run_with_progress(s: Any, **options: Any) -> session.RunOutcome:
         err_console.print(f"[red]{outcome.start_error}[/]" + (f"\nresults: {outcome.files.csv}" if outcome.primary else ""))
         sys.exit(1)
     table = summary.build(outcome.rows, [c.params for c in outcome.cases])
-    if table.table is not None:
-        console.print(table.table)
+    console.print(table)  # fits the console: a fixed line, then the table
     for line in table.lines():
         console.print(line, style="yellow", markup=False, soft_wrap=True)
     counts, wrong = outcome.counts(), len(outcome.wrong)
