@@ -76,7 +76,7 @@ def overlaps(chart) -> list[str]:
         problems += [f"{name} on {other}" for other, b, _ in texts[i + 1:] if _hit(box, b)]
     for lg in legends:
         box = lg.get_window_extent(r)
-        host = lg.axes  # a legend inside a panel (an empty grid slot given to it) owns that panel
+        host = lg.axes if lg.axes is not None and not lg.axes.axison else None  # a spare grid slot's legend
         if not (page.x0 <= box.x0 and box.x1 <= page.x1 and page.y0 <= box.y0 and box.y1 <= page.y1):
             problems.append("legend leaves the figure")
         problems += [f"legend on the panel {ax.get_title()!r}" for ax in _all_axes(fig)

@@ -118,7 +118,7 @@ def _render(renderable, width: int) -> list[str]:
     return [line.rstrip() for line in console.export_text().splitlines()]
 
 
-@pytest.mark.parametrize("name", ["train.csv", "run_paged_cpu.csv", "run_attention_cpu.csv"])
+@pytest.mark.parametrize("name", ["run_gpt2_cpu.csv", "train.csv", "run_paged_cpu.csv", "run_attention_cpu.csv"])
 def test_summary_fits_80_columns_with_no_cell_wrapped(name):
     s = _real(name)
     lines = _render(s, 80)

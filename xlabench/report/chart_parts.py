@@ -161,8 +161,9 @@ def _finish(chart: Chart, rows: pd.DataFrame, what: str, gaps: int = 0,
 
 
 def _stagger_ticks(fig: Figure) -> None:
-    """x tick labels that would touch their neighbour (128 and 136 on one log axis) drop one line lower;
-    one that would touch there too is left out (its tick stays). Measured on the laid-out figure."""
+    """x tick labels that would touch their neighbour (128 and 136 on one log axis) drop one line lower
+    (or two); one that would touch on every line is left out (its tick stays). Measured on the laid-out
+    figure."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
     canvas = fig.canvas if isinstance(fig.canvas, FigureCanvasAgg) else FigureCanvasAgg(fig)
@@ -175,12 +176,12 @@ def _stagger_ticks(fig: Figure) -> None:
                        key=lambda t: t.get_loc())
         last: dict[int, Any] = {}
         for tick in ticks:
-            box = tick.label1.get_window_extent(renderer).padded(4)
-            for level in (0, 1):
+            box = tick.label1.get_window_extent(renderer).padded(3)
+            for level in (0, 1, 2):
                 prev = last.get(level)
                 if prev is None or prev.x1 <= box.x0:
                     if level:
-                        tick.set_pad(tick.get_pad() + tick.label1.get_size() * 1.25)
+                        tick.set_pad(tick.get_pad() + level * tick.label1.get_size() * 1.25)
                     last[level] = box
                     break
             else:

@@ -125,6 +125,7 @@ def sharding_bars(df: pd.DataFrame, global_batch: Optional[float] = None) -> Cha
     chart = Chart("sharding", fig)
     batches = []
     panels: list[tuple[Axes, list[tuple[Any, np.ndarray]], list[Line2D]]] = []
+    legend: dict[str, tuple[str, list[bool]]] = {}
     for ax, (ptitle, p) in zip(axes, facets):
         modes = cd.sort_order(p["sharding"], cd.SHARDING_ORDER)
         batch = float(global_batch) if global_batch is not None else pick_batch(p, modes)
@@ -156,7 +157,8 @@ def sharding_bars(df: pd.DataFrame, global_batch: Optional[float] = None) -> Cha
             chart.artists[(ptitle, lab)] = bars
             chart.artists[(ptitle, lab + " step time")] = pts
             # Bars are coloured by mode (the tick labels name it): the legend shows the impl's hatch.
-            chart.proxies.append(Patch(facecolor="white", edgecolor="#333333", hatch=hatch, label=f"MFU: {lab}"))
+            base = lab.removesuffix(" (no usable point)")  # one entry per impl, usable if any panel has it
+            legend.setdefault(base, (hatch, []))[1].append(lab == base)
         ax.set_xticks(np.arange(len(modes)), [str(m) for m in modes])
         ax.set_xlim(-0.5, len(modes) - 0.5)  # every mode's slot inside the frame: its notes clear of the axes
         top = max((float(np.nanmax(v)) for _, v in drawn if np.isfinite(v).any()), default=1.0) * 1.15
@@ -167,6 +169,9 @@ def sharding_bars(df: pd.DataFrame, global_batch: Optional[float] = None) -> Cha
         ax2.set_ylabel("step time (ms)")
         ax.set_xlabel("sharding mode")
         ax.set_title(f"{ptitle} · global batch {cd.fmt_value('', batch)}", fontsize=10)
+    for base, (hatch, usable) in legend.items():
+        chart.proxies.append(Patch(facecolor="white", edgecolor="#333333", hatch=hatch,
+                                   label=f"MFU: {base}" + ("" if any(usable) else " (no usable point)")))
     shown = ", ".join(cd.fmt_value("", b) for b in cd.distinct(batches))
     chart = _finish(chart, rows, f"MFU and step time per sharding mode at global batch {shown}", gaps)
     _place_bar_labels(fig, panels)
