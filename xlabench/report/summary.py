@@ -96,7 +96,7 @@ SHORT = {"num_kv_heads": "kv_heads", "context_lens": "context", "pages_per_compu
 FOLLOWS = {"mesh": ("sharding",), "pages_per_compute_block": ("page_size",),
            "max_context": ("context_lens", "page_size"), "total_pages": ("batch", "context_lens", "page_size")}
 INTERPRET_MARK = "*"
-INTERPRET_NOTE = f"{INTERPRET_MARK} kernel run in the CPU interpreter: a pipeline check, not kernel speed"
+INTERPRET_NOTE = f"{INTERPRET_MARK} interpreted kernel (CPU): a pipeline check, not kernel speed"
 SPREAD_NOTE = "ms: median per iteration; spread: (p90 - p10) / median"
 _NOTE_MIN = 12
 
