@@ -168,8 +168,7 @@ def run_with_progress(s: Any, opts: RunOptions) -> Any:
                           style="red", soft_wrap=True)
         sys.exit(1)
     table = summary.build(outcome.rows, [c.params for c in outcome.cases])
-    if table.table is not None:
-        console.print(table.table)
+    console.print(table)  # fits the console: a fixed line, then the table
     for line in table.lines():
         console.print(line, style="yellow", soft_wrap=True)
     counts, wrong = outcome.counts(), len(outcome.wrong)

@@ -160,17 +160,23 @@ def label(columns: Sequence[str], values: Sequence[Any], named: Sequence[str] = 
 
 
 def title(df: pd.DataFrame, what: str) -> str:
-    """Chart title: what is shown, the suite, device kind and count, framework versions, interpret note."""
+    """Chart title, two lines: what is shown and the suite; the device kind and count, and the
+    interpret note. The versions go to the footer (versions())."""
     suites = ", ".join(str(s) for s in distinct(df["suite"]))
     # Rows planned as skipped never reached a worker: they have no device or version to show.
     env = df.dropna(subset=["device_kind"])
     devices = ", ".join(f"{k} ×{fmt_value('', c)}" for k, c in
                         distinct(zip(env["device_kind"], env["device_count"])))
-    versions = ", ".join(str(v) for v in distinct(env["framework_version"].dropna()))
-    lines = [f"{what}: {suites}", " · ".join(p for p in (devices, versions) if p)]
-    if interpreted(df):
-        lines.append(INTERPRET_NOTE)
-    return "\n".join(lines)
+    second = " · ".join(p for p in (devices, INTERPRET_NOTE if interpreted(df) else "") if p)
+    return "\n".join(p for p in (f"{what}: {suites}", second) if p)
+
+
+def versions(df: pd.DataFrame) -> str:
+    """The footer's versions: every framework version the rows ran with and xlabench's git commit."""
+    env = df.dropna(subset=["device_kind"])
+    frameworks = [str(v) for v in distinct(env["framework_version"].dropna())]
+    shas = [str(v) for v in distinct(env["git_sha"].dropna())] if "git_sha" in env else []
+    return " · ".join(frameworks + ([f"xlabench {', '.join(shas)}"] if shas else []))
 
 
 _NUMBER = re.compile(r"\d+(?:\.\d+)?")  # no sign: in 'uniform:256-1024' the dash is a range
@@ -251,11 +257,20 @@ def fit_keys(rows: pd.DataFrame, workload: str) -> list[str]:
     return first + split_keys(rows, FIT_X[workload], first)
 
 
+def topology(value: Any) -> str:
+    """A libtpu topology without nested brackets: 'v4:2x2x1 (chip_config_name=megacore)' -> 'v4:2x2x1, megacore'."""
+    m = re.fullmatch(r"\s*([^()]*?)\s*\((?:[a-z_]+=)?([^()]*)\)\s*", str(value))
+    return f"{m.group(1)}, {m.group(2)}" if m else str(value)
+
+
 def compile_title(df: pd.DataFrame, what: str) -> str:
-    """A compile chart's title: the usual one, then the target and its topology, and where memory comes from."""
-    targets = "; ".join(f"{t} ({topo})" if isinstance(topo, str) and topo else str(t)
+    """A compile chart's title, two lines: what and the suite, with the target and its topology; the
+    devices and where the memory comes from."""
+    targets = "; ".join(f"{t} ({topology(topo)})" if isinstance(topo, str) and topo else str(t)
                         for t, topo in distinct(zip(df["target"], df["topology"])) if isinstance(t, str))
-    return title(df, what) + "\n" + " · ".join(p for p in (f"target {targets}" if targets else "", COMPILE_NOTE) if p)
+    first, _, second = title(df, what).partition("\n")
+    first += f" · target {targets}" if targets else ""
+    return first + "\n" + " · ".join(p for p in (second, COMPILE_NOTE) if p)
 
 
 def fit_summary(rows: pd.DataFrame, workload: str) -> pd.DataFrame:

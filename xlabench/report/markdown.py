@@ -16,6 +16,7 @@ import pandas as pd
 
 from xlabench.report import best as best_lib
 from xlabench.report import chartdata as cd
+from xlabench.report import summary as summary_lib
 from xlabench import results
 from xlabench.results import fmt_number
 
@@ -172,6 +173,20 @@ def _case_label(row: pd.Series, shape: Sequence[str]) -> str:
     return ", ".join(f"{c}={cd.fmt_value(c, row[c])}" for c in shape)
 
 
+def _reason(r: pd.Series) -> str:
+    return (str(r["error"]) if pd.notna(r["error"]) else "")[:_REASON_CHARS]
+
+
+def _fold_skips(bad: pd.DataFrame) -> list[tuple[Any, list[Any]]]:
+    """(first row, rows) per line of the problems table: skipped rows that share a reason (its head, as
+    the run summary folds them) are one line, any other row is its own."""
+    out: dict[Any, tuple[Any, list[Any]]] = {}
+    for i, r in bad.iterrows():
+        k = ("skipped", str(r.get("target")), summary_lib.skip_reason(r["error"])) if r["status"] == "skipped" else i
+        out.setdefault(k, (i, []))[1].append(i)
+    return list(out.values())
+
+
 def problems(df: pd.DataFrame) -> str:
     """Failed and skipped cases with their reasons, and wrong results with their errors."""
     parts = []
@@ -184,9 +199,19 @@ def problems(df: pd.DataFrame) -> str:
         comp = cd.is_compile(rows)
         # a compile row among run rows or other targets' rows says which target it was compiled for
         tag = bool(comp.any()) and (bool((~comp).any()) or cd.text(rows.loc[comp, "target"]).nunique() > 1)
-        lines = [[f"{r['status']} (compile for {r['target']})" if tag and comp[i] else r["status"], _impl(r),
-                  _case_label(r, shape), (str(r["error"]) if pd.notna(r["error"]) else "")[:_REASON_CHARS]]
-                 for i, r in bad.iterrows()]
+        lines = []
+        for i, group in _fold_skips(bad):
+            r = bad.loc[i]
+            status = f"{r['status']} (compile for {r['target']})" if tag and comp[i] else r["status"]
+            if len(group) == 1:
+                lines.append([status, _impl(r), _case_label(r, shape), _reason(r)])
+                continue
+            rs = bad.loc[group]
+            errors = cd.distinct(rs["error"].map(lambda e: str(e) if pd.notna(e) else ""))
+            ids = "<br>".join(f"`{c['case_id']}` {_impl(c)}: {_case_label(c, shape)}" for _, c in rs.iterrows())
+            lines.append([f"{len(group)} cases {status}", ", ".join(cd.distinct(rs.apply(_impl, axis=1))),
+                          f"<details><summary>{len(group)} case ids</summary>{ids}</details>",
+                          _reason(r) if len(errors) == 1 else summary_lib.skip_reason(r["error"])])
         lines += [["wrong result", _impl(r), _case_label(r, shape),
                    f"max_abs_err {fmt_number(r['max_abs_err'], '.3g')} > err_tol {fmt_number(r['err_tol'], '.3g')}"]
                   for _, r in wrong.iterrows()]
