@@ -212,7 +212,7 @@ def test_recompilation_while_timing_and_wrong_kernels_are_flagged(torch_xla_pyth
         import xlabench.backends.torch_xla as backend
         import torch
         from xlabench.backends.torch_xla import attention_impls as ai
-        from xlabench.worker.timing import TimingPlan
+        from xlabench.measure.timing import TimingPlan
         run = backend.runner_for("attention")
         params = dict(batch=1, num_heads=2, seq_len=64, head_dim=32, dtype="float32")
         plan = TimingPlan(warmup=1, iters=3)

@@ -1,11 +1,13 @@
 """``xlabench compare`` and ``xlabench gate``: the regression gate's commands (the statistics are in xlabench/gate).
 
-Exit codes: 0 pass; 1 a (confirmed) regression of a case or of the suite-wide shift, or a candidate
-case that failed or was wrong; 2 bad input (missing, empty, truncated or foreign file, schema
-mismatch, environments differ); 3 could not judge: a case too few samples can make significant
-whose interval lies wholly beyond the threshold (underpowered), or a suite-wide shift the host's own
-change of speed explains (confounded); --allow-inconclusive makes that 0; 130 / 143 (gate)
-interrupted by SIGINT / SIGTERM: no verdict.
+Exit codes: 0 pass; 1 a (confirmed) regression of a case or of the suite-wide shift, a candidate
+case that failed or was wrong, or a case of the baseline missing from the candidate (unless
+--allow-missing); 2 bad input (missing, empty, truncated or foreign file, schema mismatch, another
+suite, environments differ) or nothing compared (no case measured on both sides); 3 could not
+judge: a case too few samples can make significant whose interval lies wholly beyond the threshold
+(underpowered), or a slowdown the host's own change of speed explains (confounded: the calibration
+kernel or the compile times); --allow-inconclusive makes that 0; 130 / 143 (gate) interrupted by
+SIGINT / SIGTERM: no verdict.
 """
 
 from __future__ import annotations
@@ -73,6 +75,8 @@ def _judging_options(f: Callable) -> Callable:
         click.option("--allow-inconclusive", is_flag=True,
                      help="Exit 0 instead of 3 when the gate could not judge (underpowered cases, a confounded "
                           "suite-wide shift); they are still reported."),
+        click.option("--allow-missing", is_flag=True,
+                     help="Do not fail on cases of the baseline the candidate lacks (they are still listed)."),
         click.option("--markdown", "markdown_path", type=click.Path(dir_okay=False), default=None,
                      help="Also write the result as markdown (e.g. $GITHUB_STEP_SUMMARY)."),
         click.option("--json", "json_path", type=click.Path(dir_okay=False), default=None,
@@ -83,12 +87,10 @@ def _judging_options(f: Callable) -> Callable:
     return f
 
 
-def _config(metric: str, threshold: float, alpha: float, confidence: float, min_samples: int,
-            allow_env_mismatch: bool, allow_inconclusive: bool) -> gate_lib.GateConfig:
+def _config(**judging: Any) -> gate_lib.GateConfig:
+    """The GateConfig of the judging options (their names are its fields)."""
     try:
-        return gate_lib.GateConfig(metric=metric, threshold=threshold, alpha=alpha, confidence=confidence,
-                                   min_samples=min_samples, allow_env_mismatch=allow_env_mismatch,
-                                   allow_inconclusive=allow_inconclusive)
+        return gate_lib.GateConfig(**judging)
     except ValueError as e:
         raise BadInput(str(e)) from None
 
@@ -132,16 +134,16 @@ def _report(cmp: gate_lib.Comparison, markdown_path: Optional[str], json_path: O
 @click.argument("baseline", type=click.Path(dir_okay=False))
 @click.argument("candidate", type=click.Path(dir_okay=False))
 @_judging_options
-def compare(baseline: str, candidate: str, metric: str, threshold: float, alpha: float, confidence: float,
-            min_samples: int, allow_env_mismatch: bool, allow_inconclusive: bool, markdown_path: Optional[str],
-            json_path: Optional[str]) -> None:
+def compare(baseline: str, candidate: str, markdown_path: Optional[str], json_path: Optional[str],
+            **judging: Any) -> None:
     """Compare two results CSVs case by case and suite-wide.
 
     Exit codes: 0 pass; 1 a regression (a case, or the suite-wide shift) or a failed/wrong candidate
     case; 2 bad input; 3 could not judge: an underpowered case (too few samples, interval beyond the
-    threshold) or a suite-wide shift the host's compile times explain (--allow-inconclusive: 0).
+    threshold) or a slowdown the host's own explains (--allow-inconclusive: 0). Nothing compared (no case
+    measured on both sides) is 2; a case of the baseline missing from the candidate is 1 (--allow-missing).
     """
-    cfg = _config(metric, threshold, alpha, confidence, min_samples, allow_env_mismatch, allow_inconclusive)
+    cfg = _config(**judging)
     base = _load(baseline, "baseline")
     cand = _load(candidate, "candidate")
     cmp = _compare(base, cand, cfg)
@@ -189,10 +191,8 @@ def _replace_baseline(cmp: gate_lib.Comparison, run_csv: Path, bpath: Path) -> N
 @run_options("profile", "only_impls", "backends", "where", "out_dir", "timeout_s", "peak_tflops", "repeats", "timer",
              profile_help="Suite profile (default: the baseline's, else from the platform).")
 @_judging_options
-def gate(suite_file: str, baseline: str, save_baseline: bool, confirm: bool, run_opts: RunOptions, metric: str,
-         threshold: float, alpha: float, confidence: float, min_samples: int, allow_env_mismatch: bool,
-         allow_inconclusive: bool, markdown_path: Optional[str],
-         json_path: Optional[str]) -> None:
+def gate(suite_file: str, baseline: str, save_baseline: bool, confirm: bool, run_opts: RunOptions,
+         markdown_path: Optional[str], json_path: Optional[str], **judging: Any) -> None:
     """Run a suite, compare it with a baseline, re-run flagged cases (all of them for a suite-wide
     regression); raises measure.iters for its runs to the samples a case needs to reach significance.
 
@@ -203,8 +203,8 @@ def gate(suite_file: str, baseline: str, save_baseline: bool, confirm: bool, run
     """
     try:
         with interrupts.interruptible():
-            _gate(suite_file, baseline, save_baseline, confirm, run_opts, metric, threshold, alpha, confidence,
-                  min_samples, allow_env_mismatch, allow_inconclusive, markdown_path, json_path)
+            _gate(suite_file, baseline, save_baseline, confirm, run_opts, markdown_path, json_path,
+                  _config(**judging))
     except interrupts.Interrupted as e:
         err_console.print(interrupted_message(e), soft_wrap=True)
         sys.exit(e.exit_code)
@@ -217,13 +217,10 @@ def interrupted_message(e: interrupts.Interrupted) -> str:
     return f"gate interrupted{where}: no verdict, {baseline}; run the gate again"
 
 
-def _gate(suite_file: str, baseline: str, save_baseline: bool, confirm: bool, run_opts: RunOptions, metric: str,
-          threshold: float, alpha: float, confidence: float, min_samples: int, allow_env_mismatch: bool,
-          allow_inconclusive: bool, markdown_path: str | None,
-          json_path: str | None) -> None:
+def _gate(suite_file: str, baseline: str, save_baseline: bool, confirm: bool, run_opts: RunOptions,
+          markdown_path: str | None, json_path: str | None, cfg: gate_lib.GateConfig) -> None:
     """The body of `xlabench gate` (exits with the verdict's code)."""
     s = load_suite(suite_file)
-    cfg = _config(metric, threshold, alpha, confidence, min_samples, allow_env_mismatch, allow_inconclusive)
     bpath = Path(baseline)
     profile = run_opts.profile
     base: Optional[gate_lib.RunData] = None
@@ -251,7 +248,8 @@ def _gate(suite_file: str, baseline: str, save_baseline: bool, confirm: bool, ru
     if base is None:  # first baseline: nothing to compare with
         sys.exit(_first_baseline(outcome, bpath, markdown_path, json_path))
 
-    cmp = _compare(base, cand, cfg)
+    # Only the cases this run selected (--impl) are judged; a selected case the run lost is missing.
+    cmp = _compare(base, cand, cfg, only={c.case_id for c in outcome.cases})
     cmp = dataclasses.replace(cmp, warnings=notes + ([short] if short else []) + cmp.warnings)
     if confirm:
         def rerun(case_ids: list[str]) -> gate_lib.RunData:

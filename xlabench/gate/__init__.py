@@ -47,7 +47,7 @@ import sys
 import types
 
 from xlabench.gate.config import (
-    CONFOUNDED, EXIT_FAIL, EXIT_PASS, EXIT_UNJUDGED, FAILED, FAILING, IMPROVEMENT, INCONCLUSIVE, METRICS,
+    CONFOUNDED, EXIT_FAIL, EXIT_NOTHING, EXIT_PASS, EXIT_UNJUDGED, FAILED, FAILING, IMPROVEMENT, INCONCLUSIVE, METRICS,
     MISSING, NEW, REGRESSION, SKIPPED, UNCHANGED, UNCONFIRMED, UNDERPOWERED, UNJUDGED, UNJUDGED_FAILING,
     VERDICTS, EnvMismatchError, GateConfig, GateInputError, Metric,
 )
@@ -87,7 +87,7 @@ sys.modules[__name__].__class__ = _Package
 
 
 __all__ = [
-    "CONFOUNDED", "EXIT_FAIL", "EXIT_PASS", "EXIT_UNJUDGED", "FAILED", "FAILING", "IMPROVEMENT",
+    "CONFOUNDED", "EXIT_FAIL", "EXIT_NOTHING", "EXIT_PASS", "EXIT_UNJUDGED", "FAILED", "FAILING", "IMPROVEMENT",
     "INCONCLUSIVE", "METRICS", "MISSING", "NEW", "REGRESSION", "SKIPPED", "UNCHANGED", "UNCONFIRMED",
     "UNDERPOWERED", "UNJUDGED", "UNJUDGED_FAILING", "VERDICTS", "EnvMismatchError", "GateConfig",
     "GateInputError", "Metric", "Assessment", "assess", "holm", "min_samples_per_side", "sample_shortfall",

@@ -35,9 +35,10 @@ FIGURES: dict[str, list[SummaryFigure]] = {
     "paged_attention": [SummaryFigure("GB/s", "gbytes_per_s", 1, ".4g"), SummaryFigure("MBU %", "mbu", 100, ".2f")],
 }
 _DEFAULT_FIGURES = FIGURES["attention"]
-BEST_INTRO = ("The fastest ok, correct row of each block-size sweep (>= 2 configurations per impl and shape); "
-              "speedup = the kernel's default (block sizes unset) / best. `xlabench best RUN.csv -o tuned.yaml` "
-              "writes them for a suite's `tuned:` key.")
+BEST_INTRO = ("Per impl and shape of each block-size sweep (>= 2 configurations, ok and correct rows): the fastest "
+              "configuration that beats the kernel's default (block sizes unset) by the gate's test on the raw "
+              "samples (Mann-Whitney U, Holm, interval beyond 5%), else 'no significant winner'; interpreted rows "
+              "are never tuned from. `xlabench best RUN.csv -o tuned.yaml` writes them for a suite's `tuned:` key.")
 FIT_INTRO = ("`xlabench compile` rows: per-device memory from XLA's memory_analysis of the program compiled for "
              "the target (oom: what libtpu said the program needs), against the device's HBM. Compile-only: "
              "nothing ran, so there are no timings.")
@@ -227,9 +228,9 @@ def build(df: pd.DataFrame, sources: Sequence[Path], charts: dict[str, list[Path
             md += [f"## {suite}" + (f" ({workload})" if workload != suite else ""), "",
                    f"Best impl per shape: the fastest row that ran and matched its reference; speedup = "
                    f"{cd.BASELINE_IMPL} median / best median for the same shape.", "", summary(rows), ""]
-    configs = best_lib.best_configs(runs)
-    if configs:
-        headers, rows = best_lib.table_rows(configs)
+    picks = best_lib.best_configs(runs, best_lib.load_samples(sources))
+    if picks:
+        headers, rows = best_lib.table_rows(picks)
         md += ["## Best configuration per shape", "", BEST_INTRO, "", table(headers, rows), ""]
     if len(compiles):
         md += ["## Fit", "", FIT_INTRO, ""]

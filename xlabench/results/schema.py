@@ -104,6 +104,8 @@ MEASURE_COLUMNS = _c("measure", [
     ("device_p10_s", "s", "trace timer: 10th percentile of the device seconds"),
     ("device_p90_s", "s", "trace timer: 90th percentile of the device seconds"),
     ("host_overhead", "", "trace timer: median_s / device_median_s (1 = no host cost beyond the device's)"),
+    ("host_calib_s", "s", ("median seconds of a fixed host matmul timed by the runner just before and after each "
+                           "of the case's repeats: the host's speed beside the case (the gate's load check)")),
 ])
 
 METRIC_COLUMNS = _c("metric", [

@@ -19,6 +19,8 @@ from xlabench import hardware, results
 from xlabench.run import workers, scheduler
 from xlabench import impls as catalog
 from xlabench import suite as suite_lib
+from xlabench.measure.messages import CompileRequest, CompileResult, ProtocolError
+from xlabench.measure.target import TargetSpec
 from xlabench.run.envs import COMPILE_VARIANT
 from xlabench.run.options import RunOptions
 from xlabench.run.session import RunInputError, open_run, select_cases
@@ -44,9 +46,8 @@ class CompileOutcome:
         return sum(r["status"] == status for r in self.rows)
 
 
-def target_message(target: hardware.Target, slices: int) -> dict[str, Any]:
-    return {"name": target.name, "platform": target.platform, "topology": target.topology,
-            "options": [list(kv) for kv in target.options], "slices": slices}
+def target_spec(target: hardware.Target, slices: int) -> TargetSpec:
+    return TargetSpec(target.name, target.platform, target.topology, tuple(target.options), slices)
 
 
 def topology_label(target: hardware.Target, slices: int) -> str:
@@ -116,10 +117,10 @@ def compile_suite(s: suite_lib.Suite, target_name: str, slices: int = 1, opts: R
     todo = [c for c in cases if c.case_id not in done]
 
     pool = workers.WorkerPool(files.log)
-    message = target_message(target, slices)
+    spec = target_spec(target, slices)
     try:
         worker = pool.get("jax", 1, COMPILE_VARIANT)
-        env = {**worker.request({"op": "target", "target": message}, pool.PROBE_TIMEOUT_S)["env"],
+        env = {**worker.request({"op": "target", "target": spec.to_message()}, pool.PROBE_TIMEOUT_S)["env"],
                "framework_version": worker.env.get("framework_version")}
     except workers.WorkerError as e:
         pool.close()
@@ -141,7 +142,7 @@ def compile_suite(s: suite_lib.Suite, target_name: str, slices: int = 1, opts: R
                 if reason:
                     row.update(status="skipped", error=reason)
                 else:
-                    row.update(_compile_one(case, pool, message, opts.timeout_s or case.measure.timeout_s))
+                    row.update(_compile_one(case, pool, spec, opts.timeout_s or case.measure.timeout_s))
                 row["timestamp"] = _now()
                 writer.write(row)
                 rows.append(row)
@@ -151,14 +152,17 @@ def compile_suite(s: suite_lib.Suite, target_name: str, slices: int = 1, opts: R
     return CompileOutcome(files, prof, target, todo, rows)
 
 
-def _compile_one(case: suite_lib.Case, pool: workers.WorkerPool, target: dict[str, Any],
+def _compile_one(case: suite_lib.Case, pool: workers.WorkerPool, target: TargetSpec,
                  timeout_s: float) -> dict[str, Any]:
     """One case's compile in the worker: the row fields it adds (status, error, figures)."""
-    msg = {"op": "compile", "target": target,
-           "case": {"case_id": case.case_id, "workload": case.workload, "backend": case.backend,
-                    "impl": case.impl, "params": case.params}}
     try:  # a worker that crashed or hung is replaced by the next get
-        reply = pool.get("jax", 1, COMPILE_VARIANT).request(msg, timeout_s)
+        reply = pool.get("jax", 1, COMPILE_VARIANT).request(CompileRequest.from_case(case, target).to_message(),
+                                                            timeout_s)
+        if "result" not in reply:  # skipped or failed
+            return {"status": reply["status"], "error": reply.get("error")}
+        result = CompileResult.from_message(reply["result"])
     except workers.WorkerError as e:
         return {"status": "failed", "error": str(e)}
-    return {"status": reply["status"], "error": reply.get("error"), **reply.get("fields", {})}
+    except ProtocolError as e:
+        return {"status": "failed", "error": f"worker reply: {e}"}
+    return {"status": result.status, "error": result.error, **result.fields}

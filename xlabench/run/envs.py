@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
+from xlabench.measure.worker_env import TORCH_XLA_SPMD_VAR
+
 ROOT = Path(__file__).resolve().parents[2]  # the checkout: the folder holding the xlabench package
 TORCH_XLA_ENV_VAR = "XLABENCH_TORCH_XLA_PYTHON"
 TORCH_XLA_DEFAULT = ROOT / ".venv-torch-xla" / "bin" / "python"
@@ -68,7 +70,6 @@ def accelerator_present() -> bool:
     return tpu_chips_present() or any(os.path.exists(p) for p in ("/dev/nvidiactl", "/dev/kfd"))
 
 
-TORCH_XLA_SPMD_VAR = "XLABENCH_TORCH_XLA_SPMD"
 COMPILE_VARIANT = "compile"  # a JAX worker that compiles for a TPU topology (xlabench compile)
 # libtpu's compile-only client, quiet and without its one-process lock (no chip is opened; the
 # accelerator type only silences its host-bounds warning: the topology is always named explicitly).

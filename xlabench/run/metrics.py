@@ -7,7 +7,7 @@ from typing import Any, Optional
 
 from xlabench import flops as flop_formulas
 from xlabench.hardware import device_peak
-from xlabench.worker.protocol import CaseResult
+from xlabench.measure.messages import CaseResult
 
 
 def derive(result: CaseResult, env: dict[str, Any], devices: int,

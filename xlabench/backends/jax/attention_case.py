@@ -10,9 +10,9 @@ import jax.numpy as jnp
 
 from xlabench.backends.jax import attention_impls as impls
 from xlabench.backends.jax.common import compile_timed, measure, peak_memory, trace_pass
-from xlabench.worker.timing import TimingPlan, with_timer
+from xlabench.measure.timing import TimingPlan, with_timer
 from xlabench.workloads.attention import AttentionParams, attention_result, make_inputs
-from xlabench.worker.protocol import CaseResult, CaseSkipped
+from xlabench.measure.messages import CaseResult, CaseSkipped
 
 
 def skip_reason(p: AttentionParams, im: impls.JaxAttentionImpl, cfg: impls.AttnConfig, platform: str) -> str | None:

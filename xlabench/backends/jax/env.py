@@ -10,7 +10,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from xlabench.worker.timing import best_seconds
+from xlabench.measure.timing import best_seconds
 
 
 @functools.lru_cache(maxsize=1)
@@ -32,7 +32,7 @@ def measure_cpu_bandwidth_gbytes_per_s(mbytes: int = 256, reps: int = 5) -> floa
 def init_distributed_from_env() -> None:
     """jax.distributed.initialize from the parent's settings (xlabench/run/distributed.py), with a timeout so an
     unreachable coordinator or a missing peer fails the worker instead of hanging it."""
-    from xlabench.run import distributed as d
+    from xlabench.measure import worker_env as d
 
     timeout = int(os.environ.get(d.ENV_INIT_TIMEOUT, "120"))
     if os.environ.get(d.ENV_AUTO) == "1":

@@ -15,8 +15,8 @@ import optax
 from xlabench.backends.jax import attention_impls as impls
 from xlabench.backends.jax import model, sharding
 from xlabench.backends.jax.common import compile_timed, peak_memory, trace_pass
-from xlabench.worker.timing import TimingPlan, summarize, time_calls, with_timer
-from xlabench.worker.protocol import CaseResult, CaseSkipped
+from xlabench.measure.timing import TimingPlan, summarize, time_calls, with_timer
+from xlabench.measure.messages import CaseResult, CaseSkipped
 from xlabench.workloads.model_presets import ModelConfig
 from xlabench.workloads.train import ADAMW, MESH_AXES, PARAM_SEED, TOKEN_SEED, TrainParams, make_tokens, train_result
 

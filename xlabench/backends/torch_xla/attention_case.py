@@ -12,10 +12,10 @@ import torch
 from xlabench.backends.torch_xla import attention_impls as impls
 from xlabench.backends.torch_xla import jax_kernels
 from xlabench.backends.torch_xla.common import measure, peak_memory, with_device_times, to_numpy, xla_device
-from xlabench.worker.timing import TimingPlan
+from xlabench.measure.timing import TimingPlan
 from xlabench.workloads.attention import (REF_MAX_SCORE_BYTES, AttentionParams, attention_result, chunked_reference,
                                          make_inputs)
-from xlabench.worker.protocol import CaseResult, CaseSkipped
+from xlabench.measure.messages import CaseResult, CaseSkipped
 
 TORCH_DTYPES = {"bfloat16": torch.bfloat16, "float32": torch.float32}
 

@@ -25,8 +25,8 @@ from xlabench.backends.torch_xla import attention_impls as attn
 from xlabench.backends.torch_xla.attention_case import TORCH_DTYPES, _highest_precision, ref_device
 from xlabench.backends.torch_xla.common import measure, peak_memory, with_device_times, xla_device
 from xlabench.backends.torch_xla.model import Transformer, logical_axes
-from xlabench.worker.timing import TimingPlan
-from xlabench.worker.protocol import CaseResult, CaseSkipped
+from xlabench.measure.timing import TimingPlan
+from xlabench.measure.messages import CaseResult, CaseSkipped
 from xlabench.workloads.model_layout import BATCH_AXES, HEADS, mesh_axis
 from xlabench.workloads.model_presets import ModelConfig
 from xlabench.workloads.train import ADAMW, MESH_AXES, PARAM_SEED, TOKEN_SEED, TrainParams, make_tokens, train_result
