@@ -114,9 +114,14 @@ def print_plan(s: Any, opts: RunOptions) -> None:
     console.print(f"dry run: suite {s.name} profile {plan.profile or 'base'} on {plan.platform} (guessed from the "
                   f"host; a run asks its worker): {len(todo)} case(s)"
                   + (f", {len(plan.done)} already done" if plan.done else ""), soft_wrap=True)
+    reasons: dict[str, int] = {}  # each skip reason once, below the cases, by number
     for c, why in todo:
+        if why:
+            reasons.setdefault(why, len(reasons) + 1)
         console.print(status_line("skip" if why else "run", "yellow" if why else "green", 4,
-                                  f"{c.label()}" + (f"  ({why})" if why else "")), soft_wrap=True)
+                                  c.label() + (f"  (skip reason {reasons[why]})" if why else "")), soft_wrap=True)
+    for why, n in reasons.items():
+        console.print(f"skip reason {n}: {why}", style="yellow", soft_wrap=True)
     skipped = sum(1 for _, why in todo if why)
     runs = sum(c.measure.repeats for c, why in todo if not why)
     console.print(f"would run {len(todo) - skipped} case(s) ({runs} run(s) with repeats), skip {skipped}; "
