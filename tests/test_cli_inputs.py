@@ -272,6 +272,29 @@ def test_brackets_in_a_skip_line_and_a_warning_are_printed_as_written(files, mon
     assert res.output.count(why) >= 2 and f"[{why}]" in res.output and "[cpu]" in res.output
 
 
+def test_a_case_line_names_only_the_parameters_that_tell_the_run_s_cases_apart(files, monkeypatch):
+    """gpt2's 20 constant parameters made each progress line wrap over four lines at 80 columns."""
+    s = run_session.suite_lib.load(files["suite"])
+    cases = s.cases("")
+
+    def fake_run(suite: Any, opts: RunOptions, hooks: Any) -> Any:
+        hooks.start([f"suite {suite.name}"], len(cases), cases)
+        rows = []
+        for c in cases:
+            rows.append({"status": "skipped", "error": "why", "backend": c.backend, "impl": c.impl, **c.params})
+            hooks.row(c, rows[-1])
+        return run_session.RunOutcome(run_session.results.RunFiles(Path(opts.out_dir) / "x.csv"), "", cases, rows)
+
+    monkeypatch.setattr(run_session, "run_suite", fake_run)
+    res = _cli("run", str(files["suite"]), "--out", str(files["dir"]))
+    assert res.exit_code == 0, res.output
+    lines = [ln for ln in res.output.splitlines() if ln.startswith("skipped")]
+    assert len(lines) == 4 and "jax/xla_sdpa seq_len=128" in res.output
+    assert not any("head_dim" in ln or "num_heads" in ln for ln in lines)
+    res = _cli("run", str(files["suite"]), "--dry-run", "--profile", "base")
+    assert "jax/naive seq_len=64" in res.output and "head_dim=" not in res.output
+
+
 # ------------------------------------------------------------------- selecting cases
 
 

@@ -10,7 +10,7 @@ import json
 import shlex
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional, Sequence
 
 import click
 from rich.table import Table
@@ -115,11 +115,12 @@ def print_plan(s: Any, opts: RunOptions) -> None:
                   f"host; a run asks its worker): {len(todo)} case(s)"
                   + (f", {len(plan.done)} already done" if plan.done else ""), soft_wrap=True)
     reasons: dict[str, int] = {}  # each skip reason once, below the cases, by number
+    keys = results.varying([c.params for c, _ in todo]) if len(todo) > 1 else None  # what tells them apart
     for c, why in todo:
         if why:
             reasons.setdefault(why, len(reasons) + 1)
         console.print(status_line("skip" if why else "run", "yellow" if why else "green", 4,
-                                  c.label() + (f"  (skip reason {reasons[why]})" if why else "")), soft_wrap=True)
+                                  c.label(keys) + (f"  (skip reason {reasons[why]})" if why else "")), soft_wrap=True)
     for why, n in reasons.items():
         console.print(f"skip reason {n}: {why}", style="yellow", soft_wrap=True)
     skipped = sum(1 for _, why in todo if why)
@@ -141,8 +142,11 @@ def run_with_progress(s: Any, opts: RunOptions) -> Any:
                         TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn(), console=console, transient=True)
     task: list[Any] = []
     runs_done: dict[str, int] = {}
+    shown_keys: list[Optional[list[str]]] = [None]  # the parameters that tell the run's cases apart
 
-    def start(lines: list[str], runs: int) -> None:
+    def start(lines: list[str], runs: int, cases: Sequence[Any] = ()) -> None:
+        if len(cases) > 1:
+            shown_keys[0] = results.varying([c.params for c in cases])
         console.print(lines[0], soft_wrap=True)
         for line in lines[1:]:
             console.print(line, style="dim", soft_wrap=True)
@@ -156,7 +160,7 @@ def run_with_progress(s: Any, opts: RunOptions) -> Any:
     def row(case: Any, r: dict[str, Any]) -> None:
         status = r["status"]
         extra = f"{float(r['median_s']) * 1e3:.3f} ms" if status == "ok" else (r.get("error") or "")[:120]
-        progress.console.print(status_line(status, _STYLE[status], 7, f"{case.label()}  {extra}"), soft_wrap=True)
+        progress.console.print(status_line(status, _STYLE[status], 7, f"{case.label(shown_keys[0])}  {extra}"), soft_wrap=True)
         progress.advance(task[0], case.measure.repeats - runs_done.get(case.case_id, 0))  # runs it will not take
 
     hooks = session.RunHooks(warning=warn, start=start, repeat=repeat, row=row)

@@ -41,11 +41,12 @@ def _ignore(*args: Any) -> None:
 
 @dataclass
 class RunHooks:
-    """Progress of a run, for whoever shows it: ``start(line, runs)`` once the cases are known (``runs``
-    counts repeats), ``repeat(case)`` after each repeat, ``row(case, row)`` after each case's row."""
+    """Progress of a run, for whoever shows it: ``start(lines, runs, cases)`` once the cases are known
+    (``runs`` counts repeats; ``cases``: the ones to run), ``repeat(case)`` after each repeat, ``row(case,
+    row)`` after each case's row."""
 
     warning: Callable[[str], None] = _ignore
-    start: Callable[[list[str], int], None] = _ignore
+    start: Callable[..., None] = _ignore
     repeat: Callable[[suite_lib.Case], None] = _ignore
     row: Callable[[suite_lib.Case, dict[str, Any]], None] = _ignore
 
@@ -260,7 +261,7 @@ def _run_with_pool(s: suite_lib.Suite, pool: WorkerPool, files: results.RunFiles
     if platform == "cpu":
         lines.append("CPU: Pallas kernels run in interpret mode; their rows say interpret=true "
                      "(a pipeline check, not kernel speed)")
-    hooks.start(lines, sum(c.measure.repeats for c in todo))
+    hooks.start(lines, sum(c.measure.repeats for c in todo), todo)
 
     def on_row(case: suite_lib.Case, row: dict[str, Any]) -> None:
         tally["done"] = (tally["done"] or 0) + 1

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Annotated, Any, Optional, Union
+from typing import Annotated, Any, Optional, Sequence, Union
 
 from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator
 
@@ -164,7 +164,8 @@ class Case:
     def devices(self) -> int:
         return int(self.params.get("devices", 1))
 
-    def label(self) -> str:
-        keys = [k for k in self.params if k not in ("devices",)]
+    def label(self, keys: Optional[Sequence[str]] = None) -> str:
+        """``backend/impl`` and the parameters (only ``keys``, e.g. those that vary over a run, if given)."""
+        keys = [k for k in (self.params if keys is None else keys) if k in self.params and k != "devices"]
         shown = " ".join(f"{k}={self.params[k]}" for k in keys if self.params[k] is not None)
         return f"{self.backend}/{self.impl} {shown}"
