@@ -84,7 +84,6 @@ class Chart:
     # A legend of its own (a key per encoding: colours, line styles, markers) instead of one entry per
     # drawn series; the proxies and the reference lines follow it.
     key: list[Artist] = field(default_factory=list)
-    spare: list[Axes] = field(default_factory=list)  # empty grid slots: the legend goes in the first
 
     def save(self, stem: Path, formats: Sequence[str]) -> list[Path]:
         stem.parent.mkdir(parents=True, exist_ok=True)
@@ -135,8 +134,9 @@ def _footer(fig: Figure, text: str) -> str:
 
 def _finish(chart: Chart, rows: pd.DataFrame, what: str, gaps: int = 0,
             gap_reason: str = "failed, skipped or wrong", title: Optional[str] = None) -> Chart:
-    """A two-line title, one legend for the figure (in an empty grid slot, else under the panels), a
-    footer with the gaps, other notes and the versions, and tick labels that do not collide."""
+    """A title of two lines at most, one legend for the figure (in an empty grid slot, else on the right,
+    outside the panels), a footer with the gaps, other notes and the versions, and x tick labels that
+    do not collide."""
     fig = chart.figure
     fig.suptitle(wrap_title(fig, title or cd.title(rows, what)), fontsize=11)
     handles: dict[str, Artist] = {str(h.get_label()): h for h in chart.key}

@@ -313,9 +313,8 @@ def fit_memory(df: pd.DataFrame) -> Chart:
     if any_oom:  # one legend entry for the x markers of every line, after the lines and the capacity
         axes[0].plot([], [], color="#333333", linestyle="none", marker="x", markersize=8, markeredgewidth=2,
                      label=OOM_LABEL)
-    _finish(chart, rows, lay["what"], gaps, gap_reason="failed or skipped")
-    fig.suptitle(wrap_title(fig, cd.compile_title(rows, lay["what"])), fontsize=11)
-    return chart
+    return _finish(chart, rows, lay["what"], gaps, gap_reason="failed or skipped",
+                   title=cd.compile_title(rows, lay["what"]))
 
 
 # ------------------------------------------------------------------------------------------ registry

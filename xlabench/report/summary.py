@@ -310,9 +310,9 @@ def build(rows: Sequence[Mapping[str, Any]], params: Sequence[Mapping[str, Any]]
     metrics: list[tuple[str, Callable[[Mapping[str, Any]], str], int]] = [
         ("ms", lambda r: _num(r.get("median_s"), 1e3), 0), ("spread", spread, 0)]
     flops = [("TFLOP/s", lambda r: _num(r.get("tflops_per_s")), 1 if bandwidth else 0),
-             ("MFU%", lambda r: _num(r.get("mfu"), 100), 1 if bandwidth else 0)]
+             ("MFU %", lambda r: _num(r.get("mfu"), 100), 1 if bandwidth else 0)]
     if bandwidth:
-        metrics += [("GB/s", lambda r: _num(r.get("gbytes_per_s")), 0), ("MBU%", lambda r: _num(r.get("mbu"), 100), 0)]
+        metrics += [("GB/s", lambda r: _num(r.get("gbytes_per_s")), 0), ("MBU %", lambda r: _num(r.get("mbu"), 100), 0)]
     metrics += flops + [("err", lambda r: _err(r.get("max_abs_err")), 2)]
     for header, cell, drop in metrics:
         texts = [Text(cell(r)) for r in shown]
