@@ -86,8 +86,8 @@ def compile_cmd(suite_file: str, target_name: str, slices: int, run_opts: RunOpt
         if st == SKIPPED:
             return  # counted per reason at the end
         extra = (f"{_gib(row.get('peak_memory_bytes'))} GiB of {_gib(row.get('hbm_capacity_bytes'))} per device, "
-                 f"compile {row.get('compile_s') or 0:.1f}s" if st in ("compiled", "oom") else
-                 f"lowered in {row.get('lower_s') or 0:.1f}s" if st == "lowered" else (row.get("error") or "")[:120])
+                 f"compile {row.get('compile_s') or 0:.1f}s" if st in (COMPILED, OOM) else
+                 f"lowered in {row.get('lower_s') or 0:.1f}s" if st == LOWERED else (row.get("error") or "")[:120])
         console.print(status_line(st, _STYLE[st], 8, f"{case.label()}  {extra}"), soft_wrap=True)
 
     try:

@@ -19,8 +19,9 @@ from xlabench import results
 from xlabench.cli.common import BadInput, console, err_console, examples, load_suite, status_line, warn
 from xlabench.cli.options import run_options
 from xlabench.run.options import RunOptions, resume_words
+from xlabench.measure import status as st
 
-_STYLE = {"ok": "green", "failed": "red", "skipped": "yellow"}
+_STYLE = {st.OK: "green", st.FAILED: "red", st.SKIPPED: "yellow"}
 
 
 @click.command(epilog=examples("xlabench validate suites/attention.yaml", "xlabench validate suites/*.yaml"))
@@ -159,7 +160,7 @@ def run_with_progress(s: Any, opts: RunOptions) -> Any:
 
     def row(case: Any, r: dict[str, Any]) -> None:
         status = r["status"]
-        extra = f"{float(r['median_s']) * 1e3:.3f} ms" if status == "ok" else (r.get("error") or "")[:120]
+        extra = f"{float(r['median_s']) * 1e3:.3f} ms" if status == st.OK else (r.get("error") or "")[:120]
         progress.console.print(status_line(status, _STYLE[status], 7, f"{case.label(shown_keys[0])}  {extra}"), soft_wrap=True)
         progress.advance(task[0], case.measure.repeats - runs_done.get(case.case_id, 0))  # runs it will not take
 

@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from xlabench import impls, results
+from xlabench.measure import status as st
 
 INTERPRET_NOTE = "(CPU interpret: pipeline check, not kernel speed)"
 BASELINE_IMPL = "naive"
@@ -28,7 +29,7 @@ TUNING = ("block_q", "block_k", "pages_per_compute_block", "megacore_mode")
 # `xlabench compile` rows: no timings; per-device memory against the target's HBM instead.
 COMPILE_SUFFIX = ".compile.csv"
 COMPILE_ONLY_STATUSES = tuple(s for s in results.COMPILE_STATUSES if s not in results.STATUSES)
-MEMORY_STATUSES = ("compiled", "oom")  # rows whose peak_memory_bytes is a figure to draw
+MEMORY_STATUSES = (st.COMPILED, st.OOM)  # rows whose peak_memory_bytes is a figure to draw
 COMPILE_NOTE = "compile-only: memory from XLA's memory_analysis"
 GIB = float(1 << 30)
 # The x of a workload's fit (memory) chart and table, and the keys of one of its lines.
@@ -83,7 +84,7 @@ def flag(value: Any) -> bool | None:
 
 def usable(df: pd.DataFrame) -> pd.Series:
     """Rows whose figures may be drawn or ranked: measured ok and not known to be wrong."""
-    return (df["status"] == "ok") & (df["correct"].map(flag) != False)  # noqa: E712 (None counts as not wrong)
+    return (df["status"] == st.OK) & (df["correct"].map(flag) != False)  # noqa: E712 (None counts as not wrong)
 
 
 def metric(df: pd.DataFrame, column: str, scale: float = 1.0) -> pd.Series:
@@ -283,10 +284,10 @@ def fit_summary(rows: pd.DataFrame, workload: str) -> pd.DataFrame:
     hbm = pd.to_numeric(rows["hbm_fraction"], errors="coerce")
     out = []
     for _, g in rows.groupby(key(rows, keys), sort=False):
-        if (g["status"] == "skipped").all():
+        if (g["status"] == st.SKIPPED).all():
             continue
-        fits = g[(g["status"] == "compiled") & mem[g.index].notna()]
-        oom = g[g["status"] == "oom"]
+        fits = g[(g["status"] == st.COMPILED) & mem[g.index].notna()]
+        oom = g[g["status"] == st.OOM]
         line = {k: g[k].iloc[0] for k in keys}
         best = fits.index[xs[fits.index].to_numpy().argmax()] if len(fits) else None
         worst = oom.index[xs[oom.index].to_numpy().argmin()] if len(oom) else None

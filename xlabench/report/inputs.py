@@ -16,10 +16,11 @@ from pathlib import Path
 from typing import Iterable
 
 from xlabench import results
+from xlabench.measure import status as st
 
 SAMPLES_SUFFIX = ".samples.csv"
 COMPILE_SUFFIX = ".compile.csv"
-USABLE = {False: ("ok",), True: ("compiled", "oom", "lowered")}  # is a compile file -> usable statuses
+USABLE = {False: (st.OK,), True: (st.COMPILED, st.OOM, st.LOWERED)}  # is a compile file -> usable statuses
 
 
 @dataclass

@@ -19,6 +19,7 @@ from xlabench.report import chartdata as cd
 from xlabench.report import summary as summary_lib
 from xlabench import results
 from xlabench.results import fmt_number
+from xlabench.measure import status as st
 
 
 @dataclass(frozen=True)
@@ -155,7 +156,7 @@ def fit_kernels(rows: pd.DataFrame) -> str:
     counts.sort(key=lambda r: (str(r[0]), order.index(r[1]) if r[1] in order else 99))
     md = table(keys + list(results.COMPILE_STATUSES), counts)
     mem = cd.memory_gib(rows)
-    oom = rows[rows["status"] == "oom"]
+    oom = rows[rows["status"] == st.OOM]
     if len(oom):
         lines = [[r["target"], r["impl"], _case_label(r, [c for c in shape if c not in keys]), _gib(mem[i]),
                   _gib(cd.capacity_gib(rows).get(i))] for i, r in oom.iterrows()]
@@ -182,7 +183,7 @@ def _fold_skips(bad: pd.DataFrame) -> list[tuple[Any, list[Any]]]:
     the run summary folds them) are one line, any other row is its own."""
     out: dict[Any, tuple[Any, list[Any]]] = {}
     for i, r in bad.iterrows():
-        k = ("skipped", str(r.get("target")), summary_lib.skip_reason(r["error"])) if r["status"] == "skipped" else i
+        k = (st.SKIPPED, str(r.get("target")), summary_lib.skip_reason(r["error"])) if r["status"] == st.SKIPPED else i
         out.setdefault(k, (i, []))[1].append(i)
     return list(out.values())
 
@@ -192,8 +193,8 @@ def problems(df: pd.DataFrame) -> str:
     parts = []
     for suite, rows in df.groupby(cd.text(df["suite"]), sort=False):
         shape = shape_columns(rows)
-        bad = rows[~rows["status"].isin(("ok", *cd.COMPILE_ONLY_STATUSES))]  # compiled, oom: under Fit
-        wrong = rows[(rows["status"] == "ok") & ~cd.usable(rows)]
+        bad = rows[~rows["status"].isin((st.OK, *cd.COMPILE_ONLY_STATUSES))]  # compiled, oom: under Fit
+        wrong = rows[(rows["status"] == st.OK) & ~cd.usable(rows)]
         if bad.empty and wrong.empty:
             continue
         comp = cd.is_compile(rows)

@@ -28,6 +28,7 @@ from xlabench.report.chart_parts import (  # noqa: F401 (grid: the charts' API f
     _series_label, style,
 )
 from xlabench.report.line_chart import _line_chart, spread_band  # noqa: F401 (spread_band: for tests)
+from xlabench.measure import status as st
 
 
 # ----------------------------------------------------------------------------------------- chart kinds
@@ -149,7 +150,7 @@ def sharding_bars(df: pd.DataFrame, global_batch: Optional[float] = None) -> Cha
             for x, v, r in zip(pos, mfu, by_mode.values()):
                 if len(r) and not np.isfinite(v):  # a row that is not usable: say why at the foot
                     gaps += 1
-                    status = "wrong" if (r["status"] == "ok").all() else str(r["status"].iloc[0])
+                    status = "wrong" if (r["status"] == st.OK).all() else str(r["status"].iloc[0])
                     ax.text(x, 0, f" {status}", rotation=90, ha="center", va="bottom", fontsize=8, color="#aa0000")
             (pts,) = ax2.plot(pos, step, linestyle="none", marker="D", markersize=6, color="black",
                               markerfacecolor="white", label="step time (right axis)")
@@ -261,20 +262,20 @@ def fit_memory(df: pd.DataFrame) -> Chart:
             ys = mem[s.index].to_numpy(dtype=float)
             xv = s["_x"].to_numpy(dtype=float)
             gaps += int(np.isnan(ys).sum())
-            fits = (s["status"] == "compiled").to_numpy() & np.isfinite(ys)
-            oom = (s["status"] == "oom").to_numpy() & np.isfinite(ys)
+            fits = (s["status"] == st.COMPILED).to_numpy() & np.isfinite(ys)
+            oom = (s["status"] == st.OOM).to_numpy() & np.isfinite(ys)
             lab = cd.label(list(values), list(values.values()), named=[c for c in values if c not in first])
             if not np.isfinite(ys).any():
                 lab += " (no memory figure)"
-            st = style(values[lay["colour_by"]])
+            look = style(values[lay["colour_by"]])
             marker = MARKERS[i % len(MARKERS)] if extras else "o"
-            (line,) = ax.plot(xv, ys, label=lab, marker=marker, markersize=5, linewidth=1.6, color=st.colour,
+            (line,) = ax.plot(xv, ys, label=lab, marker=marker, markersize=5, linewidth=1.6, color=look.colour,
                               linestyle=style(values[lay["dash_by"]]).linestyle, markevery=list(np.flatnonzero(fits)))
             chart.artists[(ptitle, lab)] = line
             if oom.any():
                 any_oom = True
                 (x_pts,) = ax.plot(xv[oom], ys[oom], linestyle="none", marker="x", markersize=8,
-                                   markeredgewidth=2, color=st.colour, label="_oom")
+                                   markeredgewidth=2, color=look.colour, label="_oom")
                 chart.artists[(ptitle, lab + " oom")] = x_pts
             if np.isfinite(ys).any():
                 top = max(top, float(np.nanmax(ys)))

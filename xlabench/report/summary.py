@@ -20,8 +20,9 @@ from rich.table import Table
 from rich.text import Text
 
 from xlabench import results
+from xlabench.measure import status as st
 
-_STYLE = {"ok": "green", "failed": "red", "skipped": "yellow"}
+_STYLE = {st.OK: "green", st.FAILED: "red", st.SKIPPED: "yellow"}
 _NOTE_CHARS = 80
 _REASON_CHARS = 200
 _DETAIL_CHARS = 160
@@ -173,7 +174,7 @@ def _shape_keys(shown: Sequence[Mapping[str, Any]], keys: Sequence[str]) -> tupl
 
 def _note(r: Mapping[str, Any]) -> Text:
     """What a row needs said: a failure and its error, a wrong result."""
-    if r["status"] != "ok":
+    if r["status"] != st.OK:
         return Text(f"{r['status']}: {_clean(r.get('error'))[:_NOTE_CHARS]}", style=_STYLE[r["status"]])
     if r.get("correct") is False:
         return Text("WRONG RESULT", style="bold red")
@@ -284,7 +285,7 @@ def fold_skipped(rows: Sequence[Mapping[str, Any]]) -> list[SkipGroup]:
     """One group per normalised reason, in order of first appearance; the first row's reason is the example."""
     groups: dict[str, list[Mapping[str, Any]]] = {}
     for r in rows:
-        if r.get("status") == "skipped":
+        if r.get("status") == st.SKIPPED:
             groups.setdefault(skip_reason(r.get("error")), []).append(r)
     return [SkipGroup(reason, len(g), str(g[0].get("error") or "")) for reason, g in groups.items()]
 
@@ -292,7 +293,7 @@ def fold_skipped(rows: Sequence[Mapping[str, Any]]) -> list[SkipGroup]:
 def build(rows: Sequence[Mapping[str, Any]], params: Sequence[Mapping[str, Any]]) -> Summary:
     """The summary of a run's rows. ``params``: the parameters of every case of the run (which keys are
     parameters; the columns are those that vary among the rows shown, the rest is the fixed line)."""
-    shown = [r for r in rows if r["status"] != "skipped"]
+    shown = [r for r in rows if r["status"] != st.SKIPPED]
     skipped = fold_skipped(rows)
     if not shown:
         return Summary(None, [], skipped, [])
