@@ -235,7 +235,7 @@ def _gate(suite_file: str, baseline: str, save_baseline: bool, confirm: bool, ru
         if profile is None:
             profile = gate_session.baseline_profile(base)
     try:
-        s, raised = gate_session.raise_iters(s, profile, run_opts.only_impls, run_opts.repeats, base, cfg.alpha)
+        s, raised = gate_session.raise_iters(s, profile, run_opts, base, cfg.alpha)
     except suite_lib.SuiteError as e:
         raise BadInput(str(e)) from None
     notes = [f"gate {r}" for r in raised]
