@@ -54,27 +54,6 @@ def load(paths: Sequence[Path]) -> pd.DataFrame:
     return df.drop_duplicates(subset=["run_id", "case_id"], keep="last").reset_index(drop=True)
 
 
-def newest_runs(root: Path) -> tuple[list[Path], list[str]]:
-    """The newest run CSV of every folder under root, and a note for each CSV that is not xlabench's.
-
-    A run file is named after its run id, which starts with its UTC start time, so the last name in
-    a folder is its newest run. `xlabench compile` files (`<run-id>.compile.csv`) live beside the run
-    files: the newest of those is taken too, separately (a compile never hides a run, nor a run a compile).
-    """
-    newest: dict[tuple[Path, bool], Path] = {}
-    foreign: list[str] = []
-    for p in sorted(Path(root).rglob("*.csv")):
-        if p.name.endswith(".samples.csv"):
-            continue
-        try:
-            results.check_header(p)
-        except results.ResultsFileError as e:
-            foreign.append(str(e))
-            continue
-        newest[(p.parent, p.name.endswith(COMPILE_SUFFIX))] = p
-    return sorted(newest.values()), foreign
-
-
 def flag(value: Any) -> bool | None:
     """A boolean cell (Python or numpy bool, or 'true'/'false') as True/False; None when empty."""
     if isinstance(value, (bool, np.bool_)):
