@@ -27,7 +27,6 @@ DESCRIBING: list[str] = [c for c in results.CASE_COLUMN_NAMES if c != "workload"
 # with its baseline row.
 TUNING = ("block_q", "block_k", "pages_per_compute_block", "megacore_mode")
 # `xlabench compile` rows: no timings; per-device memory against the target's HBM instead.
-COMPILE_SUFFIX = ".compile.csv"
 COMPILE_ONLY_STATUSES = tuple(s for s in results.COMPILE_STATUSES if s not in results.STATUSES)
 MEMORY_STATUSES = (st.COMPILED, st.OOM)  # rows whose peak_memory_bytes is a figure to draw
 COMPILE_NOTE = "compile-only: memory from XLA's memory_analysis"

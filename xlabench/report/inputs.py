@@ -18,8 +18,7 @@ from typing import Iterable
 from xlabench import results
 from xlabench.measure import status as st
 
-SAMPLES_SUFFIX = ".samples.csv"
-COMPILE_SUFFIX = ".compile.csv"
+SAMPLES_SUFFIX, COMPILE_SUFFIX = results.SAMPLES_SUFFIX, results.COMPILE_SUFFIX
 USABLE = {False: (st.OK,), True: (st.COMPILED, st.OOM, st.LOWERED)}  # is a compile file -> usable statuses
 
 

@@ -112,7 +112,7 @@ def compile_suite(s: suite_lib.Suite, target_name: str, slices: int = 1, opts: R
         raise CompileError(str(e)) from None
 
     try:
-        files, done, run_id = open_run(s, opts.out_dir, opts.resume_csv, suffix=".compile.csv", same=("target", target.name))
+        files, done, run_id = open_run(s, opts.out_dir, opts.resume_csv, suffix=results.COMPILE_SUFFIX, same=("target", target.name))
     except RunInputError as e:
         raise CompileError(str(e)) from None
     todo = [c for c in cases if c.case_id not in done]
