@@ -122,7 +122,8 @@ def run_suite(s: suite_lib.Suite, opts: RunOptions = RunOptions(), hooks: RunHoo
     if opts.python_torch_xla and interpreters.missing("torch_xla"):
         raise RunInputError(f"--python-torch-xla: {interpreters.missing('torch_xla')}")
     log = files.log if primary else files.log.with_name(f"{files.csv.stem}.p{dist.process_id}.log")
-    pool = WorkerPool(log, interpreters, dist=dist, local_devices=opts.local_devices)
+    pool = WorkerPool(log, interpreters, dist=dist, local_devices=opts.local_devices,
+                      search_path=(str(Path(s.path).resolve().parent),))
     tally: dict[str, int | None] = {"done": None, "total": None}  # what an interrupt reports
     try:
         with interruptible():
