@@ -1,0 +1,216 @@
+"""User impls by import path (issue 22): checked in the parent by syntax only, imported in the worker,
+every bad input a row (failed / wrong) naming the path and the problem, never a crash of the run."""
+
+from __future__ import annotations
+
+import csv
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT
+from xlabench import impls as catalog
+from xlabench.suite import SuiteError, load
+
+EXAMPLE = ROOT / "examples" / "my_kernel"
+GOOD = "my_kernel.attention:blocked_attention"
+
+SUITE = """
+name: user
+workload: attention
+backends: [jax]
+impls: {impls}
+params: {{batch: 1, num_heads: 2, head_dim: 32, dtype: float32, seq_len: 64}}
+measure: {{warmup: 0, iters: 2, timeout_s: {timeout}}}
+"""
+
+BAD_MODULES = {
+    "raising.py": "raise RuntimeError('no config file found')\n",
+    "kernels.py": textwrap.dedent("""
+        import os, signal, time
+        import jax.numpy as jnp
+
+        def two_args(q, k):
+            return q
+
+        def wrong_shape(q, k, v, cfg):
+            return q[:, :, :1]
+
+        def wrong_dtype(q, k, v, cfg):
+            return q.astype(jnp.bfloat16)
+
+        def segfault(q, k, v, cfg):
+            os.kill(os.getpid(), signal.SIGSEGV)
+
+        def hang(q, k, v, cfg):
+            time.sleep(3600)
+        """),
+}
+
+
+def _suite(tmp_path: Path, impls: list[str], timeout: float = 120, name: str = "suite.yaml") -> Path:
+    p = tmp_path / name
+    p.write_text(textwrap.dedent(SUITE.format(impls="[" + ", ".join(f'"{i}"' for i in impls) + "]",
+                                              timeout=timeout)).lstrip())
+    return p
+
+
+def _cli(*args: str, cwd: Path, pythonpath: str = "") -> subprocess.CompletedProcess:
+    env = dict(os.environ, COLUMNS="200", PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), pythonpath])))
+    return subprocess.run([sys.executable, "-m", "xlabench", *args], capture_output=True, text=True, env=env,
+                          cwd=str(cwd), timeout=900)
+
+
+def _rows(out: Path) -> dict[str, dict[str, str]]:
+    (path,) = [p for p in out.rglob("*.csv") if not p.name.endswith(".samples.csv")]
+    with open(path) as f:
+        return {r["impl"]: r for r in csv.DictReader(f)}
+
+
+# ------------------------------------------------------------------------------ parent: syntax only
+
+@pytest.mark.parametrize("name,message", [
+    ("mod:", "not an import path"), ("a b:c", "not an import path"), ("mod:attr:x", "not an import path"),
+    (".rel:fn", "not an import path"), ("no_such_impl", "or an import path package.module:function"),
+])
+def test_a_name_that_is_no_builtin_and_no_path_is_refused(tmp_path, name, message):
+    with pytest.raises(SuiteError, match=message) as e:
+        load(_suite(tmp_path, ["naive", name]))
+    assert "impls.1" in str(e.value)
+    if ":" not in name:  # the valid names are listed
+        assert "naive, xla_sdpa, flash" in str(e.value)
+
+
+def test_the_parent_never_imports_the_path(tmp_path):
+    s = load(_suite(tmp_path, ["naive", "surely_absent_pkg.mod:fn"]))
+    assert [c.impl for c in s.cases("")] == ["naive", "surely_absent_pkg.mod:fn"]
+    assert "surely_absent_pkg" not in sys.modules
+    info = catalog.find("jax", "surely_absent_pkg.mod:fn", "attention")
+    assert info is not None and info.interpreted("cpu") and "tpu" in info.platforms
+
+
+def test_a_workload_without_user_impls_is_refused(tmp_path):
+    p = tmp_path / "paged.yaml"
+    p.write_text(textwrap.dedent("""
+        name: paged
+        workload: paged_attention
+        impls: ["mod:fn"]
+        params: {batch: 1, num_heads: 2, head_dim: 64, page_size: 16, context_lens: [64]}
+        """))
+    with pytest.raises(SuiteError, match="takes built-in impls only"):
+        load(p)
+
+
+# ------------------------------------------------------------------------------ worker: every bad input a row
+
+def test_every_bad_impl_is_one_row_naming_the_problem_and_the_good_one_is_ok(tmp_path):
+    """One run: good kernel ok with its error; import error, missing module/attribute, wrong signature
+    failed naming the path; wrong shape and dtype wrong rows; segfault and hang failed rows."""
+    for name, text in BAD_MODULES.items():
+        (tmp_path / name).write_text(text)
+    impls = [GOOD, "raising:fn", "absent_module:fn", "kernels:nothing_here", "kernels:two_args",
+             "kernels:wrong_shape", "kernels:wrong_dtype", "kernels:segfault", "kernels:hang"]
+    res = _cli("run", str(_suite(tmp_path, impls, timeout=40)), "--out", str(tmp_path / "out"), cwd=tmp_path,
+               pythonpath=str(EXAMPLE / "src"))
+    assert "Traceback" not in res.stdout, res.stdout
+    rows = _rows(tmp_path / "out")
+    assert rows[GOOD]["status"] == "ok" and rows[GOOD]["correct"] == "true"
+    assert float(rows[GOOD]["max_abs_err"]) < 1e-5 and rows[GOOD]["interpret"] == "true"
+    err = {k: r["error"] for k, r in rows.items()}
+    assert rows["raising:fn"]["status"] == "failed"
+    assert "'raising:fn'" in err["raising:fn"] and "RuntimeError: no config file found" in err["raising:fn"]
+    assert "no module named 'absent_module'" in err["absent_module:fn"]
+    assert "has no attribute 'nothing_here'" in err["kernels:nothing_here"] and "two_args" in err["kernels:nothing_here"]
+    assert "must take (q, k, v, cfg)" in err["kernels:two_args"] and "two_args(q, k)" in err["kernels:two_args"]
+    for name, what in (("kernels:wrong_shape", "shape (1, 64, 1, 32)"), ("kernels:wrong_dtype", "dtype bfloat16")):
+        r = rows[name]
+        assert r["status"] == "ok" and r["correct"] == "false", r
+        assert "wrong output" in r["notes"] and what in r["notes"] and "expected shape (1, 64, 2, 32)" in r["notes"]
+    assert rows["kernels:segfault"]["status"] == "failed" and "SIGSEGV" in err["kernels:segfault"]
+    assert rows["kernels:hang"]["status"] == "failed" and "timeout" in err["kernels:hang"].lower()
+
+
+def test_a_wrong_scale_in_a_copy_of_the_example_is_wrong_and_compare_fails(tmp_path):
+    """A pull request's kernel (same import path, run from its checkout) against main's: wrong rows, gate fails."""
+    runs = {}
+    for side, bug in (("main", False), ("pr", True)):
+        repo = tmp_path / side
+        shutil.copytree(EXAMPLE / "src" / "my_kernel", repo / "my_kernel")
+        if bug:
+            src = repo / "my_kernel" / "attention.py"
+            text = src.read_text()
+            assert "q = q_ref[...].astype(jnp.float32) * sm_scale" in text
+            src.write_text(text.replace("* sm_scale\n", "* sm_scale * 1.5\n", 1))
+        res = _cli("run", str(_suite(repo, [GOOD])), "--out", str(repo / "out"), cwd=repo)
+        assert res.returncode == 0 or bug, res.stdout + res.stderr
+        runs[side] = next(p for p in (repo / "out").rglob("*.csv") if not p.name.endswith(".samples.csv"))
+        row = _rows(repo / "out")[GOOD]
+        assert row["status"] == "ok" and row["correct"] == str(not bug).lower(), row
+    res = _cli("compare", str(runs["main"]), str(runs["pr"]), cwd=tmp_path)
+    assert res.returncode == 1, res.stdout + res.stderr
+    assert "wrong result" in res.stdout
+
+
+# ------------------------------------------------------------------------------ entry points
+
+def _dist(site: Path, entries: dict[str, str], name: str = "two_kernels") -> Path:
+    """A throwaway installed distribution (dist-info with entry_points.txt) and its module, in ``site``."""
+    info = site / f"{name}-0.3.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 0.3\n")
+    (info / "entry_points.txt").write_text(
+        f"[{catalog.ENTRY_POINT_GROUP}]\n" + "".join(f"{k} = {v}\n" for k, v in entries.items()))
+    (site / f"{name}_mod.py").write_text(textwrap.dedent("""
+        from xlabench.backends.jax.attention_impls import naive
+
+        def plain(q, k, v, cfg):
+            return naive(q, k, v, cfg)
+
+        def transposed(q, k, v, cfg):
+            import jax.numpy as jnp
+            return jnp.swapaxes(naive(*(jnp.swapaxes(x, 1, 2) for x in (q, k, v)), cfg), 1, 2)
+        transposed.layout = "bhsd"
+        """))
+    return site
+
+
+TWO = {"two_plain": "two_kernels_mod:plain", "two_transposed": "two_kernels_mod:transposed"}
+
+
+def test_entry_point_impls_are_listed_with_their_source_and_run(tmp_path, monkeypatch):
+    site = _dist(tmp_path / "site", TWO)
+    res = _cli("info", "--impls", cwd=tmp_path, pythonpath=str(site))
+    assert res.returncode == 0, res.stderr
+    for name, target in TWO.items():
+        line = next(ln for ln in res.stdout.splitlines() if name in ln)
+        assert "two_kernels 0.3" in line and target in line
+    assert "built-in" in next(ln for ln in res.stdout.splitlines() if "splash" in ln)
+    # A suite names them like built-ins; the worker resolves the name to the path and imports it.
+    monkeypatch.syspath_prepend(str(site))
+    catalog.entry_point_impls.cache_clear()
+    try:
+        s = load(_suite(tmp_path, ["naive", "two_plain", "two_transposed"]))
+        assert [c.impl for c in s.cases("")] == ["naive", "two_plain", "two_transposed"]
+        from xlabench.backends.jax.attention_case import run_attention_case
+        from xlabench.measure.timing import TimingPlan
+
+        for name in TWO:
+            f = run_attention_case(dict(batch=1, num_heads=2, seq_len=64, head_dim=32, dtype="float32"), name,
+                                   TimingPlan(warmup=0, iters=1), True, "cpu").fields
+            assert f["correct"] and f["max_abs_err"] < 1e-5, (name, f)
+    finally:
+        catalog.entry_point_impls.cache_clear()
+
+
+def test_an_entry_point_named_like_a_builtin_is_refused_with_exit_2(tmp_path, write_suite):
+    site = _dist(tmp_path / "site", {"flash": "two_kernels_mod:plain"})
+    res = _cli("info", "--impls", cwd=tmp_path, pythonpath=str(site))
+    assert res.returncode == 2 and "'flash'" in res.stderr and "two_kernels 0.3" in res.stderr
+    assert "Traceback" not in res.stderr
+    res = _cli("list", str(write_suite()), cwd=tmp_path, pythonpath=str(site))
+    assert res.returncode == 2 and "name of a built-in impl" in res.stderr, res.stderr
