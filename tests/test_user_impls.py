@@ -214,3 +214,30 @@ def test_an_entry_point_named_like_a_builtin_is_refused_with_exit_2(tmp_path, wr
     assert "Traceback" not in res.stderr
     res = _cli("list", str(write_suite()), cwd=tmp_path, pythonpath=str(site))
     assert res.returncode == 2 and "name of a built-in impl" in res.stderr, res.stderr
+
+
+def test_impl_option_adds_an_import_path_beside_the_suites_impls(tmp_path):
+    suite = _suite(tmp_path, ["naive", "xla_sdpa"])
+    res = _cli("list", str(suite), "--json", "--impl", "naive", "--impl", GOOD, cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    import json
+
+    assert [c["impl"] for c in json.loads(res.stdout)["cases"]] == ["naive", GOOD]
+    res = _cli("list", str(suite), "--impl", "pkg.mod:", cwd=tmp_path)
+    assert res.returncode == 2 and "--impl pkg.mod:" in res.stderr and "not an import path" in res.stderr
+
+
+def test_the_example_kernel_is_the_attention_axis_of_a_train_step(monkeypatch):
+    """The train workload takes a user impl: llama-tiny (GQA) steps with the example kernel match naive's."""
+    import numpy as np
+
+    from xlabench.backends.jax import train_case
+    from xlabench.workloads.train import TrainParams
+
+    monkeypatch.syspath_prepend(str(EXAMPLE / "src"))
+    p = TrainParams(model="llama-tiny", global_batch=2, seq_len=128, dtype="float32", sharding="dp", devices=1)
+    losses = {}
+    for impl in ("naive", GOOD):
+        setup = train_case.build(p, impl, True, "cpu")
+        losses[impl] = np.stack([np.asarray(setup.step()[1]) for _ in range(2)])
+    assert np.allclose(losses[GOOD], losses["naive"], rtol=1e-5), losses
