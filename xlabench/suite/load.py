@@ -166,8 +166,10 @@ def _check_user_impl(suite: Suite, root: Any, loc: tuple[Any, ...], name: str, b
     user = catalog.is_path(name) or name in catalog.entry_point_impls()
     if not user:
         on = f" on backend {backend!r}" if backend else ""
+        takes_paths = workload in catalog.USER_WORKLOADS and backend in (None, *catalog.USER_BACKENDS)
+        hint = "; or an import path package.module:function" if takes_paths else ""
         raise SuiteError(f"{where}: unknown impl {name!r} for workload {workload!r}{on} (expected one of: "
-                         f"{', '.join(valid)}; or an import path package.module:function)")
+                         f"{', '.join(valid)}{hint})")
     problem = catalog.path_problem(name) if catalog.is_path(name) else None
     if problem:
         raise SuiteError(f"{where}: {problem}")
