@@ -26,9 +26,8 @@ def test_catalog_and_registry_agree():
 @pytest.mark.parametrize("impl,mode,causal,kv_heads", list(itertools.product(
     CPU_IMPLS, ["fwd", "fwd_bwd"], [True, False], [4, 2])))
 def test_impl_matches_reference(impl, mode, causal, kv_heads):
-    blocks = {"block_q": 64, "block_k": 128} if impls.REGISTRY[impl].block_params else {}
     params = dict(batch=1, num_heads=4, num_kv_heads=kv_heads, seq_len=128, head_dim=32,
-                  causal=causal, dtype="float32", mode=mode, **blocks)
+                  causal=causal, dtype="float32", mode=mode, block_q=64, block_k=128)
     interpret = catalog.find("jax", impl).interpreted("cpu")
     try:
         result = run_attention_case(params, impl, PLAN, interpret, "cpu")

@@ -241,3 +241,74 @@ def test_the_example_kernel_is_the_attention_axis_of_a_train_step(monkeypatch):
         setup = train_case.build(p, impl, True, "cpu")
         losses[impl] = np.stack([np.asarray(setup.step()[1]) for _ in range(2)])
     assert np.allclose(losses[GOOD], losses["naive"], rtol=1e-5), losses
+
+
+# ------------------------------------------------------------------------------ torch_xla
+
+TORCH_MODULE = textwrap.dedent("""
+    import torch
+    from xlabench.backends.torch_xla.attention_impls import grouped_attention
+
+    def plain(q, k, v, cfg):
+        return grouped_attention(q, k, v, cfg.causal, cfg.sm_scale)
+
+    class AsFunction(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, q, k, v, cfg):
+            return grouped_attention(q, k, v, cfg.causal, cfg.sm_scale)
+
+    def wrong_dtype(q, k, v, cfg):
+        return plain(q, k, v, cfg).to(torch.bfloat16)
+    """)
+
+
+@pytest.mark.slow
+def test_torch_xla_takes_torch_functions_autograd_functions_and_jax_kernels(tmp_path):
+    """On torch_xla: a torch function, a torch.autograd.Function and the example's JAX Pallas kernel
+    (framework = "jax": through call_jax) each agree with the reference; a wrong dtype is a wrong row."""
+    if os.environ.get("XLABENCH_NO_TORCH_XLA") == "1":
+        pytest.skip("XLABENCH_NO_TORCH_XLA=1: torch_xla tests skipped on purpose")
+    from xlabench.run import envs
+
+    interp = envs.Interpreters()
+    if interp.missing("torch_xla"):
+        pytest.fail(f"{interp.missing('torch_xla')} (or set XLABENCH_NO_TORCH_XLA=1)", pytrace=False)
+    (tmp_path / "tmod.py").write_text(TORCH_MODULE)
+    impls = ["naive", "tmod:plain", "tmod:AsFunction", GOOD, "tmod:wrong_dtype"]
+    suite = tmp_path / "suite.yaml"
+    suite.write_text(_suite(tmp_path, impls).read_text().replace("backends: [jax]", "backends: [torch_xla]"))
+    res = _cli("run", str(suite), "--out", str(tmp_path / "out"), "--python-torch-xla", interp.python_for("torch_xla"),
+               cwd=tmp_path, pythonpath=str(EXAMPLE / "src"))
+    rows = _rows(tmp_path / "out")
+    for name in impls[:-1]:
+        assert rows[name]["status"] == "ok" and rows[name]["correct"] == "true", (name, rows[name], res.stdout[-2000:])
+    assert "call_jax" in rows[GOOD]["notes"]
+    wrong = rows["tmod:wrong_dtype"]
+    assert wrong["status"] == "ok" and wrong["correct"] == "false" and "dtype bfloat16" in wrong["notes"]
+
+
+def test_an_impl_sees_only_the_block_sizes_it_declares(tmp_path, monkeypatch):
+    """A block sweep reaches impls that declare block_params; the others run their defaults, noted."""
+    from xlabench.backends import user_impl
+    from xlabench.backends.jax.attention_case import run_attention_case
+    from xlabench.measure.timing import TimingPlan
+    from xlabench.workloads import TUNED_PARAMS
+
+    assert user_impl.BLOCK_PARAMS == TUNED_PARAMS["attention"]
+    (tmp_path / "seen.py").write_text(textwrap.dedent("""
+        from xlabench.backends.jax.attention_impls import naive
+        SEEN = []
+
+        def blocks(q, k, v, cfg):
+            SEEN.append((cfg.block_q, cfg.block_k))
+            return naive(q, k, v, cfg)
+        blocks.block_params = ("block_q",)
+        """))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    params = dict(batch=1, num_heads=2, seq_len=64, head_dim=32, dtype="float32", block_q=32, block_k=64)
+    f = run_attention_case(params, "seen:blocks", TimingPlan(warmup=0, iters=1), True, "cpu").fields
+    import seen
+
+    assert f["correct"] and set(seen.SEEN) == {(32, None)} and "block_k not taken by seen:blocks" in f["notes"]
+    f = run_attention_case(params, "naive", TimingPlan(warmup=0, iters=1), False, "cpu").fields
+    assert "block_q and block_k not taken by naive" in f["notes"]

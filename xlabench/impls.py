@@ -111,6 +111,11 @@ class AttentionImplRecord:
     fn: Callable  # fn(q, k, v, cfg) -> out (in `layout`)
     unsupported: AttentionRule
     note: str = ""  # goes into the row's notes (when the impl changes the case, e.g. repeats GQA heads)
+    # The contract's optional parts (docs/kernels.md), shared by built-ins and user impls:
+    block_params: tuple[str, ...] = ()  # the kernel parameters it takes (a case setting another is skipped)
+    kernel_flops: Optional[Callable[[Any], float]] = None  # its own count per iteration (params -> FLOPs)
+    params_rule: Optional[Callable[[Any, str], Optional[str]]] = None  # user hook unsupported(params, platform)
+    source: str = "built-in"  # or the import path it came from
 
 
 @dataclass(frozen=True)
@@ -164,7 +169,7 @@ def names_for(workload: str, backend: str | None = None) -> list[str]:
 # a plain-jnp one ignores it), so its CPU rows are marked interpreted.
 ENTRY_POINT_GROUP = "xlabench.impls"
 USER_WORKLOADS = ("attention", "train")
-USER_BACKENDS = ("jax",)
+USER_BACKENDS = ("jax", "torch_xla")
 USER_PLATFORMS = ("tpu", "gpu")
 _IDENT = r"[A-Za-z_][A-Za-z0-9_]*"
 IMPL_PATH = re.compile(rf"^{_IDENT}(\.{_IDENT})*:{_IDENT}(\.{_IDENT})*$")

@@ -7,6 +7,7 @@ failed row, the run goes on. Framework-free: each backend wraps what this return
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import inspect
 import os
@@ -80,3 +81,39 @@ def hook(path: str, obj: Any, name: str, args: Sequence[str]) -> Optional[Callab
     """An optional hook attribute of the impl, checked like the impl (None when absent)."""
     fn = getattr(obj, name, None)
     return None if fn is None else check_callable(path, fn, args, f"its {name!r} hook")
+
+
+LAYOUTS = ("bshd", "bhsd")
+BLOCK_PARAMS = ("block_q", "block_k")  # workloads.TUNED_PARAMS["attention"]
+
+
+def attention_parts(path: str, obj: Any) -> dict[str, Any]:
+    """The record fields an attention impl's optional attributes give (layout, block_params, hooks),
+    each checked (any backend)."""
+    layout = getattr(obj, "layout", "bshd")
+    if layout not in LAYOUTS:
+        raise ImplLoadError(f"impl {path!r}: layout {layout!r} is not one of {', '.join(LAYOUTS)}")
+    blocks: Any = getattr(obj, "block_params", ())
+    if isinstance(blocks, str) or not all(b in BLOCK_PARAMS for b in blocks):
+        raise ImplLoadError(f"impl {path!r}: block_params {blocks!r} must be a tuple of names from "
+                            f"{', '.join(BLOCK_PARAMS)}")
+    return dict(layout=layout, note=f"user impl {path}", block_params=tuple(blocks), source=path,
+                kernel_flops=hook(path, obj, "kernel_flops", ("params",)),
+                params_rule=hook(path, obj, "unsupported", ("params", "platform")))
+
+
+def skip_reason(im: catalog.AttentionImplRecord, p: Any, cfg: Any, platform: str) -> Optional[str]:
+    """Why attention impl ``im`` (a built-in or a user impl, any backend) cannot run case ``p``
+    (AttentionParams) here (its rule), or None."""
+    if im.params_rule is not None:
+        return im.params_rule(p, platform)
+    return im.unsupported(p.batch, p.seq_len, p.kv_len, p.num_heads, p.kv_heads, p.dtype, cfg, platform)
+
+
+def for_impl(im: catalog.AttentionImplRecord, cfg: Any) -> tuple[Any, str]:
+    """(``cfg`` with the block sizes ``im`` does not take cleared, the row's note saying so or ''): an impl
+    sees only the block parameters it declares, and a sweep of the others runs it with its defaults."""
+    ignored = [b for b in BLOCK_PARAMS if getattr(cfg, b) is not None and b not in im.block_params]
+    if not ignored:
+        return cfg, ""
+    return dataclasses.replace(cfg, **{b: None for b in ignored}), f"{' and '.join(ignored)} not taken by {im.name}"

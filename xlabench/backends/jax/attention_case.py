@@ -8,6 +8,7 @@ from typing import Any, Callable
 import jax
 import jax.numpy as jnp
 
+from xlabench.backends import user_impl
 from xlabench.backends.jax import attention_impls as impls
 from xlabench.backends.jax.common import compile_timed, measure, peak_memory, trace_pass
 from xlabench.measure.timing import TimingPlan, with_timer
@@ -63,7 +64,7 @@ def run_attention_case(params: dict[str, Any], impl: str, plan: TimingPlan, inte
                        platform: str) -> CaseResult:
     p = AttentionParams(**params)
     im = impls.get(impl)
-    cfg = p.attn_config(interpret)
+    cfg, ignored = user_impl.for_impl(im, p.attn_config(interpret))
     reason = skip_reason(p, im, cfg, platform)
     if reason:
         raise CaseSkipped(reason)
@@ -84,7 +85,7 @@ def run_attention_case(params: dict[str, Any], impl: str, plan: TimingPlan, inte
     outs = out if isinstance(out, tuple) else (out,)
     outs = [impls.to_layout(o, im.layout) if getattr(o, "ndim", 0) == 4 else o for o in outs]  # to [B, S, H, D]
     del args, out
-    notes = [im.note, mem_note]
+    notes = [im.note, ignored, mem_note]
     problem = output_problem(p, outs, dtype)
     if problem:  # a wrong row, not a crash: nothing to compare element by element
         refs, outs = [], []

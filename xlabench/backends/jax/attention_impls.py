@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 import functools
 from dataclasses import dataclass
-from typing import Any, Callable, Optional
+from typing import Optional
 
 import jax
 import jax.numpy as jnp
@@ -17,8 +17,6 @@ import jax.numpy as jnp
 from xlabench import impls as catalog
 from xlabench.backends import user_impl
 from xlabench.impls import AttentionImplRecord, lookup, no_rule
-from xlabench.workloads import TUNED_PARAMS
-from xlabench.workloads.attention import AttentionParams
 from xlabench.workloads.attention import REF_MAX_SCORE_BYTES, chunked_reference
 from xlabench.workloads.attention import AttnConfig, default_scale  # noqa: F401 (re-exported for models)
 from xlabench.workloads.attention import block_unsupported as _block_unsupported
@@ -27,24 +25,10 @@ from xlabench.workloads.attention import kernel_blocks as _blocks
 
 @dataclass(frozen=True)
 class JaxAttentionImpl(AttentionImplRecord):
-    """A JAX attention impl: the shared record plus the contract's optional parts (docs/kernels.md)
-    that built-ins and user impls share."""
-
-    block_params: tuple[str, ...] = ()  # the kernel parameters it takes (a case setting another is skipped)
-    kernel_flops: Optional[Callable[[AttentionParams], float]] = None  # its own count, when not the standard one
-    params_rule: Optional[Callable[[AttentionParams, str], Optional[str]]] = None  # user hook unsupported(params, platform)
-    source: str = "built-in"  # or the import path it came from
+    """A JAX attention impl (the shared record of built-ins and user impls, nothing added)."""
 
 
-def skip_reason(im: JaxAttentionImpl, p: AttentionParams, cfg: AttnConfig, platform: str) -> Optional[str]:
-    """Why ``im`` cannot run case ``p`` here (its rule, or a block size it does not take), or None."""
-    for name in TUNED_PARAMS["attention"]:
-        if getattr(p, name) is not None and name not in im.block_params:
-            takes = ", ".join(im.block_params) or "none"
-            return f"{im.name} takes no {name} (its block parameters: {takes})"
-    if im.params_rule is not None:
-        return im.params_rule(p, platform)
-    return im.unsupported(p.batch, p.seq_len, p.kv_len, p.num_heads, p.kv_heads, p.dtype, cfg, platform)
+skip_reason = user_impl.skip_reason  # the contract's one skip check (re-exported for the case runners)
 
 
 _none = no_rule
@@ -179,9 +163,6 @@ REGISTRY: dict[str, JaxAttentionImpl] = {
     "cudnn": JaxAttentionImpl("cudnn", "bshd", cudnn, _cudnn_unsupported),
 }
 
-LAYOUTS = ("bshd", "bhsd")
-
-
 def get(name: str) -> JaxAttentionImpl:
     """A built-in by name, or a user impl (import path / entry point) imported now."""
     if catalog.is_user(name):
@@ -192,21 +173,10 @@ def get(name: str) -> JaxAttentionImpl:
 @functools.lru_cache(maxsize=None)
 def user(name: str) -> JaxAttentionImpl:
     """A user impl as a record of the same contract: fn(q, k, v, cfg) and its optional attributes
-    ``layout``, ``unsupported(params, platform)``, ``kernel_flops(params)``, ``block_params``
     (docs/kernels.md). Raises user_impl.ImplLoadError naming the path and what is wrong."""
     path, obj = user_impl.load(name)
     fn = user_impl.check_callable(path, obj, ("q", "k", "v", "cfg"))
-    layout = getattr(obj, "layout", "bshd")
-    if layout not in LAYOUTS:
-        raise user_impl.ImplLoadError(f"impl {path!r}: layout {layout!r} is not one of {', '.join(LAYOUTS)}")
-    blocks: Any = getattr(obj, "block_params", ())
-    if isinstance(blocks, str) or not all(b in _BLOCKS for b in blocks):
-        raise user_impl.ImplLoadError(f"impl {path!r}: block_params {blocks!r} must be a tuple of names from "
-                                      f"{', '.join(_BLOCKS)}")
-    return JaxAttentionImpl(
-        name, layout, fn, _none, note=f"user impl {path}", block_params=tuple(blocks),
-        kernel_flops=user_impl.hook(path, obj, "kernel_flops", ("params",)),
-        params_rule=user_impl.hook(path, obj, "unsupported", ("params", "platform")), source=path)
+    return JaxAttentionImpl(name, fn=fn, unsupported=_none, **user_impl.attention_parts(path, obj))
 
 
 def to_layout(x, layout: str):

@@ -12,6 +12,7 @@ import jax
 import jax.numpy as jnp
 from jax.sharding import SingleDeviceSharding
 
+from xlabench.backends import user_impl
 from xlabench.backends.jax import aot
 from xlabench.backends.jax import attention_impls
 from xlabench.backends.jax import paged_impls
@@ -52,7 +53,7 @@ def _oom(oom: aot.CompileOom, device: Any) -> CompileResult:
 def compile_attention_case(params: dict[str, Any], impl: str, target: TargetSpec) -> CompileResult:
     p = attention_workload.AttentionParams(**params)
     im = attention_impls.get(impl)
-    cfg = p.attn_config(interpret=False)
+    cfg = user_impl.for_impl(im, p.attn_config(interpret=False))[0]
     reason = skip_reason(p, im, cfg, target.platform)
     if reason:
         raise CaseSkipped(reason)

@@ -129,3 +129,4 @@ def _unsupported(params, platform: str):
 blocked_attention.layout = "bhsd"  # q, k, v and the output are [B, H, S, D]
 blocked_attention.block_params = ("block_q", "block_k")  # a suite's block_q/block_k sweep reaches it
 blocked_attention.unsupported = _unsupported
+blocked_attention.framework = "jax"  # on torch_xla: spliced into the graph by call_jax
