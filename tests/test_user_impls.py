@@ -312,3 +312,19 @@ def test_an_impl_sees_only_the_block_sizes_it_declares(tmp_path, monkeypatch):
     assert f["correct"] and set(seen.SEEN) == {(32, None)} and "block_k not taken by seen:blocks" in f["notes"]
     f = run_attention_case(params, "naive", TimingPlan(warmup=0, iters=1), False, "cpu").fields
     assert "block_q and block_k not taken by naive" in f["notes"]
+
+
+@pytest.mark.slow
+def test_the_example_kernel_compiles_for_a_v5e_8(tmp_path):
+    """`xlabench compile` of the example suite lowers the user's Pallas kernel through Mosaic for the TPU."""
+    import importlib.util
+
+    if os.environ.get("XLABENCH_NO_LIBTPU") == "1":
+        pytest.skip("XLABENCH_NO_LIBTPU=1: compile-for-TPU tests skipped on purpose")
+    if importlib.util.find_spec("libtpu") is None:
+        pytest.fail("libtpu is not installed (make tpu-compile), or set XLABENCH_NO_LIBTPU=1", pytrace=False)
+    res = _cli("compile", str(EXAMPLE / "suite.yaml"), "--target", "v5e-8", "-k", "seq_len=1024", "--impl", GOOD,
+               "--out", str(tmp_path / "out"), cwd=tmp_path, pythonpath=str(EXAMPLE / "src"))
+    assert res.returncode == 0, res.stdout + res.stderr
+    (row,) = _rows(tmp_path / "out").values()
+    assert row["status"] == "compiled" and row["device_kind"].startswith("TPU v5") and float(row["peak_memory_bytes"]) > 0
