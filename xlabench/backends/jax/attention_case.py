@@ -32,6 +32,8 @@ def output_problem(p: AttentionParams, outs: list[Any], dtype: Any) -> str | Non
     if len(outs) != len(want):
         return f"returned {len(outs)} array(s), expected {len(want)}"
     for name, o, shape in zip(names, outs, want):
+        if not hasattr(o, "shape") or not hasattr(o, "dtype"):
+            return f"{name} is a {type(o).__name__}, not an array"
         if tuple(o.shape) != tuple(shape) or o.dtype != dtype:
             return (f"{name} has shape {tuple(o.shape)} dtype {o.dtype}; expected shape {tuple(shape)} "
                     f"dtype {jnp.dtype(dtype)} ([B, S, H, D] in the input dtype)")

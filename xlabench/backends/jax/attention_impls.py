@@ -163,6 +163,7 @@ REGISTRY: dict[str, JaxAttentionImpl] = {
     "cudnn": JaxAttentionImpl("cudnn", "bshd", cudnn, _cudnn_unsupported),
 }
 
+
 def get(name: str) -> JaxAttentionImpl:
     """A built-in by name, or a user impl (import path / entry point) imported now."""
     if catalog.is_user(name):

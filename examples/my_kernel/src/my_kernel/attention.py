@@ -117,7 +117,10 @@ def blocked_attention(q, k, v, cfg):
 
 
 def _unsupported(params, platform: str):
-    """Why a case cannot run: the blocks must tile both sequences (xlabench skips the row with this)."""
+    """Why a case cannot run (xlabench skips the row with this): written for TPU (Mosaic) and the CPU
+    interpreter, not tried on GPU; the blocks must tile both sequences."""
+    if platform == "gpu":
+        return "my_kernel is written for TPU (Mosaic) and the CPU interpreter; not tried on GPU"
     bq = min(params.block_q or DEFAULT_BLOCK, params.seq_len)
     bk = min(params.block_k or DEFAULT_BLOCK, params.kv_seq_len or params.seq_len)
     if params.seq_len % bq or (params.kv_seq_len or params.seq_len) % bk:
