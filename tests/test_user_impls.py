@@ -328,3 +328,34 @@ def test_the_example_kernel_compiles_for_a_v5e_8(tmp_path):
     assert res.returncode == 0, res.stdout + res.stderr
     (row,) = _rows(tmp_path / "out").values()
     assert row["status"] == "compiled" and row["device_kind"].startswith("TPU v5") and float(row["peak_memory_bytes"]) > 0
+
+
+@pytest.mark.slow
+def test_the_gate_catches_a_redundant_pass_in_a_pull_requests_copy(tmp_path):
+    """The PR's copy visits every key block 16 times (the same softmax, so still correct; measured here
+    2.7x slower at 8 visits): gating it against main's run at the suite's settings fails as a regression."""
+    suite_text = SUITE.format(impls=f'["{GOOD}"]', timeout=300).replace(
+        "measure: {warmup: 0, iters: 2, ", "measure: {warmup: 2, iters: 30, ").replace("seq_len: 64", "seq_len: 128")
+    csvs = {}
+    for side, slow in (("main", False), ("pr", True)):
+        repo = tmp_path / side
+        shutil.copytree(EXAMPLE / "src" / "my_kernel", repo / "my_kernel")
+        (repo / "suite.yaml").write_text(textwrap.dedent(suite_text).lstrip())
+        if slow:
+            src = repo / "my_kernel" / "attention.py"
+            text = src.read_text()
+            for old, new in (("pl.multiple_of(j * block_k, block_k)", "pl.multiple_of((j // 16) * block_k, block_k)"),
+                             ("fori_loop(0, n_blocks, body, init)", "fori_loop(0, n_blocks * 16, body, init)")):
+                assert old in text
+                text = text.replace(old, new)
+            src.write_text(text)
+            res = _cli("gate", "suite.yaml", "--baseline", str(csvs["main"]), "--out", str(repo / "out"), cwd=repo)
+            assert res.returncode == 1, res.stdout + res.stderr
+            assert "regression" in res.stdout.lower(), res.stdout
+            for path in (repo / "out").rglob("*.csv"):  # the run and the gate's confirming re-run
+                if not path.name.endswith(".samples.csv"):
+                    row = next(csv.DictReader(open(path)))
+                    assert row["status"] == "ok" and row["correct"] == "true"  # slower, not wrong
+        else:
+            assert _cli("run", "suite.yaml", "--out", str(repo / "out"), cwd=repo).returncode == 0
+            csvs[side] = next(p for p in (repo / "out").rglob("*.csv") if not p.name.endswith(".samples.csv"))
