@@ -359,3 +359,35 @@ def test_the_gate_catches_a_redundant_pass_in_a_pull_requests_copy(tmp_path):
         else:
             assert _cli("run", "suite.yaml", "--out", str(repo / "out"), cwd=repo).returncode == 0
             csvs[side] = next(p for p in (repo / "out").rglob("*.csv") if not p.name.endswith(".samples.csv"))
+
+
+@pytest.mark.slow
+def test_torch_xla_train_step_takes_a_user_attention(tmp_path):
+    """torch_xla's train step with a user torch function (on 1 and 4 devices: SPMD partitions its ops)
+    and the example's JAX kernel through call_jax (1 device; on 4 it is skipped, saying why)."""
+    if os.environ.get("XLABENCH_NO_TORCH_XLA") == "1":
+        pytest.skip("XLABENCH_NO_TORCH_XLA=1: torch_xla tests skipped on purpose")
+    from xlabench.run import envs
+
+    interp = envs.Interpreters()
+    if interp.missing("torch_xla"):
+        pytest.fail(f"{interp.missing('torch_xla')} (or set XLABENCH_NO_TORCH_XLA=1)", pytrace=False)
+    (tmp_path / "tmod.py").write_text(TORCH_MODULE)
+    (tmp_path / "suite.yaml").write_text(textwrap.dedent(f"""
+        name: txla_user_train
+        workload: train
+        backends: [torch_xla]
+        impls: [naive, "tmod:plain", "{GOOD}"]
+        params: {{model: custom, arch: llama, vocab_size: 256, d_model: 64, num_layers: 1, num_heads: 4,
+                 num_kv_heads: 2, d_ff: 128, seq_len: 32, global_batch: 8, dtype: float32, sharding: dp}}
+        matrix:
+          devices: [1, 4]
+        measure: {{warmup: 0, iters: 2, timeout_s: 600}}
+        """).lstrip())
+    res = _cli("run", "suite.yaml", "--out", str(tmp_path / "out"), "--python-torch-xla",
+               interp.python_for("torch_xla"), cwd=tmp_path, pythonpath=str(EXAMPLE / "src"))
+    (path,) = [p for p in (tmp_path / "out").rglob("*.csv") if not p.name.endswith(".samples.csv")]
+    rows = {(r["impl"], r["devices"]): r for r in csv.DictReader(open(path))}
+    for key in [("naive", "1"), ("tmod:plain", "1"), ("tmod:plain", "4"), (GOOD, "1")]:
+        assert rows[key]["status"] == "ok" and rows[key]["correct"] == "true", (key, rows[key], res.stdout[-2000:])
+    assert rows[(GOOD, "4")]["status"] == "skipped" and "call_jax" in rows[(GOOD, "4")]["error"]

@@ -28,7 +28,10 @@ from xlabench.workloads.attention import kernel_blocks as _blocks
 
 @dataclass(frozen=True)
 class TorchAttentionImpl(AttentionImplRecord):
-    """A torch_xla attention impl (the shared record, nothing added)."""
+    """A torch_xla attention impl: the shared record, and the framework its function is written in
+    (a user impl may be a JAX function, run through call_jax)."""
+
+    framework: str = "torch"
 
 
 _none = no_rule
@@ -189,7 +192,7 @@ def user(name: str) -> TorchAttentionImpl:
         fn = user_impl.check_callable(path, obj, ("q", "k", "v", "cfg"))
     parts = user_impl.attention_parts(path, obj)
     parts["note"] += " (JAX, through call_jax)" if framework == "jax" else ""
-    return TorchAttentionImpl(name, fn=fn, unsupported=_none, **parts)
+    return TorchAttentionImpl(name, fn=fn, unsupported=_none, framework=framework, **parts)
 
 
 def _apply_function(fn_cls: type, q, k, v, cfg: AttnConfig):
