@@ -9,27 +9,36 @@ from rich.table import Table
 
 from xlabench import hardware, results
 from xlabench.cli.common import BadInput, console, examples
+from xlabench import impls as catalog
 from xlabench.impls import BACKENDS
 
 
 @click.command(epilog=examples("xlabench info", "xlabench info --backend torch_xla --devices 8",
-                               "xlabench info --peaks"))
+                               "xlabench info --peaks", "xlabench info --impls"))
 @click.option("--backend", default="jax", show_default=True, type=click.Choice(BACKENDS),
               help="Framework whose view of the machine to show.")
 @click.option("--devices", default=1, show_default=True, type=click.IntRange(min=1),
               help="Virtual CPU devices for the probe.")
 @click.option("--peaks", is_flag=True,
               help="Print the peak table and the compile targets, with sources, instead (no worker is started).")
+@click.option("--impls", "list_impls", is_flag=True,
+              help="List the impls a suite may name, built-in and installed (entry point group "
+                   "xlabench.impls), with their source (no worker is started, nothing is imported).")
 @click.option("--python-torch-xla", "python_torch_xla", default=None, type=click.Path(dir_okay=False),
               help="Python of the torch_xla environment (see `run --help`).")
 @click.option("--remeasure-peak", is_flag=True,
               help="CPU: measure the host's peak afresh (best of 3 tries) and replace the cached one "
                    "(the same as XLABENCH_REMEASURE_PEAK=1 for a run).")
-def info(backend: str, devices: int, peaks: bool, python_torch_xla: Optional[str], remeasure_peak: bool) -> None:
+def info(backend: str, devices: int, peaks: bool, list_impls: bool, python_torch_xla: Optional[str],
+         remeasure_peak: bool) -> None:
     """Platform, devices, framework versions and the peak FLOP/s used for MFU (with its source), as a
-    worker of the backend sees them; --peaks: the tables of known peaks and compile targets."""
+    worker of the backend sees them; --peaks: the tables of known peaks and compile targets; --impls:
+    the impls, built-in and installed."""
     if peaks:
         _print_tables()
+        return
+    if list_impls:
+        _print_impls()
         return
     from xlabench.run import workers
     from xlabench.run.envs import Interpreters
@@ -60,6 +69,22 @@ def info(backend: str, devices: int, peaks: bool, python_torch_xla: Optional[str
     t.add_row("peak source", peak.source)
     if env["platform"] == "cpu":
         t.add_row("note", "CPU: Pallas TPU/GPU kernels run in interpret mode (pipeline check, not kernel speed)")
+    console.print(t)
+
+
+def _print_impls() -> None:
+    """Built-in impls, then installed ones (entry points: read from package metadata, not imported)."""
+    clashes = catalog.entry_point_clashes()
+    if clashes:
+        raise BadInput(clashes[0])
+    t = Table(title="impls (a suite's impls: names these, or an import path package.module:function)")
+    for col in ("name", "backend", "workloads", "source", "what"):
+        t.add_column(col)
+    for i in catalog.CATALOG:
+        t.add_row(i.name, i.backend, ", ".join(i.workloads), "built-in", i.doc)
+    for e in catalog.entry_point_impls().values():
+        t.add_row(e.name, ", ".join(catalog.USER_BACKENDS), ", ".join(catalog.USER_WORKLOADS),
+                  f"{e.dist} (entry point {catalog.ENTRY_POINT_GROUP})", e.target)
     console.print(t)
 
 

@@ -11,3 +11,6 @@ ENV_AUTO = "XLABENCH_DISTRIBUTED_AUTO"
 ENV_INIT_TIMEOUT = "XLABENCH_INIT_TIMEOUT_S"
 # A torch_xla worker of a sharded variant: spmd (user-annotated) or spmd-auto (xlabench/run/envs.py).
 TORCH_XLA_SPMD_VAR = "XLABENCH_TORCH_XLA_SPMD"
+# Folders a worker puts on sys.path before it imports a user impl (module:attr): the directory the run
+# was started in and the suite file's, os.pathsep-joined (xlabench/backends/user_impl.py reads it).
+IMPL_PATH_VAR = "XLABENCH_IMPL_PATH"

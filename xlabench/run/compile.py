@@ -13,6 +13,7 @@ import datetime as dt
 import sys
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable, Optional
 
 from xlabench import hardware, results
@@ -117,7 +118,7 @@ def compile_suite(s: suite_lib.Suite, target_name: str, slices: int = 1, opts: R
         raise CompileError(str(e)) from None
     todo = [c for c in cases if c.case_id not in done]
 
-    pool = workers.WorkerPool(files.log)
+    pool = workers.WorkerPool(files.log, search_path=(str(Path(s.path).resolve().parent),))
     spec = target_spec(target, slices)
     try:
         worker = pool.get("jax", 1, COMPILE_VARIANT)

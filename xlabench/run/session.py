@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Optional
 
+from xlabench import impls as catalog
 from xlabench import results
 from xlabench import suite as suite_lib
 from xlabench.measure import power
@@ -124,7 +125,8 @@ def run_suite(s: suite_lib.Suite, opts: RunOptions = RunOptions(), hooks: RunHoo
     if opts.python_torch_xla and interpreters.missing("torch_xla"):
         raise RunInputError(f"--python-torch-xla: {interpreters.missing('torch_xla')}")
     log = files.log if primary else files.log.with_name(f"{files.csv.stem}.p{dist.process_id}.log")
-    pool = WorkerPool(log, interpreters, dist=dist, local_devices=opts.local_devices)
+    pool = WorkerPool(log, interpreters, dist=dist, local_devices=opts.local_devices,
+                      search_path=(str(Path(s.path).resolve().parent),))
     tally: dict[str, int | None] = {"done": None, "total": None}  # what an interrupt reports
     try:
         with interruptible():
@@ -195,14 +197,20 @@ def open_run(s: suite_lib.Suite, out_dir: str, resume_csv: Optional[str], run_id
     return files, done, run_id
 
 
+def _with_impl_paths(s: suite_lib.Suite, opts: RunOptions) -> suite_lib.Suite:
+    """``--impl package.module:fn`` adds a user impl the suite does not list (other --impl values filter)."""
+    paths = [i for i in opts.only_impls if catalog.is_path(i)]
+    return s.with_user_impls(paths) if paths else s
+
+
 def select_cases(s: suite_lib.Suite, prof: str, opts: RunOptions = RunOptions(),
                  shard_of: tuple[int, int] | None = None) -> list[suite_lib.Case]:
     """The profile's cases that the filters of ``opts`` (``--impl``, ``--backend``, ``-k``), ``--shard``
     and the gate's re-run list leave, with ``--repeats`` and ``--timer`` applied (shared by `run`,
     `compile` and `list`)."""
     try:
-        cases = Filter(opts).apply(s.cases(prof))
-    except OptionError as e:
+        cases = Filter(opts).apply(_with_impl_paths(s, opts).cases(prof))
+    except (OptionError, suite_lib.SuiteError) as e:
         raise RunInputError(str(e)) from None
     if shard_of is not None:
         cases = shard.select(cases, *shard_of)

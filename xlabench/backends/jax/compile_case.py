@@ -12,10 +12,11 @@ import jax
 import jax.numpy as jnp
 from jax.sharding import SingleDeviceSharding
 
+from xlabench.backends import user_impl
 from xlabench.backends.jax import aot
 from xlabench.backends.jax import attention_impls
 from xlabench.backends.jax import paged_impls
-from xlabench.backends.jax.attention_case import skip_reason, step_fn
+from xlabench.backends.jax.attention_case import kernel_flops, skip_reason, step_fn
 from xlabench.backends.jax.common import oom_text
 from xlabench.backends.jax.paged_case import config as paged_config
 from xlabench.workloads import attention as attention_workload
@@ -53,7 +54,7 @@ def _oom(oom: aot.CompileOom, device: Any) -> CompileResult:
 def compile_attention_case(params: dict[str, Any], impl: str, target: TargetSpec) -> CompileResult:
     p = attention_workload.AttentionParams(**params)
     im = attention_impls.get(impl)
-    cfg = p.attn_config(interpret=False)
+    cfg = user_impl.for_impl(im, p.attn_config(interpret=False))[0]
     reason = skip_reason(p, im, cfg, target.platform)
     if reason:
         raise CaseSkipped(reason)
@@ -62,7 +63,7 @@ def compile_attention_case(params: dict[str, Any], impl: str, target: TargetSpec
     args = [jax.ShapeDtypeStruct((b, h, s, d) if swap else (b, s, h, d), dtype)
             for b, s, h, d in attention_workload.input_shapes(p).values()]
     return _one_device(target, step_fn(p, im, cfg), args, p.flops()).with_fields(
-        flops=p.flops(), kernel_flops=p.kernel_flops())
+        flops=p.flops(), kernel_flops=kernel_flops(p, im))
 
 
 def compile_paged_case(params: dict[str, Any], impl: str, target: TargetSpec) -> CompileResult:
