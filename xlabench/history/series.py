@@ -14,6 +14,7 @@ from xlabench.gate.stats import holm
 from xlabench.history import changes as cp
 from xlabench.history.gitlog import GitLog, bare_sha
 from xlabench.history.store import Store
+from xlabench.results.display import varying
 
 GEOMEAN = "geomean"  # the case_id of a suite's geometric-mean series
 
@@ -40,6 +41,7 @@ class Group:
     ordered_by: str = "started"                     # "git" (topological) or "started"
 
     _logs: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
+    _varying: Optional[list[str]] = field(default=None, repr=False)
 
     def log_medians(self, case_id: str) -> np.ndarray:
         """Per run the log of the case's median (nan: no ok row), computed once."""
@@ -83,6 +85,14 @@ class Group:
             weight[have] += wc
         idx = np.flatnonzero(weight > 0)
         return idx, total[idx] / weight[idx]
+
+    def label(self, case_id: str) -> str:
+        """A case for people: backend/impl and the parameters that differ between the group's cases."""
+        if GEOMEAN == case_id:
+            return "suite geometric mean"
+        if self._varying is None:
+            self._varying = varying([c.get("params", {}) for c in self.cases.values()])
+        return case_label(self.cases.get(case_id, {}), self._varying)
 
     def new_commit(self, idx: np.ndarray) -> np.ndarray:
         """For the runs idx, True where a run's commit differs from the previous one's (splits go there)."""
@@ -150,12 +160,11 @@ class Change:
         return asdict(self)
 
 
-def case_label(info: dict[str, Any]) -> str:
-    """impl and the parameters that tell cases apart, short."""
+def case_label(info: dict[str, Any], keys: Optional[list[str]] = None) -> str:
+    """impl and the parameters (``keys``: those that tell the suite's cases apart), short."""
     params = info.get("params", {})
-    keys = ("batch", "seq_len", "global_batch", "model", "sharding", "mode", "causal", "dtype", "head_dim", "num_heads")
-    bits = [f"{k}={params[k]}" for k in keys if k in params]
-    return " ".join([f"{info.get('workload', '?')}/{info.get('impl', '?')}"] + bits)
+    bits = [f"{k}={params[k]}" for k in (keys if keys is not None else list(params)) if k in params]
+    return " ".join([f"{info.get('backend', '?')}/{info.get('impl', '?')}"] + bits)
 
 
 def detect(group: Group, alpha: float = cp.ALPHA, reps: int = cp.BOOTSTRAP) -> list[Change]:
@@ -199,7 +208,7 @@ def _change(group: Group, case_id: str, idx: np.ndarray, bounds: list[int], i: i
     start, k, end = cp.window_of(bounds, i, len(idx), cp.WINDOW)
     size = cp.size(per_run_cases, refs, start, k, end, weights=weights, reps=reps)
     good, bad = group.runs[idx[k - 1]], group.runs[idx[k]]
-    label = "suite geometric mean" if case_id == GEOMEAN else case_label(group.cases.get(case_id, {}))
+    label = group.label(case_id)
     e = group.env
     return Change(e.suite, e.profile, e.device_kind, e.framework_version, case_id, label,
                   good["git_sha"] or "", bad["git_sha"] or "", good["run_id"], bad["run_id"], int(idx[k]),

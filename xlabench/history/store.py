@@ -225,12 +225,19 @@ class Store:
                         [(run.run_id, c.case_id, c.status, c.median_s, json.dumps(c.metrics, default=str),
                           json.dumps(c.samples)) for c in run.cases])
 
-    def clear(self) -> None:
-        """Delete every run (``history rebuild``), in one transaction."""
+    def replace_all(self, runs: Sequence[RunRecord]) -> None:
+        """Make the store hold exactly these runs (``history rebuild``), in one transaction: a rebuild
+        killed midway leaves the old store."""
+        ids = [r.run_id for r in runs]
+        if len(set(ids)) != len(ids):
+            dup = next(i for i in ids if ids.count(i) > 1)
+            raise HistoryError(f"run {dup} is in more than one file: {', '.join(r.source for r in runs if r.run_id == dup)}")
         self._begin()
         try:
             for table in ("results", "cases", "runs"):
                 self.execute(f"DELETE FROM {table}")
+            for r in runs:
+                self._insert(r)
             self.execute("COMMIT")
         except BaseException:
             self._rollback()

@@ -1,0 +1,127 @@
+"""``xlabench history``: record runs in the history store, rebuild it from the run files, list the change
+points of every suite's series, write the static site (the logic is in xlabench/history).
+
+Exit codes: 0 done; 2 bad input (a run file, a corrupt, foreign or newer store, an unreachable server)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Callable, Optional
+
+import click
+from rich.table import Table
+
+from xlabench.cli.common import BadInput, console
+from xlabench.history import changes as cp
+from xlabench.history import ingest, series, store as store_lib
+from xlabench.history.gitlog import GitLog
+from xlabench.history.store import HistoryError
+
+
+def history_option(f: Callable) -> Callable:
+    """--history URL (also on run and gate)."""
+    return click.option("--history", "history_url", default=None, metavar="URL",
+                        help=f"History store: sqlite:///PATH or postgresql://... [default: {store_lib.DEFAULT_URL}]")(f)
+
+
+def open_store(url: Optional[str], create: bool = True) -> store_lib.Store:
+    try:
+        return store_lib.open_store(url or store_lib.DEFAULT_URL, create=create)
+    except HistoryError as e:
+        raise BadInput(str(e)) from None
+
+
+def add_runs(url: Optional[str], paths: list[Path]) -> tuple[int, int]:
+    """Record run files in the store (run --history, gate --history, history add): (added, already there)."""
+    with open_store(url) as s:
+        try:
+            return ingest.add_files(s, ingest.run_files(paths))
+        except HistoryError as e:
+            raise BadInput(str(e)) from None
+
+
+@click.group()
+def history() -> None:
+    """Every run remembered: a store of runs, each case's series over the commits, its change points."""
+
+
+@history.command("add")
+@click.argument("csv_files", nargs=-1, required=True, type=click.Path())
+@history_option
+def add(csv_files: tuple[str, ...], history_url: Optional[str]) -> None:
+    """Record runs (results CSVs with their samples and meta files; a directory: every run under it)."""
+    added, same = add_runs(history_url, [Path(p) for p in csv_files])
+    console.print(f"{added} run(s) added, {same} already recorded ({history_url or store_lib.DEFAULT_URL})")
+
+
+@history.command("rebuild")
+@click.argument("results_dir", type=click.Path(exists=True, file_okay=False))
+@history_option
+def rebuild(results_dir: str, history_url: Optional[str]) -> None:
+    """Recreate the store from the run files under RESULTS_DIR (the run files are the source of truth)."""
+    with open_store(history_url) as s:
+        try:
+            files = ingest.run_files([Path(results_dir)])
+            git = GitLog()
+            records = [ingest.read_run(p, git) for p in files]  # all read before the store is touched
+            s.replace_all(records)
+        except HistoryError as e:
+            raise BadInput(str(e)) from None
+    console.print(f"rebuilt {history_url or store_lib.DEFAULT_URL} from {len(records)} run(s) under {results_dir}")
+
+
+def _detect(s: store_lib.Store, suite: Optional[str], alpha: float) -> tuple[list[series.Group], dict[int, list[series.Change]]]:
+    groups = series.groups(s, suite)
+    return groups, {i: series.detect(g, alpha) for i, g in enumerate(groups)}
+
+
+def _pct(x: float) -> str:
+    return f"{(x - 1) * 100:+.1f}%"
+
+
+@history.command("changes")
+@history_option
+@click.option("--suite", default=None, help="Only this suite.")
+@click.option("--alpha", type=float, default=cp.ALPHA, show_default=True,
+              help="Significance per series (cases: family-wise over a suite's cases, Holm).")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False), default=None,
+              help="Also write every change as JSON (case_id, last_good and first_bad git_sha, ratio, interval, p).")
+def changes_cmd(history_url: Optional[str], suite: Optional[str], alpha: float, json_path: Optional[str]) -> None:
+    """The change points of every suite's series, per case and of the suite's geometric mean, in commit order."""
+    if not 0 < alpha < 1:
+        raise BadInput(f"--alpha {alpha}: expected a number between 0 and 1")
+    with open_store(history_url, create=False) as s:
+        groups, found = _detect(s, suite, alpha)
+    if not groups:
+        raise BadInput(f"{history_url or store_lib.DEFAULT_URL}: no runs" + (f" of suite {suite}" if suite else ""))
+    every = [c for i in range(len(groups)) for c in found[i]]
+    for g, i in zip(groups, range(len(groups))):
+        t = Table(title=f"{g.env.label()}: {len(g.runs)} runs, {len(found[i])} change(s)", title_justify="left")
+        for col in ("case", "last good", "first bad", "change", "95% interval", "p"):
+            t.add_column(col, overflow="fold")
+        for c in found[i]:
+            t.add_row(c.case, c.last_good, c.first_bad, _pct(c.ratio), f"{_pct(c.low)}..{_pct(c.high)}",
+                      f"{c.p_holm:.2g}")
+        console.print(t)
+    if json_path:
+        Path(json_path).parent.mkdir(parents=True, exist_ok=True)
+        Path(json_path).write_text(json.dumps([c.as_json() for c in every], indent=2) + "\n")
+        console.print(f"wrote {len(every)} change(s) to {json_path}")
+
+
+@history.command("html")
+@history_option
+@click.option("-o", "--output", "out_dir", required=True, type=click.Path(file_okay=False),
+              help="Directory of the site (index.html and a page per suite).")
+@click.option("--suite", default=None, help="Only this suite.")
+def html_cmd(history_url: Optional[str], out_dir: str, suite: Optional[str]) -> None:
+    """Write the history as a static site (offline: no script, nothing from a CDN) a CI job can publish."""
+    from xlabench.history import html
+
+    with open_store(history_url, create=False) as s:
+        groups, found = _detect(s, suite, cp.ALPHA)
+        if not groups:
+            raise BadInput(f"{history_url or store_lib.DEFAULT_URL}: no runs" + (f" of suite {suite}" if suite else ""))
+        index = html.write_site(s, groups, found, Path(out_dir))
+    console.print(f"wrote {index} ({len(groups)} suite page(s))")
