@@ -23,6 +23,7 @@ from xlabench import results
 from xlabench.run import interrupts
 from xlabench.gate import report as gate_report
 from xlabench import suite as suite_lib
+from xlabench.cli import history as history_commands
 from xlabench.cli.common import BadInput, console, err_console, load_suite
 from xlabench.worker.timing import TIMERS
 from xlabench.cli.run import run_with_progress
@@ -175,8 +176,9 @@ def _replace_baseline(cmp: gate_lib.Comparison, run_csv: Path, bpath: Path) -> N
 
 @click.command()
 @click.argument("suite_file", type=click.Path())
-@click.option("--baseline", required=True, type=click.Path(dir_okay=False),
-              help="Baseline results CSV (its .samples.csv must sit beside it).")
+@click.option("--baseline", default=None, type=click.Path(dir_okay=False),
+              help="Baseline results CSV (its .samples.csv must sit beside it); without it, --history judges.")
+@history_commands.history_option
 @click.option("--save-baseline", is_flag=True,
               help="Write this run as the baseline: creates it if absent, else replaces it when the gate passes.")
 @click.option("--confirm/--no-confirm", default=True, show_default=True,
@@ -193,7 +195,8 @@ def _replace_baseline(cmp: gate_lib.Comparison, run_csv: Path, bpath: Path) -> N
               help="wallclock | trace (overrides measure.timer; default: trace on TPU/GPU, wallclock on CPU); "
                    "--metric device_median_s needs trace.")
 @_judging_options
-def gate(suite_file: str, baseline: str, save_baseline: bool, confirm: bool, profile: Optional[str],
+def gate(suite_file: str, baseline: Optional[str], history_url: Optional[str], save_baseline: bool, confirm: bool,
+         profile: Optional[str],
          out_dir: str, timeout_s: Optional[float], peak_tflops: Optional[float], only_impls: tuple[str, ...],
          repeats: Optional[int], timer: Optional[str], metric: str, threshold: float, alpha: float, confidence: float,
          min_samples: int, allow_env_mismatch: bool, allow_inconclusive: bool, markdown_path: Optional[str],
@@ -205,12 +208,20 @@ def gate(suite_file: str, baseline: str, save_baseline: bool, confirm: bool, pro
     case; 2 bad input; 3 could not judge: an underpowered case (too few samples, interval beyond the
     threshold) or a suite-wide shift the host's compile times explain (--allow-inconclusive: 0);
     130 / 143 interrupted (no verdict).
+
+    --history URL records the run in the history store and judges it against the recent runs of its
+    suite and environment (a suite-wide change point, or every commit a little slower): alone, that is
+    the verdict; with --baseline, either failing fails the gate.
     """
+    if baseline is None and history_url is None:
+        raise BadInput("gate needs --baseline FILE (pairwise) or --history URL (against the recorded runs)")
+    if history_url:
+        history_commands.open_store(history_url).close()  # a bad store is refused before the run
     try:
         with interrupts.interruptible():
             _gate(suite_file, baseline, save_baseline, confirm, profile, out_dir, timeout_s, peak_tflops, only_impls,
                   repeats, timer, metric, threshold, alpha, confidence, min_samples, allow_env_mismatch,
-                  allow_inconclusive, markdown_path, json_path)
+                  allow_inconclusive, markdown_path, json_path, history_url)
     except interrupts.Interrupted as e:
         err_console.print(interrupted_message(e), markup=False, soft_wrap=True)
         sys.exit(e.exit_code)
@@ -227,13 +238,13 @@ def _gate(suite_file: str, baseline: str, save_baseline: bool, confirm: bool, pr
           out_dir: str, timeout_s: float | None, peak_tflops: float | None, only_impls: tuple[str, ...],
           repeats: int | None, timer: str | None, metric: str, threshold: float, alpha: float, confidence: float,
           min_samples: int, allow_env_mismatch: bool, allow_inconclusive: bool, markdown_path: str | None,
-          json_path: str | None) -> None:
+          json_path: str | None, history_url: str | None = None) -> None:
     """The body of `xlabench gate` (exits with the verdict's code)."""
     s = load_suite(suite_file)
     cfg = _config(metric, threshold, alpha, confidence, min_samples, allow_env_mismatch, allow_inconclusive)
-    bpath = Path(baseline)
+    bpath = Path(baseline) if baseline else None
     base: Optional[gate_lib.RunData] = None
-    if bpath.exists() or not save_baseline:
+    if bpath is not None and (bpath.exists() or not save_baseline):
         if not bpath.exists():
             raise BadInput(f"baseline: {bpath}: no such file (create it with --save-baseline)")
         base = _load(bpath, "baseline")
@@ -255,9 +266,12 @@ def _gate(suite_file: str, baseline: str, save_baseline: bool, confirm: bool, pr
                   repeats=repeats, timer=timer)
     outcome = run_with_progress(s, profile=profile, **run_kw)
     cand = _load(outcome.files.csv, "candidate")
-
+    by_history = (history_commands.judge_run(history_url, outcome.files.csv, alpha, threshold)
+                  if history_url else 0)
+    if bpath is None:  # judged by the history alone
+        sys.exit(max(by_history, 1 if outcome.failed or outcome.wrong else 0))
     if base is None:  # first baseline: nothing to compare with
-        sys.exit(_first_baseline(outcome, bpath, markdown_path, json_path))
+        sys.exit(max(by_history, _first_baseline(outcome, bpath, markdown_path, json_path)))
 
     cmp = _compare(base, cand, cfg)
     cmp = dataclasses.replace(cmp, warnings=notes + ([short] if short else []) + cmp.warnings)
@@ -277,4 +291,4 @@ def _gate(suite_file: str, baseline: str, save_baseline: bool, confirm: bool, pr
     _report(cmp, markdown_path, json_path, "xlabench gate")
     if save_baseline:
         _replace_baseline(cmp, outcome.files.csv, bpath)
-    sys.exit(cmp.exit_code)
+    sys.exit(gate_lib.EXIT_FAIL if by_history else cmp.exit_code)

@@ -41,6 +41,26 @@ def add_runs(url: Optional[str], paths: list[Path]) -> tuple[int, int]:
             raise BadInput(str(e)) from None
 
 
+def judge_run(url: Optional[str], csv_path: Path, alpha: float, threshold: float) -> int:
+    """Record a gate's candidate run and judge it by its history (gate --history): prints what the series
+    says; returns 1 for a suite-wide slowdown (a change point or a creeping trend), else 0."""
+    from xlabench.history import judge
+
+    add_runs(url, [csv_path])
+    with open_store(url) as s:
+        run = ingest.read_run(csv_path, GitLog())
+        group = next(g for g in series.groups(s, run.suite) if any(r["run_id"] == run.run_id for r in g.runs))
+    if group.runs[-1]["run_id"] != run.run_id:  # an older commit re-run: judge the series up to it
+        at = [r["run_id"] for r in group.runs].index(run.run_id)
+        group = series.Group(group.env, group.runs[:at + 1], {c: v[:at + 1] for c, v in group.samples.items()},
+                             group.cases, group.ordered_by)
+        group.samples = {c: v for c, v in group.samples.items() if any(x is not None for x in v)}
+    verdict = judge.judge(group, run.run_id, alpha, threshold)
+    for line in verdict.lines:
+        console.print(f"[bold red]{line}[/]" if verdict.regression else line, soft_wrap=True, markup=True)
+    return 1 if verdict.regression else 0
+
+
 @click.group()
 def history() -> None:
     """Every run remembered: a store of runs, each case's series over the commits, its change points."""

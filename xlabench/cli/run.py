@@ -12,6 +12,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from xlabench import results
+from xlabench.cli import history as history_commands
 from xlabench.cli.common import BadInput, console, err_console, load_suite, warn
 from xlabench.worker.timing import TIMERS
 from xlabench.report import summary
@@ -93,14 +94,21 @@ def list_cases(suite_file: str, profile: Optional[str]) -> None:
               help="Keep each case's profile in DIR/<case_id>/ (.xplane.pb for xprof / TensorBoard, "
                    "perfetto_trace.json.gz for ui.perfetto.dev), listed in the run's meta JSON and linked by "
                    "`xlabench report`; implies --timer trace (JAX).")
-def run(suite_file: str, **options: Any) -> None:
-    """Run a suite: one row per case in results/<suite>/<run-id>.csv, written as each case ends."""
+@history_commands.history_option
+def run(suite_file: str, history_url: Optional[str], **options: Any) -> None:
+    """Run a suite: one row per case in results/<suite>/<run-id>.csv, written as each case ends
+    (--history: then recorded in the history store)."""
+    if history_url:
+        history_commands.open_store(history_url).close()  # a bad store is refused before the run, not after
     try:
         with interruptible():
             outcome = run_with_progress(load_suite(suite_file), **options)
     except Interrupted as e:
         err_console.print(interrupted_message(e, suite_file, options), markup=False, soft_wrap=True)
         sys.exit(e.exit_code)
+    if history_url and outcome.primary:
+        added, _ = history_commands.add_runs(history_url, [outcome.files.csv])
+        console.print(f"history: {'recorded in' if added else 'already in'} {history_url}")
     if outcome.failed or outcome.wrong:
         sys.exit(1)
 

@@ -149,15 +149,24 @@ def _marks(g: Group, idx: np.ndarray, changes: Sequence[Change]) -> tuple[list[i
     return [k for k, _ in ks], [lab for _, lab in ks]
 
 
+def _number(v: Any) -> Optional[float]:
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return None
+    return f if math.isfinite(f) and f > 0 else None
+
+
 def _newest_run_section(g: Group, newest: dict[str, Any], metrics: dict[str, dict[str, Any]], out: Path) -> str:
     """The newest run: its MFU against batch (per impl), its notes and errors, links to its files."""
     by_impl: dict[str, list[tuple[float, float]]] = {}
     for cid, m in metrics.items():
         info = g.cases.get(cid) or {}
         batch = (info.get("params") or {}).get("batch") or (info.get("params") or {}).get("global_batch")
-        if m.get("status") == "ok" and m.get("mfu") is not None and batch:
+        mfu = _number(m.get("mfu"))
+        if m.get("status") == "ok" and mfu is not None and _number(batch):
             by_impl.setdefault(f"{info.get('impl', '?')} {(info.get('params') or {}).get('mode', '')}".strip(), []
-                               ).append((float(batch), float(m["mfu"])))
+                               ).append((float(batch), mfu))
     best: dict[str, dict[float, float]] = {}
     for name, pts in by_impl.items():  # several shapes per batch: the best MFU of each
         for b, v in pts:
