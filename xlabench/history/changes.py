@@ -142,9 +142,13 @@ def window_of(bounds: Sequence[int], i: int, n: int, window: int) -> tuple[int, 
 def run_logs(samples: Sequence[np.ndarray], rng: np.random.Generator, reps: int) -> np.ndarray:
     """(reps, runs) log medians of each run's samples resampled with replacement."""
     out = np.empty((reps, len(samples)))
+    by_len: dict[int, list[int]] = {}
     for j, s in enumerate(samples):
-        s = np.asarray(s, dtype=float)
-        out[:, j] = np.log(np.median(s[rng.integers(0, len(s), (reps, len(s)))], axis=1))
+        by_len.setdefault(len(s), []).append(j)
+    for n, cols in by_len.items():  # runs with as many samples resampled together
+        a = np.array([np.asarray(samples[j], dtype=float) for j in cols])  # (runs, n)
+        pick = rng.integers(0, n, (reps, len(cols), n))
+        out[:, cols] = np.log(np.median(np.take_along_axis(a[None], pick, axis=2), axis=2))
     return out
 
 

@@ -122,14 +122,17 @@ def groups(store: Store, suite: Optional[str] = None, git: Optional[GitLog] = No
         runs = [runs[i] for i in order]
         where = {r["run_id"]: i for i, r in enumerate(runs)}
         samples: dict[str, list[Optional[np.ndarray]]] = {}
+        logs: dict[str, np.ndarray] = {}
         for run_id, case_id, status, median_s, raw in store.results(list(where)):
-            if status != "ok" or median_s is None:
+            if status != "ok" or median_s is None or not median_s > 0:
                 continue
             s = np.asarray(json.loads(raw), dtype=float)
             if not len(s):
                 s = np.array([median_s])
             samples.setdefault(case_id, [None] * len(runs))[where[run_id]] = s
-        out.append(Group(env, runs, samples, {c: case_info.get(c, {}) for c in samples}, how))
+            logs.setdefault(case_id, np.full(len(runs), np.nan))[where[run_id]] = np.log(median_s)
+        # the row's median_s is its samples' median (one place: the run file), not recomputed per run
+        out.append(Group(env, runs, samples, {c: case_info.get(c, {}) for c in samples}, how, _logs=logs))
     return out
 
 
