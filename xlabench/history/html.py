@@ -87,7 +87,7 @@ def line_chart(ys: Sequence[float], width: int, height: int, marks: Sequence[int
 
 
 def scatter_chart(series: dict[str, list[tuple[float, float]]], width: int = 560, height: int = 300,
-                  title: str = "") -> str:
+                  title: str = "", x_label: str = "batch", y_label: str = "MFU") -> str:
     """An SVG chart of y against x (log2 x axis) per named series: the newest run's MFU against batch."""
     colors = ["#1f5fa8", "#d95f02", "#1b9e77", "#7570b3", "#e7298a", "#66a61e", "#e6ab02", "#a6761d"]
     pts = [p for s in series.values() for p in s]
@@ -111,7 +111,8 @@ def scatter_chart(series: dict[str, list[tuple[float, float]]], width: int = 560
         out.append(f'<text x="{width - legend + 6}" y="{pad_t + 12 * i + 8}" style="fill:{c}">{e(name)}</text>')
     for a in sorted({p[0] for p in pts}):
         out.append(f'<text x="{pad_l + w * (math.log2(a) - x0) / (x1 - x0) - 6:.1f}" y="{height - 3}">{e(f"{a:g}")}</text>')
-    out.append("</svg>")
+    out.append(f'<text x="{pad_l + w - 60}" y="{height - 3}">{e(x_label)}</text>'
+               f'<text x="2" y="{pad_t + h // 2}">{e(y_label)}</text></svg>')
     return "".join(out)
 
 
