@@ -8,6 +8,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
+from xlabench.run.envs import ROOT
+
 
 @dataclass(frozen=True)
 class Commit:
@@ -23,13 +25,14 @@ def bare_sha(git_sha: str) -> str:
 
 
 class GitLog:
-    """The commits of a checkout, looked up by (short) sha; empty where there is no git or no checkout."""
+    """The commits of a checkout, looked up by (short) sha; empty where there is no git or no checkout.
+    Default: xlabench's own checkout, whose commit a run's git_sha column records."""
 
     def __init__(self, repo: Optional[Path] = None):
         self._by_prefix: dict[str, Commit] = {}
         try:
             out = subprocess.run(["git", "log", "--all", "--topo-order", "--reverse", "--format=%H%x00%cI%x00%s"],
-                                 cwd=repo or Path.cwd(), capture_output=True, text=True, timeout=60)
+                                 cwd=repo or ROOT, capture_output=True, text=True, timeout=60)
         except (OSError, subprocess.SubprocessError):
             return
         if out.returncode != 0:
