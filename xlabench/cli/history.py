@@ -118,10 +118,13 @@ def changes_cmd(history_url: Optional[str], suite: Optional[str], alpha: float, 
     every = [c for i in range(len(groups)) for c in found[i]]
     for g, i in zip(groups, range(len(groups))):
         t = Table(title=f"{g.env.label()}: {len(g.runs)} runs, {len(found[i])} change(s)", title_justify="left")
-        for col in ("case", "last good", "first bad", "change", "95% interval", "p"):
-            t.add_column(col, overflow="fold")
+        t.add_column("case", overflow="fold", ratio=1)
+        for col in ("last good", "first bad"):
+            t.add_column(col, no_wrap=True)
+        t.add_column("change (95%)", no_wrap=True)
+        t.add_column("p", no_wrap=True)
         for c in found[i]:
-            t.add_row(c.case, c.last_good, c.first_bad, _pct(c.ratio), f"{_pct(c.low)}..{_pct(c.high)}",
+            t.add_row(c.case, c.last_good, c.first_bad, f"{_pct(c.ratio)}\n{_pct(c.low)}..{_pct(c.high)}",
                       f"{c.p_holm:.2g}")
         console.print(t)
     if json_path:
