@@ -158,3 +158,27 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     else:
         print(message, *lines, sep="\n", file=sys.stderr)
     session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+@pytest.fixture(scope="session")
+def postgres_server():
+    """A real PostgreSQL server for the whole session (tests/_postgres.py). Without Debian's binaries the
+    tests that need it skip on a developer's machine and fail in CI (CI installs them: .ci/run)."""
+    import _postgres
+
+    if _postgres.bin_dir() is None:
+        if os.environ.get("CI"):
+            pytest.fail("PostgreSQL binaries not found in CI: .ci/run installs the postgresql package")
+        pytest.skip("PostgreSQL binaries not installed (apt-get install postgresql)")
+    yield from _postgres.server()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def history_url(request, tmp_path: Path) -> str:
+    """A fresh, empty history store: a SQLite file, or a database of its own on the real PostgreSQL server."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'history.sqlite'}"
+    import _postgres
+
+    server = request.getfixturevalue("postgres_server")
+    return _postgres.fresh_database(server, "t_" + format(abs(hash(request.node.nodeid)), "x")[:12])

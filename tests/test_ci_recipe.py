@@ -47,6 +47,10 @@ def _commands(workflow: dict) -> list[tuple[dict, list[str]]]:
 def _parse(argv: list[str]) -> click.Context:
     cmd = main.get_command(click.Context(main), argv[0])
     assert cmd is not None, f"xlabench has no command {argv[0]!r}"
+    if isinstance(cmd, click.Group):  # `xlabench history html ...`: the subcommand parses the rest
+        sub = cmd.get_command(click.Context(cmd), argv[1])
+        assert sub is not None, f"xlabench {argv[0]} has no command {argv[1]!r}"
+        return sub.make_context(argv[1], argv[2:])
     return cmd.make_context(argv[0], argv[1:])  # raises on an unknown option or a bad value
 
 

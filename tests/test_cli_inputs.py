@@ -62,7 +62,8 @@ BAD_STRINGS = {
     "--profile": "gpuu", "--impl": "nosuch", "-k": "nokey=1", "--shard": "3/2", "--target": "v99-8",
     "--format": "gif", "--kind": "nosuch", "--coordinator": "nohostport", "--baseline": "MISSING",
     "--resume": "MISSING", "--python-torch-xla": "MISSING", "--output": "DIR", "-o": "DIR",
-    "--metric": "speed",
+    "--metric": "speed", "--history": "nosuch://store", "--alpha": "2",
+    "--suite": "nosuch",
 }
 # Option types whose bad value follows from the type.
 TYPE_BAD = {click.IntRange: "RANGE", click.FloatRange: "RANGE", click.types.IntParamType: "abc",
@@ -79,13 +80,27 @@ def _args(cmd: str, f: dict[str, Path], tmp_path: Path) -> list[str]:
         "compare": [str(f["run"]), str(f["run"])], "merge": [str(f["run"]), "-o", str(tmp_path / "m.csv")],
         "best": [str(f["run"])], "plot": [str(f["run"])], "report": [str(f["run"])],
         "info": [], "columns": [],
+        **_history_args(cmd, f, tmp_path),
     }.get(cmd, [])  # a command added later: its options are still walked (add its valid arguments here)
+
+
+def _history_args(cmd: str, f: dict[str, Path], tmp_path: Path) -> dict[str, list[str]]:
+    """Valid arguments of the history commands: a store in tmp_path holding the fixture's run."""
+    if not cmd.startswith("history"):
+        return {}
+    url = f"sqlite:///{tmp_path / 'history.sqlite'}"
+    if cmd in ("history changes", "history html"):
+        assert _cli("history", "add", str(f["run"]), "--history", url).exit_code == 0
+    return {"history add": [str(f["run"]), "--history", url], "history rebuild": [str(f["results"]), "--history", url],
+            "history changes": ["--history", url], "history html": ["--history", url, "-o", str(tmp_path / "site")]}
 
 
 def _bad_value(opt: click.Option, f: dict[str, Path]) -> str | None:
     flag = max(opt.opts, key=len)
     if opt.is_flag or opt.name == "help":
         return None
+    if isinstance(opt.type, click.Path) and not opt.type.file_okay:  # a folder option (history html -o): a file
+        return str(f["file"])
     for name in opt.opts:
         if name in BAD_STRINGS:
             v = BAD_STRINGS[name]

@@ -26,6 +26,7 @@ from xlabench import results
 from xlabench.run import interrupts
 from xlabench.gate import report as gate_report
 from xlabench import suite as suite_lib
+from xlabench.cli import history as history_commands
 from xlabench.cli.common import BadInput, console, err_console, examples, load_suite, warn
 from xlabench.cli.options import run_options
 from xlabench.run.options import RunOptions
@@ -182,8 +183,9 @@ def _replace_baseline(cmp: gate_lib.Comparison, run_csv: Path, bpath: Path) -> N
 @click.command(epilog=examples("xlabench gate suites/attention.yaml --baseline baselines/attention.csv --save-baseline",
                                "xlabench gate suites/attention.yaml --baseline baselines/attention.csv -k impl=flash"))
 @click.argument("suite_file", type=click.Path())
-@click.option("--baseline", required=True, type=click.Path(dir_okay=False),
-              help="Baseline results CSV (its .samples.csv must sit beside it).")
+@click.option("--baseline", default=None, type=click.Path(dir_okay=False),
+              help="Baseline results CSV (its .samples.csv must sit beside it); without it, --history judges.")
+@history_commands.history_option
 @click.option("--save-baseline", is_flag=True,
               help="Write this run as the baseline: creates it if absent, else replaces it when the gate passes.")
 @click.option("--confirm/--no-confirm", default=True, show_default=True,
@@ -191,8 +193,8 @@ def _replace_baseline(cmp: gate_lib.Comparison, run_csv: Path, bpath: Path) -> N
 @run_options("profile", "only_impls", "backends", "where", "out_dir", "timeout_s", "peak_tflops", "repeats", "timer",
              profile_help="Suite profile (default: the baseline's, else from the platform).")
 @_judging_options
-def gate(suite_file: str, baseline: str, save_baseline: bool, confirm: bool, run_opts: RunOptions,
-         markdown_path: Optional[str], json_path: Optional[str], **judging: Any) -> None:
+def gate(suite_file: str, baseline: Optional[str], history_url: Optional[str], save_baseline: bool, confirm: bool,
+         run_opts: RunOptions, markdown_path: Optional[str], json_path: Optional[str], **judging: Any) -> None:
     """Run a suite, compare it with a baseline, re-run flagged cases (all of them for a suite-wide
     regression); raises measure.iters for its runs to the samples a case needs to reach significance.
 
@@ -200,11 +202,19 @@ def gate(suite_file: str, baseline: str, save_baseline: bool, confirm: bool, run
     case; 2 bad input; 3 could not judge: an underpowered case (too few samples, interval beyond the
     threshold) or a suite-wide shift the host's compile times explain (--allow-inconclusive: 0);
     130 / 143 interrupted (no verdict).
+
+    --history URL records the run in the history store and judges it against the recent runs of its
+    suite and environment (a suite-wide change point, or every commit a little slower): alone, that is
+    the verdict; with --baseline, either failing fails the gate.
     """
+    if baseline is None and history_url is None:
+        raise BadInput("gate needs --baseline FILE (pairwise) or --history URL (against the recorded runs)")
+    if history_url:
+        history_commands.open_store(history_url).close()  # a bad store is refused before the run
     try:
         with interrupts.interruptible():
             _gate(suite_file, baseline, save_baseline, confirm, run_opts, markdown_path, json_path,
-                  _config(**judging))
+                  _config(**judging), history_url)
     except interrupts.Interrupted as e:
         err_console.print(interrupted_message(e), soft_wrap=True)
         sys.exit(e.exit_code)
@@ -217,14 +227,15 @@ def interrupted_message(e: interrupts.Interrupted) -> str:
     return f"gate interrupted{where}: no verdict, {baseline}; run the gate again"
 
 
-def _gate(suite_file: str, baseline: str, save_baseline: bool, confirm: bool, run_opts: RunOptions,
-          markdown_path: str | None, json_path: str | None, cfg: gate_lib.GateConfig) -> None:
+def _gate(suite_file: str, baseline: Optional[str], save_baseline: bool, confirm: bool, run_opts: RunOptions,
+          markdown_path: str | None, json_path: str | None, cfg: gate_lib.GateConfig,
+          history_url: str | None = None) -> None:
     """The body of `xlabench gate` (exits with the verdict's code)."""
     s = load_suite(suite_file)
-    bpath = Path(baseline)
+    bpath = Path(baseline) if baseline else None
     profile = run_opts.profile
     base: Optional[gate_lib.RunData] = None
-    if bpath.exists() or not save_baseline:
+    if bpath is not None and (bpath.exists() or not save_baseline):
         if not bpath.exists():
             raise BadInput(f"baseline: {bpath}: no such file (create it with --save-baseline)")
         base = _load(bpath, "baseline")
@@ -244,9 +255,12 @@ def _gate(suite_file: str, baseline: str, save_baseline: bool, confirm: bool, ru
         warn(msg)
     outcome = run_with_progress(s, run_opts.replace(profile=profile))
     cand = _load(outcome.files.csv, "candidate")
-
+    by_history = (history_commands.judge_run(history_url, outcome.files.csv, cfg.alpha, cfg.threshold)
+                  if history_url else 0)
+    if bpath is None:  # judged by the history alone
+        sys.exit(max(by_history, 1 if outcome.failed or outcome.wrong else 0))
     if base is None:  # first baseline: nothing to compare with
-        sys.exit(_first_baseline(outcome, bpath, markdown_path, json_path))
+        sys.exit(max(by_history, _first_baseline(outcome, bpath, markdown_path, json_path)))
 
     # Only the cases this run selected (--impl) are judged; a selected case the run lost is missing.
     cmp = _compare(base, cand, cfg, only={c.case_id for c in outcome.cases})
@@ -268,4 +282,4 @@ def _gate(suite_file: str, baseline: str, save_baseline: bool, confirm: bool, ru
     _report(cmp, markdown_path, json_path, "xlabench gate")
     if save_baseline:
         _replace_baseline(cmp, outcome.files.csv, bpath)
-    sys.exit(cmp.exit_code)
+    sys.exit(gate_lib.EXIT_FAIL if by_history else cmp.exit_code)

@@ -16,6 +16,7 @@ import click
 from rich.table import Table
 
 from xlabench import results
+from xlabench.cli import history as history_commands
 from xlabench.cli.common import BadInput, console, err_console, examples, load_suite, status_line, warn
 from xlabench.cli.options import run_options
 from xlabench.run.options import RunOptions, resume_words
@@ -85,10 +86,13 @@ def list_cases(suite_file: str, run_opts: RunOptions, as_json: bool) -> None:
 @run_options("profile", "only_impls", "backends", "where", "out_dir", "resume_csv", "timeout_s", "peak_tflops",
              "repeats", "timer", "shard_spec", "python_torch_xla", "trace_dir", "dry_run",
              "coordinator", "num_processes", "process_id", "local_devices", "init_timeout")
-def run(suite_file: str, run_opts: RunOptions) -> None:
+@history_commands.history_option
+def run(suite_file: str, run_opts: RunOptions, history_url: Optional[str]) -> None:
     """Run a suite: one row per case in results/<suite>/<run-id>.csv, written as each case ends."""
     from xlabench.run.interrupts import Interrupted, interruptible
 
+    if history_url:
+        history_commands.open_store(history_url).close()  # a bad store is refused before the run, not after
     s = load_suite(suite_file)
     if run_opts.dry_run:
         print_plan(s, run_opts)
@@ -99,6 +103,9 @@ def run(suite_file: str, run_opts: RunOptions) -> None:
     except Interrupted as e:
         err_console.print(interrupted_message(e, suite_file, run_opts), soft_wrap=True)
         sys.exit(e.exit_code)
+    if history_url and outcome.primary:
+        added, _ = history_commands.add_runs(history_url, [outcome.files.csv])
+        console.print(f"history: {'recorded in' if added else 'already in'} {history_url}")
     if outcome.failed or outcome.wrong:
         sys.exit(1)
 
