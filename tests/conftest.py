@@ -39,6 +39,23 @@ measure: {warmup: 1, iters: 3, timeout_s: 120}
 """
 
 
+TORCH_XLA_OPT_OUT = "XLABENCH_NO_TORCH_XLA"
+
+
+def require_torch_xla() -> str:
+    """The torch_xla environment's python: a test that needs it skips only when the opt-out is set on
+    purpose, and fails (saying how to build it) when it is missing, never hiding the gap."""
+    from xlabench.run import envs
+
+    if os.environ.get(TORCH_XLA_OPT_OUT) == "1":
+        pytest.skip(f"{TORCH_XLA_OPT_OUT}=1: torch_xla tests skipped on purpose")
+    interp = envs.Interpreters()
+    reason = interp.missing("torch_xla")
+    if reason:
+        pytest.fail(f"{reason} (or set {TORCH_XLA_OPT_OUT}=1 to skip these tests on purpose)", pytrace=False)
+    return interp.python_for("torch_xla")
+
+
 @pytest.fixture
 def write_suite(tmp_path: Path):
     """Write a suite YAML (dedented) into tmp_path and return its path."""

@@ -14,22 +14,14 @@ import pytest
 from click.testing import CliRunner
 
 from _gate_data import case, draw, write_run
+from conftest import TINY_SUITE
 from xlabench.cli import main
 from xlabench.run import session as run_session
 from xlabench.run.options import LIMITS, RunOptions
 
 ROOT = Path(__file__).resolve().parent.parent
 
-SUITE = """
-name: tiny
-workload: attention
-backends: [jax]
-impls: [naive, xla_sdpa]
-params: {num_heads: 2, head_dim: 32, dtype: float32, batch: 1}
-matrix:
-  seq_len: [64, 128]
-measure: {warmup: 1, iters: 3, timeout_s: 120}
-"""
+SUITE = TINY_SUITE  # two impls x two sequence lengths, JAX on CPU
 
 
 def _cli(*args: str) -> Any:

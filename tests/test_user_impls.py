@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, require_torch_xla
 from xlabench import impls as catalog
 from xlabench.suite import SuiteError, load
 
@@ -266,18 +266,12 @@ TORCH_MODULE = textwrap.dedent("""
 def test_torch_xla_takes_torch_functions_autograd_functions_and_jax_kernels(tmp_path):
     """On torch_xla: a torch function, a torch.autograd.Function and the example's JAX Pallas kernel
     (framework = "jax": through call_jax) each agree with the reference; a wrong dtype is a wrong row."""
-    if os.environ.get("XLABENCH_NO_TORCH_XLA") == "1":
-        pytest.skip("XLABENCH_NO_TORCH_XLA=1: torch_xla tests skipped on purpose")
-    from xlabench.run import envs
-
-    interp = envs.Interpreters()
-    if interp.missing("torch_xla"):
-        pytest.fail(f"{interp.missing('torch_xla')} (or set XLABENCH_NO_TORCH_XLA=1)", pytrace=False)
+    python_torch_xla = require_torch_xla()
     (tmp_path / "tmod.py").write_text(TORCH_MODULE)
     impls = ["naive", "tmod:plain", "tmod:AsFunction", GOOD, "tmod:wrong_dtype"]
     suite = tmp_path / "suite.yaml"
     suite.write_text(_suite(tmp_path, impls).read_text().replace("backends: [jax]", "backends: [torch_xla]"))
-    res = _cli("run", str(suite), "--out", str(tmp_path / "out"), "--python-torch-xla", interp.python_for("torch_xla"),
+    res = _cli("run", str(suite), "--out", str(tmp_path / "out"), "--python-torch-xla", python_torch_xla,
                cwd=tmp_path, pythonpath=str(EXAMPLE / "src"))
     rows = _rows(tmp_path / "out")
     for name in impls[:-1]:
@@ -365,13 +359,7 @@ def test_the_gate_catches_a_redundant_pass_in_a_pull_requests_copy(tmp_path):
 def test_torch_xla_train_step_takes_a_user_attention(tmp_path):
     """torch_xla's train step with a user torch function (on 1 and 4 devices: SPMD partitions its ops)
     and the example's JAX kernel through call_jax (1 device; on 4 it is skipped, saying why)."""
-    if os.environ.get("XLABENCH_NO_TORCH_XLA") == "1":
-        pytest.skip("XLABENCH_NO_TORCH_XLA=1: torch_xla tests skipped on purpose")
-    from xlabench.run import envs
-
-    interp = envs.Interpreters()
-    if interp.missing("torch_xla"):
-        pytest.fail(f"{interp.missing('torch_xla')} (or set XLABENCH_NO_TORCH_XLA=1)", pytrace=False)
+    python_torch_xla = require_torch_xla()
     (tmp_path / "tmod.py").write_text(TORCH_MODULE)
     (tmp_path / "suite.yaml").write_text(textwrap.dedent(f"""
         name: txla_user_train
@@ -385,7 +373,7 @@ def test_torch_xla_train_step_takes_a_user_attention(tmp_path):
         measure: {{warmup: 0, iters: 2, timeout_s: 600}}
         """).lstrip())
     res = _cli("run", "suite.yaml", "--out", str(tmp_path / "out"), "--python-torch-xla",
-               interp.python_for("torch_xla"), cwd=tmp_path, pythonpath=str(EXAMPLE / "src"))
+               python_torch_xla, cwd=tmp_path, pythonpath=str(EXAMPLE / "src"))
     (path,) = [p for p in (tmp_path / "out").rglob("*.csv") if not p.name.endswith(".samples.csv")]
     rows = {(r["impl"], r["devices"]): r for r in csv.DictReader(open(path))}
     for key in [("naive", "1"), ("tmod:plain", "1"), ("tmod:plain", "4"), (GOOD, "1")]:
