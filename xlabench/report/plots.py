@@ -110,8 +110,6 @@ def pick_batch(p: pd.DataFrame, modes: Sequence[Any]) -> float:
     return max(common) if common else float(p["global_batch"].astype(float).max())
 
 
-
-
 def sharding_bars(df: pd.DataFrame, global_batch: Optional[float] = None) -> Chart:
     """Train rows at one global batch: MFU bars per sharding mode (hatch per impl), step time on the right."""
     rows = _rows(df, "train", ["global_batch", "mfu"])
@@ -256,66 +254,83 @@ def fit_memory(df: pd.DataFrame) -> Chart:
     chart = Chart("fit", fig)
     any_oom = False
     for ax, (ptitle, p) in zip(axes, facets):
-        top = 0.0
-        for i, (values, s) in enumerate(_series(p, first, extras, orders)):
-            s = s.assign(_x=xs_all[s.index]).sort_values("_x")
-            ys = mem[s.index].to_numpy(dtype=float)
-            xv = s["_x"].to_numpy(dtype=float)
-            gaps += int(np.isnan(ys).sum())
-            fits = (s["status"] == st.COMPILED).to_numpy() & np.isfinite(ys)
-            oom = (s["status"] == st.OOM).to_numpy() & np.isfinite(ys)
-            lab = cd.label(list(values), list(values.values()), named=[c for c in values if c not in first])
-            if not np.isfinite(ys).any():
-                lab += " (no memory figure)"
-            look = style(values[lay["colour_by"]])
-            marker = MARKERS[i % len(MARKERS)] if extras else "o"
-            (line,) = ax.plot(xv, ys, label=lab, marker=marker, markersize=5, linewidth=1.6, color=look.colour,
-                              linestyle=style(values[lay["dash_by"]]).linestyle, markevery=list(np.flatnonzero(fits)))
-            chart.artists[(ptitle, lab)] = line
-            if oom.any():
-                any_oom = True
-                (x_pts,) = ax.plot(xv[oom], ys[oom], linestyle="none", marker="x", markersize=8,
-                                   markeredgewidth=2, color=look.colour, label="_oom")
-                chart.artists[(ptitle, lab + " oom")] = x_pts
-            if np.isfinite(ys).any():
-                top = max(top, float(np.nanmax(ys)))
-        caps = cd.distinct(cd.capacity_gib(p).dropna())
-        top = max([top, *caps]) if caps else top
-        px = [float(v) for v in xs_all[p.index] if np.isfinite(v)]
-        if labels is None and px and max(px) >= 10000:  # five-digit batches an octave apart: smaller labels
-            _log2_x(ax, px, {v: cd.fmt_value("", v) for v in px})
-        else:
-            _log2_x(ax, px, labels)
-        low = float(np.nanmin(mem[p.index])) if mem[p.index].notna().any() else 0.0
-        if caps and top > 4 * max(caps) and low > 0:  # an oom that needs many times the HBM: log2 GiB
-            ax.set_yscale("log", base=2)
-            ax.set_ylim(min(low, *caps) / 1.6, top * 1.6)
-            ax.yaxis.set_major_formatter(lambda v, _: f"{v:g}")  # a callable: a FuncFormatter
-        else:
-            ax.set_ylim(0, top * 1.15 if top > 0 else 1.0)
-        cap_lines = [ax.axhline(c, color=CAPACITY_COLOUR, linewidth=1.2, linestyle="--", label=CAPACITY_LABEL)
-                     for c in caps]
-        for c, cap_line in zip(caps, cap_lines):  # once every line is drawn and the limits set: a free spot
-            chart.artists[(ptitle, f"HBM {c:.2f} GiB")] = cap_line
-            x, ha, va = _free_corner(ax, c, cap_lines)
-            ax.annotate(f"HBM {c:.2f} GiB per device", (x, c), xycoords=("axes fraction", "data"),
-                        xytext=(0, 3 if va == "bottom" else -3), textcoords="offset points", ha=ha, va=va,
-                        fontsize=8, color=CAPACITY_COLOUR)
-        if len(caps) == 1:
-            f = 100.0 / caps[0]
-            sec = ax.secondary_yaxis("right", functions=(lambda v, f=f: v * f, lambda v, f=f: v / f))
-            sec.set_ylabel("HBM (%)")
-            if ax.get_yscale() == "log":
-                sec.yaxis.set_major_formatter(lambda v, _: f"{v:g}")
-        ax.set_title(ptitle, fontsize=10)
-        ax.set_xlabel(lay["xlabel"])
-        ax.set_ylabel("memory per device (GiB)")
-        ax.grid(True, alpha=0.3)
+        top, missing, oomed = _fit_lines(ax, chart, ptitle, p, mem, xs_all, first, extras, orders, lay)
+        gaps += missing
+        any_oom = any_oom or oomed
+        _fit_axes(ax, chart, ptitle, p, mem, xs_all, labels, top, lay)
     if any_oom:  # one legend entry for the x markers of every line, after the lines and the capacity
         axes[0].plot([], [], color="#333333", linestyle="none", marker="x", markersize=8, markeredgewidth=2,
                      label=OOM_LABEL)
     return _finish(chart, rows, lay["what"], gaps, gap_reason="failed or skipped",
                    title=cd.compile_title(rows, lay["what"]))
+
+
+def _fit_lines(ax: Any, chart: Chart, ptitle: str, p: pd.DataFrame, mem: pd.Series, xs_all: pd.Series,
+               first: list[str], extras: list[str], orders: dict[str, list], lay: dict[str, Any]) -> tuple[float, int, bool]:
+    """One fit panel's lines (a marker where the case fits, an x at what an oom case needs): the top
+    memory figure drawn, the points without one (gaps), and whether any case was an oom."""
+    top, gaps, any_oom = 0.0, 0, False
+    for i, (values, s) in enumerate(_series(p, first, extras, orders)):
+        s = s.assign(_x=xs_all[s.index]).sort_values("_x")
+        ys = mem[s.index].to_numpy(dtype=float)
+        xv = s["_x"].to_numpy(dtype=float)
+        gaps += int(np.isnan(ys).sum())
+        fits = (s["status"] == st.COMPILED).to_numpy() & np.isfinite(ys)
+        oom = (s["status"] == st.OOM).to_numpy() & np.isfinite(ys)
+        lab = cd.label(list(values), list(values.values()), named=[c for c in values if c not in first])
+        if not np.isfinite(ys).any():
+            lab += " (no memory figure)"
+        look = style(values[lay["colour_by"]])
+        marker = MARKERS[i % len(MARKERS)] if extras else "o"
+        (line,) = ax.plot(xv, ys, label=lab, marker=marker, markersize=5, linewidth=1.6, color=look.colour,
+                          linestyle=style(values[lay["dash_by"]]).linestyle, markevery=list(np.flatnonzero(fits)))
+        chart.artists[(ptitle, lab)] = line
+        if oom.any():
+            any_oom = True
+            (x_pts,) = ax.plot(xv[oom], ys[oom], linestyle="none", marker="x", markersize=8,
+                               markeredgewidth=2, color=look.colour, label="_oom")
+            chart.artists[(ptitle, lab + " oom")] = x_pts
+        if np.isfinite(ys).any():
+            top = max(top, float(np.nanmax(ys)))
+    return top, gaps, any_oom
+
+
+def _fit_axes(ax: Any, chart: Chart, ptitle: str, p: pd.DataFrame, mem: pd.Series, xs_all: pd.Series,
+              labels: Optional[dict], top: float, lay: dict[str, Any]) -> None:
+    """One fit panel's axes: log2 x, a linear (or, past 4x the HBM, log2) GiB axis, the device's HBM as
+    a dashed line labelled in a free corner, HBM % on the right."""
+    caps = cd.distinct(cd.capacity_gib(p).dropna())
+    top = max([top, *caps]) if caps else top
+    px = [float(v) for v in xs_all[p.index] if np.isfinite(v)]
+    if labels is None and px and max(px) >= 10000:  # five-digit batches an octave apart: smaller labels
+        _log2_x(ax, px, {v: cd.fmt_value("", v) for v in px})
+    else:
+        _log2_x(ax, px, labels)
+    low = float(np.nanmin(mem[p.index])) if mem[p.index].notna().any() else 0.0
+    if caps and top > 4 * max(caps) and low > 0:  # an oom that needs many times the HBM: log2 GiB
+        ax.set_yscale("log", base=2)
+        ax.set_ylim(min(low, *caps) / 1.6, top * 1.6)
+        ax.yaxis.set_major_formatter(lambda v, _: f"{v:g}")  # a callable: a FuncFormatter
+    else:
+        ax.set_ylim(0, top * 1.15 if top > 0 else 1.0)
+    cap_lines = [ax.axhline(c, color=CAPACITY_COLOUR, linewidth=1.2, linestyle="--", label=CAPACITY_LABEL)
+                 for c in caps]
+    for c, cap_line in zip(caps, cap_lines):  # once every line is drawn and the limits set: a free spot
+        chart.artists[(ptitle, f"HBM {c:.2f} GiB")] = cap_line
+        x, ha, va = _free_corner(ax, c, cap_lines)
+        ax.annotate(f"HBM {c:.2f} GiB per device", (x, c), xycoords=("axes fraction", "data"),
+                    xytext=(0, 3 if va == "bottom" else -3), textcoords="offset points", ha=ha, va=va,
+                    fontsize=8, color=CAPACITY_COLOUR)
+    if len(caps) == 1:
+        f = 100.0 / caps[0]
+        sec = ax.secondary_yaxis("right", functions=(lambda v, f=f: v * f, lambda v, f=f: v / f))
+        sec.set_ylabel("HBM (%)")
+        if ax.get_yscale() == "log":
+            sec.yaxis.set_major_formatter(lambda v, _: f"{v:g}")
+    ax.set_title(ptitle, fontsize=10)
+    ax.set_xlabel(lay["xlabel"])
+    ax.set_ylabel("memory per device (GiB)")
+    ax.grid(True, alpha=0.3)
 
 
 # ------------------------------------------------------------------------------------------ registry
