@@ -8,6 +8,7 @@ rich Text, never a tag inside the text.
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import Any, Optional
 
@@ -15,8 +16,9 @@ import click
 from rich.console import Console
 from rich.text import Text
 
-# Piped output (CI logs) gets a wide console instead of rich's 80-column default.
-console = Console(highlight=False, markup=False, width=None if sys.stdout.isatty() else 160)
+# Piped output (CI logs) gets a wide console instead of rich's 80-column default, unless COLUMNS says.
+console = Console(highlight=False, markup=False,
+                  width=None if sys.stdout.isatty() or os.environ.get("COLUMNS") else 160)
 err_console = Console(stderr=True, highlight=False, markup=False)
 
 
