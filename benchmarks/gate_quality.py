@@ -90,7 +90,7 @@ def measure_run(batch: int, warmup: int, iters: int, seed: int) -> list[float]:
 
     from xlabench.backends.jax import attention_impls as impls
     from xlabench.backends.jax.common import compile_timed, measure
-    from xlabench.worker.timing import TimingPlan
+    from xlabench.measure.timing import TimingPlan
     from xlabench.workloads.attention import AttentionParams, make_inputs
 
     p = AttentionParams(batch=batch, **CASE)

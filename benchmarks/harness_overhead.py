@@ -20,7 +20,7 @@ import jax.numpy as jnp
 from xlabench.backends.jax import attention_impls as impls
 from xlabench.backends.jax import trace_timer
 from xlabench.backends.jax.common import compile_timed, measure
-from xlabench.worker.timing import TimingPlan
+from xlabench.measure.timing import TimingPlan
 
 
 def main() -> None:

@@ -14,6 +14,7 @@ from pathlib import Path
 import pandas as pd
 
 from xlabench.report import chartdata as cd
+from xlabench.report import inputs
 from xlabench.report import plots
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -54,9 +55,9 @@ def main() -> None:
     if args.csv:
         csv = Path(args.csv)
     else:
-        found, _ = cd.newest_runs(ROOT / "results" / "gpt2")
+        found = inputs.newest_usable(ROOT / "results" / "gpt2", compiles=False).files
         if not found:
-            raise SystemExit("no run under results/gpt2/: run `xlabench run suites/gpt2.yaml` first")
+            raise SystemExit("no run with an ok row under results/gpt2/: run `xlabench run suites/gpt2.yaml` first")
         csv = found[0]
     df = cd.load([csv])
     files, _ = plots.render(df, IMG / "gpt2", ["png"], ["mfu_batch", "sharding"])

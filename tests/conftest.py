@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
 from pathlib import Path
@@ -20,6 +21,10 @@ ROOT = Path(__file__).resolve().parent.parent
 SESSION_ENV = "XLABENCH_TEST_SESSION"
 SESSION_PID = os.getpid()
 os.environ[SESSION_ENV] = str(SESSION_PID)
+# The host's CPU peak is cached per host (xlabench/measure/host_peak.py): the tests, their CLI runs and
+# workers use a cache of their own, never the user's ~/.cache/xlabench (measured once per test session).
+os.environ["XLABENCH_CACHE_DIR"] = tempfile.mkdtemp(prefix="xlabench-test-cache-")
+os.environ.pop("XLABENCH_REMEASURE_PEAK", None)
 
 TINY_SUITE = """
 name: tiny
@@ -32,6 +37,23 @@ matrix:
   seq_len: [64, 128]
 measure: {warmup: 1, iters: 3, timeout_s: 120}
 """
+
+
+TORCH_XLA_OPT_OUT = "XLABENCH_NO_TORCH_XLA"
+
+
+def require_torch_xla() -> str:
+    """The torch_xla environment's python: a test that needs it skips only when the opt-out is set on
+    purpose, and fails (saying how to build it) when it is missing, never hiding the gap."""
+    from xlabench.run import envs
+
+    if os.environ.get(TORCH_XLA_OPT_OUT) == "1":
+        pytest.skip(f"{TORCH_XLA_OPT_OUT}=1: torch_xla tests skipped on purpose")
+    interp = envs.Interpreters()
+    reason = interp.missing("torch_xla")
+    if reason:
+        pytest.fail(f"{reason} (or set {TORCH_XLA_OPT_OUT}=1 to skip these tests on purpose)", pytrace=False)
+    return interp.python_for("torch_xla")
 
 
 @pytest.fixture

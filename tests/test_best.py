@@ -42,8 +42,14 @@ def _sweep(tmp_path: Path, wrong_fastest: bool = False) -> Path:
     return path
 
 
+def _picks(paths: list[Path]) -> list[best.Pick]:
+    return best.best_configs(cd.load(paths), best.load_samples(paths))
+
+
 def test_best_picks_the_fastest_correct_config_per_shape_with_its_speedup(tmp_path):
-    configs = best.best_configs(cd.load([_sweep(tmp_path, wrong_fastest=True)]))
+    picks = _picks([_sweep(tmp_path, wrong_fastest=True)])
+    assert sorted(p.verdict for p in picks) == [best.DEFAULT_FASTEST, best.WINNER]
+    configs = best.tuned_configs(picks)
     by_seq = {c.shape["seq_len"]: c for c in configs}
     assert sorted(by_seq) == [128, 256] and all(c.impl == "flash" for c in configs)  # naive swept nothing
     assert by_seq[256].params == {"block_q": 64, "block_k": 64}  # not the wrong 32 x 32 row, though faster
@@ -84,7 +90,7 @@ def test_best_command_writes_a_tuned_file_that_a_suite_applies(tmp_path):
 def test_report_has_a_best_configuration_section(tmp_path):
     df = cd.load([_sweep(tmp_path)])
     md = markdown.build(df, [tmp_path / "sweep.csv"], {}, tmp_path / "report.md")
-    assert "## Best configuration per shape" in md and "| flash |" in md
+    assert "## Best configuration per shape" in md and "| flash |" in md and "| winner |" in md
 
 
 def test_bad_tuned_files_and_no_sweep_are_exit_2(tmp_path):
@@ -125,10 +131,51 @@ def test_best_on_a_real_block_size_sweep(tmp_path):
     assert (rows["status"] == "ok").sum() == 3  # block_k 64: a skipped row naming the kernel's constraint
     skipped = rows[rows["status"] == "skipped"]
     assert len(skipped) == 1 and "block_k to be a multiple of 128 (got 64)" in skipped["error"].iloc[0]
+    # flash ran in the CPU interpreter: flagged, and never tuned from
+    res = run_cli("best", str(csv))
+    assert res.returncode == 0, res.stderr
+    assert "interpreted: not tuned" in res.stdout and "CPU interpreter" in res.stdout
     out = tmp_path / "tuned.yaml"
     res = run_cli("best", str(csv), "-o", str(out))
-    assert res.returncode == 0, res.stderr
-    (entry,) = tuned.load(out, "attention")
-    fastest = rows[rows["status"] == "ok"].sort_values("median_s").iloc[0]
-    want = {k: (None if pd.isna(fastest[k]) else int(fastest[k])) for k in ("block_q", "block_k")}
-    assert entry.params == want and entry.shape["seq_len"] == 128
+    assert res.returncode == 2 and "nothing to tune from: interpreted" in res.stderr and not out.exists()
+
+
+# ------------------------------------------------------------- honest winners (issue 20, item 8)
+
+
+def _two_configs(tmp_path: Path, default_s: list[float], tuned_s: list[float], **overrides) -> Path:
+    return write_run(tmp_path / "two.csv", [(case("flash", seq_len=256), np.array(default_s) * 1e-3),
+                                            (case("flash", seq_len=256, block_q=64, block_k=64),
+                                             np.array(tuned_s) * 1e-3)], **overrides)
+
+
+def test_a_faster_median_of_noisy_samples_is_no_significant_winner(tmp_path):
+    """Before: the smaller median of 5 noisy samples 'won' 2.2x and went into the tuned file."""
+    path = _two_configs(tmp_path, [1.0, 2.6, 2.2, 0.9, 2.4], [1.0, 1.1, 0.9, 2.5, 0.95])
+    (pick,) = _picks([path])
+    assert pick.verdict == best.NO_WINNER and pick.shown.params == {"block_q": 64, "block_k": 64}
+    assert pick.test.p_holm > 0.05 and pick.test.ci_low < 0.95  # the interval reaches the default
+    (kept,) = best.tuned_configs([pick])
+    assert kept.params == {"block_q": None, "block_k": None} and kept.speedup_vs_default is None
+    out = tmp_path / "tuned.yaml"
+    res = CliRunner().invoke(main, ["best", str(path), "-o", str(out)])
+    assert res.exit_code == 0, res.output
+    assert "no significant winner" in res.output and "default kept" in res.output
+    assert tuned.load(out, "attention")[0].params == {"block_q": None, "block_k": None}
+    # the same sweep with separated samples: a winner, with its interval
+    clear = _two_configs(tmp_path, [2.0, 2.1, 2.05, 1.95, 2.2, 2.0], [1.0, 1.1, 0.9, 1.05, 0.95, 1.0])
+    (pick,) = _picks([clear])
+    assert pick.verdict == best.WINNER and pick.config.params == {"block_q": 64, "block_k": 64}
+    assert pick.config.speedup_vs_default == pytest.approx(2.0, rel=0.05)
+    headers, rows = best.table_rows([pick])
+    assert rows[0][headers.index("verdict")] == "winner" and "[" in rows[0][headers.index("speedup [95% CI]")]
+
+
+def test_interpreted_rows_are_flagged_and_never_tuned_from(tmp_path):
+    path = _two_configs(tmp_path, [2.0, 2.1, 2.05, 1.95, 2.2, 2.0], [1.0, 1.1, 0.9, 1.05, 0.95, 1.0], interpret=True)
+    (pick,) = _picks([path])
+    assert pick.verdict == best.INTERPRETED and pick.config is None and best.tuned_configs([pick]) == []
+    res = CliRunner().invoke(main, ["best", str(path)])
+    assert res.exit_code == 0 and "interpreted: not tuned" in res.output and "CPU interpreter" in res.output
+    res = CliRunner().invoke(main, ["best", str(path), "-o", str(tmp_path / "t.yaml")])
+    assert res.exit_code == 2 and "nothing to tune from" in res.output and not (tmp_path / "t.yaml").exists()

@@ -8,11 +8,33 @@ from click.testing import CliRunner
 from xlabench.cli import main
 
 
-def test_info_reports_platform_and_peak_source():
-    res = CliRunner().invoke(main, ["info"])
+def test_info_reports_platform_and_the_hosts_cached_peak(tmp_path, monkeypatch):
+    """The peak info prints is the host's cached one (a figure no measurement here would give), per
+    device, with its date and where it is cached; --remeasure-peak replaces it with a measurement."""
+    import datetime as dt
+    import json
+
+    import jax
+    import jaxlib
+
+    from xlabench.measure import host_peak
+
+    monkeypatch.setenv(host_peak.ENV_CACHE_DIR, str(tmp_path))
+    monkeypatch.setenv(host_peak.ENV_REMEASURE, "0")  # and undone after the test (info --remeasure-peak sets it)
+    key = host_peak.host_key(f"jax {jax.__version__} / jaxlib {jaxlib.__version__}")
+    today = dt.datetime.now(dt.timezone.utc).date().isoformat()
+    (tmp_path / host_peak.FILE_NAME).write_text(json.dumps(
+        {"hosts": {key: {"tflops": 123.4, "gbytes_per_s": 5678.0, "measured": today, "tries": 3}}}))
+    res = CliRunner().invoke(main, ["info", "--devices", "2"])
     assert res.exit_code == 0, res.output
-    assert "platform" in res.output and "cpu" in res.output
-    assert "measured on this host" in res.output and "interpret mode" in res.output
+    assert "platform" in res.output and "cpu" in res.output and "interpret mode" in res.output
+    out = " ".join(res.output.split())
+    assert "peak TFLOP/s per device 61.700" in out and "peak GB/s per device 2839.0" in out
+    assert f"best of 3 tries on {today}, cached in" in out and "2 virtual device(s)" in out
+    res = CliRunner().invoke(main, ["info", "--remeasure-peak"])
+    assert res.exit_code == 0, res.output
+    cached = json.loads((tmp_path / host_peak.FILE_NAME).read_text())["hosts"][key]
+    assert cached["tflops"] != 123.4 and f"{cached['tflops']:.3f}" in res.output
 
 
 def test_list_shows_cases_of_picked_profile(write_suite):

@@ -67,7 +67,7 @@ def test_baseline_without_a_measurement_makes_the_case_new(tmp_path, rng):
     cand = write_run(tmp_path / "cand.csv", [(a, draw(rng, 20))])
     cmp = gate.compare(gate.load_run(base), gate.load_run(cand), gate.GateConfig())
     assert cmp.cases[0].verdict == gate.NEW and "baseline status failed" in cmp.cases[0].reason
-    assert cmp.passed
+    assert cmp.exit_code == gate.EXIT_NOTHING and cmp.outcome == "nothing compared"  # the only case: nothing judged
 
 
 def test_parameters_that_disagree_under_one_case_id_are_refused(tmp_path, rng):
@@ -297,3 +297,88 @@ def test_compare_command_env_mismatch_exit_2_then_warning(tmp_path, rng):
 def test_compare_command_bad_options_exit_2(good, args, msg):
     r = _cli("compare", str(good), str(good), *args)
     assert r.exit_code == 2 and msg in r.output, r.output
+
+
+# ------------------------------------------------- judging only what was seen (issue 20, item 1)
+
+
+def _cases(n: int) -> list[dict]:
+    return [case(impl, s, head_dim=h) for impl in ("naive", "xla_sdpa") for s in (64, 128, 256, 512)
+            for h in (16, 32, 64, 128, 256, 512)][:n]
+
+
+def test_runs_of_two_suites_are_refused_by_compare(tmp_path, rng):
+    """Before: `compare attention.csv gpt2.csv` said 'PASSED: 12 new, 96 missing', exit 0."""
+    base = write_run(tmp_path / "a.csv", [(c, draw(rng, 8)) for c in _cases(6)], suite="attention")
+    other = write_run(tmp_path / "g.csv", [(case("naive", 64, head_dim=96), draw(rng, 8))], suite="gpt2")
+    with pytest.raises(gate.GateInputError, match="holds suite.s. attention, candidate .* holds gpt2"):
+        gate.compare(gate.load_run(base), gate.load_run(other), gate.GateConfig())
+    r = _cli("compare", str(base), str(other))
+    assert r.exit_code == 2 and "error:" in r.output and "compare two runs of one suite" in r.output, r.output
+    assert "PASSED" not in r.output and "Traceback" not in r.output
+
+
+def test_a_comparison_in_which_nothing_was_tested_is_exit_2_with_the_counts(tmp_path, rng):
+    base = write_run(tmp_path / "a.csv", [(c, draw(rng, 8)) for c in _cases(3)])
+    cand = write_run(tmp_path / "b.csv", [(case("flash", 64), draw(rng, 8)), (case("splash", 64), None)])
+    cmp = gate.compare(gate.load_run(base), gate.load_run(cand), gate.GateConfig(allow_missing=True))
+    assert cmp.tested == 0 and cmp.exit_code == gate.EXIT_NOTHING and not cmp.passed
+    r = _cli("compare", str(base), str(cand))
+    assert r.exit_code == 2, r.output
+    assert "NOTHING COMPARED: 3 missing, 1 new, 1 skipped" in r.output and "nothing was compared" in r.output
+
+
+def test_cases_missing_from_the_candidate_fail_and_are_listed_unless_allowed(tmp_path, rng):
+    """Before: a 96-case baseline against a candidate holding 6 of them: 'PASSED', exit 0."""
+    cases = _cases(48)
+    base = write_run(tmp_path / "a.csv", [(c, draw(rng, 8)) for c in cases])
+    cand = write_run(tmp_path / "b.csv", [(c, draw(rng, 8)) for c in cases[:6]])
+    cmp = gate.compare(gate.load_run(base), gate.load_run(cand), gate.GateConfig())
+    assert cmp.count(gate.MISSING) == 42 and cmp.count(gate.UNCHANGED) == 6
+    assert cmp.exit_code == gate.EXIT_FAIL and cmp.failed
+    r = _cli("compare", str(base), str(cand))
+    assert r.exit_code == 1, r.output
+    assert "FAILED: 42 missing, 6 unchanged" in r.output
+    assert "missing from the candidate: 42 of the baseline's 48 case(s)" in r.output and "34 more" in r.output
+    r = _cli("compare", str(base), str(cand), "--allow-missing")
+    assert r.exit_code == 0 and "PASSED: 42 missing, 6 unchanged" in r.output, r.output
+    assert "allowed by --allow-missing" in r.output
+
+
+def test_a_regression_the_hosts_own_slowdown_explains_is_confounded(tmp_path, rng):
+    """A/A on a loaded host: every case and the calibration kernel beside it 1.3x slower."""
+    cases = _cases(8)
+    base = gate.load_run(write_run(tmp_path / "a.csv", [(c, draw(rng, 20)) for c in cases], host_calib_s=0.010))
+    loaded = gate.load_run(write_run(tmp_path / "b.csv", [(c, draw(rng, 20, 1.3)) for c in cases],
+                                     host_calib_s=0.013))
+    cmp = gate.compare(base, loaded, gate.GateConfig())
+    assert {c.verdict for c in cmp.cases} == {gate.CONFOUNDED}
+    assert "calibration kernel ran 1.30x as long" in cmp.cases[0].reason
+    assert cmp.suite.verdict == gate.CONFOUNDED and cmp.suite.calib_ratio == pytest.approx(1.3)
+    assert cmp.exit_code == gate.EXIT_UNJUDGED and any("calibration kernel" in w for w in cmp.warnings)
+    assert gate.compare(base, loaded, gate.GateConfig(allow_inconclusive=True)).exit_code == gate.EXIT_PASS
+    # the same slowdown on a host whose speed did not change is a regression
+    same = gate.load_run(write_run(tmp_path / "c.csv", [(c, draw(rng, 20, 1.3)) for c in cases], host_calib_s=0.010))
+    assert {c.verdict for c in gate.compare(base, same, gate.GateConfig()).cases} == {gate.REGRESSION}
+    # and a slowdown well beyond the host's is still one: 1.8x where the host is 1.3x
+    worse = gate.load_run(write_run(tmp_path / "d.csv", [(c, draw(rng, 20, 1.8)) for c in cases], host_calib_s=0.013))
+    cmp = gate.compare(base, worse, gate.GateConfig())
+    assert {c.verdict for c in cmp.cases} == {gate.REGRESSION} and cmp.exit_code == gate.EXIT_FAIL
+
+
+def test_a_rerun_the_hosts_slowdown_explains_stays_could_not_judge(tmp_path, rng):
+    """gate's re-run under a host that slowed down as much: confounded (exit 3), neither confirmed nor passed."""
+    a, b = case("naive"), case("xla_sdpa")
+    base = gate.load_run(write_run(tmp_path / "base.csv", [(a, draw(rng, 20)), (b, draw(rng, 20))], "b",
+                                   host_calib_s=0.01))
+    cand = gate.load_run(write_run(tmp_path / "cand.csv", [(a, draw(rng, 20, 1.5)), (b, draw(rng, 20))], "c",
+                                   host_calib_s=0.01))
+    first = gate.compare(base, cand, gate.GateConfig())
+    assert first.cases[0].verdict == gate.REGRESSION
+
+    def rerun_loaded(ids):
+        return gate.load_run(write_run(tmp_path / "again.csv", [(a, draw(rng, 20, 1.5))], "again", host_calib_s=0.016))
+
+    cmp = gate.confirm(first, base, rerun_loaded, gate.GateConfig())
+    assert cmp.cases[0].verdict == gate.CONFOUNDED and cmp.cases[0].confirmation.verdict == gate.CONFOUNDED
+    assert cmp.exit_code == gate.EXIT_UNJUDGED

@@ -196,3 +196,17 @@ def test_run_warns_and_gate_raises_iterations_to_what_holm_needs(tmp_path):
     assert data["suite"] is None or data["suite"]["n_cases"] == 2
     assert any("raised measure.iters from 2 to 5" in w for w in data["warnings"])
     assert {c["n_cand"] for c in data["cases"]} == {5}
+
+
+def test_gate_judges_only_the_cases_it_ran(real_run, tmp_path):
+    """--impl naive against a baseline of both impls: xla_sdpa was not asked for, so it is not missing."""
+    suite, csv = real_run
+    base = doctor(csv, tmp_path / "baselines" / "tiny.csv", 5.0)
+    js = tmp_path / "v.json"
+    r = _cli("gate", str(suite), "--baseline", str(base), "--out", str(tmp_path / "results"), "--impl", "naive",
+             "--json", str(js))
+    assert r.exit_code == 0, r.output
+    data = json.loads(js.read_text())
+    assert data["counts"]["missing"] == 0 and data["counts"]["improvement"] == 1, r.output
+    rows = results.read_rows(Path(data["candidate"]))
+    assert (pd.to_numeric(rows["host_calib_s"]) > 0).all()  # the calibration kernel timed beside each case

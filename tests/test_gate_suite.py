@@ -238,3 +238,27 @@ def test_validate_warns_when_a_profile_times_too_few_samples():
     assert r.exit_code == 0, r.output
     assert "profile cpu: 5 sample(s) per case" in r.output and "need >= 8 per side" in r.output
     assert "profile tpu" not in r.output  # 20 iterations: enough
+
+
+def test_the_gate_raises_iters_for_the_cases_its_filters_select(write_suite):
+    """Holm runs over the cases the gate compares: -k / --backend / --impl shrink that family, so fewer
+    samples per case are needed (8 cases need 6 per side at alpha 0.05, 2 cases need 5)."""
+    from xlabench import suite
+    from xlabench.gate import session as gate_session
+    from xlabench.run.options import RunOptions
+
+    s = suite.load(write_suite("""
+        name: f
+        workload: attention
+        impls: [naive, xla_sdpa]
+        params: {num_heads: 2, head_dim: 32, batch: 1}
+        matrix: {seq_len: [64, 128, 192, 256]}
+        measure: {iters: 3}
+        """))
+    _, said = gate_session.raise_iters(s, "base", RunOptions(), None, 0.05)
+    assert "from 3 to 6" in said[0] and "8 compared case(s)" in said[0]
+    _, said = gate_session.raise_iters(s, "base", RunOptions(where=(("seq_len", "64"),)), None, 0.05)
+    assert "from 3 to 5" in said[0] and "2 compared case(s)" in said[0]
+    _, said = gate_session.raise_iters(s, "base", RunOptions(backends=("jax",), only_impls=("naive",),
+                                                             where=(("seq_len", "64"),)), None, 0.05)
+    assert "from 3 to 4" in said[0] and "1 compared case(s)" in said[0]

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from xlabench import hardware
-from xlabench.worker.timing import TimingPlan, summarize, time_calls
+from xlabench.measure.timing import TimingPlan, summarize, time_calls
 
 
 @pytest.mark.parametrize("kind,name,tflops", [

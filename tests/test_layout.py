@@ -114,3 +114,41 @@ def test_measure_is_the_bottom_floor():
     for m in mods:
         assert not externals[m] & set(FRAMEWORKS), m
         assert {d for d in every[m] if not d.startswith("xlabench.measure")} == set(), m
+
+
+
+def test_worker_is_imported_only_by_the_process_entry():
+    """The parent talks to workers through measure's messages; only the worker's own modules (and its
+    ``python -m`` entry) import xlabench.worker."""
+    every = _all_imports()
+    offenders = sorted((m, d) for m, deps in every.items() for d in deps
+                       if d.startswith("xlabench.worker") and not m.startswith("xlabench.worker"))
+    assert offenders == []
+
+
+# The floors README's Layout section draws, bottom to top: a package imports only from floors below it.
+FLOORS = (
+    {"measure", "flops"},
+    {"workloads", "results", "hardware", "impls"},
+    {"suite"},
+    {"backends", "run"},
+    {"gate", "worker"},
+    {"report", "history"},  # report.best tunes by the gate's test; history reads runs through the gate's loader
+    {"cli"},
+    {"__main__"},
+)
+
+
+def _package(module: str) -> str:
+    return module.split(".")[1] if module != "xlabench" else ""
+
+
+def test_no_package_imports_up_or_across_the_floors():
+    floor = {p: i for i, ps in enumerate(FLOORS) for p in ps}
+    every = _all_imports()
+    packages = {_package(m) for m in every} - {""}
+    assert packages <= set(floor), f"packages not on a floor: {sorted(packages - set(floor))}"
+    offenders = sorted((m, d) for m, deps in every.items() for d in deps
+                       if _package(m) and _package(d) and _package(d) != _package(m)
+                       and _package(d) in floor and floor[_package(d)] >= floor[_package(m)])
+    assert offenders == []

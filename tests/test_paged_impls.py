@@ -12,8 +12,8 @@ from xlabench import impls as catalog  # noqa: E402
 from xlabench.backends.jax import paged_impls  # noqa: E402
 from xlabench.backends.jax.common import max_normalised_error  # noqa: E402
 from xlabench.backends.jax.paged_case import run_paged_case  # noqa: E402
-from xlabench.worker.timing import TimingPlan  # noqa: E402
-from xlabench.worker.protocol import CaseResult, CaseSkipped  # noqa: E402
+from xlabench.measure.timing import TimingPlan  # noqa: E402
+from xlabench.measure.messages import CaseResult, CaseSkipped  # noqa: E402
 from xlabench.workloads.paged import PagedParams, make_inputs, reference  # noqa: E402
 
 PLAN = TimingPlan(warmup=0, iters=1)

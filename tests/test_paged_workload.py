@@ -182,7 +182,7 @@ def test_suite_file_validates():
 
 def test_paged_result_checks_against_the_reference_and_reports_counts_not_rates():
     """The shared end of a paged case (both backends): the error, the K/V-rounding note, the counts."""
-    from xlabench.worker.timing import TimingPlan, summarize
+    from xlabench.measure.timing import TimingPlan, summarize
     from xlabench.workloads.paged import cached_reference, paged_result
 
     p = PagedParams(**{**BASE, "context_lens": [2, 16, 37, 64]}, q_tokens=2).resolved()

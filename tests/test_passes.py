@@ -11,7 +11,8 @@ import numpy as np
 
 from xlabench import suite
 from xlabench.run import scheduler
-from xlabench.worker.timing import summarize
+from xlabench.measure.messages import CaseResult, RunRequest
+from xlabench.measure.timing import summarize
 
 SUITE = """
 name: passes
@@ -35,12 +36,13 @@ class FakeWorker:
         self.log, self.fail = log, fail
 
     def request(self, msg: dict[str, Any], timeout: float) -> dict[str, Any]:
-        case_id = msg["case"]["case_id"]
+        case_id = RunRequest.from_message(msg).case_id
         self.log.append(case_id)
         if self.log.count(case_id) == self.fail.get(case_id):
             return {"status": "failed", "error": "RuntimeError: boom"}
         samples = [1e-3 * (1 + 0.01 * len(self.log))] * 4
-        return {"status": "ok", "fields": {**summarize(samples), "correct": True}, "samples": samples}
+        result = CaseResult(samples=tuple(samples), stats=summarize(samples), correct=True)
+        return {"status": "ok", "result": result.to_message()}
 
     def alive(self) -> bool:
         return True
@@ -129,3 +131,32 @@ def test_rows_come_back_in_suite_order_though_written_as_they_end(tmp_path):
     last_run = {c: i for i, c in enumerate(pool.log)}
     assert written == sorted(last_run, key=last_run.get)  # each written when its last run ended
     assert written != [c.case_id for c in cases]  # and this run's last pass was not in suite order
+
+
+SWEEP = """
+name: sweep
+workload: attention
+backends: [jax]
+impls: [naive, flash]
+params: {num_heads: 2, head_dim: 32, dtype: float32, batch: 1, seq_len: 128}
+matrix:
+  "block_q,block_k": [[null, null], [64, 64], [128, 128], [32, 32]]
+measure: {warmup: 0, iters: 4, repeats: 1}
+"""
+
+
+def test_a_sweeps_configurations_are_shuffled_in_the_first_pass(tmp_path):
+    """Before: with one repeat the default block sizes (listed first) always ran first (best's 2.15x 'win')."""
+    p = tmp_path / "sweep.yaml"
+    p.write_text(textwrap.dedent(SWEEP).lstrip())
+    cases = suite.load(p).cases()
+    firsts = set()
+    for run_id in ("a", "b", "c", "d", "e", "f", "g", "h"):
+        pool = FakePool()
+        scheduler.run_cases(cases, ListWriter(pool.log), scheduler.RunContext(run_id=run_id, platform="cpu",
+                                                                              git_sha="x"), pool)
+        ran = [next(c for c in cases if c.case_id == i) for i in pool.log]
+        assert sorted(pool.log) == sorted(c.case_id for c in cases)  # every configuration once
+        assert [c.impl for c in ran] == [c.impl for c in cases]  # each sweep keeps its places in the suite
+        firsts.add((ran[0].params["block_q"], ran[4].params["block_q"]))
+    assert len({f[0] for f in firsts}) > 1 and len({f[1] for f in firsts}) > 1  # no configuration always first

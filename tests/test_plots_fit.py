@@ -16,6 +16,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from test_plots_report import table_rows
 
 from xlabench.report import chartdata as cd
+from xlabench.report import inputs
 from xlabench import results
 from xlabench.report import markdown as report
 from xlabench.report import plots
@@ -195,12 +196,12 @@ def test_newest_runs_returns_the_newest_run_and_the_newest_compile_of_a_folder(t
     for n in names:
         shutil.copy(FIX / ("compile_train.csv" if "compile" in n else "train.csv"), suite / n)
     (suite / "20261203-000000-dddd.compile.samples.csv").write_text("run_id,case_id,iteration,seconds\n")
-    found, foreign = cd.newest_runs(tmp_path / "results")
-    assert [p.name for p in found] == ["20261202-000000-bbbb.csv", "20261203-000000-dddd.compile.csv"]
-    assert not foreign
+    found = inputs.newest_usable(tmp_path / "results")
+    assert [p.name for p in found.files] == ["20261202-000000-bbbb.csv", "20261203-000000-dddd.compile.csv"]
+    assert not [n for n in found.notes if n.startswith("skipped")]
     # a newer compile does not hide the run, and a newer run does not hide the compile
     shutil.copy(FIX / "train.csv", suite / "20261204-000000-eeee.csv")
-    assert [p.name for p in cd.newest_runs(tmp_path / "results")[0]] == [
+    assert sorted(p.name for p in inputs.newest_usable(tmp_path / "results").files) == [
         "20261203-000000-dddd.compile.csv", "20261204-000000-eeee.csv"]
 
 

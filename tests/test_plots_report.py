@@ -74,7 +74,8 @@ def test_report_lists_failed_skipped_and_wrong_cases_with_reasons(md):
     section = md.split("## Failed, skipped and wrong cases", 1)[1]
     assert "| failed | flash (interpret) | global_batch=16, sharding=fsdp, mesh=fsdp=8 | XlaRuntimeError: " \
            "RESOURCE_EXHAUSTED: out of memory allocating 1.2GiB |" in section
-    assert section.count("JAX has no public auto-sharding") == 3
+    assert section.count("JAX has no public auto-sharding") == 1  # three skipped rows, one reason: one line
+    assert "| 3 cases skipped | naive | <details><summary>3 case ids</summary>" in section
     assert "| skipped | ragged_paged (interpret) | batch=1, context_lens=fixed:512 |" in section
     assert "| wrong result | paged (interpret) | batch=1, context_lens=fixed:2048 | max_abs_err 0.3 > err_tol 0.01 |" \
            in section
@@ -164,3 +165,17 @@ def test_module_entry_point_reports_bad_input(tmp_path):
                           capture_output=True, text=True, timeout=120, cwd=Path(__file__).parent.parent)
     assert proc.returncode == 2, proc.stderr
     assert "x.csv: no such file" in proc.stderr
+
+
+def test_report_folds_identical_skip_rows_into_one_line_with_the_case_ids_collapsed():
+    """The real CPU attention run: 24 flash cases skipped for GQA, 12 pallas_gpu ones, one line each."""
+    df = cd.load([FIX / "run_attention_cpu.csv"])
+    section = report.problems(df)
+    lines = [line for line in section.splitlines() if line.startswith("| ") and "skipped" in line]
+    assert len(lines) == 2
+    flash = next(line for line in lines if "flash_attention needs num_kv_heads" in line)
+    assert flash.startswith("| 24 cases skipped | flash (interpret) | <details><summary>24 case ids</summary>")
+    skipped = df[(df["status"] == "skipped") & (df["impl"] == "flash")]
+    assert len(skipped) == 24 and all(f"`{c}`" in flash for c in skipped["case_id"])
+    assert "</details> | Pallas TPU flash_attention needs num_kv_heads == num_heads" in flash
+    assert "| 12 cases skipped | pallas_gpu (interpret) |" in section

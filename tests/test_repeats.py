@@ -6,10 +6,10 @@ import json
 
 import pytest
 
-from xlabench.worker.timing import TimingPlan, case_result, summarize
+from xlabench.measure.timing import TimingPlan, case_result, summarize
 from xlabench.run import repeats
 from xlabench.run.metrics import derive
-from xlabench.worker.protocol import CaseResult
+from xlabench.measure.messages import PROTOCOL_VERSION, CaseResult, ProtocolError
 
 ENV = {"platform": "cpu", "device_kind": "cpu", "device_count": 1}
 
@@ -53,7 +53,8 @@ def test_a_single_reply_is_unchanged():
 
 def test_case_result_crosses_the_worker_pipe_unchanged():
     r = _reply([1.0, 2.0, 4.0], err=0.5, tokens=64).replace(tokens_global=True, lower_s=0.25)
-    msg = json.loads(json.dumps({"status": "ok", **r.to_message()}))
+    msg = json.loads(json.dumps(r.to_message()))
+    assert msg["type"] == "CaseResult" and msg["version"] == PROTOCOL_VERSION
     back = CaseResult.from_message(msg)
     assert back == r
     assert list(back.fields) == ["n", "median_s", "mean_s", "min_s", "p10_s", "p90_s", "stdev_s", "cv", "timer",
@@ -61,7 +62,17 @@ def test_case_result_crosses_the_worker_pipe_unchanged():
                                  "err_tol", "correct", "notes"]
 
 
-def test_a_bare_message_still_reads():
-    """What fake workers in tests send: stats and correct only."""
-    back = CaseResult.from_message({"status": "ok", "fields": {**summarize([1.0]), "correct": True}, "samples": [1.0]})
-    assert back.correct is True and back.stats["median_s"] == 1.0 and back.tokens_per_step is None
+def test_a_reply_with_an_unknown_or_missing_field_or_another_version_is_an_error_naming_it():
+    msg = json.loads(json.dumps(_reply([1.0, 2.0]).to_message()))
+    with pytest.raises(ProtocolError, match="unknown field.*flops_per_s"):
+        CaseResult.from_message({**msg, "flops_per_s": 1.0})
+    with pytest.raises(ProtocolError, match="missing field.*samples"):
+        CaseResult.from_message({k: v for k, v in msg.items() if k != "samples"})
+    with pytest.raises(ProtocolError, match="stats lack.*p90_s"):
+        CaseResult.from_message({**msg, "stats": {k: v for k, v in msg["stats"].items() if k != "p90_s"}})
+    with pytest.raises(ProtocolError, match="protocol version 0"):
+        CaseResult.from_message({**msg, "version": 0})
+    with pytest.raises(ProtocolError, match="is a 'CompileResult'"):
+        CaseResult.from_message({**msg, "type": "CompileResult"})
+
+

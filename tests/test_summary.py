@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import io
 import math
+from pathlib import Path
 
 import numpy as np
+import pytest
 from rich.console import Console
 
 from xlabench import results
@@ -59,10 +61,11 @@ def test_table_holds_ok_failed_and_wrong_rows_only():
     assert s.table is not None and s.table.row_count == 5
     text = _text(s.table)
     assert "skipped" not in text and "torch_xla" not in text
-    assert "WRONG RESULT" in text and "interpret" in text and "RuntimeError: boom" in text
-    assert "250.000" in text and "40.00" in text  # median ms, MFU %
-    headers = [c.header for c in s.table.columns]
-    assert "global_batch" in headers and "sharding" not in headers  # only the varying params are columns
+    assert "WRONG RESULT" in text and "flash*" in text and "RuntimeError: boom" in text  # * : interpreted
+    assert " 250 " in text and " 40.0" in text  # median ms, MFU % (three digits)
+    headers = [str(c.header) for c in s.table.columns]
+    assert "global\nbatch" in headers and not any("sharding" in h for h in headers)  # varying params only
+    assert "sharding=fsdp" in s.fixed_line() and "backend=jax" in s.fixed_line()  # the rest: one line
 
 
 def test_all_skipped_gives_no_table():
@@ -94,3 +97,82 @@ def test_fmt_number():
     assert results.fmt_number(0.25, ".3f", 1e3) == "250.000"
     assert results.fmt_number("1.5", ".2f") == "1.50"
     assert results.fmt_number(None, ".2f") == results.fmt_number(math.nan, ".2f") == results.fmt_number("", "g") == ""
+
+
+# ------------------------------------------------------------------------- 80 columns, real runs' rows
+
+FIX = Path(__file__).parent / "fixtures"
+
+
+def _real(name: str) -> summary.Summary:
+    """The summary `xlabench run` printed for a real CPU run (its CSV kept as a fixture)."""
+    df = results.read_rows(FIX / name)
+    rows = [{k: (None if v != v else v) for k, v in r.items()} for r in df.to_dict("records")]
+    params = [{k: r[k] for k in results.CASE_COLUMN_NAMES if k in r and k != "workload"} for r in rows]
+    return summary.build(rows, params)
+
+
+def _render(renderable, width: int) -> list[str]:
+    console = Console(width=width, record=True, file=io.StringIO())
+    console.print(renderable)
+    return [line.rstrip() for line in console.export_text().splitlines()]
+
+
+@pytest.mark.parametrize("name", ["run_gpt2_cpu.csv", "train.csv", "run_paged_cpu.csv", "run_attention_cpu.csv"])
+def test_summary_fits_80_columns_with_no_cell_wrapped(name):
+    s = _real(name)
+    lines = _render(s, 80)
+    assert max(len(line) for line in lines) <= 80
+    table = s.table_for(80)
+    # The same table with all the room it wants renders the same lines: no cell was wrapped or cut.
+    assert _render(table, 80) == _render(table, 400)
+    # only a failure's note may be cut (with an ellipsis), never a number or a parameter
+    assert all("failed: " in line for line in _render(table, 80) if "…" in line)
+    headers = [str(c.header) for c in table.columns]
+    assert "ms" in headers and ("spread" in headers or name == "train.csv")  # hand-made rows: no quantiles
+    assert lines[0].startswith("fixed: ")
+
+
+def test_constant_parameters_go_to_the_fixed_line_and_kv_seq_len_equal_to_seq_len_is_hidden():
+    s = _real("run_attention_cpu.csv")
+    headers = [str(c.header).replace("\n", "_") for c in s.table.columns]
+    assert "kv_seq_len" not in headers and "seq_len" in headers
+    fixed = s.fixed_line()
+    assert "kv_seq_len=seq_len" in fixed and "dtype=float32" in fixed and "head_dim=64" in fixed
+    assert not any(h in headers for h in ("dtype", "head_dim", "num_heads"))
+    assert "mode" in headers and "causal" in headers  # varying: kept
+
+
+def test_paged_at_80_columns_gives_up_the_flop_columns_and_says_so():
+    s = _real("run_paged_cpu.csv")
+    t80 = s.table_for(80)
+    headers = [str(c.header) for c in t80.columns]
+    assert "GB/s" in headers and "MBU %" in headers and "TFLOP/s" not in headers
+    assert "not shown at 80 columns: TFLOP/s, MFU %" in str(t80.caption)
+    assert "TFLOP/s" in [str(c.header) for c in s.table_for(200).columns]  # room enough: all of them
+    # a parameter that follows others (total_pages from batch, context and page size) is no column
+    assert not any("pages" in h and "total" in h for h in headers)
+
+
+def test_spread_is_p10_to_p90_over_the_median():
+    assert summary.spread({"p10_s": 0.9, "p90_s": 1.35, "median_s": 1.0}) == "45%"
+    assert summary.spread({"p10_s": None, "p90_s": 1.0, "median_s": 1.0}) == ""
+
+
+def test_rows_are_grouped_by_backend_under_a_backend_line():
+    rows = [_row("jax", "naive", 8), _row("torch_xla", "naive", 8), _row("jax", "naive", 16),
+            _row("torch_xla", "naive", 16)]
+    s = summary.build(rows, [{"global_batch": r["global_batch"]} for r in rows])
+    lines = _render(s, 80)
+    body = [line.split()[:2] for line in lines if line.strip()]
+    assert ["jax:"] in body and ["torch_xla:"] in body
+    jax, tx = body.index(["jax:"]), body.index(["torch_xla:"])
+    assert body[jax + 1:jax + 3] == [["naive", "8"], ["naive", "16"]] and body[tx + 1:tx + 3] == [["naive", "8"], ["naive", "16"]]
+
+
+def test_a_long_failure_note_is_clipped_never_wrapped():
+    rows = [_row("jax", "naive", 8), _row("jax", "flash", 8, "failed", error="XlaRuntimeError: " + "x " * 60)]
+    s = summary.build(rows, [{"global_batch": 8}])
+    lines = _render(s, 80)
+    assert max(len(line) for line in lines) <= 80
+    assert sum("failed: XlaRuntimeError" in line for line in lines) == 1 and any("…" in line for line in lines)

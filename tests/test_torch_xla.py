@@ -22,7 +22,7 @@ from xlabench import impls, results
 from xlabench.run import envs
 from xlabench.workloads.attention import AttentionParams
 
-from conftest import ROOT, run_cli
+from conftest import ROOT, require_torch_xla, run_cli
 
 pytestmark = pytest.mark.slow
 
@@ -46,13 +46,7 @@ measure: {warmup: 1, iters: 3, timeout_s: 300}
 
 @pytest.fixture(scope="module")
 def torch_xla_python() -> str:
-    if os.environ.get(OPT_OUT) == "1":
-        pytest.skip(f"{OPT_OUT}=1: torch_xla tests skipped on purpose")
-    interp = envs.Interpreters()
-    reason = interp.missing("torch_xla")
-    if reason:
-        pytest.fail(f"{reason} (or set {OPT_OUT}=1 to skip these tests on purpose)", pytrace=False)
-    return interp.python_for("torch_xla")
+    return require_torch_xla()
 
 
 # Decode (1 new token) and 4 new tokens, ragged lengths, GQA, float32.
@@ -212,7 +206,7 @@ def test_recompilation_while_timing_and_wrong_kernels_are_flagged(torch_xla_pyth
         import xlabench.backends.torch_xla as backend
         import torch
         from xlabench.backends.torch_xla import attention_impls as ai
-        from xlabench.worker.timing import TimingPlan
+        from xlabench.measure.timing import TimingPlan
         run = backend.runner_for("attention")
         params = dict(batch=1, num_heads=2, seq_len=64, head_dim=32, dtype="float32")
         plan = TimingPlan(warmup=1, iters=3)

@@ -16,8 +16,8 @@ from xlabench import results
 from xlabench.gate.config import METRICS
 from xlabench.run import repeats
 from xlabench.run.metrics import derive
-from xlabench.worker.protocol import CaseResult
-from xlabench.worker.timing import TimingPlan, case_result, summarize
+from xlabench.measure.messages import CaseResult
+from xlabench.measure.timing import TimingPlan, case_result, summarize
 
 ENV = {"platform": "cpu", "device_kind": "cpu", "device_count": 1}
 TINY = dict(batch=1, num_heads=2, seq_len=128, head_dim=32, dtype="float32", causal=False, mode="fwd")
@@ -68,7 +68,7 @@ def test_no_events_of_the_executable_is_an_error_naming_it():
 def _reply(samples, device=()):
     r = case_result(summarize(samples), list(samples), TimingPlan(), None, 1.0, None, 0.0, 1.0, "")
     if device:
-        from xlabench.worker.timing import device_summary
+        from xlabench.measure.timing import device_summary
         r = r.replace(timer="trace", device_samples=tuple(device), device_stats=device_summary(device))
     return r
 
@@ -84,12 +84,12 @@ def test_device_samples_pool_cross_the_pipe_and_give_host_overhead():
     assert out.device_samples == (1.0,) * 3 + (2.0,) * 3 and out.fields["device_median_s"] == 1.5
     assert derive(out, ENV, 1, None)["host_overhead"] == pytest.approx(3.0 / 1.5)
     assert "host_overhead" not in derive(_reply([1.0]), ENV, 1, None)
-    back = CaseResult.from_message(json.loads(json.dumps({"status": "ok", **a.to_message()})))
+    back = CaseResult.from_message(json.loads(json.dumps(a.to_message())))
     assert back == a
 
 
 def test_with_timer_records_a_failed_trace_as_a_note_not_a_zero():
-    from xlabench.worker.timing import with_timer
+    from xlabench.measure.timing import with_timer
 
     r = with_timer(_reply([1.0]), TimingPlan(timer="trace"), "no profiler events of the executable jit_f")
     assert r.fields["timer"] == "trace" and "device_median_s" not in r.fields
@@ -194,7 +194,7 @@ def test_bad_timer_option_is_exit_2(write_suite):
 
 
 def test_device_time_above_wallclock_is_said_in_the_notes():
-    from xlabench.worker.timing import with_timer
+    from xlabench.measure.timing import with_timer
 
     r = with_timer(_reply([1.0, 1.0]), TimingPlan(timer="trace"), (2.0, 2.0))
     assert r.fields["device_median_s"] == 2.0 and "device_median_s above median_s" in r.notes

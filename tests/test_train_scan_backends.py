@@ -7,14 +7,13 @@ skips on purpose).
 from __future__ import annotations
 
 import json
-import os
 import textwrap
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from conftest import run_cli
+from conftest import require_torch_xla, run_cli
 from xlabench import results
 from xlabench.run import envs
 
@@ -36,17 +35,12 @@ measure: {warmup: 0, iters: 2, timeout_s: 600}
 
 @pytest.fixture(scope="module")
 def rows(tmp_path_factory) -> object:
-    if os.environ.get("XLABENCH_NO_TORCH_XLA") == "1":
-        pytest.skip("XLABENCH_NO_TORCH_XLA=1: torch_xla tests skipped on purpose")
-    interp = envs.Interpreters()
-    reason = interp.missing("torch_xla")
-    if reason:
-        pytest.fail(f"{reason} (or set XLABENCH_NO_TORCH_XLA=1 to skip these tests on purpose)", pytrace=False)
+    python_torch_xla = require_torch_xla()
     tmp: Path = tmp_path_factory.mktemp("scan_backends")
     suite = tmp / "suite.yaml"
     suite.write_text(textwrap.dedent(SUITE).lstrip())
     proc = run_cli("run", str(suite), "--out", str(tmp / "res"),
-                   env={envs.TORCH_XLA_ENV_VAR: interp.python_for("torch_xla")})
+                   env={envs.TORCH_XLA_ENV_VAR: python_torch_xla})
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     csv = next(p for p in (tmp / "res").glob("*/*.csv") if not p.name.endswith(".samples.csv"))
     return results.read_rows(csv)

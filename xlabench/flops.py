@@ -5,10 +5,29 @@ A multiply-add counts as 2 FLOPs. Softmax, masking and scaling are not counted (
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Sequence
+from typing import Protocol, Sequence
 
-if TYPE_CHECKING:  # the train formulas read a model shape (a type only: flops.py imports nothing of xlabench)
-    from xlabench.workloads.model_presets import ModelConfig
+
+class ModelShape(Protocol):
+    """What the train formulas read of a model (workloads.model_presets.ModelConfig has it): flops.py
+    stays on the bottom floor, importing nothing of xlabench."""
+
+    @property
+    def d_model(self) -> int: ...
+    @property
+    def num_heads(self) -> int: ...
+    @property
+    def num_kv_heads(self) -> int: ...
+    @property
+    def head_dim(self) -> int: ...
+    @property
+    def d_ff(self) -> int: ...
+    @property
+    def num_layers(self) -> int: ...
+    @property
+    def vocab_size(self) -> int: ...
+    @property
+    def glu(self) -> bool: ...
 
 
 def causal_visible_keys(seq_len: int, kv_seq_len: int) -> float:
@@ -85,7 +104,7 @@ def paged_decode_bytes(lengths: Sequence[int], page_size: int, num_kv_heads: int
 TRAIN_FACTOR = 3.0
 
 
-def train_matmul_flops_per_token(cfg: "ModelConfig") -> float:
+def train_matmul_flops_per_token(cfg: ModelShape) -> float:
     """Forward FLOPs per token of the weight matmuls: QKV, attention output, MLP, unembedding.
 
     2 FLOPs per weight per token; biases, norms, the embedding lookup and the optimizer are not counted.
@@ -97,7 +116,7 @@ def train_matmul_flops_per_token(cfg: "ModelConfig") -> float:
     return 2.0 * (cfg.num_layers * (qkv + out + mlp) + d * cfg.vocab_size)
 
 
-def train_step_flops(cfg: "ModelConfig", global_batch: int, seq_len: int, causal: bool = True) -> float:
+def train_step_flops(cfg: ModelShape, global_batch: int, seq_len: int, causal: bool = True) -> float:
     """Model FLOPs of one training step, all devices (MaxText ``calculate_tflops_training_per_device``
     times the device count): 3 x tokens x (weight matmuls + attention ``4 * S_eff * Hq * D`` per layer).
 
@@ -110,7 +129,7 @@ def train_step_flops(cfg: "ModelConfig", global_batch: int, seq_len: int, causal
     return TRAIN_FACTOR * global_batch * seq_len * (train_matmul_flops_per_token(cfg) + attn)
 
 
-def train_step_flops_palm(cfg: "ModelConfig", global_batch: int, seq_len: int, matmul_params: int) -> float:
+def train_step_flops_palm(cfg: ModelShape, global_batch: int, seq_len: int, matmul_params: int) -> float:
     """PaLM (Chowdhery et al. 2022, appendix B): ``(6N + 12 L H Q T)`` per token, times the tokens.
 
     N = ``matmul_params``: the parameters that take part in a matmul (the model counts them:

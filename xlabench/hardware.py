@@ -2,7 +2,8 @@
 
 Figures are per *chip* from the vendors' documents; where one chip shows up as two framework devices
 (TPU v2, v3, v7) the per-device peak is half. CPU has no datasheet figure: it is measured (a float32
-matmul) in the worker and labelled as measured.
+matmul) in the worker, once per host as the best of several tries and cached with its date
+(measure/host_peak.py), and labelled as measured, with the date and whether it came from the cache.
 """
 
 from __future__ import annotations
@@ -68,8 +69,9 @@ class DevicePeak:
 
 def device_peak(platform: str, device_kind: str, measured_cpu_tflops: float | None = None,
                 measured_cpu_gbytes_per_s: float | None = None, device_count: int = 1,
-                override_tflops: float | None = None) -> DevicePeak:
-    """Resolve the per-device peak: an override wins, then the table, then (CPU) a measurement."""
+                override_tflops: float | None = None, measured_note: str | None = None) -> DevicePeak:
+    """Resolve the per-device peak: an override wins, then the table, then (CPU) a measurement
+    (``measured_note``: when and how it was measured, e.g. 'best of 3 tries on 2026-12-04, cached in ...')."""
     entry = lookup(device_kind)
     gbps = entry.gbytes_per_s_per_device if entry else None
     if override_tflops is not None:
@@ -79,8 +81,9 @@ def device_peak(platform: str, device_kind: str, measured_cpu_tflops: float | No
     if platform == "cpu" and measured_cpu_tflops:
         n = max(device_count, 1)
         gb = measured_cpu_gbytes_per_s / n if measured_cpu_gbytes_per_s else None
+        when = f" ({measured_note})" if measured_note else ""
         return DevicePeak(measured_cpu_tflops / n, gb,
-                          f"measured on this host: float32 matmul (FLOP/s) and streaming copy (GB/s), "
+                          f"measured on this host: float32 matmul (FLOP/s) and streaming copy (GB/s){when}, "
                           f"host total / {n} virtual device(s)")
     return DevicePeak(None, None, f"unknown device kind {device_kind!r}: pass --peak-tflops for MFU")
 

@@ -1,5 +1,8 @@
 """The ``xlabench`` command: one module per command group parses, calls the library, prints and picks
 the exit code. No logic and no framework imports here; no library module imports from xlabench.cli.
+The run options are declared once (options.py). Command modules import pandas, scipy and matplotlib
+inside the commands that need them, so `--help`, `list`, `validate` and `info --peaks` start fast
+(tests/test_startup.py).
 
 Exit codes: 0 success; 1 a case failed or gave a wrong result (run), a confirmed regression (compare,
 gate); 2 bad input (suite file, CSV, option); 3 the gate could not judge; 130 / 143 interrupted by

@@ -1,5 +1,5 @@
-"""`xlabench best`: the fastest correct kernel configuration per impl and shape of a block-size sweep,
-printed, and written as a tuned file a later suite applies with `tuned: FILE`."""
+"""`xlabench best`: per impl and shape of a block-size sweep, the configuration that significantly beats the
+kernel's default, printed, and written as a tuned file a later suite applies with `tuned: FILE`."""
 
 from __future__ import annotations
 
@@ -10,39 +10,61 @@ import click
 from rich.table import Table
 
 from xlabench import results
-from xlabench.cli.common import BadInput, console
-from xlabench.report import best as best_lib
-from xlabench.report import chartdata as cd
-from xlabench.suite import tuned
+from xlabench.cli.common import BadInput, console, examples
+from xlabench.report import inputs as inputs_lib
 
 
-@click.command()
+@click.command(epilog=examples("xlabench best results/attention/", "xlabench best results/attention/*.csv -o tuned.yaml"))
 @click.argument("csv_files", nargs=-1, required=True, type=click.Path())
 @click.option("-o", "--output", default=None, type=click.Path(dir_okay=False),
               help="Write the best configurations as YAML (use it in a suite as `tuned: FILE`).")
 def best(csv_files: tuple[str, ...], output: Optional[str]) -> None:
-    """Best block sizes per impl and shape: the fastest ok, correct row of each sweep (>= 2 configurations),
-    with its speedup over the kernel's default (the row with block sizes unset)."""
+    """Best block sizes per impl and shape: the fastest ok, correct configuration of each sweep (>= 2
+    configurations) that beats the kernel's default (block sizes unset) by the gate's test on the raw
+    samples; else "no significant winner" (the default is kept). Interpreted rows are never tuned from."""
+    from xlabench.report import best as best_lib
+    from xlabench.report import chartdata as cd
+
+    found = inputs_lib.collect(csv_files, compiles=False)  # folders, and the glob's .samples.csv left out
+    for note in found.notes:
+        click.echo(f"note: {note}", err=True)
+    if not found.files:
+        raise BadInput(f"{', '.join(csv_files)}: no results CSV of a run here (pass run CSVs or their folder)")
     try:
-        df = cd.load([Path(p) for p in csv_files])
+        df = cd.load(found.files)
+        samples = best_lib.load_samples(found.files)
     except results.ResultsFileError as e:
         raise BadInput(str(e)) from None
-    configs = best_lib.best_configs(df)
-    if not configs:
+    picks = best_lib.best_configs(df, samples)
+    if not picks:
         raise BadInput(f"{', '.join(csv_files)}: no sweep of a tuned parameter (e.g. attention's block_q / block_k "
                        "with >= 2 values per impl and shape, ok and correct) to choose from")
-    headers, rows = best_lib.table_rows(configs)
-    t = Table(title="best configuration per shape (fastest ok, correct row)")
+    headers, rows = best_lib.table_rows(picks)
+    t = Table(title="best configuration per shape: a significant win over the default, else the default")
     for h in headers:
         t.add_column(h)
     for r in rows:
         t.add_row(*map(str, r))
     console.print(t)
+    for line in best_lib.notes(picks):
+        console.print(line, markup=False, soft_wrap=True)
     if output:
-        workloads = sorted({c.workload for c in configs})
-        if len(workloads) > 1:
-            raise BadInput(f"-o: these rows tune {', '.join(workloads)}; a tuned file holds one workload "
-                           "(pass one workload's CSVs)")
-        Path(output).parent.mkdir(parents=True, exist_ok=True)
-        Path(output).write_text(tuned.dump(configs))
-        console.print(f"wrote {len(configs)} configuration(s) to {output} (use it in a suite: `tuned: {output}`)")
+        _write(picks, output)
+
+
+def _write(picks: list, output: str) -> None:
+    """The tuned file of the winners (one workload), or exit 2 saying why there is none."""
+    from xlabench.report import best as best_lib
+    from xlabench.suite import tuned
+
+    configs = best_lib.tuned_configs(picks)
+    if not configs:
+        raise BadInput(f"-o: nothing to tune from: {', '.join(sorted({p.verdict for p in picks}))}")
+    workloads = sorted({c.workload for c in configs})
+    if len(workloads) > 1:
+        raise BadInput(f"-o: these rows tune {', '.join(workloads)}; a tuned file holds one workload "
+                       "(pass one workload's CSVs)")
+    Path(output).parent.mkdir(parents=True, exist_ok=True)
+    Path(output).write_text(tuned.dump(configs))
+    console.print(f"wrote {len(configs)} configuration(s) to {output} (use it in a suite: `tuned: {output}`)",
+                  soft_wrap=True)

@@ -1,18 +1,23 @@
-"""What every command module shares: the consoles, the bad-input exception (exit 2) and loading a suite."""
+"""What every command module shares: the consoles (markup off), the bad-input exception (exit 2), the
+examples epilog and loading a suite.
+
+Markup is off on both consoles: every message, path, note and error is printed as written, brackets
+and all (`pip install -e '.[tpu-compile]'`, `[batch, heads, head_dim]`). Colour is a ``style=`` or a
+rich Text, never a tag inside the text.
+"""
 
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import Any, Optional
 
 import click
 from rich.console import Console
-
-from xlabench import suite as suite_lib
+from rich.text import Text
 
 # Piped output (CI logs) gets a wide console instead of rich's 80-column default.
-console = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
-err_console = Console(stderr=True, highlight=False)
+console = Console(highlight=False, markup=False, width=None if sys.stdout.isatty() else 160)
+err_console = Console(stderr=True, highlight=False, markup=False)
 
 
 class BadInput(click.ClickException):
@@ -21,10 +26,13 @@ class BadInput(click.ClickException):
     exit_code = 2
 
     def show(self, file: Any = None) -> None:
-        err_console.print(f"[bold red]error:[/] {self.message}", markup=True, soft_wrap=True)
+        err_console.print(Text.assemble(("error:", "bold red"), " ", self.message), soft_wrap=True)
 
 
-def load_suite(path: str) -> suite_lib.Suite:
+def load_suite(path: str) -> Any:
+    """The suite at ``path`` (BadInput naming the file and the problem when it is not one)."""
+    from xlabench import suite as suite_lib
+
     try:
         return suite_lib.load(path)
     except suite_lib.SuiteError as e:
@@ -32,6 +40,15 @@ def load_suite(path: str) -> suite_lib.Suite:
 
 
 def warn(text: str) -> None:
-    """A warning line on stderr (markup-free: the text may hold brackets)."""
-    err_console.print("[yellow]warning:[/] ", end="", markup=True)
-    err_console.print(text, markup=False, soft_wrap=True)
+    """A warning line on stderr."""
+    err_console.print(Text.assemble(("warning:", "yellow"), " ", text), soft_wrap=True)
+
+
+def status_line(status: str, style: Optional[str], width: int, rest: str) -> Text:
+    """``status`` coloured, padded to ``width``, then ``rest`` as written (a case's progress line)."""
+    return Text.assemble((f"{status:{width}}", style or ""), " ", rest)
+
+
+def examples(*lines: str) -> str:
+    """A command's --help epilog: an Examples section, kept as written (click's \\b: no rewrapping)."""
+    return "\b\nExamples:\n" + "\n".join(f"  {line}" for line in lines)

@@ -4,17 +4,19 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import Any, Optional
+from typing import Any
 
 import click
 from rich.table import Table
+from rich.text import Text
 
 from xlabench import hardware
-from xlabench.cli.common import BadInput, console, err_console, load_suite
-from xlabench.run import compile as compile_session
-from xlabench import suite as suite_lib
+from xlabench.cli.common import BadInput, console, err_console, examples, load_suite, status_line
+from xlabench.cli.options import run_options
+from xlabench.run.options import RunOptions
+from xlabench.measure.status import COMPILED, FAILED, LOWERED, OOM, SKIPPED
 
-_STYLE = {"compiled": "green", "lowered": "green", "oom": "magenta", "failed": "red", "skipped": "yellow"}
+_STYLE = {COMPILED: "green", LOWERED: "green", OOM: "magenta", FAILED: "red", SKIPPED: "yellow"}
 _GIB = float(1 << 30)
 
 
@@ -22,9 +24,9 @@ def _gib(v: Any) -> str:
     return "" if v is None or v != v else f"{float(v) / _GIB:.2f}"
 
 
-def summary_table(rows: list[dict[str, Any]], cases: dict[str, suite_lib.Case]) -> Table:
+def summary_table(rows: list[dict[str, Any]], cases: dict[str, Any]) -> Table:
     """Compiled and oom rows with their memory; skipped ones are counted per reason below the table."""
-    shown = [r for r in rows if r["status"] != "skipped"]
+    shown = [r for r in rows if r["status"] != SKIPPED]
     varying = [k for k in dict.fromkeys(k for r in shown for k in cases[r["case_id"]].params)
                if len({str(cases[r["case_id"]].params.get(k)) for r in shown}) > 1]
     t = Table(title="compile summary (per device)")
@@ -33,7 +35,7 @@ def summary_table(rows: list[dict[str, Any]], cases: dict[str, suite_lib.Case]) 
     for r in shown:
         params = cases[r["case_id"]].params
         frac = r.get("hbm_fraction")
-        t.add_row(r["impl"], *[str(params.get(k)) for k in varying], f"[{_STYLE[r['status']]}]{r['status']}[/]",
+        t.add_row(r["impl"], *[str(params.get(k)) for k in varying], Text(r["status"], style=_STYLE[r["status"]]),
                   _gib(r.get("peak_memory_bytes")), _gib(r.get("hbm_capacity_bytes")),
                   "" if frac is None else f"{100 * frac:.0f}",
                   "" if r.get("compile_s") is None else f"{r['compile_s']:.1f}",
@@ -45,28 +47,22 @@ def summary_table(rows: list[dict[str, Any]], cases: dict[str, suite_lib.Case]) 
 def _skip_lines(rows: list[dict[str, Any]]) -> list[str]:
     reasons: dict[str, int] = {}
     for r in rows:
-        if r["status"] == "skipped":
+        if r["status"] == SKIPPED:
             reasons[r.get("error") or ""] = reasons.get(r.get("error") or "", 0) + 1
     return [f"{n} skipped: {why}" for why, n in sorted(reasons.items(), key=lambda kv: -kv[1])]
 
 
-@click.command(name="compile")
+@click.command(name="compile", epilog=examples(
+    "xlabench compile suites/attention.yaml --target v5e-8", "xlabench compile suites/llama.yaml --target v4-8 --slices 2",
+    "xlabench compile suites/attention.yaml --target v5e-8 -k seq_len=4096 --impl splash"))
 @click.argument("suite_file", type=click.Path())
 @click.option("--target", "target_name", required=True,
               help=f"Slice to compile for: {', '.join(t.name for t in hardware.TARGETS)}.")
-@click.option("--slices", default=1, show_default=True, type=int, help="Slices of the target (multi-slice).")
-@click.option("--profile", default=None, help="Suite profile to compile (default: 'tpu' where the suite has it; "
-                                              "'base' for none).")
-@click.option("--out", "out_dir", default="results", show_default=True, type=click.Path(), help="Results directory.")
-@click.option("--resume", "resume_csv", default=None, type=click.Path(),
-              help="Continue RUN.compile.csv: skip cases that already have a row.")
-@click.option("--timeout", "timeout_s", default=None, type=float,
-              help="Per-case compile limit in seconds (default: the suite's measure.timeout_s).")
-@click.option("--impl", "only_impls", multiple=True, help="Compile only these impls (repeatable).")
-@click.option("--shard", "shard_spec", default=None, metavar="I/N", help="Compile only shard I of N.")
-def compile_cmd(suite_file: str, target_name: str, slices: int, profile: Optional[str], out_dir: str,
-                resume_csv: Optional[str], timeout_s: Optional[float], only_impls: tuple[str, ...],
-                shard_spec: Optional[str]) -> None:
+@click.option("--slices", default=1, show_default=True, type=click.IntRange(min=1),
+              help="Slices of the target (multi-slice), >= 1.")
+@run_options("profile", "only_impls", "backends", "where", "out_dir", "resume_csv", "timeout_s", "shard_spec",
+             profile_help="Suite profile to compile (default: 'tpu' where the suite has it; 'base' for none).")
+def compile_cmd(suite_file: str, target_name: str, slices: int, run_opts: RunOptions) -> None:
     """AOT-compile every case for a TPU slice (or lower it for a GPU) without having one.
 
     Uses libtpu's compile-only devices (pip install -e '.[tpu-compile]'): the real Mosaic kernels and
@@ -75,36 +71,37 @@ def compile_cmd(suite_file: str, target_name: str, slices: int, profile: Optiona
     results/<suite>/<run-id>.compile.csv. Exit 0 when nothing failed (oom rows are findings, not
     failures), 1 when a case failed, 2 for bad input or a host without libtpu.
     """
+    from xlabench.run import compile as compile_session
+
     s = load_suite(suite_file)
     started = time.time()
 
     def on_start(prof: str, todo: int, done: int, env: dict[str, Any]) -> None:
-        console.print(f"suite [bold]{s.name}[/] profile [bold]{prof or 'base'}[/] compiled for [bold]{target_name}[/] "
+        console.print(f"suite {s.name} profile {prof or 'base'} compiled for {target_name} "
                       f"({env.get('device_count')} x {env.get('device_kind')}, {env.get('framework_version')}): "
-                      f"{todo} case(s)" + (f", {done} already done" if done else ""))
+                      f"{todo} case(s)" + (f", {done} already done" if done else ""), soft_wrap=True)
 
-    def on_row(case: suite_lib.Case, row: dict[str, Any]) -> None:
+    def on_row(case: Any, row: dict[str, Any]) -> None:
         st = row["status"]
-        if st == "skipped":
+        if st == SKIPPED:
             return  # counted per reason at the end
         extra = (f"{_gib(row.get('peak_memory_bytes'))} GiB of {_gib(row.get('hbm_capacity_bytes'))} per device, "
-                 f"compile {row.get('compile_s') or 0:.1f}s" if st in ("compiled", "oom") else
-                 f"lowered in {row.get('lower_s') or 0:.1f}s" if st == "lowered" else (row.get("error") or "")[:120])
-        console.print(f"[{_STYLE[st]}]{st:8}[/] {case.label()}  {extra}", markup=True, soft_wrap=True)
+                 f"compile {row.get('compile_s') or 0:.1f}s" if st in (COMPILED, OOM) else
+                 f"lowered in {row.get('lower_s') or 0:.1f}s" if st == LOWERED else (row.get("error") or "")[:120])
+        console.print(status_line(st, _STYLE[st], 8, f"{case.label()}  {extra}"), soft_wrap=True)
 
     try:
-        outcome = compile_session.compile_suite(s, target_name, slices, profile, out_dir, resume_csv, timeout_s,
-                                                only_impls, shard_spec, on_start=on_start, on_row=on_row)
+        outcome = compile_session.compile_suite(s, target_name, slices, run_opts, on_start=on_start, on_row=on_row)
     except compile_session.CompileError as e:
         raise BadInput(str(e)) from None
-    if any(r["status"] != "skipped" for r in outcome.rows):
+    if any(r["status"] != SKIPPED for r in outcome.rows):
         console.print(summary_table(outcome.rows, {c.case_id: c for c in outcome.cases}))
     for line in _skip_lines(outcome.rows):
-        console.print(f"[yellow]{line}[/]", soft_wrap=True)
-    counts = ", ".join(f"{outcome.count(st)} {st}" for st in ("compiled", "lowered", "oom", "failed", "skipped")
+        console.print(line, style="yellow", soft_wrap=True)
+    counts = ", ".join(f"{outcome.count(st)} {st}" for st in (COMPILED, LOWERED, OOM, FAILED, SKIPPED)
                        if outcome.count(st))
     console.print(f"{counts or 'no cases'} in {time.time() - started:.1f}s")
-    console.print(f"results: {outcome.files.csv}")
-    if outcome.count("failed"):
-        err_console.print(f"[red]{outcome.count('failed')} case(s) failed to compile[/]")
+    console.print(f"results: {outcome.files.csv}", soft_wrap=True)
+    if outcome.count(FAILED):
+        err_console.print(f"{outcome.count('failed')} case(s) failed to compile", style="red")
         sys.exit(1)

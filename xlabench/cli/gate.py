@@ -1,11 +1,13 @@
 """``xlabench compare`` and ``xlabench gate``: the regression gate's commands (the statistics are in xlabench/gate).
 
-Exit codes: 0 pass; 1 a (confirmed) regression of a case or of the suite-wide shift, or a candidate
-case that failed or was wrong; 2 bad input (missing, empty, truncated or foreign file, schema
-mismatch, environments differ); 3 could not judge: a case too few samples can make significant
-whose interval lies wholly beyond the threshold (underpowered), or a suite-wide shift the host's own
-change of speed explains (confounded); --allow-inconclusive makes that 0; 130 / 143 (gate)
-interrupted by SIGINT / SIGTERM: no verdict.
+Exit codes: 0 pass; 1 a (confirmed) regression of a case or of the suite-wide shift, a candidate
+case that failed or was wrong, or a case of the baseline missing from the candidate (unless
+--allow-missing); 2 bad input (missing, empty, truncated or foreign file, schema mismatch, another
+suite, environments differ) or nothing compared (no case measured on both sides); 3 could not
+judge: a case too few samples can make significant whose interval lies wholly beyond the threshold
+(underpowered), or a slowdown the host's own change of speed explains (confounded: the calibration
+kernel or the compile times); --allow-inconclusive makes that 0; 130 / 143 (gate) interrupted by
+SIGINT / SIGTERM: no verdict.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 import click
+from rich.text import Text
 
 from xlabench import gate as gate_lib
 from xlabench import results
@@ -24,8 +27,9 @@ from xlabench.run import interrupts
 from xlabench.gate import report as gate_report
 from xlabench import suite as suite_lib
 from xlabench.cli import history as history_commands
-from xlabench.cli.common import BadInput, console, err_console, load_suite
-from xlabench.worker.timing import TIMERS
+from xlabench.cli.common import BadInput, console, err_console, examples, load_suite, warn
+from xlabench.cli.options import run_options
+from xlabench.run.options import RunOptions
 from xlabench.cli.run import run_with_progress
 from xlabench.gate import session as gate_session
 from xlabench.run.session import RunOutcome
@@ -72,6 +76,8 @@ def _judging_options(f: Callable) -> Callable:
         click.option("--allow-inconclusive", is_flag=True,
                      help="Exit 0 instead of 3 when the gate could not judge (underpowered cases, a confounded "
                           "suite-wide shift); they are still reported."),
+        click.option("--allow-missing", is_flag=True,
+                     help="Do not fail on cases of the baseline the candidate lacks (they are still listed)."),
         click.option("--markdown", "markdown_path", type=click.Path(dir_okay=False), default=None,
                      help="Also write the result as markdown (e.g. $GITHUB_STEP_SUMMARY)."),
         click.option("--json", "json_path", type=click.Path(dir_okay=False), default=None,
@@ -82,12 +88,10 @@ def _judging_options(f: Callable) -> Callable:
     return f
 
 
-def _config(metric: str, threshold: float, alpha: float, confidence: float, min_samples: int,
-            allow_env_mismatch: bool, allow_inconclusive: bool) -> gate_lib.GateConfig:
+def _config(**judging: Any) -> gate_lib.GateConfig:
+    """The GateConfig of the judging options (their names are its fields)."""
     try:
-        return gate_lib.GateConfig(metric=metric, threshold=threshold, alpha=alpha, confidence=confidence,
-                                   min_samples=min_samples, allow_env_mismatch=allow_env_mismatch,
-                                   allow_inconclusive=allow_inconclusive)
+        return gate_lib.GateConfig(**judging)
     except ValueError as e:
         raise BadInput(str(e)) from None
 
@@ -117,29 +121,30 @@ def _write(path: Optional[str], text: str) -> None:
 def _report(cmp: gate_lib.Comparison, markdown_path: Optional[str], json_path: Optional[str], title: str) -> None:
     console.print(gate_report.table(cmp))
     for w in cmp.warnings:
-        err_console.print(f"[bold yellow]warning:[/] {w}", soft_wrap=True)
+        warn(w)
     for line in gate_report.summary_lines(cmp):
-        console.print(line, soft_wrap=True, markup=False)
+        console.print(line, soft_wrap=True)
     colour = {gate_lib.EXIT_PASS: "green", gate_lib.EXIT_FAIL: "bold red"}.get(cmp.exit_code, "bold yellow")
-    console.print(f"[{colour}]{gate_report.headline(cmp)}[/]", soft_wrap=True)
+    console.print(gate_report.headline(cmp), style=colour, soft_wrap=True)
     _write(markdown_path, gate_report.markdown(cmp, title))
     _write(json_path, gate_report.to_json(cmp))
 
 
-@click.command()
-@click.argument("baseline", type=click.Path())
-@click.argument("candidate", type=click.Path())
+@click.command(epilog=examples("xlabench compare results/attention/BASE.csv results/attention/NEW.csv",
+                               "xlabench compare base.csv new.csv --threshold 10% --markdown $GITHUB_STEP_SUMMARY"))
+@click.argument("baseline", type=click.Path(dir_okay=False))
+@click.argument("candidate", type=click.Path(dir_okay=False))
 @_judging_options
-def compare(baseline: str, candidate: str, metric: str, threshold: float, alpha: float, confidence: float,
-            min_samples: int, allow_env_mismatch: bool, allow_inconclusive: bool, markdown_path: Optional[str],
-            json_path: Optional[str]) -> None:
+def compare(baseline: str, candidate: str, markdown_path: Optional[str], json_path: Optional[str],
+            **judging: Any) -> None:
     """Compare two results CSVs case by case and suite-wide.
 
     Exit codes: 0 pass; 1 a regression (a case, or the suite-wide shift) or a failed/wrong candidate
     case; 2 bad input; 3 could not judge: an underpowered case (too few samples, interval beyond the
-    threshold) or a suite-wide shift the host's compile times explain (--allow-inconclusive: 0).
+    threshold) or a slowdown the host's own explains (--allow-inconclusive: 0). Nothing compared (no case
+    measured on both sides) is 2; a case of the baseline missing from the candidate is 1 (--allow-missing).
     """
-    cfg = _config(metric, threshold, alpha, confidence, min_samples, allow_env_mismatch, allow_inconclusive)
+    cfg = _config(**judging)
     base = _load(baseline, "baseline")
     cand = _load(candidate, "candidate")
     cmp = _compare(base, cand, cfg)
@@ -155,7 +160,7 @@ def _first_baseline(outcome: RunOutcome, bpath: Path, markdown_path: Optional[st
         gate_session.write_baseline(outcome.files.csv, bpath)
     msg = (f"baseline {bpath} created from {outcome.files.csv}" if ok else
            f"baseline {bpath} NOT created: {len(outcome.failed)} failed, {len(outcome.wrong)} wrong case(s)")
-    console.print(("[green]" if ok else "[bold red]") + msg + "[/]")
+    console.print(msg, style="green" if ok else "bold red", soft_wrap=True)
     _write(markdown_path, f"## {'✅' if ok else '❌'} xlabench gate: {msg}\n")
     _write(json_path, json.dumps({"passed": ok, "exit_code": 0 if ok else 1, "baseline": None,
                                   "candidate": str(outcome.files.csv), "baseline_saved": ok, "cases": []},
@@ -167,14 +172,16 @@ def _replace_baseline(cmp: gate_lib.Comparison, run_csv: Path, bpath: Path) -> N
     """--save-baseline over an existing baseline: only a run that passed the gate replaces it."""
     if cmp.passed:
         gate_session.write_baseline(run_csv, bpath)
-        console.print(f"baseline {bpath} updated from {run_csv}")
+        console.print(f"baseline {bpath} updated from {run_csv}", soft_wrap=True)
         return
     src, dst = results.RunFiles(run_csv), results.RunFiles(bpath)
-    console.print(f"[bold red]baseline {bpath} NOT updated: the gate failed.[/] To accept this run anyway: "
-                  f"cp {src.csv} {dst.csv} && cp {src.samples} {dst.samples}", soft_wrap=True)
+    console.print(Text.assemble((f"baseline {bpath} NOT updated: the gate failed.", "bold red"),
+                                f" To accept this run anyway: cp {src.csv} {dst.csv} && cp {src.samples} {dst.samples}"),
+                  soft_wrap=True)
 
 
-@click.command()
+@click.command(epilog=examples("xlabench gate suites/attention.yaml --baseline baselines/attention.csv --save-baseline",
+                               "xlabench gate suites/attention.yaml --baseline baselines/attention.csv -k impl=flash"))
 @click.argument("suite_file", type=click.Path())
 @click.option("--baseline", default=None, type=click.Path(dir_okay=False),
               help="Baseline results CSV (its .samples.csv must sit beside it); without it, --history judges.")
@@ -183,24 +190,11 @@ def _replace_baseline(cmp: gate_lib.Comparison, run_csv: Path, bpath: Path) -> N
               help="Write this run as the baseline: creates it if absent, else replaces it when the gate passes.")
 @click.option("--confirm/--no-confirm", default=True, show_default=True,
               help="Re-run the cases flagged as regressions; fail only if a regression reproduces.")
-@click.option("--profile", default=None, help="Suite profile (default: the baseline's, else from the platform).")
-@click.option("--out", "out_dir", default="results", show_default=True, type=click.Path(), help="Results directory.")
-@click.option("--timeout", "timeout_s", default=None, type=float, help="Per-case limit in seconds.")
-@click.option("--peak-tflops", default=None, type=float, help="Per-device peak TFLOP/s for MFU.")
-@click.option("--impl", "only_impls", multiple=True, help="Run only these impls (repeatable).")
-@click.option("--repeats", type=int, default=None,
-              help="Independent runs of each case, taken in passes over the suite and pooled (overrides "
-                   "measure.repeats; the re-run uses it too).")
-@click.option("--timer", type=click.Choice(TIMERS), default=None,
-              help="wallclock | trace (overrides measure.timer; default: trace on TPU/GPU, wallclock on CPU); "
-                   "--metric device_median_s needs trace.")
+@run_options("profile", "only_impls", "backends", "where", "out_dir", "timeout_s", "peak_tflops", "repeats", "timer",
+             profile_help="Suite profile (default: the baseline's, else from the platform).")
 @_judging_options
 def gate(suite_file: str, baseline: Optional[str], history_url: Optional[str], save_baseline: bool, confirm: bool,
-         profile: Optional[str],
-         out_dir: str, timeout_s: Optional[float], peak_tflops: Optional[float], only_impls: tuple[str, ...],
-         repeats: Optional[int], timer: Optional[str], metric: str, threshold: float, alpha: float, confidence: float,
-         min_samples: int, allow_env_mismatch: bool, allow_inconclusive: bool, markdown_path: Optional[str],
-         json_path: Optional[str]) -> None:
+         run_opts: RunOptions, markdown_path: Optional[str], json_path: Optional[str], **judging: Any) -> None:
     """Run a suite, compare it with a baseline, re-run flagged cases (all of them for a suite-wide
     regression); raises measure.iters for its runs to the samples a case needs to reach significance.
 
@@ -221,11 +215,10 @@ def gate(suite_file: str, baseline: Optional[str], history_url: Optional[str], s
         history_commands.open_store(history_url).close()  # a bad store is refused before the run
     try:
         with interrupts.interruptible():
-            _gate(suite_file, baseline, save_baseline, confirm, profile, out_dir, timeout_s, peak_tflops, only_impls,
-                  repeats, timer, metric, threshold, alpha, confidence, min_samples, allow_env_mismatch,
-                  allow_inconclusive, markdown_path, json_path, history_url)
+            _gate(suite_file, baseline, save_baseline, confirm, run_opts, markdown_path, json_path,
+                  _config(**judging), history_url)
     except interrupts.Interrupted as e:
-        err_console.print(interrupted_message(e), markup=False, soft_wrap=True)
+        err_console.print(interrupted_message(e), soft_wrap=True)
         sys.exit(e.exit_code)
 
 
@@ -236,15 +229,13 @@ def interrupted_message(e: interrupts.Interrupted) -> str:
     return f"gate interrupted{where}: no verdict, {baseline}; run the gate again"
 
 
-def _gate(suite_file: str, baseline: str, save_baseline: bool, confirm: bool, profile: str | None,
-          out_dir: str, timeout_s: float | None, peak_tflops: float | None, only_impls: tuple[str, ...],
-          repeats: int | None, timer: str | None, metric: str, threshold: float, alpha: float, confidence: float,
-          min_samples: int, allow_env_mismatch: bool, allow_inconclusive: bool, markdown_path: str | None,
-          json_path: str | None, history_url: str | None = None) -> None:
+def _gate(suite_file: str, baseline: Optional[str], save_baseline: bool, confirm: bool, run_opts: RunOptions,
+          markdown_path: str | None, json_path: str | None, cfg: gate_lib.GateConfig,
+          history_url: str | None = None) -> None:
     """The body of `xlabench gate` (exits with the verdict's code)."""
     s = load_suite(suite_file)
-    cfg = _config(metric, threshold, alpha, confidence, min_samples, allow_env_mismatch, allow_inconclusive)
     bpath = Path(baseline) if baseline else None
+    profile = run_opts.profile
     base: Optional[gate_lib.RunData] = None
     if bpath is not None and (bpath.exists() or not save_baseline):
         if not bpath.exists():
@@ -257,33 +248,33 @@ def _gate(suite_file: str, baseline: str, save_baseline: bool, confirm: bool, pr
         if profile is None:
             profile = gate_session.baseline_profile(base)
     try:
-        s, raised = gate_session.raise_iters(s, profile, only_impls, repeats, base, cfg.alpha)
+        s, raised = gate_session.raise_iters(s, profile, run_opts, base, cfg.alpha)
     except suite_lib.SuiteError as e:
         raise BadInput(str(e)) from None
     notes = [f"gate {r}" for r in raised]
     short = gate_session.baseline_shortfall(base, cfg.alpha) if base is not None else None
     for msg in notes + ([short] if short else []):
-        err_console.print(f"[bold yellow]warning:[/] {msg}", soft_wrap=True)
-    run_kw = dict(out_dir=out_dir, timeout_s=timeout_s, peak_tflops=peak_tflops, only_impls=only_impls,
-                  repeats=repeats, timer=timer)
-    outcome = run_with_progress(s, profile=profile, **run_kw)
+        warn(msg)
+    outcome = run_with_progress(s, run_opts.replace(profile=profile))
     cand = _load(outcome.files.csv, "candidate")
-    by_history = (history_commands.judge_run(history_url, outcome.files.csv, alpha, threshold)
+    by_history = (history_commands.judge_run(history_url, outcome.files.csv, cfg.alpha, cfg.threshold)
                   if history_url else 0)
     if bpath is None:  # judged by the history alone
         sys.exit(max(by_history, 1 if outcome.failed or outcome.wrong else 0))
     if base is None:  # first baseline: nothing to compare with
         sys.exit(max(by_history, _first_baseline(outcome, bpath, markdown_path, json_path)))
 
-    cmp = _compare(base, cand, cfg)
+    # Only the cases this run selected (--impl) are judged; a selected case the run lost is missing.
+    cmp = _compare(base, cand, cfg, only={c.case_id for c in outcome.cases})
     cmp = dataclasses.replace(cmp, warnings=notes + ([short] if short else []) + cmp.warnings)
     if confirm:
         def rerun(case_ids: list[str]) -> gate_lib.RunData:
             what = "a suite-wide regression and its cases" if cmp.suite is not None and \
                 cmp.suite.verdict == gate_lib.REGRESSION else "regressions"
-            console.print(f"[yellow]{len(case_ids)} case(s) flagged ({what}): re-running them to confirm[/]")
-            again = run_with_progress(s, profile=outcome.profile or "base", only_case_ids=case_ids,
-                                run_id=f"{outcome.files.csv.stem}-confirm", **run_kw)
+            console.print(f"{len(case_ids)} case(s) flagged ({what}): re-running them to confirm", style="yellow")
+            again = run_with_progress(s, run_opts.replace(profile=outcome.profile or "base",
+                                                          only_case_ids=tuple(case_ids),
+                                                          run_id=f"{outcome.files.csv.stem}-confirm"))
             return _load(again.files.csv, "re-run")
 
         try:

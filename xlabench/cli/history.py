@@ -11,12 +11,15 @@ from typing import Callable, Optional
 
 import click
 from rich.table import Table
+from rich.text import Text
 
-from xlabench.cli.common import BadInput, console
-from xlabench.history import changes as cp
-from xlabench.history import ingest, series, store as store_lib
-from xlabench.history.gitlog import GitLog
+from xlabench.cli.common import BadInput, console, examples
+from xlabench.history import ALPHA
+from xlabench.history import store as store_lib
 from xlabench.history.store import HistoryError
+
+# ingest (pandas, through the gate's loader), series and changes (scipy) are imported in the commands
+# that use them: `xlabench --help` and `history --help` stay light (tests/test_startup.py).
 
 
 def history_option(f: Callable) -> Callable:
@@ -34,6 +37,8 @@ def open_store(url: Optional[str], create: bool = True) -> store_lib.Store:
 
 def add_runs(url: Optional[str], paths: list[Path]) -> tuple[int, int]:
     """Record run files in the store (run --history, gate --history, history add): (added, already there)."""
+    from xlabench.history import ingest
+
     with open_store(url) as s:
         try:
             return ingest.add_files(s, ingest.run_files(paths))
@@ -44,7 +49,8 @@ def add_runs(url: Optional[str], paths: list[Path]) -> tuple[int, int]:
 def judge_run(url: Optional[str], csv_path: Path, alpha: float, threshold: float) -> int:
     """Record a gate's candidate run and judge it by its history (gate --history): prints what the series
     says; returns 1 for a suite-wide slowdown (a change point or a creeping trend), else 0."""
-    from xlabench.history import judge
+    from xlabench.history import ingest, judge, series
+    from xlabench.history.gitlog import GitLog
 
     add_runs(url, [csv_path])
     with open_store(url) as s:
@@ -57,16 +63,19 @@ def judge_run(url: Optional[str], csv_path: Path, alpha: float, threshold: float
         group.samples = {c: v for c, v in group.samples.items() if any(x is not None for x in v)}
     verdict = judge.judge(group, run.run_id, alpha, threshold)
     for line in verdict.lines:
-        console.print(f"[bold red]{line}[/]" if verdict.regression else line, soft_wrap=True, markup=True)
+        console.print(Text(line, style="bold red" if verdict.regression else ""), soft_wrap=True)
     return 1 if verdict.regression else 0
 
 
-@click.group()
+@click.group(epilog=examples("xlabench history add results/", "xlabench history changes --suite attention",
+                             "xlabench history html -o site/",
+                             "xlabench gate suites/attention.yaml --history sqlite:///results/history.sqlite"))
 def history() -> None:
     """Every run remembered: a store of runs, each case's series over the commits, its change points."""
 
 
-@history.command("add")
+@history.command("add", epilog=examples("xlabench history add results/attention/20261204-010203-abcd.csv",
+                                         "xlabench history add results/ --history postgresql://ci@db/xlabench"))
 @click.argument("csv_files", nargs=-1, required=True, type=click.Path())
 @history_option
 def add(csv_files: tuple[str, ...], history_url: Optional[str]) -> None:
@@ -75,11 +84,14 @@ def add(csv_files: tuple[str, ...], history_url: Optional[str]) -> None:
     console.print(f"{added} run(s) added, {same} already recorded ({history_url or store_lib.DEFAULT_URL})")
 
 
-@history.command("rebuild")
+@history.command("rebuild", epilog=examples("xlabench history rebuild results/"))
 @click.argument("results_dir", type=click.Path(exists=True, file_okay=False))
 @history_option
 def rebuild(results_dir: str, history_url: Optional[str]) -> None:
     """Recreate the store from the run files under RESULTS_DIR (the run files are the source of truth)."""
+    from xlabench.history import ingest
+    from xlabench.history.gitlog import GitLog
+
     with open_store(history_url) as s:
         try:
             files = ingest.run_files([Path(results_dir)])
@@ -91,7 +103,10 @@ def rebuild(results_dir: str, history_url: Optional[str]) -> None:
     console.print(f"rebuilt {history_url or store_lib.DEFAULT_URL} from {len(records)} run(s) under {results_dir}")
 
 
-def _detect(s: store_lib.Store, suite: Optional[str], alpha: float) -> tuple[list[series.Group], dict[int, list[series.Change]]]:
+def _detect(s: store_lib.Store, suite: Optional[str], alpha: float) -> tuple[list, dict[int, list]]:
+    """Every series (group) of the suite(s) in the store and its change points."""
+    from xlabench.history import series
+
     groups = series.groups(s, suite)
     return groups, {i: series.detect(g, alpha) for i, g in enumerate(groups)}
 
@@ -100,10 +115,10 @@ def _pct(x: float) -> str:
     return f"{(x - 1) * 100:+.1f}%"
 
 
-@history.command("changes")
+@history.command("changes", epilog=examples("xlabench history changes", "xlabench history changes --suite gpt2 --json changes.json"))
 @history_option
 @click.option("--suite", default=None, help="Only this suite.")
-@click.option("--alpha", type=float, default=cp.ALPHA, show_default=True,
+@click.option("--alpha", type=float, default=ALPHA, show_default=True,
               help="Significance per series (cases: family-wise over a suite's cases, Holm).")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), default=None,
               help="Also write every change as JSON (case_id, last_good and first_bad git_sha, ratio, interval, p).")
@@ -133,7 +148,7 @@ def changes_cmd(history_url: Optional[str], suite: Optional[str], alpha: float, 
         console.print(f"wrote {len(every)} change(s) to {json_path}")
 
 
-@history.command("html")
+@history.command("html", epilog=examples("xlabench history html -o site/", "xlabench history html -o site/ --suite attention"))
 @history_option
 @click.option("-o", "--output", "out_dir", required=True, type=click.Path(file_okay=False),
               help="Directory of the site (index.html and a page per suite).")
@@ -143,7 +158,7 @@ def html_cmd(history_url: Optional[str], out_dir: str, suite: Optional[str]) -> 
     from xlabench.history import html
 
     with open_store(history_url, create=False) as s:
-        groups, found = _detect(s, suite, cp.ALPHA)
+        groups, found = _detect(s, suite, ALPHA)
         if not groups:
             raise BadInput(f"{history_url or store_lib.DEFAULT_URL}: no runs" + (f" of suite {suite}" if suite else ""))
         index = html.write_site(s, groups, found, Path(out_dir))

@@ -1,21 +1,24 @@
 """`xlabench plot` and `xlabench report`: charts and a markdown report from results CSVs.
 
-Registered on the main group in xlabench/cli/__init__.py.
+Registered on the main group in xlabench/cli/__init__.py. pandas and matplotlib are imported when a
+command runs, not when the CLI starts (`xlabench --help` stays fast).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import click
-import pandas as pd
 
-from xlabench.report import chartdata as cd
 from xlabench import results
-from xlabench.cli.common import BadInput
-from xlabench.report import plots
-from xlabench.report import markdown as report_lib
+from xlabench.cli.common import BadInput, examples
+from xlabench.report import inputs as inputs_lib
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from xlabench.report import plots
 
 FORMATS = ("png", "svg", "pdf")
 
@@ -25,26 +28,22 @@ def _bad(message: str) -> click.ClickException:
 
 
 def _inputs(paths: tuple[str, ...], results_dir: str) -> list[Path]:
-    """CSV files as given; a folder (or nothing: the results folder) means its newest run per suite, and
-    its newest `xlabench compile` CSV."""
+    """CSV files as given (a run's .samples.csv left out); a folder (or nothing: the results folder) means
+    its newest run per suite that has an ok row, and its newest compile; says on stderr which it took."""
     if not paths and not Path(results_dir).is_dir():
         raise _bad(f"{results_dir}: no such folder (pass CSV files, or run `xlabench run SUITE.yaml` first)")
-    files: list[Path] = []
-    for raw in paths or (results_dir,):
-        p = Path(raw)
-        if p.is_dir():
-            found, foreign = cd.newest_runs(p)
-            for note in foreign:
-                click.echo(f"note: skipped {note}", err=True)
-            if not found:
-                raise _bad(f"{p}: no xlabench results CSV under this folder (run `xlabench run SUITE.yaml` first)")
-            files += found
-        else:
-            files.append(p)
-    return files
+    found = inputs_lib.collect(paths or (results_dir,))
+    for note in found.notes:
+        click.echo(f"note: {note}", err=True)
+    if not found.files:
+        where = ", ".join(paths or (results_dir,))
+        raise _bad(f"{where}: no xlabench results CSV with an ok row here (run `xlabench run SUITE.yaml` first)")
+    return found.files
 
 
-def _load(files: list[Path]) -> pd.DataFrame:
+def _load(files: list[Path]) -> "pd.DataFrame":
+    from xlabench.report import chartdata as cd
+
     try:
         df = cd.load(files)
     except results.ResultsFileError as e:
@@ -62,8 +61,10 @@ def _formats(spec: str) -> list[str]:
     return fmts
 
 
-def _kinds(spec: tuple[str, ...], df: pd.DataFrame) -> Optional[list[str]]:
+def _kinds(spec: tuple[str, ...], df: "pd.DataFrame") -> Optional[list[str]]:
     """--kind values (repeatable or comma lists) checked against the registry and the rows' workloads."""
+    from xlabench.report import plots
+
     names = [k.strip() for s in spec for k in s.split(",") if k.strip()]
     if not names:
         return None
@@ -78,21 +79,26 @@ def _kinds(spec: tuple[str, ...], df: pd.DataFrame) -> Optional[list[str]]:
     return names
 
 
-def _needs(kind: plots.Kind) -> str:
+def _needs(kind: "plots.Kind") -> str:
     rows = " or ".join(kind.workloads) + " rows"
     return f"`xlabench compile` {rows}" if kind.source == "compile" else rows
 
 
-def _holds(df: pd.DataFrame) -> str:
+def _holds(df: "pd.DataFrame") -> str:
+    from xlabench.report import chartdata as cd
+
     comp = cd.is_compile(df)
     run = sorted(set(cd.text(df.loc[~comp, "workload"])))
     compiled = sorted(set(cd.text(df.loc[comp, "workload"])))
     return "; ".join(p for p in (", ".join(run), f"compile rows of {', '.join(compiled)}" if compiled else "") if p)
 
 
-def render_suites(df: pd.DataFrame, out_dir: Path, formats: list[str], kinds: Optional[list[str]],
+def render_suites(df: "pd.DataFrame", out_dir: Path, formats: list[str], kinds: Optional[list[str]],
                   global_batch: Optional[float]) -> dict[str, list[Path]]:
     """Charts of every suite in the rows under out_dir/<suite>/; prints what was left out and why."""
+    from xlabench.report import chartdata as cd
+    from xlabench.report import plots
+
     written: dict[str, list[Path]] = {}
     for suite in cd.distinct(df["suite"]):
         rows = df[df["suite"] == suite]
@@ -109,21 +115,32 @@ def render_suites(df: pd.DataFrame, out_dir: Path, formats: list[str], kinds: Op
     return written
 
 
+class _KindOption(click.Option):
+    """--kind, whose help lists the chart kinds only when help is shown (the registry imports matplotlib)."""
+
+    def get_help_record(self, ctx: click.Context) -> Any:
+        from xlabench.report import plots
+
+        self.help = ("Chart kind(s) (repeatable or comma list; default: every kind the rows call for): "
+                     f"{', '.join(plots.KINDS)}.")
+        return super().get_help_record(ctx)
+
+
 _CSV_ARG = click.argument("csv_files", nargs=-1, type=click.Path())
-_RESULTS_OPT = click.option("--results", "results_dir", default="results", show_default=True, type=click.Path(),
+_RESULTS_OPT = click.option("--results", "results_dir", default="results", show_default=True,
+                            type=click.Path(file_okay=False),
                             help="Folder searched for the newest run and compile of every suite when no CSV is given.")
-_BATCH_OPT = click.option("--global-batch", type=float, default=None,
+_BATCH_OPT = click.option("--global-batch", type=click.FloatRange(min=0, min_open=True), default=None,
                           help="Global batch of the sharding chart (default: the largest every mode has a row for).")
 
 
-@click.command()
+@click.command(epilog=examples("xlabench plot", "xlabench plot results/attention/ --kind speedup --format png",
+                               "xlabench plot results/attention/RUN.csv --out plots"))
 @_CSV_ARG
-@click.option("--out", "out_dir", default="plots", show_default=True, type=click.Path(),
+@click.option("--out", "out_dir", default="plots", show_default=True, type=click.Path(file_okay=False),
               help="Charts go to OUT/<suite>/<kind>.<format>.")
 @click.option("--format", "format_spec", default="png,svg", show_default=True, help="Comma list: png, svg, pdf.")
-@click.option("--kind", "kind_spec", multiple=True,
-              help=f"Chart kind(s) (repeatable or comma list; default: every kind the rows call for): "
-                   f"{', '.join(plots.KINDS)}.")
+@click.option("--kind", "kind_spec", multiple=True, cls=_KindOption)
 @_BATCH_OPT
 @_RESULTS_OPT
 def plot(csv_files: tuple[str, ...], out_dir: str, format_spec: str, kind_spec: tuple[str, ...],
@@ -140,11 +157,11 @@ def plot(csv_files: tuple[str, ...], out_dir: str, format_spec: str, kind_spec: 
     click.echo(f"{n} file(s) from {len(df)} row(s) of {len(files)} run file(s)")
 
 
-@click.command()
+@click.command(epilog=examples("xlabench report", "xlabench report results/gpt2/ --out gpt2.md --no-charts"))
 @_CSV_ARG
-@click.option("--out", "out_file", default="report.md", show_default=True, type=click.Path(),
+@click.option("--out", "out_file", default="report.md", show_default=True, type=click.Path(dir_okay=False),
               help="Markdown file to write.")
-@click.option("--plots-dir", default=None, type=click.Path(),
+@click.option("--plots-dir", default=None, type=click.Path(file_okay=False),
               help="Where the report's PNG charts go (default: <report name>_plots/ beside the report).")
 @click.option("--no-charts", is_flag=True, help="Tables only.")
 @_BATCH_OPT
@@ -152,6 +169,8 @@ def plot(csv_files: tuple[str, ...], out_dir: str, format_spec: str, kind_spec: 
 def report(csv_files: tuple[str, ...], out_file: str, plots_dir: Optional[str], no_charts: bool,
            global_batch: Optional[float], results_dir: str) -> None:
     """Markdown report: environment, best impl per shape, failed/skipped cases with reasons, charts."""
+    from xlabench.report import markdown as report_lib
+
     files = _inputs(csv_files, results_dir)
     df = _load(files)
     out = Path(out_file)

@@ -1,53 +1,71 @@
-"""`xlabench validate`, `list`, `run` and `merge`: parse, call xlabench.run.session, print progress and the summary."""
+"""`xlabench validate`, `list`, `run` and `merge`: parse, call xlabench.run.session, print progress and the summary.
+
+Imports stay light (no pandas, scipy or framework): `list` and `validate` must start fast; what only a
+run needs is imported inside it.
+"""
 
 from __future__ import annotations
 
+import json
 import shlex
 import sys
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
 import click
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
 from xlabench import results
 from xlabench.cli import history as history_commands
-from xlabench.cli.common import BadInput, console, err_console, load_suite, warn
-from xlabench.worker.timing import TIMERS
-from xlabench.report import summary
-from xlabench.run import session
-from xlabench.run.interrupts import Interrupted, interruptible
+from xlabench.cli.common import BadInput, console, err_console, examples, load_suite, status_line, warn
+from xlabench.cli.options import run_options
+from xlabench.run.options import RunOptions, resume_words
+from xlabench.measure import status as st
 
-_STYLE = {"ok": "green", "failed": "red", "skipped": "yellow"}
+_STYLE = {st.OK: "green", st.FAILED: "red", st.SKIPPED: "yellow"}
 
 
-@click.command()
+@click.command(epilog=examples("xlabench validate suites/attention.yaml", "xlabench validate suites/*.yaml"))
 @click.argument("suite_files", nargs=-1, required=True, type=click.Path())
 def validate(suite_files: tuple[str, ...]) -> None:
     """Check suite files; print how many cases each profile expands to."""
+    from xlabench.run.session import samples_warning
+
     for path in suite_files:
         s = load_suite(path)
         counts = [("base", len(s.cases("")))] + [(n, len(s.cases(n))) for n in s.profile_names()]
         shown = ", ".join(f"{n}: {c}" for n, c in counts)
-        console.print(f"[green]ok[/] {path}: suite {s.name!r}, workload {s.spec.workload}; cases per profile: {shown}")
+        console.print(status_line("ok", "green", 2, f"{path}: suite {s.name!r}, workload {s.spec.workload}; "
+                                                     f"cases per profile: {shown}"), soft_wrap=True)
         for name, _ in counts:  # --- gate: samples per case (docs/gate.md) ---
-            short = session.samples_warning(f"{path} profile {name}", s.cases("" if name == "base" else name))
+            short = samples_warning(f"{path} profile {name}", s.cases("" if name == "base" else name))
             if short:
                 warn(short)
 
 
-@click.command(name="list")
+@click.command(name="list", epilog=examples(
+    "xlabench list suites/gpt2.yaml", "xlabench list suites/attention.yaml --profile cpu -k seq_len=512 -k impl=flash",
+    "xlabench list suites/attention.yaml --backend torch_xla --json | jq '.cases[].case_id'"))
 @click.argument("suite_file", type=click.Path())
-@click.option("--profile", default=None, help="Profile to expand (default: picked from the detected platform; 'base' for none).")
-def list_cases(suite_file: str, profile: Optional[str]) -> None:
-    """The expanded cases as a table."""
+@run_options("profile", "only_impls", "backends", "where", "shard_spec")
+@click.option("--json", "as_json", is_flag=True, help="Print the cases as JSON (profile, platform, cases with params).")
+def list_cases(suite_file: str, run_opts: RunOptions, as_json: bool) -> None:
+    """The expanded cases as a table (or JSON); the filters are those of `run`."""
+    from xlabench.run import session, shard
+    from xlabench.suite import SuiteError
+
     s = load_suite(suite_file)
     try:
-        prof, platform = session.resolve_profile(s, profile)
-    except session.RunStartError as e:
-        raise click.ClickException(str(e)) from None
-    cases = s.cases(prof)
+        prof, platform = session.resolve_profile(s, run_opts.profile)
+        shard_of = shard.parse_shard(run_opts.shard_spec) if run_opts.shard_spec else None
+        cases = session.select_cases(s, prof, run_opts, shard_of)
+    except (session.RunInputError, SuiteError) as e:
+        raise BadInput(str(e)) from None
+    if as_json:
+        click.echo(json.dumps({"suite": s.name, "profile": prof or "base", "detected_platform": platform,
+                               "cases": [{"index": c.index, "case_id": c.case_id, "backend": c.backend, "impl": c.impl,
+                                          "params": c.params} for c in cases]}, indent=2, default=str))
+        return
     cols = results.varying(c.params for c in cases)
     t = Table(title=f"{s.name}: {len(cases)} cases (profile {prof or 'base'}"
                     + (f", detected platform {platform})" if platform else ")"))
@@ -57,54 +75,33 @@ def list_cases(suite_file: str, profile: Optional[str]) -> None:
         t.add_row(str(c.index), c.case_id, c.backend, c.impl, *[str(c.params.get(k)) for k in cols])
     console.print(t)
     fixed = {k: v for k, v in cases[0].params.items() if k not in cols} if cases else {}
-    console.print("fixed: " + ", ".join(f"{k}={v}" for k, v in fixed.items()))
+    console.print("fixed: " + ", ".join(f"{k}={v}" for k, v in fixed.items()), soft_wrap=True)
 
 
-@click.command()
+@click.command(epilog=examples(
+    "xlabench run suites/attention.yaml", "xlabench run suites/attention.yaml --dry-run -k seq_len=512",
+    "xlabench run suites/attention.yaml --backend jax --impl flash --repeats 3 --timeout 300",
+    "xlabench run suites/gpt2.yaml --resume results/gpt2/RUN.csv"))
 @click.argument("suite_file", type=click.Path())
-@click.option("--profile", default=None, help="Profile to run (default: picked from the detected platform; 'base' for none).")
-@click.option("--out", "out_dir", default="results", show_default=True, type=click.Path(), help="Results directory.")
-@click.option("--resume", "resume_csv", default=None, type=click.Path(),
-              help="Continue RUN.csv: skip cases that already have a row (any status).")
-@click.option("--timeout", "timeout_s", default=None, type=float, help="Per-case limit in seconds (overrides the suite's measure.timeout_s).")
-@click.option("--peak-tflops", default=None, type=float, help="Per-device peak TFLOP/s for MFU (overrides the table).")
-@click.option("--impl", "only_impls", multiple=True, help="Run only these impls (repeatable).")
-@click.option("--python-torch-xla", "python_torch_xla", default=None, type=click.Path(),
-              help="Python of the torch_xla environment (default: $XLABENCH_TORCH_XLA_PYTHON, else "
-                   ".venv-torch-xla/bin/python; create it with `make torch-xla-env`).")
-@click.option("--shard", "shard_spec", default=None, metavar="I/N",
-              help="Run only shard I of N (0-based): a deterministic, cost-balanced split for fanning a suite out "
-                   "over machines; combine the pieces with `xlabench merge`.")
-@click.option("--coordinator", default=None, metavar="HOST:PORT",
-              help="Multi-host run: address of process 0's coordinator (with --num-processes, --process-id). "
-                   "Without these, a SLURM or multi-host TPU launch is detected from the environment.")
-@click.option("--num-processes", type=int, default=None, help="Multi-host run: number of processes.")
-@click.option("--process-id", type=int, default=None, help="Multi-host run: this process's index (0 writes the CSV).")
-@click.option("--local-devices", type=int, default=None,
-              help="Virtual CPU devices per process (CPU only; default: the case's device count).")
-@click.option("--init-timeout", type=int, default=120, show_default=True,
-              help="Seconds to wait for all processes to join a multi-host run before failing.")
-@click.option("--repeats", type=int, default=None,
-              help="Independent runs of each case, taken in passes over the suite and pooled into its row "
-                   "(overrides measure.repeats; for gating on a shared host see docs/gate.md).")
-@click.option("--timer", type=click.Choice(TIMERS), default=None,
-              help="wallclock | trace: also per-iteration device seconds from a profiler trace, a separate pass "
-                   "(overrides measure.timer; default: trace on TPU/GPU, wallclock on CPU; JAX only).")
-@click.option("--trace", "trace_dir", default=None, type=click.Path(file_okay=False),
-              help="Keep each case's profile in DIR/<case_id>/ (.xplane.pb for xprof / TensorBoard, "
-                   "perfetto_trace.json.gz for ui.perfetto.dev), listed in the run's meta JSON and linked by "
-                   "`xlabench report`; implies --timer trace (JAX).")
+@run_options("profile", "only_impls", "backends", "where", "out_dir", "resume_csv", "timeout_s", "peak_tflops",
+             "repeats", "timer", "shard_spec", "python_torch_xla", "trace_dir", "dry_run",
+             "coordinator", "num_processes", "process_id", "local_devices", "init_timeout")
 @history_commands.history_option
-def run(suite_file: str, history_url: Optional[str], **options: Any) -> None:
-    """Run a suite: one row per case in results/<suite>/<run-id>.csv, written as each case ends
-    (--history: then recorded in the history store)."""
+def run(suite_file: str, run_opts: RunOptions, history_url: Optional[str]) -> None:
+    """Run a suite: one row per case in results/<suite>/<run-id>.csv, written as each case ends."""
+    from xlabench.run.interrupts import Interrupted, interruptible
+
     if history_url:
         history_commands.open_store(history_url).close()  # a bad store is refused before the run, not after
+    s = load_suite(suite_file)
+    if run_opts.dry_run:
+        print_plan(s, run_opts)
+        return
     try:
         with interruptible():
-            outcome = run_with_progress(load_suite(suite_file), **options)
+            outcome = run_with_progress(s, run_opts)
     except Interrupted as e:
-        err_console.print(interrupted_message(e, suite_file, options), markup=False, soft_wrap=True)
+        err_console.print(interrupted_message(e, suite_file, run_opts), soft_wrap=True)
         sys.exit(e.exit_code)
     if history_url and outcome.primary:
         added, _ = history_commands.add_runs(history_url, [outcome.files.csv])
@@ -113,18 +110,54 @@ def run(suite_file: str, history_url: Optional[str], **options: Any) -> None:
         sys.exit(1)
 
 
-def run_with_progress(s: Any, **options: Any) -> session.RunOutcome:
+def print_plan(s: Any, opts: RunOptions) -> None:
+    """`run --dry-run`: each case that would run, each that would be skipped with why; nothing runs."""
+    from xlabench.run import session
+
+    try:
+        plan = session.plan_run(s, opts)
+    except session.RunInputError as e:
+        raise BadInput(str(e)) from None
+    todo = [(c, why) for c, why in plan.cases if c.case_id not in plan.done]
+    console.print(f"dry run: suite {s.name} profile {plan.profile or 'base'} on {plan.platform} (guessed from the "
+                  f"host; a run asks its worker): {len(todo)} case(s)"
+                  + (f", {len(plan.done)} already done" if plan.done else ""), soft_wrap=True)
+    reasons: dict[str, int] = {}  # each skip reason once, below the cases, by number
+    keys = results.varying([c.params for c, _ in todo]) if len(todo) > 1 else None  # what tells them apart
+    for c, why in todo:
+        if why:
+            reasons.setdefault(why, len(reasons) + 1)
+        console.print(status_line("skip" if why else "run", "yellow" if why else "green", 4,
+                                  c.label(keys) + (f"  (skip reason {reasons[why]})" if why else "")), soft_wrap=True)
+    for why, n in reasons.items():
+        console.print(f"skip reason {n}: {why}", style="yellow", soft_wrap=True)
+    skipped = sum(1 for _, why in todo if why)
+    runs = sum(c.measure.repeats for c, why in todo if not why)
+    console.print(f"would run {len(todo) - skipped} case(s) ({runs} run(s) with repeats), skip {skipped}; "
+                  "nothing was run", soft_wrap=True)
+
+
+def run_with_progress(s: Any, opts: RunOptions) -> Any:
     """session.run_suite with a progress bar, a line per case, the summary table and the counts (also the
     gate's runs). Bad input is BadInput (exit 2); a run whose workers cannot start exits 1."""
-    progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                        TextColumn("eta"), TimeRemainingColumn(), console=console, transient=True)
+    from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
+                               TimeRemainingColumn)
+
+    from xlabench.report import summary
+    from xlabench.run import session
+
+    progress = Progress(TextColumn("{task.description}", markup=False), BarColumn(), MofNCompleteColumn(),
+                        TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn(), console=console, transient=True)
     task: list[Any] = []
     runs_done: dict[str, int] = {}
+    shown_keys: list[Optional[list[str]]] = [None]  # the parameters that tell the run's cases apart
 
-    def start(lines: list[str], runs: int) -> None:
-        console.print(lines[0], markup=False, soft_wrap=True)
+    def start(lines: list[str], runs: int, cases: Sequence[Any] = ()) -> None:
+        if len(cases) > 1:
+            shown_keys[0] = results.varying([c.params for c in cases])
+        console.print(lines[0], soft_wrap=True)
         for line in lines[1:]:
-            console.print(line, style="dim", markup=False, soft_wrap=True)
+            console.print(line, style="dim", soft_wrap=True)
         progress.start()
         task.append(progress.add_task(s.name, total=runs))  # counts runs: a case with repeats K is K runs
 
@@ -134,13 +167,13 @@ def run_with_progress(s: Any, **options: Any) -> session.RunOutcome:
 
     def row(case: Any, r: dict[str, Any]) -> None:
         status = r["status"]
-        extra = f"{float(r['median_s']) * 1e3:.3f} ms" if status == "ok" else (r.get("error") or "")[:120]
-        progress.console.print(f"[{_STYLE[status]}]{status:7}[/] {case.label()}  {extra}", markup=True, soft_wrap=True)
+        extra = f"{float(r['median_s']) * 1e3:.3f} ms" if status == st.OK else (r.get("error") or "")[:120]
+        progress.console.print(status_line(status, _STYLE[status], 7, f"{case.label(shown_keys[0])}  {extra}"), soft_wrap=True)
         progress.advance(task[0], case.measure.repeats - runs_done.get(case.case_id, 0))  # runs it will not take
 
     hooks = session.RunHooks(warning=warn, start=start, repeat=repeat, row=row)
     try:
-        outcome = session.run_suite(s, hooks=hooks, **options)
+        outcome = session.run_suite(s, opts, hooks=hooks)
     except session.RunInputError as e:
         raise BadInput(str(e)) from None
     except session.RunStartError as e:
@@ -148,13 +181,13 @@ def run_with_progress(s: Any, **options: Any) -> session.RunOutcome:
     finally:
         progress.stop()
     if outcome.start_error:
-        err_console.print(f"[red]{outcome.start_error}[/]" + (f"\nresults: {outcome.files.csv}" if outcome.primary else ""))
+        err_console.print(outcome.start_error + (f"\nresults: {outcome.files.csv}" if outcome.primary else ""),
+                          style="red", soft_wrap=True)
         sys.exit(1)
     table = summary.build(outcome.rows, [c.params for c in outcome.cases])
-    if table.table is not None:
-        console.print(table.table)
-    for line in table.lines():
-        console.print(line, style="yellow", markup=False, soft_wrap=True)
+    console.print(table)  # fits the console: a fixed line, then the table
+    for line in table.lines():  # word-wrapped to the console (a skip reason is prose)
+        console.print(line, style="yellow")
     counts, wrong = outcome.counts(), len(outcome.wrong)
     console.print(f"{counts['ok']} ok, {counts['failed']} failed, {counts['skipped']} skipped "
                   f"in {outcome.seconds:.1f}s" + (f"; {wrong} WRONG RESULT(S)" if wrong else ""))
@@ -163,39 +196,27 @@ def run_with_progress(s: Any, **options: Any) -> session.RunOutcome:
     return outcome
 
 
-# The `run` options that choose or measure the cases: a resume must repeat them (the profile is in the meta).
-_RESUME_OPTIONS = {"only_impls": "--impl", "shard_spec": "--shard", "repeats": "--repeats", "timer": "--timer",
-                   "timeout_s": "--timeout",
-                   "peak_tflops": "--peak-tflops", "local_devices": "--local-devices",
-                   "python_torch_xla": "--python-torch-xla", "trace_dir": "--trace"}
-
-
-def resume_command(suite_file: str, csv: Path, options: dict[str, Any]) -> str:
+def resume_command(suite_file: str, csv: Path, opts: RunOptions) -> str:
     """The `xlabench run` line that completes an interrupted run."""
-    words = ["xlabench", "run", suite_file, "--resume", str(csv)]
-    for key, flag in _RESUME_OPTIONS.items():
-        value = options.get(key)
-        for v in (value if isinstance(value, (tuple, list)) else [value]):
-            if v is not None:
-                words += [flag, str(v)]
-    return shlex.join(words)
+    return shlex.join(["xlabench", "run", suite_file, "--resume", str(csv), *resume_words(opts)])
 
 
-def interrupted_message(e: Interrupted, suite_file: str, options: dict[str, Any]) -> str:
+def interrupted_message(e: Any, suite_file: str, opts: RunOptions) -> str:
     """What an interrupted `run` says: how far it got and how to finish it."""
-    multihost = any(options.get(k) is not None for k in ("coordinator", "num_processes", "process_id"))
     where = (f"interrupted: {e.done} of {e.total} cases done" if e.total is not None
              else "interrupted while starting the first worker")
     if e.csv is None:
         return where + ("" if e.total is not None else "; no case ran, nothing to resume")
-    if multihost:
+    if opts.multihost:
         return f"{where}; rows so far in {e.csv} (a multi-host run does not resume: start it again everywhere)"
-    return f"{where}; resume with: {resume_command(suite_file, e.csv, options)}"
+    return f"{where}; resume with: {resume_command(suite_file, e.csv, opts)}"
 
 
-@click.command()
-@click.argument("csv_files", nargs=-1, required=True, type=click.Path())
-@click.option("-o", "--output", required=True, type=click.Path(), help="Merged CSV to write (samples beside it).")
+@click.command(epilog=examples(
+    "xlabench merge results/attention/r-0.csv results/attention/r-1.csv -o results/attention/r.csv"))
+@click.argument("csv_files", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False),
+              help="Merged CSV to write (samples beside it).")
 def merge(csv_files: tuple[str, ...], output: str) -> None:
     """Combine the result CSVs of one suite run in shards (`run --shard I/N`) into one file."""
     from xlabench.results.merge import MergeError, merge as merge_files
@@ -204,4 +225,4 @@ def merge(csv_files: tuple[str, ...], output: str) -> None:
         n = merge_files([Path(p) for p in csv_files], Path(output))
     except (MergeError, results.ResultsFileError) as e:
         raise BadInput(str(e)) from None
-    console.print(f"merged {len(csv_files)} file(s), {n} rows -> {output}")
+    console.print(f"merged {len(csv_files)} file(s), {n} rows -> {output}", soft_wrap=True)

@@ -25,7 +25,13 @@ cases is caught so even when no single case has the samples to be significant. C
 share that run's machine speed, so two runs taken under different load differ by a shift of every
 case: the suite-wide shift is checked against the shift of the cases' compile times (a probe of the
 host's speed the timed code does not touch); a shift the machine's own slowdown can explain is
-``confounded`` (could not judge), not a regression (docs/gate.md has the A/A measurements).
+``confounded`` (could not judge), not a regression (docs/gate.md has the A/A measurements). The runner
+also times a fixed host kernel beside every case (``host_calib_s``, xlabench/run/calibrate.py): a
+case's or the suite's regression that the kernel's own slowdown explains is ``confounded`` as well.
+
+The gate judges only what it sees: a comparison in which no case reached the statistics is
+"nothing compared" (exit 2, never a pass), cases of the baseline missing from the candidate fail
+(unless GateConfig.allow_missing), and two files of different suites are refused.
 
 Defaults (see GateConfig and docs/gate.md):
 
@@ -43,27 +49,51 @@ verdicts, confirmation), ``report`` (tables, markdown, JSON), ``session`` (gate'
 No CLI, no printing, no framework. The names imported here are the package's interface.
 """
 
+import sys
+import types
+
 from xlabench.gate.config import (
-    CONFOUNDED, EXIT_FAIL, EXIT_PASS, EXIT_UNJUDGED, FAILED, FAILING, IMPROVEMENT, INCONCLUSIVE, METRICS,
+    CONFOUNDED, EXIT_FAIL, EXIT_NOTHING, EXIT_PASS, EXIT_UNJUDGED, FAILED, FAILING, IMPROVEMENT, INCONCLUSIVE, METRICS,
     MISSING, NEW, REGRESSION, SKIPPED, UNCHANGED, UNCONFIRMED, UNDERPOWERED, UNJUDGED, UNJUDGED_FAILING,
     VERDICTS, EnvMismatchError, GateConfig, GateInputError, Metric,
 )
-from xlabench.gate.stats import (
-    Assessment, assess, holm, min_samples_per_side, sample_shortfall, shortfall_message, smallest_p,
-)
-from xlabench.gate.suite_shift import (
-    SuiteShift, assess_suite, geomean_interval, log_ratios, machine_shift, signed_rank_p,
-    smallest_signed_rank_p,
-)
-from xlabench.gate.load import (
-    RunData, load_run,
-)
-from xlabench.gate.compare import (
-    CaseVerdict, Comparison, compare, confirm,
-)
+
+# The statistics load scipy: they are imported on first use (PEP 562), so that importing the gate's
+# names (the CLI's option defaults, `--help`) stays fast. name -> the module that defines it.
+_LAZY = {
+    **dict.fromkeys(("Assessment", "assess", "holm", "min_samples_per_side", "sample_shortfall",
+                     "shortfall_message", "smallest_p"), "stats"),
+    **dict.fromkeys(("SuiteShift", "assess_suite", "geomean_interval", "log_ratios", "machine_shift",
+                     "signed_rank_p", "smallest_signed_rank_p"), "suite_shift"),
+    **dict.fromkeys(("RunData", "load_run"), "load"),
+    **dict.fromkeys(("CaseVerdict", "Comparison", "compare", "confirm"), "compare"),
+}
+
+
+def __getattr__(name: str) -> object:
+    if name in _LAZY:
+        import importlib
+
+        value = getattr(importlib.import_module(f"xlabench.gate.{_LAZY[name]}"), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'xlabench.gate' has no attribute {name!r}")
+
+
+class _Package(types.ModuleType):
+    """Importing the submodule ``compare`` must not shadow the function ``compare`` of the same name."""
+
+    def __setattr__(self, name: str, value: object) -> None:
+        if name in _LAZY and isinstance(value, types.ModuleType):
+            return
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package
+
 
 __all__ = [
-    "CONFOUNDED", "EXIT_FAIL", "EXIT_PASS", "EXIT_UNJUDGED", "FAILED", "FAILING", "IMPROVEMENT",
+    "CONFOUNDED", "EXIT_FAIL", "EXIT_NOTHING", "EXIT_PASS", "EXIT_UNJUDGED", "FAILED", "FAILING", "IMPROVEMENT",
     "INCONCLUSIVE", "METRICS", "MISSING", "NEW", "REGRESSION", "SKIPPED", "UNCHANGED", "UNCONFIRMED",
     "UNDERPOWERED", "UNJUDGED", "UNJUDGED_FAILING", "VERDICTS", "EnvMismatchError", "GateConfig",
     "GateInputError", "Metric", "Assessment", "assess", "holm", "min_samples_per_side", "sample_shortfall",

@@ -10,13 +10,14 @@ import numpy as np
 
 from xlabench import results
 from xlabench.gate.config import (
-    EXIT_FAIL, EXIT_PASS, EXIT_UNJUDGED, num, CONFOUNDED, EnvMismatchError, FAILED, FAILING, GateConfig,
-    GateInputError, INCONCLUSIVE, MISSING, NEW, REGRESSION, SKIPPED, UNCONFIRMED, UNDERPOWERED, UNJUDGED,
+    EXIT_FAIL, EXIT_NOTHING, EXIT_PASS, EXIT_UNJUDGED, num, CONFOUNDED, EnvMismatchError, FAILED, FAILING, GateConfig,
+    GateInputError, INCONCLUSIVE, MISSING, NEW, REGRESSION, SKIPPED, UNCONFIRMED, UNJUDGED, UNJUDGED_FAILING,
     VERDICTS,
 )
 from xlabench.gate.load import RunData
 from xlabench.gate.stats import Assessment, assess, min_samples_per_side
 from xlabench.gate.suite_shift import SuiteShift, assess_suite
+from xlabench.measure import status as st
 
 
 @dataclass(frozen=True)
@@ -37,6 +38,7 @@ class Comparison:
     warnings: list[str] = field(default_factory=list)
     confirm_run: Optional[str] = None
     suite: Optional[SuiteShift] = None
+    n_baseline: int = 0  # the baseline's cases (of those compared: ``only``)
 
     def count(self, verdict: str) -> int:
         return sum(c.verdict == verdict for c in self.cases)
@@ -57,20 +59,36 @@ class Comparison:
         return [c for c in self.cases if c.verdict in UNJUDGED]
 
     @property
-    def failed(self) -> bool:
+    def missing(self) -> list[CaseVerdict]:
+        """Cases of the baseline the candidate does not have (they fail unless allow_missing)."""
+        return [c for c in self.cases if c.verdict == MISSING]
+
+    @property
+    def regressed(self) -> bool:
         """A regression (a case or the suite-wide shift) or a failed case."""
         return any(c.verdict in FAILING for c in self.cases) or (
             self.suite is not None and self.suite.verdict == REGRESSION)
 
     @property
+    def failed(self) -> bool:
+        """A regression, a failed case, or a case missing from the candidate (unless allowed)."""
+        return self.regressed or bool(self.missing and not self.config.allow_missing)
+
+    @property
     def unjudged_failing(self) -> bool:
-        """Something that looks like a regression but could not be judged: an underpowered case or a
-        confounded suite-wide shift."""
-        return any(c.verdict == UNDERPOWERED for c in self.cases) or (
+        """Something that looks like a regression but could not be judged: an underpowered case, or a
+        case or suite-wide shift the host's own slowdown explains (confounded)."""
+        return any(c.verdict in UNJUDGED_FAILING for c in self.cases) or (
             self.suite is not None and self.suite.verdict == CONFOUNDED)
 
     @property
     def exit_code(self) -> int:
+        """1 for a regression or failure; 2 when no case reached the statistics (a comparison of nothing
+        must not pass); 1 for missing cases; 3 could not judge; else 0."""
+        if self.regressed:
+            return EXIT_FAIL
+        if self.tested == 0:
+            return EXIT_NOTHING
         if self.failed:
             return EXIT_FAIL
         if self.unjudged_failing and not self.config.allow_inconclusive:
@@ -79,7 +97,8 @@ class Comparison:
 
     @property
     def outcome(self) -> str:
-        return {EXIT_PASS: "passed", EXIT_FAIL: "failed", EXIT_UNJUDGED: "could not judge"}[self.exit_code]
+        return {EXIT_PASS: "passed", EXIT_FAIL: "failed", EXIT_NOTHING: "nothing compared",
+                EXIT_UNJUDGED: "could not judge"}[self.exit_code]
 
     @property
     def passed(self) -> bool:
@@ -146,15 +165,20 @@ def _env_problems(pairs: list[tuple[dict, dict]]) -> list[str]:
             for k, (b, c) in problems.items()]
 
 
-def compare(base: RunData, cand: RunData, cfg: GateConfig,
-            only: Optional[set[str]] = None) -> Comparison:
-    """Pair the cases of two runs by case id and judge each pair (``only``: restrict to these ids)."""
-    b_rows = {str(r["case_id"]): r for r in base.rows.to_dict("records")}
-    c_rows = {str(r["case_id"]): r for r in cand.rows.to_dict("records")}
-    if only is not None:
-        b_rows = {k: v for k, v in b_rows.items() if k in only}
-        c_rows = {k: v for k, v in c_rows.items() if k in only}
-    common = [k for k in c_rows if k in b_rows]
+def _rows(run: RunData, only: Optional[set[str]]) -> dict[str, dict[str, Any]]:
+    rows = {str(r["case_id"]): r for r in run.rows.to_dict("records")}
+    return rows if only is None else {k: v for k, v in rows.items() if k in only}
+
+
+def _check_suites(base: RunData, cand: RunData) -> None:
+    """Both files hold runs of one and the same suite (as `gate` checks its baseline before it runs)."""
+    bs, cs = (sorted(set(r.rows["suite"].astype(str))) for r in (base, cand))
+    if bs != cs:
+        raise GateInputError(f"baseline {base.path} holds suite(s) {', '.join(bs)}, candidate {cand.path} "
+                             f"holds {', '.join(cs)}: compare two runs of one suite")
+
+
+def _check_ids(common: list[str], b_rows: dict, c_rows: dict, base: RunData, cand: RunData) -> None:
     for k in common:
         diff = [p for p in _ID_PARAMS if _norm(b_rows[k].get(p)) != _norm(c_rows[k].get(p))]
         if diff:
@@ -162,6 +186,10 @@ def compare(base: RunData, cand: RunData, cfg: GateConfig,
             raise GateInputError(
                 f"case {k}: the files disagree on {', '.join(diff)} ({p}={b_rows[k].get(p)!r} in "
                 f"{base.path}, {c_rows[k].get(p)!r} in {cand.path}): the case ids are not comparable")
+
+
+def _input_warnings(common: list[str], b_rows: dict, c_rows: dict, cfg: GateConfig) -> list[str]:
+    """Environment mismatch (refused unless allowed) and unequal repeats."""
     warn: list[str] = []
     problems = _env_problems([(b_rows[k], c_rows[k]) for k in common])
     if problems:
@@ -169,63 +197,143 @@ def compare(base: RunData, cand: RunData, cfg: GateConfig,
         if not cfg.allow_env_mismatch:
             raise EnvMismatchError(msg + " (pass --allow-env-mismatch to compare anyway)")
         warn.append(msg + " (compared anyway: --allow-env-mismatch)")
-
-    runs = {side: sorted({int(num(rows[k].get("repeats")) or 1) for k in common if rows[k]["status"] == "ok"})
+    runs = {side: sorted({int(num(rows[k].get("repeats")) or 1) for k in common if rows[k]["status"] == st.OK})
             for side, rows in (("baseline", b_rows), ("candidate", c_rows))}
     if runs["baseline"] and runs["candidate"] and min(runs["baseline"]) < max(runs["candidate"]):
         warn.append(f"the baseline pooled {'/'.join(map(str, runs['baseline']))} run(s) per case, the candidate "
                     f"{'/'.join(map(str, runs['candidate']))}: the baseline's run-to-run drift dominates; record it "
                     "with at least as many --repeats (docs/gate.md: shared hosts)")
+    return warn
+
+
+def _untested(c: dict[str, Any], b: Optional[dict[str, Any]]) -> Optional[tuple[str, str]]:
+    """(verdict, reason) of a candidate row that cannot reach the statistics, None for a pair to test."""
+    if c["status"] == st.FAILED:
+        return FAILED, f"candidate failed: {str(c.get('error') or '')[:300]}"
+    if c["status"] == st.OK and c.get("correct") is False:
+        return FAILED, f"wrong result: max_abs_err {c.get('max_abs_err')} > tolerance {c.get('err_tol')}"
+    if c["status"] == st.SKIPPED:
+        was = "" if b is None else f" (baseline: {b['status']})"
+        return SKIPPED, f"{str(c.get('error') or '')[:200]}{was}"
+    if b is None:
+        return NEW, "not in the baseline"
+    if b["status"] != st.OK:
+        return NEW, f"no baseline measurement (baseline status {b['status']})"
+    return None
+
+
+def compare(base: RunData, cand: RunData, cfg: GateConfig,
+            only: Optional[set[str]] = None) -> Comparison:
+    """Pair the cases of two runs by case id and judge each pair (``only``: restrict to these ids)."""
+    _check_suites(base, cand)
+    b_rows, c_rows = _rows(base, only), _rows(cand, only)
+    common = [k for k in c_rows if k in b_rows]
+    _check_ids(common, b_rows, c_rows, base, cand)
+    warn = _input_warnings(common, b_rows, c_rows, cfg)
     labels = _labels(list(c_rows.values()) + [b_rows[k] for k in b_rows if k not in c_rows])
-    metric = cfg.metric_info
     verdicts: dict[str, CaseVerdict] = {}
     to_test: list[str] = []
     pairs: list[tuple[np.ndarray, np.ndarray]] = []
-
-    def put(k: str, verdict: str, reason: str, **kw: Any) -> None:
-        verdicts[k] = CaseVerdict(verdict, reason, case_id=k, label=labels[k], **kw)
-
     for k, c in c_rows.items():
         b = b_rows.get(k)
-        if c["status"] == "failed":
-            put(k, FAILED, f"candidate failed: {str(c.get('error') or '')[:300]}")
-        elif c["status"] == "ok" and c.get("correct") is False:
-            put(k, FAILED, f"wrong result: max_abs_err {c.get('max_abs_err')} > tolerance {c.get('err_tol')}")
-        elif c["status"] == "skipped":
-            was = "" if b is None else f" (baseline: {b['status']})"
-            put(k, SKIPPED, f"{str(c.get('error') or '')[:200]}{was}")
-        elif b is None:
-            put(k, NEW, "not in the baseline")
-        elif b["status"] != "ok":
-            put(k, NEW, f"no baseline measurement (baseline status {b['status']})")
-        else:
-            bv = metric.per_iteration(b, base.samples_of(b))
-            cv = metric.per_iteration(c, cand.samples_of(c))
-            if bv is None or cv is None:
-                side = "baseline" if bv is None else "candidate"
-                put(k, INCONCLUSIVE, f"{cfg.metric} is empty in the {side} row")
+        untested = _untested(c, b)
+        if untested is None:
+            bv = cfg.metric_info.per_iteration(b, base.samples_of(b))
+            cv = cfg.metric_info.per_iteration(c, cand.samples_of(c))
+            if bv is not None and cv is not None:
+                to_test.append(k)
+                pairs.append((bv, cv))
                 continue
-            to_test.append(k)
-            pairs.append((bv, cv))
+            untested = INCONCLUSIVE, f"{cfg.metric} is empty in the {'baseline' if bv is None else 'candidate'} row"
+        verdicts[k] = CaseVerdict(*untested, case_id=k, label=labels[k])
     assessed = assess(pairs, cfg, to_test)
+    host = HostProbe.of([b_rows[k] for k in to_test], [c_rows[k] for k in to_test])
     for k, a in zip(to_test, assessed):
-        verdicts[k] = CaseVerdict(**asdict(a), case_id=k, label=labels[k])
-    # The suite-wide test: every case that reached the statistics (a ratio), whatever its own verdict.
+        verdicts[k] = CaseVerdict(**asdict(host.check_case(a, k, cfg)), case_id=k, label=labels[k])
+    suite = _suite_shift(to_test, pairs, assessed, b_rows, c_rows, cfg, host)
+    warn += host.warnings(suite, cfg)
+    for k, b in b_rows.items():
+        if k not in c_rows:
+            verdicts[k] = CaseVerdict(MISSING, f"not in the candidate (baseline status {b['status']})",
+                                      case_id=k, label=labels[k])
+    order = list(c_rows) + [k for k in b_rows if k not in c_rows]
+    return Comparison(str(base.path), str(cand.path), cfg, [verdicts[k] for k in order], warn, suite=suite,
+                      n_baseline=len(b_rows))
+
+
+def _suite_shift(to_test: list[str], pairs: list[tuple[np.ndarray, np.ndarray]], assessed: list[Assessment],
+                 b_rows: dict, c_rows: dict, cfg: GateConfig, host: "HostProbe") -> Optional[SuiteShift]:
+    """The suite-wide test over every case that reached the statistics (a ratio), whatever its own verdict."""
     idx = [i for i, a in enumerate(assessed) if a.ratio is not None]
     compile_times = (np.array([num(b_rows[to_test[i]].get("compile_s")) or np.nan for i in idx]),
                      np.array([num(c_rows[to_test[i]].get("compile_s")) or np.nan for i in idx]))
     suite = assess_suite([pairs[i] for i in idx], cfg, compile_times, [to_test[i] for i in idx])
-    if suite is not None and suite.machine_ratio is not None and (
-            suite.machine_low > 1 + cfg.threshold or suite.machine_high < 1 - cfg.threshold):
-        warn.append(f"the host compiled {suite.machine_ratio:.2f}x as long as for the baseline "
-                    f"[{suite.machine_low:.2f}, {suite.machine_high:.2f}] (geometric mean over {suite.n_cases} cases): "
-                    "its speed changed (load?), and every case's time with it; per-case verdicts cannot see that "
-                    "(docs/gate.md: the host's speed)")
-    for k, b in b_rows.items():
-        if k not in c_rows:
-            put(k, MISSING, f"not in the candidate (baseline status {b['status']})")
-    order = list(c_rows) + [k for k in b_rows if k not in c_rows]
-    return Comparison(str(base.path), str(cand.path), cfg, [verdicts[k] for k in order], warn, suite=suite)
+    return None if suite is None else host.check_suite(suite, cfg)
+
+
+@dataclass(frozen=True)
+class HostProbe:
+    """The host's own change of speed between the two runs, from the calibration kernel timed beside
+    every case (``host_calib_s``, xlabench.run.calibrate): per case candidate / baseline, and their
+    geometric mean over the run. A slowdown that the host's slowdown explains is ``confounded``."""
+
+    per_case: dict[str, float] = field(default_factory=dict)
+    run: Optional[float] = None
+
+    @classmethod
+    def of(cls, b_rows: list[dict[str, Any]], c_rows: list[dict[str, Any]]) -> "HostProbe":
+        per_case = {}
+        for b, c in zip(b_rows, c_rows):
+            bc, cc = num(b.get("host_calib_s")), num(c.get("host_calib_s"))
+            if bc and cc and bc > 0 and cc > 0:
+                per_case[str(c["case_id"])] = cc / bc
+        run = float(np.exp(np.mean(np.log(list(per_case.values()))))) if per_case else None
+        return cls(per_case, run)
+
+    def slowdown(self, case_id: Optional[str] = None) -> Optional[float]:
+        """How much slower the host ran (the larger of the case's bracket and the run's), None unknown."""
+        got = [h for h in (self.per_case.get(case_id) if case_id else None, self.run) if h is not None]
+        return max(got) if got else None
+
+    def explains(self, lo: float, hi: float, h: Optional[float], cfg: GateConfig) -> bool:
+        """Whether the bad-way interval [lo, hi], with the host's slowdown h taken out, reaches the threshold."""
+        if h is None or h <= 1:
+            return False
+        if cfg.metric_info.higher_is_better:  # a slower host lowers throughput
+            return hi * h >= 1 - cfg.threshold
+        return lo / h <= 1 + cfg.threshold
+
+    def check_case(self, a: Assessment, case_id: str, cfg: GateConfig) -> Assessment:
+        h = self.slowdown(case_id)
+        if a.verdict != REGRESSION or not self.explains(a.ci_low, a.ci_high, h, cfg):
+            return a
+        return replace(a, verdict=CONFOUNDED, reason=(
+            f"{a.reason}, but the host's calibration kernel ran {h:.2f}x as long (beside this case "
+            f"{self.per_case.get(case_id, float('nan')):.2f}x, over the run {self.run:.2f}x): the host slowed "
+            "down by as much; two runs cannot tell that from the code"))
+
+    def check_suite(self, s: SuiteShift, cfg: GateConfig) -> SuiteShift:
+        s = replace(s, calib_ratio=self.run)
+        if s.verdict != REGRESSION or not self.explains(s.ci_low, s.ci_high, self.run, cfg):
+            return s
+        return replace(s, verdict=CONFOUNDED, reason=(
+            f"beyond the {cfg.threshold:.0%} threshold, but the host's calibration kernel ran {self.run:.2f}x as "
+            "long: the host slowed down by as much; two runs cannot tell that from the code"))
+
+    def warnings(self, suite: Optional[SuiteShift], cfg: GateConfig) -> list[str]:
+        out = []
+        t = cfg.threshold
+        if suite is not None and suite.machine_ratio is not None and (
+                suite.machine_low > 1 + t or suite.machine_high < 1 - t):
+            out.append(f"the host compiled {suite.machine_ratio:.2f}x as long as for the baseline "
+                       f"[{suite.machine_low:.2f}, {suite.machine_high:.2f}] (geometric mean over {suite.n_cases} "
+                       "cases): its speed changed (load?), and every case's time with it; per-case verdicts cannot "
+                       "see that (docs/gate.md: the host's speed)")
+        if self.run is not None and not 1 - t < self.run < 1 + t:
+            out.append(f"the host's calibration kernel ran {self.run:.2f}x as long as beside the baseline (geometric "
+                       f"mean over {len(self.per_case)} cases): the host's speed changed (load?); regressions it "
+                       "explains are 'confounded' (docs/gate.md: the host's speed)")
+        return out
 
 
 def confirm(first: Comparison, base: RunData, rerun: Callable[[list[str]], RunData],
@@ -252,8 +360,8 @@ def confirm(first: Comparison, base: RunData, rerun: Callable[[list[str]], RunDa
         w = by_id.get(c.case_id) if c.case_id in regressed else None
         if w is not None:
             conf = Assessment(**{k: v for k, v in asdict(w).items() if k in Assessment.__dataclass_fields__})
-            if w.verdict in (REGRESSION, FAILED, MISSING):
-                verdict = REGRESSION if w.verdict == REGRESSION else FAILED
+            if w.verdict in (REGRESSION, FAILED, MISSING, CONFOUNDED):
+                verdict = w.verdict if w.verdict in (REGRESSION, CONFOUNDED) else FAILED
                 c = replace(c, verdict=verdict, confirmation=conf, reason=f"{c.reason}; re-run: {w.reason}")
             else:
                 c = replace(c, verdict=UNCONFIRMED, confirmation=conf,
@@ -262,8 +370,8 @@ def confirm(first: Comparison, base: RunData, rerun: Callable[[list[str]], RunDa
     suite = first.suite
     if suite_flagged:
         w = again.suite
-        if w is not None and w.verdict == REGRESSION:
-            suite = replace(suite, confirmation=w, reason=f"{suite.reason}; re-run: {w.reason}")
+        if w is not None and w.verdict in (REGRESSION, CONFOUNDED):
+            suite = replace(suite, verdict=w.verdict, confirmation=w, reason=f"{suite.reason}; re-run: {w.reason}")
         else:
             why = w.reason if w is not None else "too few cases in the re-run"
             suite = replace(suite, verdict=UNCONFIRMED, confirmation=w,

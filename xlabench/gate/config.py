@@ -8,26 +8,29 @@ from typing import Any, Callable, Optional
 
 import numpy as np
 
+from xlabench.measure.power import DEFAULT_ALPHA
+
 # Verdicts. REGRESSION and FAILED fail the gate; the rest are reported.
 REGRESSION = "regression"
 IMPROVEMENT = "improvement"
 UNCHANGED = "unchanged"
 INCONCLUSIVE = "inconclusive"
 UNDERPOWERED = "underpowered"  # too few samples to be significant, but the interval is wholly beyond the threshold
-CONFOUNDED = "confounded"      # suite-wide only: a shift the machine's own change of speed can explain
+CONFOUNDED = "confounded"      # a slowdown the host's own change of speed can explain (calibration, compile times)
 UNCONFIRMED = "unconfirmed"  # flagged as a regression, not reproduced by gate's re-run
 FAILED = "failed"            # the candidate case failed or gave a wrong result
 NEW = "new"                  # no baseline measurement for the case
 MISSING = "missing"          # in the baseline only
 SKIPPED = "skipped"          # the candidate skipped the case
-VERDICTS = (REGRESSION, FAILED, UNDERPOWERED, UNCONFIRMED, IMPROVEMENT, UNCHANGED, INCONCLUSIVE, NEW, MISSING,
-            SKIPPED)
-FAILING = (REGRESSION, FAILED)
+VERDICTS = (REGRESSION, FAILED, MISSING, UNDERPOWERED, CONFOUNDED, UNCONFIRMED, IMPROVEMENT, UNCHANGED, INCONCLUSIVE,
+            NEW, SKIPPED)
+FAILING = (REGRESSION, FAILED)  # and MISSING unless GateConfig.allow_missing
 UNJUDGED = (INCONCLUSIVE, UNDERPOWERED)  # "could not judge": listed in every summary
 UNJUDGED_FAILING = (UNDERPOWERED, CONFOUNDED)  # exit 3 unless GateConfig.allow_inconclusive
 
-# Exit codes shared by `compare` and `gate`.
-EXIT_PASS, EXIT_FAIL, EXIT_UNJUDGED = 0, 1, 3  # 2 (bad input) is the CLI's
+# Exit codes shared by `compare` and `gate`. 2 is bad input (the CLI's), and a comparison in which no
+# case reached the statistics: nothing was compared, which must never read as a pass.
+EXIT_PASS, EXIT_FAIL, EXIT_NOTHING, EXIT_UNJUDGED = 0, 1, 2, 3
 
 
 def num(v: Any) -> Optional[float]:
@@ -109,13 +112,14 @@ class GateConfig:
 
     metric: str = "median_s"
     threshold: float = 0.05
-    alpha: float = 0.05
+    alpha: float = DEFAULT_ALPHA
     confidence: float = 0.95
     min_samples: int = 5
     n_resamples: int = 9999
     seed: int = 0
     allow_env_mismatch: bool = False
     allow_inconclusive: bool = False  # "could not judge" (underpowered cases, a confounded suite shift) exits 0
+    allow_missing: bool = False  # cases of the baseline absent from the candidate do not fail the comparison
 
     def __post_init__(self) -> None:
         if self.metric not in METRICS:

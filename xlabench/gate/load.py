@@ -12,6 +12,7 @@ import numpy as np
 from xlabench import results
 from xlabench.results import ResultsFileError
 from xlabench.gate.config import num
+from xlabench.measure.status import OK
 
 
 @dataclass
@@ -83,7 +84,7 @@ def load_run(path: str | Path) -> RunData:
     if len(dup):
         raise ResultsFileError(f"{path}: case {dup.iloc[0]} has more than one row; compare one run per file")
     spath = results.RunFiles(path).samples
-    if (rows["status"] == "ok").any() and not spath.exists():
+    if (rows["status"] == OK).any() and not spath.exists():
         raise ResultsFileError(f"{spath}: no such file: the gate needs the raw samples written beside "
                                f"{path.name} (keep or commit both files)")
     if spath.exists():
@@ -99,7 +100,7 @@ def load_run(path: str | Path) -> RunData:
     samples["run_id"] = samples["run_id"].astype(str)
     run = RunData(path, rows, samples)
     counts = samples.groupby(["run_id", "case_id"]).size().to_dict()  # once, not a scan per row (1000s of cases)
-    for row in rows[rows["status"] == "ok"].to_dict("records"):
+    for row in rows[rows["status"] == OK].to_dict("records"):
         got, want = counts.get((str(row["run_id"]), str(row["case_id"])), 0), num(row.get("n"))
         if want is not None and got != want:
             raise ResultsFileError(f"{spath}: case {row['case_id']} has {got} samples but its row says "

@@ -6,6 +6,7 @@ import json
 from typing import Optional
 
 from rich.table import Table
+from rich.text import Text
 
 from xlabench import gate
 
@@ -15,8 +16,9 @@ _STYLE = {gate.REGRESSION: "bold red", gate.FAILED: "bold red", gate.UNDERPOWERE
 _ICON = {gate.REGRESSION: "❌", gate.FAILED: "❌", gate.UNDERPOWERED: "❓", gate.CONFOUNDED: "❓",
          gate.UNCONFIRMED: "⚠️", gate.IMPROVEMENT: "✅", gate.UNCHANGED: "", gate.INCONCLUSIVE: "❔",
          gate.NEW: "🆕", gate.MISSING: "➖", gate.SKIPPED: "⏭️"}
-_OUTCOME = {gate.EXIT_PASS: "PASSED", gate.EXIT_FAIL: "FAILED", gate.EXIT_UNJUDGED: "COULD NOT JUDGE"}
-_OUTCOME_ICON = {gate.EXIT_PASS: "✅", gate.EXIT_FAIL: "❌", gate.EXIT_UNJUDGED: "❓"}
+_OUTCOME = {gate.EXIT_PASS: "PASSED", gate.EXIT_FAIL: "FAILED", gate.EXIT_NOTHING: "NOTHING COMPARED",
+            gate.EXIT_UNJUDGED: "COULD NOT JUDGE"}
+_OUTCOME_ICON = {gate.EXIT_PASS: "✅", gate.EXIT_FAIL: "❌", gate.EXIT_NOTHING: "❓", gate.EXIT_UNJUDGED: "❓"}
 
 
 def value(v: Optional[float], unit: str) -> str:
@@ -57,7 +59,11 @@ def headline(cmp: gate.Comparison) -> str:
     suite = f"; suite-wide {cmp.suite.verdict}" if cmp.suite is not None else ""
     allowed = " (could not judge: allowed by --allow-inconclusive)" if (
         cmp.exit_code == gate.EXIT_PASS and cmp.unjudged_failing) else ""
-    return f"{_OUTCOME[cmp.exit_code]}: {counts}{suite}{allowed}"
+    if cmp.missing and cmp.config.allow_missing and cmp.exit_code != gate.EXIT_NOTHING:
+        allowed += " (missing cases allowed by --allow-missing)"
+    nothing = (" (no case has an ok measurement on both sides: nothing was compared)"
+               if cmp.exit_code == gate.EXIT_NOTHING else "")
+    return f"{_OUTCOME[cmp.exit_code]}: {counts or 'no cases'}{suite}{allowed}{nothing}"
 
 
 def suite_line(cmp: gate.Comparison) -> Optional[str]:
@@ -68,6 +74,8 @@ def suite_line(cmp: gate.Comparison) -> Optional[str]:
     worse, better = ("slower", "faster") if not cmp.config.metric_info.higher_is_better else ("worse", "better")
     host = "" if s.machine_ratio is None else (
         f"; compile times {s.machine_ratio:.2f} [{s.machine_low:.2f}, {s.machine_high:.2f}]")
+    if s.calib_ratio is not None:
+        host += f"; host calibration {s.calib_ratio:.2f}"
     line = (f"suite: {s.n_worse}/{s.n_cases} {worse}, {s.n_better}/{s.n_cases} {better}, geometric mean "
             f"{s.ratio:.2f} [{s.ci_low:.2f}, {s.ci_high:.2f}], p = {s.p_value:.2g} (Wilcoxon signed-rank over "
             f"{s.n_cases} cases){host}: {s.verdict} ({s.reason})")
@@ -96,6 +104,16 @@ def unjudged_line(cmp: gate.Comparison) -> Optional[str]:
     return line
 
 
+def missing_line(cmp: gate.Comparison) -> Optional[str]:
+    """'missing from the candidate: 90 of the baseline's 96 case(s): ...' (None when none is missing)."""
+    cases = cmp.missing
+    if not cases:
+        return None
+    how = "allowed by --allow-missing" if cmp.config.allow_missing else "they fail the comparison; --allow-missing allows them"
+    return (f"missing from the candidate: {len(cases)} of the baseline's {cmp.n_baseline} case(s) ({how}): "
+            + ", ".join(c.label for c in cases[:8]) + (f" ... and {len(cases) - 8} more" if len(cases) > 8 else ""))
+
+
 def describe(cmp: gate.Comparison) -> str:
     cfg, m = cmp.config, cmp.config.metric_info
     better = "higher" if m.higher_is_better else "lower"
@@ -106,8 +124,8 @@ def describe(cmp: gate.Comparison) -> str:
 
 
 def summary_lines(cmp: gate.Comparison) -> list[str]:
-    """The suite-wide line and the could-not-judge line, where there are any."""
-    return [x for x in (suite_line(cmp), unjudged_line(cmp)) if x]
+    """The suite-wide line, the missing line and the could-not-judge line, where there are any."""
+    return [x for x in (suite_line(cmp), missing_line(cmp), unjudged_line(cmp)) if x]
 
 
 def table(cmp: gate.Comparison) -> Table:
@@ -117,7 +135,7 @@ def table(cmp: gate.Comparison) -> Table:
         t.add_column(col, overflow="fold")
     for c in _ordered(cmp):
         style = _STYLE[c.verdict]
-        verdict = f"[{style}]{c.verdict}[/]" if style else c.verdict
+        verdict = Text(c.verdict, style=style or "")  # no markup: the CLI prints with markup off
         n = f"{c.n_base}/{c.n_cand}" if c.n_base or c.n_cand else ""
         t.add_row(verdict, c.label, n, value(c.baseline, unit), value(c.candidate, unit), ratio(c), _p(c),
                   _note(c)[:300])

@@ -13,8 +13,10 @@ from xlabench import results
 from xlabench import suite as suite_lib
 from xlabench.gate.config import GateInputError
 from xlabench.gate.load import RunData
-from xlabench.gate.stats import min_samples_per_side, sample_shortfall
+from xlabench.measure.power import min_samples_per_side, sample_shortfall
 from xlabench.run import interrupts
+from xlabench.measure.status import OK
+from xlabench.run.options import Filter, OptionError, RunOptions
 
 
 def write_baseline(run_csv: Path, baseline: Path) -> None:
@@ -44,24 +46,28 @@ def baseline_profile(base: RunData) -> Optional[str]:
     return (profiles.pop() or "base") if len(profiles) == 1 else None
 
 
-def raise_iters(s: suite_lib.Suite, profile: Optional[str], only_impls: tuple[str, ...], repeats: Optional[int],
+def raise_iters(s: suite_lib.Suite, profile: Optional[str], opts: RunOptions,
                 base: Optional[RunData], alpha: float) -> tuple[suite_lib.Suite, list[str]]:
     """The suite with measure.iters raised, where needed, so that every case gets the samples per side
-    one case needs to reach significance after Holm over the cases the gate will compare; and what was
-    raised, in words. ``profile`` None (not known before the platform is detected): every profile."""
-    ok_ids = set() if base is None else set(base.rows.loc[base.rows["status"] == "ok", "case_id"].astype(str))
+    one case needs to reach significance after Holm over the cases the gate will compare (those the run's
+    filters, --impl / --backend / -k, select); and what was raised, in words. ``profile`` None (not known
+    before the platform is detected): every profile."""
+    ok_ids = set() if base is None else set(base.rows.loc[base.rows["status"] == OK, "case_id"].astype(str))
     spec = s.spec.model_copy(deep=True)
     targets = [s.pick_profile(None, profile)] if profile is not None else [""] + s.profile_names()
     said = []
     for prof in targets:
-        cases = [c for c in s.cases(prof) if not only_impls or c.impl in only_impls]
+        try:
+            cases = Filter(opts).apply(s.cases(prof))
+        except OptionError:  # a filter this profile has no case for: the run says so, if it is the run's
+            continue
         if not cases:
             continue
         paired = [c for c in cases if c.case_id in ok_ids]
         m = len(paired) or len(cases)
         need = min_samples_per_side(alpha, m)
         measure = cases[0].measure  # one measure per suite and profile
-        runs = repeats or measure.repeats
+        runs = opts.repeats or measure.repeats
         want = math.ceil(need / runs)
         if measure.iters * runs >= need:
             continue
@@ -77,7 +83,7 @@ def raise_iters(s: suite_lib.Suite, profile: Optional[str], only_impls: tuple[st
 
 def baseline_shortfall(base: RunData, alpha: float) -> Optional[str]:
     """A warning when the stored baseline has too few samples per case to judge any case."""
-    ok = base.rows[base.rows["status"] == "ok"]
+    ok = base.rows[base.rows["status"] == OK]
     short = sample_shortfall([int(n) for n in ok["n"]], alpha) if len(ok) else None
     if short is None:
         return None

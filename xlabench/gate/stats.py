@@ -12,6 +12,7 @@ from typing import Any, Optional, Sequence
 import numpy as np
 from scipy import stats
 
+from xlabench.measure.power import min_samples_per_side, sample_shortfall, shortfall_message  # noqa: F401 (re-exported)
 from xlabench.gate.config import (
     GateConfig, IMPROVEMENT, INCONCLUSIVE, REGRESSION, STATISTICS, UNCHANGED, UNDERPOWERED,
 )
@@ -34,41 +35,6 @@ def holm(p_values: Sequence[float]) -> np.ndarray:
 def smallest_p(n_base: int, n_cand: int) -> float:
     """The smallest two-sided Mann-Whitney p-value these sample sizes can give (fully separated)."""
     return float(stats.mannwhitneyu(np.arange(n_base), np.arange(n_base, n_base + n_cand)).pvalue)
-
-
-@functools.lru_cache(maxsize=None)
-def min_samples_per_side(alpha: float, m: int) -> int:
-    """The smallest n for which n vs n samples can make one case significant after Holm over m cases.
-
-    Holm rejects the most significant of m cases when its p <= alpha / m; the smallest two-sided
-    Mann-Whitney p of n vs n samples is that of completely separated samples, computed exactly
-    (2 / C(2n, n)). alpha 0.05: 4 per side for 1 case, 5 for 2-6, 6 for 7-23, 7 for 24-85 (the
-    attention suite's 48 cpu cases), 8 for 86-321, 9 for 322-1215.
-    """
-    if not 0 < alpha < 1 or m < 1:
-        raise ValueError(f"need 0 < alpha < 1 and m >= 1, got alpha={alpha}, m={m}")
-    n = 2
-    while float(stats.mannwhitneyu(np.arange(n), np.arange(n, 2 * n), method="exact").pvalue) > alpha / m:
-        n += 1
-    return n
-
-
-def sample_shortfall(samples_per_case: Sequence[int], alpha: float = GateConfig.alpha) -> Optional[tuple[int, int]]:
-    """(fewest samples a case gets, samples needed per side) when a suite's cases cannot all reach
-    significance after Holm over its case count; None when they can (or there are no cases)."""
-    if not samples_per_case:
-        return None
-    need = min_samples_per_side(alpha, len(samples_per_case))
-    have = min(samples_per_case)
-    return (have, need) if have < need else None
-
-
-def shortfall_message(where: str, n_cases: int, have: int, need: int) -> str:
-    """The warning `validate`, `run` and `gate` print for sample_shortfall()."""
-    return (f"{where}: {have} sample(s) per case (measure.iters x measure.repeats), but `compare`/`gate` need "
-            f">= {need} per side for any of its {n_cases} case(s) to reach significance after Holm "
-            f"(alpha {GateConfig.alpha:g}); with fewer every case is 'could not judge'. Set measure.iters >= "
-            f"{need} (`xlabench gate` raises it for its own runs; see docs/gate.md)")
 
 
 @dataclass(frozen=True)

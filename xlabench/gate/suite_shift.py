@@ -112,6 +112,7 @@ class SuiteShift:
     machine_ratio: Optional[float] = None  # geometric mean of candidate / baseline compile time
     machine_low: Optional[float] = None
     machine_high: Optional[float] = None
+    calib_ratio: Optional[float] = None    # geometric mean of candidate / baseline host_calib_s (the calibration kernel)
     case_ids: tuple[str, ...] = ()
     confirmation: Optional["SuiteShift"] = None  # gate's re-run of the suite
 

@@ -19,9 +19,10 @@ from typing import Optional, Sequence
 import numpy as np
 from scipy import stats
 
+from xlabench.history import ALPHA  # noqa: F401 (changes.ALPHA: per series, see xlabench/history)
+
 MIN_SIZE = 3      # runs on each side of a split (fewer: a side has next to no variance to test against)
 WINDOW = 30       # runs on each side a change's size is measured on (up to the neighbouring changes)
-ALPHA = 0.01      # per series (cases: family-wise over a suite's cases, Holm); Apache Otava's default is 0.001
 RAMP_ALPHA = 0.05  # a run before a change still counts as changed while it is this significantly beyond the runs before it
 BOOTSTRAP = 400
 EXACT_SIDE = 10   # a split with a side this small gets the exact Mann-Whitney p-value

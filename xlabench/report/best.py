@@ -1,22 +1,64 @@
-"""The best kernel configuration per shape: among the usable rows (ok and correct) of a sweep over a
-workload's tuned parameters (workloads.TUNED_PARAMS: attention's block_q / block_k), the fastest per
-backend, impl and shape, with its speedup over the kernel's default (the row that leaves them unset).
+"""The best kernel configuration per shape, and only where it honestly beats the default.
 
-Only groups that swept at least two configurations are reported: one configuration is not a choice.
-A wrong or failed row is never picked, however fast.
+Among the usable rows (ok and correct) of a sweep over a workload's tuned parameters
+(workloads.TUNED_PARAMS: attention's block_q / block_k), per backend, impl and shape: every
+configuration is tested against the kernel's default (the rows that leave them unset) with the
+gate's own two-stage test on the raw samples (the ``.samples.csv`` beside each CSV): Mann-Whitney U
+with Holm over every configuration of the sweep, and the bootstrap interval of the ratio wholly
+beyond the threshold (xlabench.gate.assess). The winner is the fastest configuration so judged an
+improvement; when there is none the row says "no significant winner" and the tuned file keeps the
+default. The fastest of a few noisy samples is not a winner: with 5 samples per configuration the
+minimum median alone "won" 2.15x where the default had only run first.
+
+Never tuned from: interpreted rows (Pallas in the CPU interpreter: a pipeline check, not kernel
+speed), flagged in the table; a group with no default row (nothing to beat); groups that swept fewer
+than two configurations (not a choice). A wrong or failed row is never picked, however fast.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Optional, Sequence
 
 import numpy as np
 import pandas as pd
 
+from xlabench import gate, results
 from xlabench.report import chartdata as cd
 from xlabench.suite.tuned import TunedConfig, value
 from xlabench.workloads import PARAMS as WORKLOAD_PARAMS
 from xlabench.workloads import TUNED_PARAMS
+
+WINNER = "winner"
+DEFAULT_FASTEST = "default is fastest"
+NO_WINNER = "no significant winner"
+INTERPRETED = "interpreted: not tuned"
+NO_DEFAULT = "no default row: not tuned"
+
+Samples = dict[tuple[str, str], np.ndarray]  # (run_id, case_id) -> per-iteration seconds
+
+
+@dataclass(frozen=True)
+class Pick:
+    """One shape's outcome: what the tuned file gets (``config``, None: no entry) and why."""
+
+    verdict: str
+    shown: TunedConfig  # the winner, else the fastest configuration by median (params as run)
+    config: Optional[TunedConfig]
+    test: Optional[gate.Assessment] = None  # shown vs default (ratio = shown / default)
+    reason: str = ""
+
+
+def load_samples(paths: Sequence[Path]) -> Samples:
+    """The raw samples beside each results CSV, by (run_id, case_id)."""
+    out: Samples = {}
+    for p in paths:
+        s = results.read_samples(Path(p))
+        s["seconds"] = pd.to_numeric(s["seconds"], errors="coerce")
+        for (run_id, case_id), g in s.groupby(["run_id", "case_id"], sort=False):
+            out[(str(run_id), str(case_id))] = g.sort_values("iteration")["seconds"].to_numpy(dtype=float)
+    return out
 
 
 def _shape_columns(rows: pd.DataFrame, workload: str) -> list[str]:
@@ -25,9 +67,43 @@ def _shape_columns(rows: pd.DataFrame, workload: str) -> list[str]:
     return [c for c in WORKLOAD_PARAMS[workload].model_fields if c in rows and c not in tuned]
 
 
-def best_configs(df: pd.DataFrame) -> list[TunedConfig]:
-    """The fastest usable configuration per (workload, backend, impl, shape) that swept >= 2 of them."""
-    out: list[TunedConfig] = []
+@dataclass
+class _Group:
+    """One backend, impl and shape of a sweep: its usable rows per configuration."""
+
+    workload: str
+    row: pd.Series  # any row of the group (backend, impl, shape)
+    shape: list[str]
+    tuned: list[str]
+    by_config: dict[tuple, pd.DataFrame]
+    median: pd.Series
+    interpreted: bool
+
+    def config(self, key: tuple, speedup: Optional[float] = None, default: bool = False) -> TunedConfig:
+        rows = self.by_config[key]
+        best = rows.loc[self.median[rows.index].idxmin()]
+        params = {k: None if default else value(best[k]) for k in self.tuned}
+        return TunedConfig(self.workload, str(self.row["backend"]), str(self.row["impl"]),
+                           {k: value(self.row[k]) for k in self.shape if value(self.row[k]) is not None},
+                           {k: v for k, v in params.items() if v is not None} or {k: None for k in self.tuned},
+                           float(self.median[best.name]), speedup)
+
+    def samples(self, key: tuple, samples: Samples) -> np.ndarray:
+        """The configuration's samples, pooled over its rows (several runs of it)."""
+        got = [samples.get((str(r["run_id"]), str(r["case_id"]))) for _, r in self.by_config[key].iterrows()]
+        return np.concatenate([g for g in got if g is not None]) if any(g is not None for g in got) else np.array([])
+
+    @property
+    def default_key(self) -> Optional[tuple]:
+        keys = [k for k in self.by_config if all(v == "nan" for v in k)]  # cd.text of unset cells
+        return keys[0] if keys else None
+
+    def fastest_key(self) -> tuple:
+        return min(self.by_config, key=lambda k: float(self.median[self.by_config[k].index].min()))
+
+
+def _groups(df: pd.DataFrame) -> list[_Group]:
+    out = []
     runs = cd.run_rows(df)
     for workload in cd.distinct(runs["workload"]):
         if workload not in TUNED_PARAMS:
@@ -41,28 +117,102 @@ def best_configs(df: pd.DataFrame) -> list[TunedConfig]:
             configs = cd.text(ok[tuned]).apply(tuple, axis=1)
             if configs.nunique() < 2:
                 continue
-            best = ok.loc[median[ok.index].idxmin()]
-            default = ok[ok[tuned].isna().all(axis=1)]  # the kernel's default: the tuned parameters unset
-            default_s = float(median[default.index].min()) if len(default) else np.nan
-            params = {k: value(best[k]) for k in tuned}
-            out.append(TunedConfig(
-                workload, str(best["backend"]), str(best["impl"]),
-                {k: value(best[k]) for k in shape if value(best[k]) is not None},
-                {k: v for k, v in params.items() if v is not None} or {k: None for k in tuned},
-                float(median[best.name]),
-                default_s / float(median[best.name]) if np.isfinite(default_s) else None))
+            by_config = {k: ok[configs == k] for k in dict.fromkeys(configs)}
+            out.append(_Group(workload, ok.iloc[0], shape, tuned, by_config, median, cd.interpreted(ok)))
     return out
 
 
-def table_rows(configs: list[TunedConfig]) -> tuple[list[str], list[list[Any]]]:
-    """Headers and rows for a table of best configurations (the varying shape columns only)."""
+def best_configs(df: pd.DataFrame, samples: Optional[Samples] = None,
+                 cfg: gate.GateConfig = gate.GateConfig()) -> list[Pick]:
+    """Per (workload, backend, impl, shape) that swept >= 2 configurations: the pick and why.
+
+    ``samples`` (load_samples of the CSVs): without them no configuration can be shown to beat the default.
+    """
+    samples = samples or {}
+    groups = _groups(df)
+    picks: list[Optional[Pick]] = [None] * len(groups)
+    pairs: list[tuple[np.ndarray, np.ndarray]] = []
+    tested: list[tuple[int, tuple]] = []  # (group index, configuration) per pair
+    for i, g in enumerate(groups):
+        d = g.default_key
+        fastest = g.config(g.fastest_key())
+        if g.interpreted:
+            picks[i] = Pick(INTERPRETED, fastest, None, reason="rows ran in the CPU interpreter (interpret=true): "
+                            "a pipeline check, not kernel speed")
+        elif d is None:
+            picks[i] = Pick(NO_DEFAULT, fastest, None, reason="no row with the tuned parameters unset to beat")
+        else:
+            for k in g.by_config:
+                if k != d:
+                    tested.append((i, k))
+                    pairs.append((g.samples(d, samples), g.samples(k, samples)))
+    assessed = gate.assess(pairs, cfg, [f"{i}:{k}" for i, k in tested])  # Holm over every configuration tested
+    by_group: dict[int, dict[tuple, gate.Assessment]] = {}
+    for (i, k), a in zip(tested, assessed):
+        by_group.setdefault(i, {})[k] = a
+    for i, tests in by_group.items():
+        picks[i] = _decide(groups[i], tests)
+    return [p for p in picks if p is not None]
+
+
+def _decide(g: _Group, tests: dict[tuple, gate.Assessment]) -> Pick:
+    """The fastest configuration judged an improvement over the default; else the default is kept."""
+    d = g.default_key
+    default_s = float(g.median[g.by_config[d].index].min())
+    fk = g.fastest_key()
+    fastest = g.config(fk, default_s / float(g.median[g.by_config[fk].index].min()))
+    wins = [k for k, a in tests.items() if a.verdict == gate.IMPROVEMENT]
+    if wins:
+        w = min(wins, key=lambda k: tests[k].candidate)
+        a = tests[w]
+        won = g.config(w, 1 / a.ratio)
+        return Pick(WINNER, won, won, a, a.reason)
+    keep = g.config(d, 1.0, default=True)
+    if fk == d:
+        return Pick(DEFAULT_FASTEST, fastest, keep, reason="no configuration beats the default's median")
+    a = tests[fk]
+    return Pick(NO_WINNER, fastest, replace(keep, speedup_vs_default=None), a,
+                f"the fastest is not significantly faster than the default ({a.verdict}: {a.reason}); default kept")
+
+
+def tuned_configs(picks: Sequence[Pick]) -> list[TunedConfig]:
+    """What a tuned file gets: winners, and the default where it is kept; never interpreted rows."""
+    return [p.config for p in picks if p.config is not None]
+
+
+def _vs_default(p: Pick) -> str:
+    a = p.test
+    if a is None or a.ratio is None:
+        return "1.00x" if p.verdict == DEFAULT_FASTEST else ""
+    return f"{1 / a.ratio:.2f}x [{1 / a.ci_high:.2f}, {1 / a.ci_low:.2f}]"
+
+
+def _varying(configs: Sequence[TunedConfig]) -> list[str]:
     shape_keys = list(dict.fromkeys(k for c in configs for k in c.shape))
-    varying = [k for k in shape_keys if len({str(c.shape.get(k)) for c in configs}) > 1]
+    return [k for k in shape_keys if len({str(c.shape.get(k)) for c in configs}) > 1]
+
+
+def notes(picks: Sequence[Pick]) -> list[str]:
+    """One line per shape left untuned (no significant winner, interpreted, no default row): why."""
+    varying = _varying([p.shown for p in picks])
+    out = []
+    for p in picks:
+        if p.verdict in (NO_WINNER, INTERPRETED, NO_DEFAULT):
+            shape = " ".join(f"{k}={cd.fmt_value(k, p.shown.shape.get(k))}" for k in varying)
+            out.append(f"{p.shown.backend}/{p.shown.impl}{' ' + shape if shape else ''}: {p.verdict}: {p.reason}")
+    return out
+
+
+def table_rows(picks: Sequence[Pick]) -> tuple[list[str], list[list[Any]]]:
+    """Headers and rows for a table of picks (the varying shape columns only): the winner (else the
+    fastest configuration), its speedup over the default with the 95% interval, Holm's p, the verdict."""
+    configs = [p.shown for p in picks]
+    varying = _varying(configs)
     tuned = list(dict.fromkeys(k for c in configs for k in c.params))
-    headers = ["backend", "impl", *varying, *tuned, "median ms", "speedup vs default"]
+    headers = ["backend", "impl", *varying, *tuned, "median ms", "speedup [95% CI]", "p", "verdict"]
     rows = [[c.backend, c.impl, *[cd.fmt_value(k, c.shape.get(k)) for k in varying],
              *[("default" if c.params.get(k) is None else str(c.params.get(k))) for k in tuned],
-             f"{c.median_s * 1e3:.4g}" if c.median_s is not None else "",
-             f"{c.speedup_vs_default:.2f}x" if c.speedup_vs_default is not None else "(no default row)"]
-            for c in configs]
+             f"{c.median_s * 1e3:.4g}" if c.median_s is not None else "", _vs_default(p),
+             "" if p.test is None or p.test.p_holm is None else f"{p.test.p_holm:.2g}", p.verdict]
+            for p, c in zip(picks, configs)]
     return headers, rows

@@ -1,8 +1,7 @@
-"""What every chart kind is built from: colours, hatches and markers per impl and mode, the Chart result, panels, log2 axes, series and facets of result rows, and the generic line chart. Names with a leading underscore are for the chart modules of this package only."""
+"""What every chart kind is built from: colours, hatches and markers per impl and mode, the Chart result, panels that fill their grid, two-line titles, the footer, the legend, log2 axes with level tick labels, series and facets of result rows. Names with a leading underscore are for the chart modules of this package only."""
 
 from __future__ import annotations
 
-import itertools
 import textwrap
 
 import hashlib
@@ -42,6 +41,9 @@ STYLES: dict[str, Style] = {
     "cudnn": Style("#9467bd", (0, (3, 1, 1, 1, 1, 1)), "++"),
     "paged": Style("#d62728", "-", "//"),
     "ragged_paged": Style("#e377c2", (0, (6, 2)), "\\\\"),
+    "paged_gpu": Style("#17becf", (0, (1, 1)), "xx"),
+    "multi_queries_paged": Style("#8c6d31", (0, (4, 1.5, 1, 1.5)), ".."),
+    "sdpa": Style("#bcbd22", (0, (4, 1.5, 1, 1.5)), "++"),
     "dp": Style("#2ca02c"),
     "fsdp": Style("#1f77b4"),
     "tp": Style("#ff7f0e"),
@@ -79,6 +81,9 @@ class Chart:
     artists: dict[tuple[str, str], Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     proxies: list[Artist] = field(default_factory=list)  # legend entries not drawn in any panel
+    # A legend of its own (a key per encoding: colours, line styles, markers) instead of one entry per
+    # drawn series; the proxies and the reference lines follow it.
+    key: list[Artist] = field(default_factory=list)
 
     def save(self, stem: Path, formats: Sequence[str]) -> list[Path]:
         stem.parent.mkdir(parents=True, exist_ok=True)
@@ -90,46 +95,102 @@ class Chart:
         return out
 
 
+def grid(n: int, ncols: int) -> tuple[int, int]:
+    """(rows, columns) for n panels: `ncols` wide when that fills every slot, else the nearest width
+    (one more or fewer) that does; else `ncols`, the last slots left to the legend."""
+    if n <= ncols:
+        return 1, max(n, 1)
+    for c in (ncols, ncols + 1, ncols - 1):
+        if c >= 2 and n % c == 0:
+            return n // c, c
+    return -(-n // ncols), ncols
+
+
 def _panels(n: int, ncols: int, width: float = 3.9, height: float = 3.0) -> tuple[Figure, list[Axes]]:
-    ncols = max(1, min(ncols, n))
-    nrows = -(-n // ncols)
+    nrows, ncols = grid(n, ncols)
     if ncols == 1:  # a lone panel (the README's main chart) gets room for its x axis
         width = max(width, 5.6)
-    fig = Figure(figsize=(width * ncols + 1.8, height * nrows + 1.2), layout="constrained")
+    fig = Figure(figsize=(width * ncols + 0.8, height * nrows + 1.6), layout="constrained")
     axes = fig.subplots(nrows, ncols, squeeze=False).ravel().tolist()
     for ax in axes[n:]:
-        ax.set_visible(False)
+        ax.set_axis_off()
+    fig._xlabench_spare = axes[n:]  # type: ignore[attr-defined]  # _finish gives them the legend
     return fig, axes[:n]
 
 
-def wrap_title(fig: Figure, title: str) -> str:
-    """A title whose long lines (a compile target's topology) are wrapped to the figure's width."""
-    width = int(fig.get_figwidth() * 9)  # characters of an 11 pt title per inch, about
-    return "\n".join(textwrap.fill(line, width) for line in title.split("\n"))
+def wrap_title(fig: Figure, title: str, lines: int = 2) -> str:
+    """A title of at most `lines` lines, each wrapped to the figure's width (and cut with … beyond)."""
+    width = int(fig.get_figwidth() * 11)  # characters of an 11 pt title per inch, about
+    out = [w for line in title.split("\n") for w in textwrap.wrap(line, width)]
+    if len(out) > lines:
+        out = out[:lines - 1] + [textwrap.shorten(" ".join(out[lines - 1:]), width, placeholder=" …")]
+    return "\n".join(out)
+
+
+def _footer(fig: Figure, text: str) -> str:
+    width = int(fig.get_figwidth() * 16)  # characters of an 8 pt footer per inch, about
+    return "\n".join(w for line in text.split("\n") for w in textwrap.wrap(line, width))
 
 
 def _finish(chart: Chart, rows: pd.DataFrame, what: str, gaps: int = 0,
-            gap_reason: str = "failed, skipped or wrong") -> Chart:
-    """Title, one legend for the figure, and a footnote for gaps and other notes."""
+            gap_reason: str = "failed, skipped or wrong", title: Optional[str] = None) -> Chart:
+    """A title of two lines at most, one legend for the figure (in an empty grid slot, else on the right,
+    outside the panels), a footer with the gaps, other notes and the versions, and x tick labels that
+    do not collide."""
     fig = chart.figure
-    fig.suptitle(wrap_title(fig, cd.title(rows, what)), fontsize=11)
-    handles: dict[str, Artist] = {str(h.get_label()): h for h in chart.proxies}
+    fig.suptitle(wrap_title(fig, title or cd.title(rows, what)), fontsize=11)
+    handles: dict[str, Artist] = {str(h.get_label()): h for h in chart.key}
+    handles.update({str(h.get_label()): h for h in chart.proxies})
     for ax in fig.axes:
         for h, lab in zip(*ax.get_legend_handles_labels()):
-            if not lab.startswith("_"):
+            if not lab.startswith("_") and (not chart.key or getattr(h, "_xlabench_reference", False)):
                 handles.setdefault(lab, h)
-    if handles:
-        fig.legend(list(handles.values()), list(handles), loc="outside right center", fontsize=9,
-                   frameon=False)
+    spare = getattr(fig, "_xlabench_spare", [])
+    if handles and spare:
+        spare[0].legend(list(handles.values()), list(handles), loc="center", fontsize=9, frameon=False)
+    elif handles:
+        fig.legend(list(handles.values()), list(handles), loc="outside right center", fontsize=9, frameon=False)
     if gaps:
         chart.notes.insert(0, f"{gaps} point(s) {gap_reason}: left as gaps (see xlabench report)")
-    if chart.notes:
-        fig.supxlabel("\n".join(chart.notes), fontsize=8, color="#444444")
+    versions = cd.versions(rows)
+    footer = chart.notes + ([versions] if versions else [])
+    if footer:
+        fig.supxlabel(_footer(fig, "\n".join(footer)), fontsize=8, color="#444444")
+    _stagger_ticks(fig)
     return chart
 
 
+def _stagger_ticks(fig: Figure) -> None:
+    """x tick labels that would touch their neighbour (128 and 136 on one log axis) drop one line lower
+    (or two); one that would touch on every line is left out (its tick stays). Measured on the laid-out
+    figure."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    canvas = fig.canvas if isinstance(fig.canvas, FigureCanvasAgg) else FigureCanvasAgg(fig)
+    fig.draw_without_rendering()
+    renderer = canvas.get_renderer()
+    for ax in fig.axes:
+        if not ax.axison:
+            continue
+        ticks = sorted((t for t in ax.xaxis.get_major_ticks() if t.label1.get_visible() and t.label1.get_text()),
+                       key=lambda t: t.get_loc())
+        last: dict[int, Any] = {}
+        for tick in ticks:
+            box = tick.label1.get_window_extent(renderer).padded(3)
+            for level in (0, 1, 2):
+                prev = last.get(level)
+                if prev is None or prev.x1 <= box.x0:
+                    if level:
+                        tick.set_pad(tick.get_pad() + level * tick.label1.get_size() * 1.25)
+                    last[level] = box
+                    break
+            else:
+                tick.label1.set_visible(False)
+
+
 def _log2_x(ax: Axes, xs: Sequence[float], labels: Optional[dict[float, str]] = None) -> None:
-    """Powers-of-two axes (batch, sequence, context) on a log2 scale, ticked at every case's x.
+    """Powers-of-two axes (batch, sequence, context) on a log2 scale, ticked at every case's x, labels
+    level (neighbours that would touch are staggered by _finish).
 
     The limits cover failed and skipped cases too, so their gaps show as gaps at the ends.
     """
@@ -144,16 +205,7 @@ def _log2_x(ax: Axes, xs: Sequence[float], labels: Optional[dict[float, str]] = 
         ax.set_xlim(xs[0] - pad, xs[-1] + pad)
     ax.xaxis.set_major_locator(FixedLocator(xs))
     ax.xaxis.set_minor_locator(NullLocator())
-    # Neighbours closer than ~12% on a log axis (128 and 136) or 6% of a linear one would print over each
-    # other: slant them, as the long spec strings always are.
-    log = ax.get_xscale() == "log"
-    crowded = len(xs) > 1 and any((b / a < 1.12) if log else (b - a < 0.06 * (xs[-1] - xs[0]))
-                                  for a, b in itertools.pairwise(xs))
-    if labels or crowded:
-        ax.set_xticklabels([(labels or {}).get(x, cd.fmt_value("", x)) for x in xs], rotation=90 if crowded else 30,
-                           ha="center" if crowded else "right", fontsize=8)
-    else:
-        ax.set_xticklabels([cd.fmt_value("", x) for x in xs])
+    ax.set_xticklabels([(labels or {}).get(x, cd.fmt_value("", x)) for x in xs], fontsize=8 if labels else None)
 
 
 def _utilisation_axis(ax: Axes, rows: pd.DataFrame, rate: str, util: str, name: str) -> None:
@@ -183,9 +235,17 @@ def _series(rows: pd.DataFrame, first: Sequence[str], extras: Sequence[str],
     def rank(item: tuple[dict[str, Any], pd.DataFrame]) -> tuple:
         real = item[0]
         return tuple((list(orders.get(c, [])).index(real[c]) if real[c] in orders.get(c, []) else 99,
-                      str(real[c])) for c in cols)
+                      *_natural(real[c])) for c in cols)
 
     return sorted(groups, key=rank)
+
+
+def _natural(value: Any) -> tuple[int, float, str]:
+    """A sort key that puts numbers in numeric order (1, 4, 16, not 1, 16, 4), before text."""
+    try:
+        return 0, float(value), ""
+    except (TypeError, ValueError):
+        return 1, 0.0, str(value)
 
 
 def _series_label(values: dict[str, Any], first: Sequence[str], s: pd.DataFrame) -> str:
@@ -224,45 +284,3 @@ def _rows(df: pd.DataFrame, workload: str, need: Sequence[str]) -> pd.DataFrame:
         if pd.to_numeric(rows[c], errors="coerce").isna().all():
             raise NoData(f"{workload} rows have no {c} values")
     return rows
-
-
-def _line_chart(kind: str, rows: pd.DataFrame, *, x: str, y: pd.Series, panel_keys: Sequence[str],
-                named_panels: Sequence[str] = (),
-                first: Sequence[str], colour_by: str, dash_by: Optional[str], ncols: int,
-                xlabel: str, ylabel: str, what: str, x_values: Optional[pd.Series] = None,
-                util: Optional[tuple[str, str, str]] = None, hline: Optional[tuple[float, str, str]] = None,
-                x_labels: Optional[dict[float, str]] = None, gap_reason: str = "failed, skipped or wrong") -> Chart:
-    """The shared shape of the line charts: facets, one line per series, NaN gaps, markers, styles.
-
-    x_values overrides the plotted x (paged specs placed by their mean length); y holds the figure
-    per row with NaN where the row is not usable.
-    """
-    orders = {"impl": cd.impl_order(rows["impl"]), "sharding": cd.sort_order(rows["sharding"], cd.SHARDING_ORDER),
-              "mode": cd.sort_order(rows["mode"], cd.MODE_ORDER), "causal": [True, False]}
-    xs_all = pd.to_numeric(x_values if x_values is not None else rows[x], errors="coerce")
-    extras = cd.split_keys(rows, x, list(panel_keys) + list(first))
-    facets, gaps = _drop_empty(_facets(rows, panel_keys, orders, named_panels), y.notna())
-    fig, axes = _panels(len(facets), ncols)
-    chart = Chart(kind, fig)
-    for ax, (ptitle, p) in zip(axes, facets):
-        for i, (values, s) in enumerate(_series(p, first, extras, orders)):
-            s = s.assign(_x=xs_all[s.index]).sort_values("_x")
-            ys = y[s.index].to_numpy(dtype=float)
-            gaps += int(np.isnan(ys).sum())
-            lab = _series_label(values, first, s)
-            marker = MARKERS[i % len(MARKERS)] if extras else "o"
-            (line,) = ax.plot(s["_x"].to_numpy(dtype=float), ys, label=lab, marker=marker, markersize=5,
-                              linewidth=1.6, color=style(values[colour_by]).colour,
-                              linestyle=style(values[dash_by]).linestyle if dash_by else "-")
-            chart.artists[(ptitle, lab)] = line
-        _log2_x(ax, xs_all[p.index], x_labels)
-        ax.set_ylim(bottom=0)
-        if hline:
-            ax.axhline(hline[0], color=style(hline[1]).colour, linewidth=1, linestyle=":", label=hline[2])
-        if util:
-            _utilisation_axis(ax, p, *util)
-        ax.set_title(ptitle, fontsize=10)
-        ax.set_xlabel(xlabel)
-        ax.set_ylabel(ylabel)
-        ax.grid(True, alpha=0.3)
-    return _finish(chart, rows, what, gaps, gap_reason)

@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from xlabench import impls, results
+from xlabench.measure import status as st
 
 INTERPRET_NOTE = "(CPU interpret: pipeline check, not kernel speed)"
 BASELINE_IMPL = "naive"
@@ -26,9 +27,8 @@ DESCRIBING: list[str] = [c for c in results.CASE_COLUMN_NAMES if c != "workload"
 # with its baseline row.
 TUNING = ("block_q", "block_k", "pages_per_compute_block", "megacore_mode")
 # `xlabench compile` rows: no timings; per-device memory against the target's HBM instead.
-COMPILE_SUFFIX = ".compile.csv"
 COMPILE_ONLY_STATUSES = tuple(s for s in results.COMPILE_STATUSES if s not in results.STATUSES)
-MEMORY_STATUSES = ("compiled", "oom")  # rows whose peak_memory_bytes is a figure to draw
+MEMORY_STATUSES = (st.COMPILED, st.OOM)  # rows whose peak_memory_bytes is a figure to draw
 COMPILE_NOTE = "compile-only: memory from XLA's memory_analysis"
 GIB = float(1 << 30)
 # The x of a workload's fit (memory) chart and table, and the keys of one of its lines.
@@ -53,27 +53,6 @@ def load(paths: Sequence[Path]) -> pd.DataFrame:
     return df.drop_duplicates(subset=["run_id", "case_id"], keep="last").reset_index(drop=True)
 
 
-def newest_runs(root: Path) -> tuple[list[Path], list[str]]:
-    """The newest run CSV of every folder under root, and a note for each CSV that is not xlabench's.
-
-    A run file is named after its run id, which starts with its UTC start time, so the last name in
-    a folder is its newest run. `xlabench compile` files (`<run-id>.compile.csv`) live beside the run
-    files: the newest of those is taken too, separately (a compile never hides a run, nor a run a compile).
-    """
-    newest: dict[tuple[Path, bool], Path] = {}
-    foreign: list[str] = []
-    for p in sorted(Path(root).rglob("*.csv")):
-        if p.name.endswith(".samples.csv"):
-            continue
-        try:
-            results.check_header(p)
-        except results.ResultsFileError as e:
-            foreign.append(str(e))
-            continue
-        newest[(p.parent, p.name.endswith(COMPILE_SUFFIX))] = p
-    return sorted(newest.values()), foreign
-
-
 def flag(value: Any) -> bool | None:
     """A boolean cell (Python or numpy bool, or 'true'/'false') as True/False; None when empty."""
     if isinstance(value, (bool, np.bool_)):
@@ -83,7 +62,7 @@ def flag(value: Any) -> bool | None:
 
 def usable(df: pd.DataFrame) -> pd.Series:
     """Rows whose figures may be drawn or ranked: measured ok and not known to be wrong."""
-    return (df["status"] == "ok") & (df["correct"].map(flag) != False)  # noqa: E712 (None counts as not wrong)
+    return (df["status"] == st.OK) & (df["correct"].map(flag) != False)  # noqa: E712 (None counts as not wrong)
 
 
 def metric(df: pd.DataFrame, column: str, scale: float = 1.0) -> pd.Series:
@@ -160,17 +139,23 @@ def label(columns: Sequence[str], values: Sequence[Any], named: Sequence[str] = 
 
 
 def title(df: pd.DataFrame, what: str) -> str:
-    """Chart title: what is shown, the suite, device kind and count, framework versions, interpret note."""
+    """Chart title, two lines: what is shown and the suite; the device kind and count, and the
+    interpret note. The versions go to the footer (versions())."""
     suites = ", ".join(str(s) for s in distinct(df["suite"]))
     # Rows planned as skipped never reached a worker: they have no device or version to show.
     env = df.dropna(subset=["device_kind"])
     devices = ", ".join(f"{k} ×{fmt_value('', c)}" for k, c in
                         distinct(zip(env["device_kind"], env["device_count"])))
-    versions = ", ".join(str(v) for v in distinct(env["framework_version"].dropna()))
-    lines = [f"{what}: {suites}", " · ".join(p for p in (devices, versions) if p)]
-    if interpreted(df):
-        lines.append(INTERPRET_NOTE)
-    return "\n".join(lines)
+    second = " · ".join(p for p in (devices, INTERPRET_NOTE if interpreted(df) else "") if p)
+    return "\n".join(p for p in (f"{what}: {suites}", second) if p)
+
+
+def versions(df: pd.DataFrame) -> str:
+    """The footer's versions: every framework version the rows ran with and xlabench's git commit."""
+    env = df.dropna(subset=["device_kind"])
+    frameworks = [str(v) for v in distinct(env["framework_version"].dropna())]
+    shas = [str(v) for v in distinct(env["git_sha"].dropna())] if "git_sha" in env else []
+    return " · ".join(frameworks + ([f"xlabench {', '.join(shas)}"] if shas else []))
 
 
 _NUMBER = re.compile(r"\d+(?:\.\d+)?")  # no sign: in 'uniform:256-1024' the dash is a range
@@ -251,11 +236,20 @@ def fit_keys(rows: pd.DataFrame, workload: str) -> list[str]:
     return first + split_keys(rows, FIT_X[workload], first)
 
 
+def topology(value: Any) -> str:
+    """A libtpu topology without nested brackets: 'v4:2x2x1 (chip_config_name=megacore)' -> 'v4:2x2x1, megacore'."""
+    m = re.fullmatch(r"\s*([^()]*?)\s*\((?:[a-z_]+=)?([^()]*)\)\s*", str(value))
+    return f"{m.group(1)}, {m.group(2)}" if m else str(value)
+
+
 def compile_title(df: pd.DataFrame, what: str) -> str:
-    """A compile chart's title: the usual one, then the target and its topology, and where memory comes from."""
-    targets = "; ".join(f"{t} ({topo})" if isinstance(topo, str) and topo else str(t)
+    """A compile chart's title, two lines: what and the suite, with the target and its topology; the
+    devices and where the memory comes from."""
+    targets = "; ".join(f"{t} ({topology(topo)})" if isinstance(topo, str) and topo else str(t)
                         for t, topo in distinct(zip(df["target"], df["topology"])) if isinstance(t, str))
-    return title(df, what) + "\n" + " · ".join(p for p in (f"target {targets}" if targets else "", COMPILE_NOTE) if p)
+    first, _, second = title(df, what).partition("\n")
+    first += f" · target {targets}" if targets else ""
+    return first + "\n" + " · ".join(p for p in (second, COMPILE_NOTE) if p)
 
 
 def fit_summary(rows: pd.DataFrame, workload: str) -> pd.DataFrame:
@@ -268,10 +262,10 @@ def fit_summary(rows: pd.DataFrame, workload: str) -> pd.DataFrame:
     hbm = pd.to_numeric(rows["hbm_fraction"], errors="coerce")
     out = []
     for _, g in rows.groupby(key(rows, keys), sort=False):
-        if (g["status"] == "skipped").all():
+        if (g["status"] == st.SKIPPED).all():
             continue
-        fits = g[(g["status"] == "compiled") & mem[g.index].notna()]
-        oom = g[g["status"] == "oom"]
+        fits = g[(g["status"] == st.COMPILED) & mem[g.index].notna()]
+        oom = g[g["status"] == st.OOM]
         line = {k: g[k].iloc[0] for k in keys}
         best = fits.index[xs[fits.index].to_numpy().argmax()] if len(fits) else None
         worst = oom.index[xs[oom.index].to_numpy().argmin()] if len(oom) else None

@@ -16,8 +16,10 @@ import pandas as pd
 
 from xlabench.report import best as best_lib
 from xlabench.report import chartdata as cd
+from xlabench.report import summary as summary_lib
 from xlabench import results
 from xlabench.results import fmt_number
+from xlabench.measure import status as st
 
 
 @dataclass(frozen=True)
@@ -35,9 +37,10 @@ FIGURES: dict[str, list[SummaryFigure]] = {
     "paged_attention": [SummaryFigure("GB/s", "gbytes_per_s", 1, ".4g"), SummaryFigure("MBU %", "mbu", 100, ".2f")],
 }
 _DEFAULT_FIGURES = FIGURES["attention"]
-BEST_INTRO = ("The fastest ok, correct row of each block-size sweep (>= 2 configurations per impl and shape); "
-              "speedup = the kernel's default (block sizes unset) / best. `xlabench best RUN.csv -o tuned.yaml` "
-              "writes them for a suite's `tuned:` key.")
+BEST_INTRO = ("Per impl and shape of each block-size sweep (>= 2 configurations, ok and correct rows): the fastest "
+              "configuration that beats the kernel's default (block sizes unset) by the gate's test on the raw "
+              "samples (Mann-Whitney U, Holm, interval beyond 5%), else 'no significant winner'; interpreted rows "
+              "are never tuned from. `xlabench best RUN.csv -o tuned.yaml` writes them for a suite's `tuned:` key.")
 FIT_INTRO = ("`xlabench compile` rows: per-device memory from XLA's memory_analysis of the program compiled for "
              "the target (oom: what libtpu said the program needs), against the device's HBM. Compile-only: "
              "nothing ran, so there are no timings.")
@@ -153,7 +156,7 @@ def fit_kernels(rows: pd.DataFrame) -> str:
     counts.sort(key=lambda r: (str(r[0]), order.index(r[1]) if r[1] in order else 99))
     md = table(keys + list(results.COMPILE_STATUSES), counts)
     mem = cd.memory_gib(rows)
-    oom = rows[rows["status"] == "oom"]
+    oom = rows[rows["status"] == st.OOM]
     if len(oom):
         lines = [[r["target"], r["impl"], _case_label(r, [c for c in shape if c not in keys]), _gib(mem[i]),
                   _gib(cd.capacity_gib(rows).get(i))] for i, r in oom.iterrows()]
@@ -171,21 +174,45 @@ def _case_label(row: pd.Series, shape: Sequence[str]) -> str:
     return ", ".join(f"{c}={cd.fmt_value(c, row[c])}" for c in shape)
 
 
+def _reason(r: pd.Series) -> str:
+    return (str(r["error"]) if pd.notna(r["error"]) else "")[:_REASON_CHARS]
+
+
+def _fold_skips(bad: pd.DataFrame) -> list[tuple[Any, list[Any]]]:
+    """(first row, rows) per line of the problems table: skipped rows that share a reason (its head, as
+    the run summary folds them) are one line, any other row is its own."""
+    out: dict[Any, tuple[Any, list[Any]]] = {}
+    for i, r in bad.iterrows():
+        k = (st.SKIPPED, str(r.get("target")), summary_lib.skip_reason(r["error"])) if r["status"] == st.SKIPPED else i
+        out.setdefault(k, (i, []))[1].append(i)
+    return list(out.values())
+
+
 def problems(df: pd.DataFrame) -> str:
     """Failed and skipped cases with their reasons, and wrong results with their errors."""
     parts = []
     for suite, rows in df.groupby(cd.text(df["suite"]), sort=False):
         shape = shape_columns(rows)
-        bad = rows[~rows["status"].isin(("ok", *cd.COMPILE_ONLY_STATUSES))]  # compiled, oom: under Fit
-        wrong = rows[(rows["status"] == "ok") & ~cd.usable(rows)]
+        bad = rows[~rows["status"].isin((st.OK, *cd.COMPILE_ONLY_STATUSES))]  # compiled, oom: under Fit
+        wrong = rows[(rows["status"] == st.OK) & ~cd.usable(rows)]
         if bad.empty and wrong.empty:
             continue
         comp = cd.is_compile(rows)
         # a compile row among run rows or other targets' rows says which target it was compiled for
         tag = bool(comp.any()) and (bool((~comp).any()) or cd.text(rows.loc[comp, "target"]).nunique() > 1)
-        lines = [[f"{r['status']} (compile for {r['target']})" if tag and comp[i] else r["status"], _impl(r),
-                  _case_label(r, shape), (str(r["error"]) if pd.notna(r["error"]) else "")[:_REASON_CHARS]]
-                 for i, r in bad.iterrows()]
+        lines = []
+        for i, group in _fold_skips(bad):
+            r = bad.loc[i]
+            status = f"{r['status']} (compile for {r['target']})" if tag and comp[i] else r["status"]
+            if len(group) == 1:
+                lines.append([status, _impl(r), _case_label(r, shape), _reason(r)])
+                continue
+            rs = bad.loc[group]
+            errors = cd.distinct(rs["error"].map(lambda e: str(e) if pd.notna(e) else ""))
+            ids = "<br>".join(f"`{c['case_id']}` {_impl(c)}: {_case_label(c, shape)}" for _, c in rs.iterrows())
+            lines.append([f"{len(group)} cases {status}", ", ".join(cd.distinct(rs.apply(_impl, axis=1))),
+                          f"<details><summary>{len(group)} case ids</summary>{ids}</details>",
+                          _reason(r) if len(errors) == 1 else summary_lib.skip_reason(r["error"])])
         lines += [["wrong result", _impl(r), _case_label(r, shape),
                    f"max_abs_err {fmt_number(r['max_abs_err'], '.3g')} > err_tol {fmt_number(r['err_tol'], '.3g')}"]
                   for _, r in wrong.iterrows()]
@@ -227,9 +254,9 @@ def build(df: pd.DataFrame, sources: Sequence[Path], charts: dict[str, list[Path
             md += [f"## {suite}" + (f" ({workload})" if workload != suite else ""), "",
                    f"Best impl per shape: the fastest row that ran and matched its reference; speedup = "
                    f"{cd.BASELINE_IMPL} median / best median for the same shape.", "", summary(rows), ""]
-    configs = best_lib.best_configs(runs)
-    if configs:
-        headers, rows = best_lib.table_rows(configs)
+    picks = best_lib.best_configs(runs, best_lib.load_samples(sources))
+    if picks:
+        headers, rows = best_lib.table_rows(picks)
         md += ["## Best configuration per shape", "", BEST_INTRO, "", table(headers, rows), ""]
     if len(compiles):
         md += ["## Fit", "", FIT_INTRO, ""]

@@ -22,11 +22,13 @@ from matplotlib.patches import Patch
 
 from xlabench.report import chartdata as cd
 from xlabench.report.bar_labels import _place_bar_labels
-from xlabench.report.chart_parts import (
-    wrap_title,
-    Chart, MARKERS, NoData, _drop_empty, _facets, _finish, _line_chart, _log2_x, _panels, _rows, _series,
+from xlabench.report.chart_parts import (  # noqa: F401 (grid: the charts' API for tests)
+    grid, wrap_title,
+    Chart, MARKERS, NoData, _drop_empty, _facets, _finish, _log2_x, _panels, _rows, _series,
     _series_label, style,
 )
+from xlabench.report.line_chart import _line_chart, spread_band  # noqa: F401 (spread_band: for tests)
+from xlabench.measure import status as st
 
 
 # ----------------------------------------------------------------------------------------- chart kinds
@@ -46,7 +48,7 @@ def attention_tflops(df: pd.DataFrame) -> Chart:
     rows = _rows(df, "attention", ["seq_len", "tflops_per_s"])
     return _line_chart("attention", rows, x="seq_len", y=cd.metric(rows, "tflops_per_s"),
                        panel_keys=["causal", "mode"], first=["impl"], colour_by="impl", dash_by="impl",
-                       ncols=len(cd.distinct(rows["mode"])) or 1, xlabel="sequence length",
+                       ncols=len(cd.distinct(rows["mode"])) or 1, xlabel="sequence length (tokens)",
                        ylabel="TFLOP/s", what="Attention TFLOP/s vs sequence length",
                        util=("tflops_per_s", "mfu", "MFU"))
 
@@ -60,29 +62,45 @@ def attention_speedup(df: pd.DataFrame) -> Chart:
         raise NoData(f"no attention shape has both a usable {cd.BASELINE_IMPL} row and another impl")
     return _line_chart("speedup", others, x="seq_len", y=speed, panel_keys=["causal", "mode"], first=["impl"],
                        colour_by="impl", dash_by="impl", ncols=len(cd.distinct(rows["mode"])) or 1,
-                       xlabel="sequence length", ylabel=f"speedup over {cd.BASELINE_IMPL} (x)",
+                       xlabel="sequence length (tokens)", ylabel=f"speedup over {cd.BASELINE_IMPL} (×, log)",
                        what=f"Attention speedup over {cd.BASELINE_IMPL}",
                        hline=(1.0, cd.BASELINE_IMPL, f"{cd.BASELINE_IMPL} = 1"),
-                       gap_reason=f"failed, skipped, wrong or without a usable {cd.BASELINE_IMPL} row")
+                       gap_reason=f"failed, skipped, wrong or without a usable {cd.BASELINE_IMPL} row", log_y=True)
+
+
+def _short_spec(spec: Any) -> str:
+    """'uniform:4..1024' -> '4..1024': the numbers of a context spec, for a tick label."""
+    text = cd.fmt_value("", spec)
+    return text.split(":", 1)[1] if ":" in text else text
 
 
 def paged_bandwidth(df: pd.DataFrame) -> Chart:
     """Paged decode rows: GB/s vs context length per impl, MBU on the right axis, a panel per batch.
 
     context_lens is a distribution spec; a spec that is not a plain number is placed at its mean
-    length and ticked with the spec itself.
+    length and ticked with its numbers. When each batch has one context (the two zipped, as in the CPU
+    profile), the x axis is the batch instead (ticked with the batch and, under it, its context), so
+    every panel has lines; panels are then the query tokens and page sizes.
     """
     rows = _rows(df, "paged_attention", ["batch", "gbytes_per_s"])
+    per_batch = cd.text(rows["context_lens"]).groupby(cd.text(rows["batch"])).nunique()
+    varying = [k for k in ("q_tokens", "page_size") if cd.text(rows[k]).nunique() > 1]
+    common = dict(y=cd.metric(rows, "gbytes_per_s"), first=["impl"], colour_by="impl", dash_by="impl", ncols=2,
+                  ylabel="GB/s", util=("gbytes_per_s", "mbu", "MBU"))
+    if per_batch.max() <= 1 and per_batch.size > 1:  # one context per batch: batch on x
+        batches = pd.to_numeric(rows["batch"], errors="coerce")
+        labels = {float(b): f"{cd.fmt_value('', b)}\n{_short_spec(c)}" for b, c in zip(batches, rows["context_lens"])}
+        return _line_chart("paged", rows, x="batch", x_values=batches, panel_keys=varying, named_panels=varying,
+                           xlabel="batch (sequences) / context length (tokens)",
+                           what="Paged decode GB/s vs batch", x_labels=labels, **common)
     specs = cd.distinct(rows["context_lens"])
     numeric = pd.to_numeric(rows["context_lens"], errors="coerce")
     plain = bool(numeric.notna().all())
     xs = numeric if plain else rows["context_lens"].map(cd.context_length)
-    labels = None if plain else {cd.context_length(s): str(s) for s in specs}
-    return _line_chart("paged", rows, x="context_lens", x_values=xs, y=cd.metric(rows, "gbytes_per_s"),
-                       panel_keys=["batch"], named_panels=["batch"], first=["impl"], colour_by="impl",
-                       dash_by="impl", ncols=2, xlabel="context length (tokens)", ylabel="GB/s",
-                       what="Paged decode GB/s vs context length", util=("gbytes_per_s", "mbu", "MBU"),
-                       x_labels=labels)
+    labels = None if plain else {cd.context_length(s): _short_spec(s) for s in specs}
+    return _line_chart("paged", rows, x="context_lens", x_values=xs, panel_keys=["batch", *varying],
+                       named_panels=["batch", *varying], xlabel="context length (tokens)",
+                       what="Paged decode GB/s vs context length", x_labels=labels, **common)
 
 
 def pick_batch(p: pd.DataFrame, modes: Sequence[Any]) -> float:
@@ -108,6 +126,7 @@ def sharding_bars(df: pd.DataFrame, global_batch: Optional[float] = None) -> Cha
     chart = Chart("sharding", fig)
     batches = []
     panels: list[tuple[Axes, list[tuple[Any, np.ndarray]], list[Line2D]]] = []
+    legend: dict[str, tuple[str, list[bool]]] = {}
     for ax, (ptitle, p) in zip(axes, facets):
         modes = cd.sort_order(p["sharding"], cd.SHARDING_ORDER)
         batch = float(global_batch) if global_batch is not None else pick_batch(p, modes)
@@ -122,7 +141,7 @@ def sharding_bars(df: pd.DataFrame, global_batch: Optional[float] = None) -> Cha
             pos = np.arange(len(modes)) + (i - (len(series) - 1) / 2) * width
             by_mode = {str(m): s[cd.text(s["sharding"]) == str(m)] for m in modes}
             mfu = np.array([cd.metric(r, "mfu", 100).max() if len(r) else np.nan for r in by_mode.values()])
-            step = np.array([cd.metric(r, "median_s").max() if len(r) else np.nan for r in by_mode.values()])
+            step = np.array([cd.metric(r, "median_s", 1e3).max() if len(r) else np.nan for r in by_mode.values()])
             lab = _series_label(values, ["impl"], s)
             hatch = style(values["impl"]).hatch if len(series) > 1 else ""
             bars = ax.bar(pos, mfu, width * 0.92, color=[style(m).colour for m in modes], hatch=hatch,
@@ -131,7 +150,7 @@ def sharding_bars(df: pd.DataFrame, global_batch: Optional[float] = None) -> Cha
             for x, v, r in zip(pos, mfu, by_mode.values()):
                 if len(r) and not np.isfinite(v):  # a row that is not usable: say why at the foot
                     gaps += 1
-                    status = "wrong" if (r["status"] == "ok").all() else str(r["status"].iloc[0])
+                    status = "wrong" if (r["status"] == st.OK).all() else str(r["status"].iloc[0])
                     ax.text(x, 0, f" {status}", rotation=90, ha="center", va="bottom", fontsize=8, color="#aa0000")
             (pts,) = ax2.plot(pos, step, linestyle="none", marker="D", markersize=6, color="black",
                               markerfacecolor="white", label="step time (right axis)")
@@ -139,7 +158,8 @@ def sharding_bars(df: pd.DataFrame, global_batch: Optional[float] = None) -> Cha
             chart.artists[(ptitle, lab)] = bars
             chart.artists[(ptitle, lab + " step time")] = pts
             # Bars are coloured by mode (the tick labels name it): the legend shows the impl's hatch.
-            chart.proxies.append(Patch(facecolor="white", edgecolor="#333333", hatch=hatch, label=f"MFU: {lab}"))
+            base = lab.removesuffix(" (no usable point)")  # one entry per impl, usable if any panel has it
+            legend.setdefault(base, (hatch, []))[1].append(lab == base)
         ax.set_xticks(np.arange(len(modes)), [str(m) for m in modes])
         ax.set_xlim(-0.5, len(modes) - 0.5)  # every mode's slot inside the frame: its notes clear of the axes
         top = max((float(np.nanmax(v)) for _, v in drawn if np.isfinite(v).any()), default=1.0) * 1.15
@@ -147,9 +167,12 @@ def sharding_bars(df: pd.DataFrame, global_batch: Optional[float] = None) -> Cha
         panels.append((ax, drawn, markers))
         ax2.set_ylim(bottom=0, top=max(ax2.get_ylim()[1] * 1.2, 1e-9))  # diamonds clear of the frame
         ax.set_ylabel("MFU (%)")
-        ax2.set_ylabel("step time (s)")
+        ax2.set_ylabel("step time (ms)")
         ax.set_xlabel("sharding mode")
         ax.set_title(f"{ptitle} · global batch {cd.fmt_value('', batch)}", fontsize=10)
+    for base, (hatch, usable) in legend.items():
+        chart.proxies.append(Patch(facecolor="white", edgecolor="#333333", hatch=hatch,
+                                   label=f"MFU: {base}" + ("" if any(usable) else " (no usable point)")))
     shown = ", ".join(cd.fmt_value("", b) for b in cd.distinct(batches))
     chart = _finish(chart, rows, f"MFU and step time per sharding mode at global batch {shown}", gaps)
     _place_bar_labels(fig, panels)
@@ -164,7 +187,7 @@ _FIT_LAYOUTS: dict[str, dict[str, Any]] = {
     "train": {"panels": ["backend", "target", "model"], "named": [], "colour_by": "sharding", "dash_by": "impl",
               "xlabel": "global batch (sequences)", "what": "HBM per device vs global batch"},
     "attention": {"panels": ["target", "causal", "mode"], "named": [], "colour_by": "impl", "dash_by": "impl",
-                  "xlabel": "sequence length", "what": "HBM per device vs sequence length"},
+                  "xlabel": "sequence length (tokens)", "what": "HBM per device vs sequence length"},
     "paged_attention": {"panels": ["target", "batch"], "named": ["batch"], "colour_by": "impl", "dash_by": "impl",
                         "xlabel": "context length (tokens)", "what": "HBM per device vs context length"},
 }
@@ -239,27 +262,27 @@ def fit_memory(df: pd.DataFrame) -> Chart:
             ys = mem[s.index].to_numpy(dtype=float)
             xv = s["_x"].to_numpy(dtype=float)
             gaps += int(np.isnan(ys).sum())
-            fits = (s["status"] == "compiled").to_numpy() & np.isfinite(ys)
-            oom = (s["status"] == "oom").to_numpy() & np.isfinite(ys)
+            fits = (s["status"] == st.COMPILED).to_numpy() & np.isfinite(ys)
+            oom = (s["status"] == st.OOM).to_numpy() & np.isfinite(ys)
             lab = cd.label(list(values), list(values.values()), named=[c for c in values if c not in first])
             if not np.isfinite(ys).any():
                 lab += " (no memory figure)"
-            st = style(values[lay["colour_by"]])
+            look = style(values[lay["colour_by"]])
             marker = MARKERS[i % len(MARKERS)] if extras else "o"
-            (line,) = ax.plot(xv, ys, label=lab, marker=marker, markersize=5, linewidth=1.6, color=st.colour,
+            (line,) = ax.plot(xv, ys, label=lab, marker=marker, markersize=5, linewidth=1.6, color=look.colour,
                               linestyle=style(values[lay["dash_by"]]).linestyle, markevery=list(np.flatnonzero(fits)))
             chart.artists[(ptitle, lab)] = line
             if oom.any():
                 any_oom = True
                 (x_pts,) = ax.plot(xv[oom], ys[oom], linestyle="none", marker="x", markersize=8,
-                                   markeredgewidth=2, color=st.colour, label="_oom")
+                                   markeredgewidth=2, color=look.colour, label="_oom")
                 chart.artists[(ptitle, lab + " oom")] = x_pts
             if np.isfinite(ys).any():
                 top = max(top, float(np.nanmax(ys)))
         caps = cd.distinct(cd.capacity_gib(p).dropna())
         top = max([top, *caps]) if caps else top
         px = [float(v) for v in xs_all[p.index] if np.isfinite(v)]
-        if labels is None and px and max(px) >= 10000:  # five-digit batches an octave apart: slanted ticks
+        if labels is None and px and max(px) >= 10000:  # five-digit batches an octave apart: smaller labels
             _log2_x(ax, px, {v: cd.fmt_value("", v) for v in px})
         else:
             _log2_x(ax, px, labels)
@@ -291,9 +314,8 @@ def fit_memory(df: pd.DataFrame) -> Chart:
     if any_oom:  # one legend entry for the x markers of every line, after the lines and the capacity
         axes[0].plot([], [], color="#333333", linestyle="none", marker="x", markersize=8, markeredgewidth=2,
                      label=OOM_LABEL)
-    _finish(chart, rows, lay["what"], gaps, gap_reason="failed or skipped")
-    fig.suptitle(wrap_title(fig, cd.compile_title(rows, lay["what"])), fontsize=11)
-    return chart
+    return _finish(chart, rows, lay["what"], gaps, gap_reason="failed or skipped",
+                   title=cd.compile_title(rows, lay["what"]))
 
 
 # ------------------------------------------------------------------------------------------ registry

@@ -16,8 +16,8 @@ one run), ``display`` (helpers for tables). The names imported here are the pack
 
 from xlabench.results.display import fmt_number, varying
 from xlabench.results.files import (
-    NullWriter, ResultsFileError, RowWriter, RunFiles, _cell, check_header, read_prior, read_rows, read_samples,
-    write_meta,
+    COMPILE_SUFFIX, SAMPLES_SUFFIX, NullWriter, ResultsFileError, RowWriter, RunFiles, _cell, check_header,
+    read_prior, read_rows, read_samples, write_meta,
 )
 from xlabench.results.schema import (
     CASE_COLUMN_NAMES, CASE_COLUMNS, COLUMN_NAMES, COLUMNS, COMPILE_COLUMNS, COMPILE_STATUSES, ENV_COLUMNS,
@@ -26,7 +26,7 @@ from xlabench.results.schema import (
 
 __all__ = [
     "fmt_number", "varying",
-    "NullWriter", "ResultsFileError", "RowWriter", "RunFiles", "_cell", "check_header", "read_prior", "read_rows",
+    "COMPILE_SUFFIX", "SAMPLES_SUFFIX", "NullWriter", "ResultsFileError", "RowWriter", "RunFiles", "_cell", "check_header", "read_prior", "read_rows",
     "read_samples", "write_meta",
     "CASE_COLUMN_NAMES", "CASE_COLUMNS", "COLUMN_NAMES", "COLUMNS", "COMPILE_COLUMNS", "COMPILE_STATUSES",
     "ENV_COLUMNS", "ID_COLUMNS", "MEASURE_COLUMNS", "METRIC_COLUMNS", "SAMPLE_COLUMNS", "SCHEMA_VERSION", "STATUSES",

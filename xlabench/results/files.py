@@ -27,13 +27,17 @@ def _cell(value: Any) -> str:
     return str(value)
 
 
+SAMPLES_SUFFIX = ".samples.csv"  # every iteration's seconds, beside each run's CSV
+COMPILE_SUFFIX = ".compile.csv"  # `xlabench compile`'s rows, beside the runs of the same suite
+
+
 class RunFiles:
     """Paths of one run's files."""
 
     def __init__(self, csv_path: Path):
         self.csv = Path(csv_path)
         stem = self.csv.name[: -len(".csv")] if self.csv.name.endswith(".csv") else self.csv.name
-        self.samples = self.csv.with_name(stem + ".samples.csv")
+        self.samples = self.csv.with_name(stem + SAMPLES_SUFFIX)
         self.meta = self.csv.with_name(stem + ".meta.json")
         self.log = self.csv.with_name(stem + ".log")
 

@@ -7,6 +7,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+from xlabench.measure.status import COMPILE_STATUSES, RUN_STATUSES  # noqa: F401 (results.COMPILE_STATUSES)
 
 SCHEMA_VERSION = 1
 
@@ -104,6 +105,8 @@ MEASURE_COLUMNS = _c("measure", [
     ("device_p10_s", "s", "trace timer: 10th percentile of the device seconds"),
     ("device_p90_s", "s", "trace timer: 90th percentile of the device seconds"),
     ("host_overhead", "", "trace timer: median_s / device_median_s (1 = no host cost beyond the device's)"),
+    ("host_calib_s", "s", ("median seconds of a fixed host matmul timed by the runner just before and after each "
+                           "of the case's repeats: the host's speed beside the case (the gate's load check)")),
 ])
 
 METRIC_COLUMNS = _c("metric", [
@@ -152,10 +155,7 @@ COLUMNS: list[Column] = (ID_COLUMNS + CASE_COLUMNS + ENV_COLUMNS + MEASURE_COLUM
 COLUMN_NAMES: list[str] = [c.name for c in COLUMNS]
 CASE_COLUMN_NAMES: list[str] = [c.name for c in CASE_COLUMNS]
 SAMPLE_COLUMNS = ["run_id", "case_id", "iteration", "seconds"]
-STATUSES = ("ok", "failed", "skipped")  # a run's rows
-# a compile's rows: compiled (fits), oom (compiles only past the device's HBM), lowered (GPU targets:
-# lowering only), failed, skipped
-COMPILE_STATUSES = ("compiled", "oom", "lowered", "failed", "skipped")
+STATUSES = RUN_STATUSES  # a run's rows (measure/status.py: the words a worker's reply uses too)
 
 # Columns that do not identify a case: excluded from the case hash.
 _NOT_IDENTIFYING = {"devices"}

@@ -13,14 +13,19 @@ import datetime as dt
 import sys
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable, Optional
 
 from xlabench import hardware, results
 from xlabench.run import workers, scheduler
 from xlabench import impls as catalog
 from xlabench import suite as suite_lib
+from xlabench.measure.messages import CompileRequest, CompileResult, ProtocolError
+from xlabench.measure.target import TargetSpec
 from xlabench.run.envs import COMPILE_VARIANT
+from xlabench.run.options import RunOptions
 from xlabench.run.session import RunInputError, open_run, select_cases
+from xlabench.measure.status import FAILED, SKIPPED
 
 DEFAULT_PROFILE = "tpu"
 TORCH_XLA_REASON = ("torch_xla 2.9 has no compile-only TPU client (it compiles only on the devices it runs on); "
@@ -43,9 +48,8 @@ class CompileOutcome:
         return sum(r["status"] == status for r in self.rows)
 
 
-def target_message(target: hardware.Target, slices: int) -> dict[str, Any]:
-    return {"name": target.name, "platform": target.platform, "topology": target.topology,
-            "options": [list(kv) for kv in target.options], "slices": slices}
+def target_spec(target: hardware.Target, slices: int) -> TargetSpec:
+    return TargetSpec(target.name, target.platform, target.topology, tuple(target.options), slices)
 
 
 def topology_label(target: hardware.Target, slices: int) -> str:
@@ -78,17 +82,17 @@ def _now() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
 
 
-def compile_suite(s: suite_lib.Suite, target_name: str, slices: int = 1, profile: Optional[str] = None,
-                  out_dir: str = "results", resume_csv: Optional[str] = None, timeout_s: Optional[float] = None,
-                  only_impls: tuple[str, ...] = (), shard_spec: Optional[str] = None,
+def compile_suite(s: suite_lib.Suite, target_name: str, slices: int = 1, opts: RunOptions = RunOptions(),
                   on_start: Callable[[str, int, int, dict[str, Any]], None] = lambda *a: None,
                   on_row: Callable[[suite_lib.Case, dict[str, Any]], None] = lambda c, r: None) -> CompileOutcome:
-    """Compile every case of the suite's ``profile`` (default ``tpu``) for ``target_name``.
+    """Compile every case of the suite's profile (``opts.profile``, default ``tpu``) that ``opts``' filters
+    leave for ``target_name``; ``opts.timeout_s`` limits each compile, ``opts.resume_csv`` continues a compile.
 
     ``on_start(profile, cases to do, cases already done, target env)`` and ``on_row`` report progress.
     Raises CompileError for bad input and for a host that cannot compile for the target."""
     from xlabench.run import shard
 
+    profile = opts.profile
     try:
         target = hardware.find_target(target_name)
     except hardware.UnknownTarget as e:
@@ -100,25 +104,25 @@ def compile_suite(s: suite_lib.Suite, target_name: str, slices: int = 1, profile
     try:
         prof = s.pick_profile(None, profile if profile is not None else
                               (DEFAULT_PROFILE if DEFAULT_PROFILE in s.spec.profiles else "base"))
-        shard_of = shard.parse_shard(shard_spec) if shard_spec is not None else None
+        shard_of = shard.parse_shard(opts.shard_spec) if opts.shard_spec is not None else None
     except (suite_lib.SuiteError, ValueError) as e:
         raise CompileError(str(e)) from None
     try:
-        cases = select_cases(s, prof, only_impls, shard_of)
+        cases = select_cases(s, prof, opts.replace(repeats=None, timer=None), shard_of)
     except RunInputError as e:
         raise CompileError(str(e)) from None
 
     try:
-        files, done, run_id = open_run(s, out_dir, resume_csv, suffix=".compile.csv", same=("target", target.name))
+        files, done, run_id = open_run(s, opts.out_dir, opts.resume_csv, suffix=results.COMPILE_SUFFIX, same=("target", target.name))
     except RunInputError as e:
         raise CompileError(str(e)) from None
     todo = [c for c in cases if c.case_id not in done]
 
-    pool = workers.WorkerPool(files.log)
-    message = target_message(target, slices)
+    pool = workers.WorkerPool(files.log, search_path=(str(Path(s.path).resolve().parent),))
+    spec = target_spec(target, slices)
     try:
         worker = pool.get("jax", 1, COMPILE_VARIANT)
-        env = {**worker.request({"op": "target", "target": message}, pool.PROBE_TIMEOUT_S)["env"],
+        env = {**worker.request({"op": "target", "target": spec.to_message()}, pool.PROBE_TIMEOUT_S)["env"],
                "framework_version": worker.env.get("framework_version")}
     except workers.WorkerError as e:
         pool.close()
@@ -138,9 +142,9 @@ def compile_suite(s: suite_lib.Suite, target_name: str, slices: int = 1, profile
                 row = _row(case, ctx, target, slices, env)
                 reason = _skip_reason(case, target)
                 if reason:
-                    row.update(status="skipped", error=reason)
+                    row.update(status=SKIPPED, error=reason)
                 else:
-                    row.update(_compile_one(case, pool, message, timeout_s or case.measure.timeout_s))
+                    row.update(_compile_one(case, pool, spec, opts.timeout_s or case.measure.timeout_s))
                 row["timestamp"] = _now()
                 writer.write(row)
                 rows.append(row)
@@ -150,14 +154,17 @@ def compile_suite(s: suite_lib.Suite, target_name: str, slices: int = 1, profile
     return CompileOutcome(files, prof, target, todo, rows)
 
 
-def _compile_one(case: suite_lib.Case, pool: workers.WorkerPool, target: dict[str, Any],
+def _compile_one(case: suite_lib.Case, pool: workers.WorkerPool, target: TargetSpec,
                  timeout_s: float) -> dict[str, Any]:
     """One case's compile in the worker: the row fields it adds (status, error, figures)."""
-    msg = {"op": "compile", "target": target,
-           "case": {"case_id": case.case_id, "workload": case.workload, "backend": case.backend,
-                    "impl": case.impl, "params": case.params}}
     try:  # a worker that crashed or hung is replaced by the next get
-        reply = pool.get("jax", 1, COMPILE_VARIANT).request(msg, timeout_s)
+        reply = pool.get("jax", 1, COMPILE_VARIANT).request(CompileRequest.from_case(case, target).to_message(),
+                                                            timeout_s)
+        if "result" not in reply:  # skipped or failed
+            return {"status": reply["status"], "error": reply.get("error")}
+        result = CompileResult.from_message(reply["result"])
     except workers.WorkerError as e:
-        return {"status": "failed", "error": str(e)}
-    return {"status": reply["status"], "error": reply.get("error"), **reply.get("fields", {})}
+        return {"status": FAILED, "error": str(e)}
+    except ProtocolError as e:
+        return {"status": FAILED, "error": f"worker reply: {e}"}
+    return {"status": result.status, "error": result.error, **result.fields}

@@ -12,11 +12,8 @@ import re
 from dataclasses import dataclass
 from typing import Mapping, Optional
 
-ENV_COORDINATOR = "XLABENCH_COORDINATOR"
-ENV_NUM_PROCESSES = "XLABENCH_NUM_PROCESSES"
-ENV_PROCESS_ID = "XLABENCH_PROCESS_ID"
-ENV_AUTO = "XLABENCH_DISTRIBUTED_AUTO"
-ENV_INIT_TIMEOUT = "XLABENCH_INIT_TIMEOUT_S"
+from xlabench.measure.worker_env import (  # noqa: F401 (named here for the parent: run.distributed.ENV_*)
+    ENV_AUTO, ENV_COORDINATOR, ENV_INIT_TIMEOUT, ENV_NUM_PROCESSES, ENV_PROCESS_ID)
 
 
 @dataclass(frozen=True)

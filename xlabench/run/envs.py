@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
+from xlabench.measure.worker_env import TORCH_XLA_SPMD_VAR
+
 ROOT = Path(__file__).resolve().parents[2]  # the checkout: the folder holding the xlabench package
 TORCH_XLA_ENV_VAR = "XLABENCH_TORCH_XLA_PYTHON"
 TORCH_XLA_DEFAULT = ROOT / ".venv-torch-xla" / "bin" / "python"
@@ -68,7 +70,6 @@ def accelerator_present() -> bool:
     return tpu_chips_present() or any(os.path.exists(p) for p in ("/dev/nvidiactl", "/dev/kfd"))
 
 
-TORCH_XLA_SPMD_VAR = "XLABENCH_TORCH_XLA_SPMD"
 COMPILE_VARIANT = "compile"  # a JAX worker that compiles for a TPU topology (xlabench compile)
 # libtpu's compile-only client, quiet and without its one-process lock (no chip is opened; the
 # accelerator type only silences its host-bounds warning: the topology is always named explicitly).
@@ -105,3 +106,16 @@ def worker_environ(backend: str, devices: int, env: dict[str, str], variant: str
         if "PJRT_DEVICE" not in env and not tpu_chips_present():
             env["PJRT_DEVICE"] = "CPU"  # a user's PJRT_DEVICE (e.g. TPU) is left alone
     return env
+
+
+def guess_platform(environ: Optional[dict[str, str]] = None) -> str:
+    """The platform a JAX worker would find, read from the host without starting one (``list`` and
+    ``run --dry-run`` use it; a run asks its worker): JAX_PLATFORMS' first entry if set, else a TPU on the
+    PCI bus, else a GPU driver's device node, else the CPU (worker_environ pins a worker there)."""
+    env = os.environ if environ is None else environ
+    first = env.get("JAX_PLATFORMS", "").split(",")[0].strip().lower()
+    if first:
+        return {"cuda": "gpu", "rocm": "gpu"}.get(first, first)
+    if tpu_chips_present():
+        return "tpu"
+    return "gpu" if any(os.path.exists(p) for p in ("/dev/nvidiactl", "/dev/kfd")) else "cpu"

@@ -7,7 +7,7 @@ from typing import Any, Optional
 
 from xlabench import flops as flop_formulas
 from xlabench.hardware import device_peak
-from xlabench.worker.protocol import CaseResult
+from xlabench.measure.messages import CaseResult
 
 
 def derive(result: CaseResult, env: dict[str, Any], devices: int,
@@ -18,7 +18,7 @@ def derive(result: CaseResult, env: dict[str, Any], devices: int,
     out: dict[str, Any] = {}
     peak = device_peak(env.get("platform", ""), env.get("device_kind", ""),
                        env.get("measured_cpu_tflops"), env.get("measured_cpu_gbytes_per_s"),
-                       int(env.get("device_count", 1) or 1), peak_override)
+                       int(env.get("device_count", 1) or 1), peak_override, env.get("cpu_peak_source"))
     out["peak_tflops"] = peak.tflops
     out["peak_gbytes_per_s"] = peak.gbytes_per_s
     out["peak_source"] = peak.source

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from xlabench.worker.timing import device_summary, summarize
-from xlabench.worker.protocol import CaseResult
+from xlabench.measure.timing import device_summary, summarize
+from xlabench.measure.messages import CaseResult
 
 
 def pool(replies: Sequence[CaseResult]) -> CaseResult:

@@ -6,6 +6,7 @@ import datetime as dt
 import random
 import secrets
 import socket
+import statistics
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,12 +15,15 @@ from typing import Any, Callable, Iterable, Optional
 from xlabench import impls as catalog
 from xlabench import results
 from xlabench.run import envs, repeats
+from xlabench.run.calibrate import host_calib_s
 from xlabench.run.envs import worker_variant
 from xlabench.run.interrupts import interruptible, uninterrupted
 from xlabench.run.metrics import derive
 from xlabench.run.workers import Worker, WorkerError, WorkerPool
 from xlabench.suite import Case
-from xlabench.worker.protocol import CaseResult
+from xlabench.measure.messages import CaseResult, ProtocolError, RunRequest
+from xlabench.workloads import TUNED_PARAMS
+from xlabench.measure.status import FAILED, OK, SKIPPED
 
 
 def new_run_id() -> str:
@@ -48,7 +52,7 @@ class RunContext:
     timeout_override: Optional[float] = None
     # The host's measured CPU peaks (from the run's first worker): every CPU row of the run, whatever its
     # framework, is rated against the same figure, so MFU/MBU compare across frameworks.
-    cpu_peaks: dict[str, float] = field(default_factory=dict)
+    cpu_peaks: dict[str, Any] = field(default_factory=dict)  # and where the peak comes from (cpu_peak_source)
     trace_root: Optional[Path] = None  # `run --trace DIR`: each case's profile under DIR/<case_id>/
 
     def trace_dir(self, case: Case, repeat: int) -> Optional[str]:
@@ -86,9 +90,10 @@ class CaseRun:
 
     case: Case
     row: dict[str, Any]
-    replies: list[dict[str, Any]] = field(default_factory=list)
+    replies: list[CaseResult] = field(default_factory=list)  # one per repeat done
     final: Optional[dict[str, Any]] = None  # the worker's last reply when the case ended early (failed)
     env: dict[str, Any] = field(default_factory=dict)  # the worker's environment (device kind, CPU peaks)
+    calib: list[float] = field(default_factory=list)  # calibration kernel seconds before and after each repeat
     done: bool = False
 
     @property
@@ -105,7 +110,7 @@ def start_case(case: Case, pool: WorkerPool, ctx: RunContext) -> CaseRun:
     state = CaseRun(case, base_row(case, ctx))
     reason = plan_skip(case, ctx.platform) or pool.missing(case.backend)
     if reason:
-        state.row.update(status="skipped", error=reason, timestamp=_now())
+        state.row.update(status=SKIPPED, error=reason, timestamp=_now())
         state.done = True
     return state
 
@@ -126,25 +131,28 @@ def run_repeat(state: CaseRun, pool: WorkerPool, ctx: RunContext) -> None:
                               f"{env.get('device_count')} ({env.get('process_count', 1)} process(es))")
         row.update({k: env.get(k) for k in ("device_kind", "device_count", "process_count", "framework_version")})
         row["platform"] = env.get("platform", ctx.platform)
-        msg = {"op": "run", "platform": row["platform"],
-               "case": {"case_id": case.case_id, "workload": case.workload, "backend": case.backend,
-                        "impl": case.impl, "params": case.params, "interpret": row["interpret"],
-                        "measure": case.measure.model_dump(), "trace_dir": ctx.trace_dir(case, i)}}
-        reply = worker.request(msg, ctx.timeout_override or case.measure.timeout_s)
+        req = RunRequest.from_case(case, case.measure.plan(row["platform"], ctx.trace_dir(case, i)),
+                                   interpret=row["interpret"], platform=row["platform"])
+        reply = worker.request(req.to_message(), ctx.timeout_override or case.measure.timeout_s)
+        result = CaseResult.from_message(reply["result"]) if reply["status"] == OK else None
+    except ProtocolError as e:  # a worker of another xlabench version: the case fails, saying what differs
+        row.update(status=FAILED, error=f"{attempt}worker reply: {e}", timestamp=_now())
+        state.done = True
+        return
     except WorkerError as e:
         if worker is not None and not worker.alive():
             pool.discard(worker)
-        row.update(status="failed", error=f"{attempt}{e}", timestamp=_now())
+        row.update(status=FAILED, error=f"{attempt}{e}", timestamp=_now())
         state.done = True
         return
-    if reply["status"] != "ok":
-        if reply["status"] == "failed":
+    if reply["status"] != OK:
+        if reply["status"] == FAILED:
             reply = {**reply, "error": f"{attempt}{reply.get('error')}"}
         state.final = reply
         state.done = True
     else:
         state.env = state.env or worker.env
-        state.replies.append(reply)
+        state.replies.append(result)
         state.done = len(state.replies) >= n
 
 
@@ -156,15 +164,42 @@ def finish_case(state: CaseRun, ctx: RunContext) -> tuple[dict[str, Any], list[f
     if state.final:  # failed or skipped: no result
         row.update(status=state.final["status"], error=state.final.get("error"), repeats=None, timestamp=_now())
         return row, []
-    result = repeats.pool([CaseResult.from_message(r) for r in state.replies])
-    row.update(status="ok", error=None, repeats=len(state.replies))
+    result = repeats.pool(state.replies)
+    row.update(status=OK, error=None, repeats=len(state.replies))
     row.update(result.fields)
+    if state.calib:
+        row["host_calib_s"] = statistics.median(state.calib)
     env = {**state.env, **ctx.cpu_peaks} if state.env.get("platform") == "cpu" else state.env
     row.update(derive(result, env, state.case.devices, ctx.peak_override or state.case.peak_tflops))
     if result.correct is False:
         row["notes"] = "; ".join(filter(None, [row.get("notes"), "WRONG RESULT: error above tolerance"]))
     row["timestamp"] = _now()
     return row, list(result.samples)
+
+
+def _sweep_key(case: Case) -> tuple:
+    """The case without its workload's tuned parameters: configurations of one sweep share it."""
+    tuned = TUNED_PARAMS.get(case.workload, ())
+    return (case.workload, case.backend, case.impl, case.devices,
+            tuple(sorted((k, str(v)) for k, v in case.params.items() if k not in tuned)))
+
+
+def first_pass(cases: list[Case], rng: random.Random) -> list[Case]:
+    """Suite order, except that the configurations of one sweep (cases that differ only in tuned
+    parameters, e.g. attention's block sizes) take their places in a shuffled order: with one repeat
+    there is no later pass, and the configuration listed first (the default) would always run first
+    (a warm-up or cache effect then reads as a difference between configurations: `best` measured a
+    2.15x "win" of that kind)."""
+    places: dict[tuple, list[int]] = {}
+    for i, c in enumerate(cases):
+        places.setdefault(_sweep_key(c), []).append(i)
+    order = list(cases)
+    for idx in places.values():
+        members = [cases[i] for i in idx]
+        rng.shuffle(members)
+        for i, c in zip(idx, members):
+            order[i] = c
+    return order
 
 
 def run_cases(cases: Iterable[Case], writer: results.RowWriter, ctx: RunContext, pool: WorkerPool,
@@ -175,8 +210,9 @@ def run_cases(cases: Iterable[Case], writer: results.RowWriter, ctx: RunContext,
     Repeats are taken in passes over the cases, the order shuffled after the first pass (random
     interleaving, as Google Benchmark's --benchmark_enable_random_interleaving): a case's runs are
     spread over the run instead of back to back, so a slow stretch of a shared host hits every case
-    a little instead of all of one case's runs (benchmarks/gate_quality.py measures the effect).
-    Cases are grouped by backend and worker so an accelerator's worker is started once per group.
+    a little instead of all of one case's runs (benchmarks/gate_quality.py measures the effect). The
+    first pass keeps suite order but shuffles the configurations of a sweep among their places
+    (first_pass), so that no configuration always runs first. Cases are grouped by backend and worker so an accelerator's worker is started once per group.
     An interrupt (see ``interruptible``) kills the workers and propagates: the case in flight gets no row.
     """
     cases = list(cases)
@@ -193,7 +229,9 @@ def run_cases(cases: Iterable[Case], writer: results.RowWriter, ctx: RunContext,
 
     def step(state: CaseRun) -> None:
         if not state.done:
+            state.calib.append(host_calib_s())  # the host's speed just before and after: see run/calibrate.py
             run_repeat(state, pool, ctx)
+            state.calib.append(host_calib_s())
             on_repeat(state.case)
         if state.done:
             row, samples = finish_case(state, ctx)
@@ -206,7 +244,7 @@ def run_cases(cases: Iterable[Case], writer: results.RowWriter, ctx: RunContext,
         try:
             for group in groups.values():
                 states = []
-                for case in group:  # the first pass in suite order
+                for case in first_pass(group, rng):  # suite order, sweep configurations shuffled
                     state = start_case(case, pool, ctx)
                     states.append(state)
                     step(state)

@@ -15,15 +15,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Optional
 
+from xlabench import impls as catalog
 from xlabench import results
 from xlabench import suite as suite_lib
-from xlabench.gate import stats as gate_stats
+from xlabench.measure import power
 from xlabench.run import distributed, shard
-from xlabench.run.envs import Interpreters
+from xlabench.run.envs import Interpreters, guess_platform
+from xlabench.run.options import Filter, OptionError, RunOptions
 from xlabench.run.interrupts import Interrupted, interruptible
-from xlabench.run.scheduler import RunContext, base_row, new_run_id, run_cases
-from xlabench.run.workers import WorkerError, WorkerPool, probe
-from xlabench.worker.timing import TIMERS
+from xlabench.run.scheduler import RunContext, base_row, new_run_id, plan_skip, run_cases
+from xlabench.run.workers import WorkerError, WorkerPool
+from xlabench.measure.status import FAILED
 
 
 class RunInputError(Exception):
@@ -40,11 +42,12 @@ def _ignore(*args: Any) -> None:
 
 @dataclass
 class RunHooks:
-    """Progress of a run, for whoever shows it: ``start(line, runs)`` once the cases are known (``runs``
-    counts repeats), ``repeat(case)`` after each repeat, ``row(case, row)`` after each case's row."""
+    """Progress of a run, for whoever shows it: ``start(lines, runs, cases)`` once the cases are known
+    (``runs`` counts repeats; ``cases``: the ones to run), ``repeat(case)`` after each repeat, ``row(case,
+    row)`` after each case's row."""
 
     warning: Callable[[str], None] = _ignore
-    start: Callable[[list[str], int], None] = _ignore
+    start: Callable[..., None] = _ignore
     repeat: Callable[[suite_lib.Case], None] = _ignore
     row: Callable[[suite_lib.Case, dict[str, Any]], None] = _ignore
 
@@ -65,7 +68,7 @@ class RunOutcome:
 
     @property
     def failed(self) -> list[dict[str, Any]]:
-        return [r for r in self.rows if r["status"] == "failed"]
+        return [r for r in self.rows if r["status"] == FAILED]
 
     @property
     def wrong(self) -> list[dict[str, Any]]:
@@ -77,8 +80,8 @@ class RunOutcome:
 
 def samples_warning(where: str, cases: list[suite_lib.Case]) -> Optional[str]:
     """A warning when the cases time too few samples to be judged by the gate (gate.sample_shortfall)."""
-    short = gate_stats.sample_shortfall([c.measure.iters * c.measure.repeats for c in cases])
-    return gate_stats.shortfall_message(where, len(cases), *short) if short else None
+    short = power.sample_shortfall([c.measure.iters * c.measure.repeats for c in cases])
+    return power.shortfall_message(where, len(cases), *short) if short else None
 
 
 def platform_backend(s: suite_lib.Suite, interpreters: Interpreters) -> str:
@@ -91,65 +94,81 @@ def platform_backend(s: suite_lib.Suite, interpreters: Interpreters) -> str:
 
 
 def resolve_profile(s: suite_lib.Suite, profile: Optional[str]) -> tuple[str, Optional[str]]:
-    """(profile, platform): the platform is probed only when no profile was named."""
+    """(profile, platform): the platform is guessed from the host (envs.guess_platform, no worker) only
+    when no profile was named."""
     if profile is not None:
         return s.pick_profile(None, profile), None
-    try:
-        env = probe(platform_backend(s, Interpreters()), 1)
-    except WorkerError as e:
-        raise RunStartError(f"could not detect the platform ({e}); pass --profile") from None
-    return s.pick_profile(env["platform"]), env["platform"]
+    platform = guess_platform()
+    return s.pick_profile(platform), platform
 
 
-def run_suite(s: suite_lib.Suite, profile: Optional[str] = None, out_dir: str = "results",
-              resume_csv: Optional[str] = None, timeout_s: Optional[float] = None,
-              peak_tflops: Optional[float] = None, only_impls: tuple[str, ...] = (),
-              shard_spec: Optional[str] = None, coordinator: Optional[str] = None,
-              num_processes: Optional[int] = None, process_id: Optional[int] = None,
-              local_devices: Optional[int] = None, init_timeout: int = 120,
-              only_case_ids: Optional[Iterable[str]] = None, run_id: Optional[str] = None,
-              python_torch_xla: Optional[str] = None, repeats: Optional[int] = None,
-              timer: Optional[str] = None, trace_dir: Optional[str] = None,
-              hooks: RunHooks = RunHooks()) -> RunOutcome:
-    """The body of `xlabench run` (also `xlabench gate`'s runs): ``only_case_ids`` runs just those
-    cases, ``run_id`` names a new run, ``repeats`` overrides measure.repeats, ``timer`` measure.timer;
-    ``trace_dir`` keeps each case's profile under it (``<case_id>/``; the trace timer's pass, so it
-    implies ``timer='trace'``), listed in the meta JSON under ``traces``."""
-    if trace_dir is not None:
-        timer = "trace"
+def run_suite(s: suite_lib.Suite, opts: RunOptions = RunOptions(), hooks: RunHooks = RunHooks()) -> RunOutcome:
+    """The body of `xlabench run` (also `xlabench gate`'s runs), as ``opts`` says: its case filters,
+    ``only_case_ids`` (the gate's re-run), ``run_id``, measure overrides; ``trace_dir`` keeps each case's
+    profile under it (``<case_id>/``; the trace timer's pass, so RunOptions sets ``timer='trace'``),
+    listed in the meta JSON under ``traces``."""
     try:
-        shard_of = shard.parse_shard(shard_spec) if shard_spec is not None else None
-        dist = distributed.from_options(coordinator, num_processes, process_id, init_timeout)
+        shard_of = shard.parse_shard(opts.shard_spec) if opts.shard_spec is not None else None
+        dist = distributed.from_options(opts.coordinator, opts.num_processes, opts.process_id, opts.init_timeout)
     except ValueError as e:
         raise RunInputError(str(e)) from None
     primary = dist is None or dist.is_primary
-    if peak_tflops is not None and peak_tflops <= 0:
-        raise RunInputError(f"--peak-tflops must be > 0, got {peak_tflops}")
-    if repeats is not None and repeats < 1:
-        raise RunInputError(f"--repeats must be >= 1, got {repeats}")
-    if timer is not None and timer not in TIMERS:
-        raise RunInputError(f"--timer must be one of {', '.join(TIMERS)}, got {timer!r}")
-    files, done, run_id = open_run(s, out_dir, resume_csv, run_id)
-    if resume_csv and profile is None and files.meta.exists():
-        profile = json.loads(files.meta.read_text()).get("profile") or "base"
-    interpreters = Interpreters(torch_xla_override=python_torch_xla)
-    if python_torch_xla and interpreters.missing("torch_xla"):
+    if opts.profile is not None:  # check the filters before a worker starts or a folder is made
+        try:
+            select_cases(s, s.pick_profile(None, opts.profile), opts, shard_of)
+        except suite_lib.SuiteError as e:
+            raise RunInputError(str(e)) from None
+    files, done, run_id = open_run(s, opts.out_dir, opts.resume_csv, opts.run_id)
+    if opts.resume_csv and opts.profile is None and files.meta.exists():
+        opts = opts.replace(profile=json.loads(files.meta.read_text()).get("profile") or "base")
+    interpreters = Interpreters(torch_xla_override=opts.python_torch_xla)
+    if opts.python_torch_xla and interpreters.missing("torch_xla"):
         raise RunInputError(f"--python-torch-xla: {interpreters.missing('torch_xla')}")
     log = files.log if primary else files.log.with_name(f"{files.csv.stem}.p{dist.process_id}.log")
-    pool = WorkerPool(log, interpreters, dist=dist, local_devices=local_devices)
+    pool = WorkerPool(log, interpreters, dist=dist, local_devices=opts.local_devices,
+                      search_path=(str(Path(s.path).resolve().parent),))
     tally: dict[str, int | None] = {"done": None, "total": None}  # what an interrupt reports
     try:
         with interruptible():
-            return _run_with_pool(s, pool, files, run_id=run_id, done=done, tally=tally, dist=dist,
-                                  profile=profile, timeout_s=timeout_s, peak_tflops=peak_tflops,
-                                  only_impls=only_impls, shard_of=shard_of, shard_spec=shard_spec,
-                                  only_case_ids=only_case_ids, repeats=repeats, timer=timer, hooks=hooks,
-                                  trace_root=Path(trace_dir) if trace_dir is not None else None)
+            return _run_with_pool(s, pool, files, opts, run_id=run_id, done=done, tally=tally, dist=dist,
+                                  shard_of=shard_of, hooks=hooks)
     except Interrupted as e:
         pool.kill_all()
         e.done, e.total = tally["done"], tally["total"]
         e.csv = files.csv if primary and files.csv.exists() else None
         raise
+
+
+@dataclass
+class RunPlan:
+    """What `run --dry-run` shows: the profile and platform, each case with why it would be skipped (None:
+    it would run), and the cases a --resume file already holds."""
+
+    profile: str
+    platform: str
+    cases: list[tuple[suite_lib.Case, Optional[str]]]
+    done: set[str]
+
+
+def plan_run(s: suite_lib.Suite, opts: RunOptions) -> RunPlan:
+    """The run ``opts`` asks for, decided without a worker and without writing anything: the platform is
+    guessed from the host (envs.guess_platform), skips come from the impl catalog and the environments."""
+    done: set[str] = set()
+    if opts.resume_csv:
+        try:
+            _, _, done, _ = results.read_prior(Path(opts.resume_csv))
+        except results.ResultsFileError as e:
+            raise RunInputError(f"--resume: {e}") from None
+    platform = guess_platform()
+    try:
+        shard_of = shard.parse_shard(opts.shard_spec) if opts.shard_spec is not None else None
+        prof = s.pick_profile(platform, opts.profile)
+    except (ValueError, suite_lib.SuiteError) as e:
+        raise RunInputError(str(e)) from None
+    cases = select_cases(s, prof, opts, shard_of)
+    interpreters = Interpreters(torch_xla_override=opts.python_torch_xla)
+    return RunPlan(prof, platform, [(c, plan_skip(c, platform) or interpreters.missing(c.backend)) for c in cases],
+                   done)
 
 
 def open_run(s: suite_lib.Suite, out_dir: str, resume_csv: Optional[str], run_id: Optional[str] = None,
@@ -160,7 +179,12 @@ def open_run(s: suite_lib.Suite, out_dir: str, resume_csv: Optional[str], run_id
     if not resume_csv:
         run_id = run_id or new_run_id()
         files = results.RunFiles(Path(out_dir) / s.name / f"{run_id}{suffix}")
-        files.csv.parent.mkdir(parents=True, exist_ok=True)
+        if Path(out_dir).exists() and not Path(out_dir).is_dir():
+            raise RunInputError(f"--out {out_dir}: not a folder (rows go to OUT/<suite>/<run-id>{suffix})")
+        try:
+            files.csv.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise RunInputError(f"--out {out_dir}: cannot create {files.csv.parent}: {e.strerror}") from None
         return files, set(), run_id
     try:
         files, prior, done, run_id = results.read_prior(Path(resume_csv))
@@ -173,36 +197,35 @@ def open_run(s: suite_lib.Suite, out_dir: str, resume_csv: Optional[str], run_id
     return files, done, run_id
 
 
-def select_cases(s: suite_lib.Suite, prof: str, only_impls: tuple[str, ...] = (),
-                 shard_of: tuple[int, int] | None = None, only_case_ids: Iterable[str] | None = None,
-                 repeats: int | None = None, timer: str | None = None) -> list[suite_lib.Case]:
-    """The profile's cases that ``--impl``, ``--shard``, the gate's re-run list and ``--repeats`` leave,
-    with ``--timer`` applied (shared by `run` and `compile`)."""
-    cases = s.cases(prof)
-    if only_impls:
-        unknown = set(only_impls) - {c.impl for c in cases}
-        if unknown:
-            raise RunInputError(f"--impl {', '.join(sorted(unknown))}: not in this suite (impls: "
-                                f"{', '.join(sorted({c.impl for c in cases}))})")
-        cases = [c for c in cases if c.impl in only_impls]
+def _with_impl_paths(s: suite_lib.Suite, opts: RunOptions) -> suite_lib.Suite:
+    """``--impl package.module:fn`` adds a user impl the suite does not list (other --impl values filter)."""
+    paths = [i for i in opts.only_impls if catalog.is_path(i)]
+    return s.with_user_impls(paths) if paths else s
+
+
+def select_cases(s: suite_lib.Suite, prof: str, opts: RunOptions = RunOptions(),
+                 shard_of: tuple[int, int] | None = None) -> list[suite_lib.Case]:
+    """The profile's cases that the filters of ``opts`` (``--impl``, ``--backend``, ``-k``), ``--shard``
+    and the gate's re-run list leave, with ``--repeats`` and ``--timer`` applied (shared by `run`,
+    `compile` and `list`)."""
+    try:
+        cases = Filter(opts).apply(_with_impl_paths(s, opts).cases(prof))
+    except (OptionError, suite_lib.SuiteError) as e:
+        raise RunInputError(str(e)) from None
     if shard_of is not None:
         cases = shard.select(cases, *shard_of)
-    if only_case_ids is not None:
-        wanted = set(only_case_ids)
+    if opts.only_case_ids is not None:
+        wanted = set(opts.only_case_ids)
         cases = [c for c in cases if c.case_id in wanted]
-    if repeats is not None:
-        cases = [dataclasses.replace(c, measure=c.measure.model_copy(update={"repeats": repeats})) for c in cases]
-    if timer is not None:  # else the suite's, or the worker's platform default (timing.default_timer)
-        cases = [dataclasses.replace(c, measure=c.measure.model_copy(update={"timer": timer})) for c in cases]
+    for key in ("repeats", "timer"):  # else the suite's (timer: or the worker's platform default)
+        if getattr(opts, key) is not None:
+            cases = [dataclasses.replace(c, measure=c.measure.model_copy(update={key: getattr(opts, key)}))
+                     for c in cases]
     return cases
 
 
-def _run_with_pool(s: suite_lib.Suite, pool: WorkerPool, files: results.RunFiles, *, run_id: str,
-                   done: set[str], tally: dict[str, int | None], dist: Any, profile: str | None,
-                   timeout_s: float | None, peak_tflops: float | None, only_impls: tuple[str, ...],
-                   shard_of: tuple[int, int] | None, shard_spec: str | None,
-                   only_case_ids: Iterable[str] | None, repeats: int | None, timer: str | None,
-                   trace_root: Path | None,
+def _run_with_pool(s: suite_lib.Suite, pool: WorkerPool, files: results.RunFiles, opts: RunOptions, *, run_id: str,
+                   done: set[str], tally: dict[str, int | None], dist: Any, shard_of: tuple[int, int] | None,
                    hooks: RunHooks) -> RunOutcome:
     """run_suite once its workers can start: probe, pick the cases, run them. ``tally`` counts the cases
     with a row (done) out of the run's cases (total), for the interrupt message."""
@@ -215,11 +238,11 @@ def _run_with_pool(s: suite_lib.Suite, pool: WorkerPool, files: results.RunFiles
     except WorkerError as e:
         if dist is None:
             raise RunStartError(str(e)) from None
-        return _fail_all(s, profile, files, run_id, f"multi-host start failed: {e}", primary, process_id)
+        return _fail_all(s, opts.profile, files, run_id, f"multi-host start failed: {e}", primary, process_id)
     platform = first.env["platform"]
     try:
-        prof = s.pick_profile(platform, profile)
-        cases = select_cases(s, prof, only_impls, shard_of, only_case_ids, repeats, timer)
+        prof = s.pick_profile(platform, opts.profile)
+        cases = select_cases(s, prof, opts, shard_of)
     except (suite_lib.SuiteError, RunInputError) as e:
         pool.close()
         raise RunInputError(str(e)) from None
@@ -230,10 +253,12 @@ def _run_with_pool(s: suite_lib.Suite, pool: WorkerPool, files: results.RunFiles
                  for b in dict.fromkeys(c.backend for c in todo) if pool.missing(b)]
     for w in warnings:
         hooks.warning(w)
-    cpu_peaks = {k: first.env[k] for k in ("measured_cpu_tflops", "measured_cpu_gbytes_per_s") if k in first.env}
-    ctx = RunContext(run_id=run_id, platform=platform, peak_override=peak_tflops, timeout_override=timeout_s,
-                     cpu_peaks=cpu_peaks, trace_root=trace_root)
-    meta = {"run_id": run_id, "suite": s.name, "shard": shard_spec, "suite_file": str(s.path), "profile": prof,
+    cpu_peaks = {k: first.env[k] for k in ("measured_cpu_tflops", "measured_cpu_gbytes_per_s", "cpu_peak_source")
+                 if k in first.env}
+    trace_root = Path(opts.trace_dir) if opts.trace_dir is not None else None
+    ctx = RunContext(run_id=run_id, platform=platform, peak_override=opts.peak_tflops,
+                     timeout_override=opts.timeout_s, cpu_peaks=cpu_peaks, trace_root=trace_root)
+    meta = {"run_id": run_id, "suite": s.name, "shard": opts.shard_spec, "suite_file": str(s.path), "profile": prof,
             "workload": s.spec.workload, "command": sys.argv, "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "env": first.env, "git_sha": ctx.git_sha, "hostname": ctx.hostname, "schema_version": results.SCHEMA_VERSION,
             "suite_spec": s.spec.model_dump(mode="json")}
@@ -244,7 +269,7 @@ def _run_with_pool(s: suite_lib.Suite, pool: WorkerPool, files: results.RunFiles
     if platform == "cpu":
         lines.append("CPU: Pallas kernels run in interpret mode; their rows say interpret=true "
                      "(a pipeline check, not kernel speed)")
-    hooks.start(lines, sum(c.measure.repeats for c in todo))
+    hooks.start(lines, sum(c.measure.repeats for c in todo), todo)
 
     def on_row(case: suite_lib.Case, row: dict[str, Any]) -> None:
         tally["done"] = (tally["done"] or 0) + 1
@@ -279,7 +304,7 @@ def _fail_all(s: suite_lib.Suite, profile: Optional[str], files: results.RunFile
     every case gets a failed row naming the cause."""
     prof = s.pick_profile(None, profile) if profile is not None else ""
     ctx = RunContext(run_id=run_id, platform="")
-    rows = [{**base_row(case, ctx), "status": "failed", "error": error} for case in s.cases(prof)]
+    rows = [{**base_row(case, ctx), "status": FAILED, "error": error} for case in s.cases(prof)]
     if primary:
         with results.RowWriter(files) as writer:
             for row in rows:

@@ -16,6 +16,7 @@ from typing import Any, Optional
 
 from xlabench.run import envs
 from xlabench.run.distributed import DistributedConfig
+from xlabench.measure.worker_env import IMPL_PATH_VAR
 from xlabench.run.envs import Interpreters, worker_environ
 
 
@@ -29,6 +30,7 @@ class WorkerSpec:
     python: str = sys.executable
     dist: Optional[DistributedConfig] = None
     variant: str = ""  # process-global framework mode (torch_xla SPMD): one worker per variant
+    search_path: tuple[str, ...] = ()  # where user impls are imported from (IMPL_PATH_VAR), besides the cwd
 
     @property
     def key(self) -> tuple[str, int, str, str]:
@@ -39,6 +41,7 @@ class WorkerSpec:
         if self.dist is not None:
             env.update(self.dist.worker_env())
         env["PYTHONUNBUFFERED"] = "1"
+        env[IMPL_PATH_VAR] = os.pathsep.join(dict.fromkeys([os.getcwd(), *self.search_path]))
         # The worker must import this very xlabench, whichever Python runs it.
         root = str(envs.ROOT)
         env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
@@ -156,8 +159,10 @@ class WorkerPool:
     PROBE_TIMEOUT_S = 300.0
 
     def __init__(self, log_path: Optional[Path], interpreters: Interpreters = Interpreters(),
-                 dist: Optional[DistributedConfig] = None, local_devices: Optional[int] = None):
+                 dist: Optional[DistributedConfig] = None, local_devices: Optional[int] = None,
+                 search_path: tuple[str, ...] = ()):
         self.log_path = log_path
+        self.search_path = search_path
         self.interpreters = interpreters
         self.dist = dist
         self.local_devices = local_devices
@@ -178,7 +183,8 @@ class WorkerPool:
                     self.discard(w)
         elif self.local_devices:
             devices = self.local_devices
-        spec = WorkerSpec(backend, devices, self.interpreters.python_for(backend), self.dist, variant)
+        spec = WorkerSpec(backend, devices, self.interpreters.python_for(backend), self.dist, variant,
+                          self.search_path)
         if spec.key in self._start_failures:  # a worker that cannot start will not start next case either
             raise WorkerError(self._start_failures[spec.key])
         w = self._workers.get(spec.key)

@@ -6,10 +6,11 @@ import itertools
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
 from pydantic import ValidationError
 
+from xlabench import impls as catalog
 from xlabench import results
 from xlabench.workloads import PARAMS as WORKLOAD_PARAMS
 from xlabench.suite import tuned
@@ -45,6 +46,29 @@ class Suite:
 
     def cases(self, profile: str = "") -> list[Case]:
         return expand(self, profile)
+
+    def with_user_impls(self, paths: Sequence[str]) -> "Suite":
+        """The suite with import paths (``--impl package.module:fn``) added to every impl list of a backend
+        that takes user impls, so they run beside the suite's own (checked for syntax only)."""
+        for path in paths:
+            problem = catalog.path_problem(path)
+            if problem:
+                raise SuiteError(f"--impl {path}: {problem}")
+            if self.spec.workload not in catalog.USER_WORKLOADS:
+                raise SuiteError(f"--impl {path}: workload {self.spec.workload!r} takes built-in impls only "
+                                 f"(user impls: {', '.join(catalog.USER_WORKLOADS)})")
+
+        def add(impls: Optional[Impls]) -> Optional[Impls]:
+            if impls is None:
+                return None
+            if isinstance(impls, dict):
+                return {b: v + [p for p in paths if p not in v] if b in catalog.USER_BACKENDS else v
+                        for b, v in impls.items()}
+            return impls + [p for p in paths if p not in impls]
+
+        profiles = {n: p.model_copy(update={"impls": add(p.impls)}) for n, p in self.spec.profiles.items()}
+        spec = self.spec.model_copy(update={"impls": add(self.spec.impls), "profiles": profiles})
+        return Suite(self.path, spec, self.tuned)
 
 
 def _apply_profile(spec: SuiteSpec, profile: str) -> tuple[list[str], Impls, dict, dict, Measure, Optional[float]]:

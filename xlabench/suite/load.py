@@ -103,6 +103,9 @@ def _impl_lists(impls: Impls) -> list[tuple[tuple[Any, ...], Optional[str], list
 
 def _check_names(suite: Suite, root: Any) -> None:
     """Every parameter, backend and impl name of the suite and its profiles is known (file:line: key)."""
+    clashes = catalog.entry_point_clashes()
+    if clashes:
+        raise SuiteError(f"{suite.path}: {clashes[0]}")
     _check_params(suite, root)
     _check_impls(suite, root)
 
@@ -151,6 +154,28 @@ def _check_impls(suite: Suite, root: Any) -> None:
                                  f"{', '.join(valid)}")
             for i, name in enumerate(names):
                 if name not in valid:
-                    on = f" on backend {backend!r}" if backend else ""
-                    raise SuiteError(f"{_where(suite.path, root, loc + suffix + (i,))}: unknown impl {name!r} for "
-                                     f"workload {spec.workload!r}{on} (expected one of: {', '.join(valid)})")
+                    _check_user_impl(suite, root, loc + suffix + (i,), name, backend, valid)
+
+
+def _check_user_impl(suite: Suite, root: Any, loc: tuple[Any, ...], name: str, backend: Optional[str],
+                     valid: list[str]) -> None:
+    """A name that is no built-in must be an import path (``module:attr``, never imported here) or an
+    installed entry point, on a workload and backend that take user impls."""
+    where = _where(suite.path, root, loc)
+    workload = suite.spec.workload
+    user = catalog.is_path(name) or name in catalog.entry_point_impls()
+    if not user:
+        on = f" on backend {backend!r}" if backend else ""
+        takes_paths = workload in catalog.USER_WORKLOADS and backend in (None, *catalog.USER_BACKENDS)
+        hint = "; or an import path package.module:function" if takes_paths else ""
+        raise SuiteError(f"{where}: unknown impl {name!r} for workload {workload!r}{on} (expected one of: "
+                         f"{', '.join(valid)}{hint})")
+    problem = catalog.path_problem(name) if catalog.is_path(name) else None
+    if problem:
+        raise SuiteError(f"{where}: {problem}")
+    if workload not in catalog.USER_WORKLOADS:
+        raise SuiteError(f"{where}: user impl {name!r}: workload {workload!r} takes built-in impls only "
+                         f"(user impls: {', '.join(catalog.USER_WORKLOADS)})")
+    if backend is not None and backend not in catalog.USER_BACKENDS:
+        raise SuiteError(f"{where}: user impl {name!r}: backend {backend!r} takes built-in impls only "
+                         f"(user impls: {', '.join(catalog.USER_BACKENDS)})")

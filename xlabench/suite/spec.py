@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Annotated, Any, Optional, Union
+from typing import Annotated, Any, Optional, Sequence, Union
 
 from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator
 
 from xlabench import impls as catalog
+from xlabench.measure.plan import TimingPlan, default_timer
 from xlabench.measure.timers import Timer
 from xlabench.workloads import PARAMS as WORKLOAD_PARAMS
 
@@ -27,13 +28,15 @@ Impls = Union[list[str], dict[str, list[str]]]
 
 
 class Measure(BaseModel):
-    """How a case is timed."""
+    """How a case is timed: the TimingPlan's keys (its defaults, the one place they are set) and the
+    parent's own (repeats, timeout_s)."""
 
     model_config = ConfigDict(extra="forbid")
-    warmup: int = Field(2, ge=0, description="untimed iterations after compilation")
-    iters: int = Field(10, ge=1, description="minimum timed iterations")
-    min_time_s: float = Field(0.0, ge=0, description="keep timing until this many seconds have passed")
-    max_iters: int = Field(1000, ge=1, description="cap on timed iterations when min_time_s is set")
+    warmup: int = Field(TimingPlan.warmup, ge=0, description="untimed iterations after compilation")
+    iters: int = Field(TimingPlan.iters, ge=1, description="minimum timed iterations")
+    min_time_s: float = Field(TimingPlan.min_time_s, ge=0,
+                              description="keep timing until this many seconds have passed")
+    max_iters: int = Field(TimingPlan.max_iters, ge=1, description="cap on timed iterations when min_time_s is set")
     repeats: int = Field(1, ge=1, description="independent runs of each case (fresh inputs, compile and warm-up "
                                               "each), taken in passes over the suite and pooled into its row: "
                                               "averages out run-to-run drift")
@@ -41,6 +44,11 @@ class Measure(BaseModel):
     timer: Optional[Timer] = Field(
         None, description="wallclock | trace (also per-iteration device seconds from a profiler trace, a separate "
                           "pass; JAX only); default: trace on TPU/GPU, wallclock on CPU")
+
+    def plan(self, platform: str, trace_dir: Optional[str] = None) -> TimingPlan:
+        """What the worker times one repeat of a case by, on ``platform``."""
+        return TimingPlan(warmup=self.warmup, iters=self.iters, min_time_s=self.min_time_s,
+                          max_iters=self.max_iters, timer=self.timer or default_timer(platform), trace_dir=trace_dir)
 
 
 def _overrides(model: type[BaseModel]) -> type[BaseModel]:
@@ -156,7 +164,8 @@ class Case:
     def devices(self) -> int:
         return int(self.params.get("devices", 1))
 
-    def label(self) -> str:
-        keys = [k for k in self.params if k not in ("devices",)]
+    def label(self, keys: Optional[Sequence[str]] = None) -> str:
+        """``backend/impl`` and the parameters (only ``keys``, e.g. those that vary over a run, if given)."""
+        keys = [k for k in (self.params if keys is None else keys) if k in self.params and k != "devices"]
         shown = " ".join(f"{k}={self.params[k]}" for k in keys if self.params[k] is not None)
         return f"{self.backend}/{self.impl} {shown}"

@@ -8,18 +8,17 @@ import signal
 import time
 from typing import Any
 
-
-
 FAULT_ENV = "XLABENCH_INJECT_FAULT"
 
-def inject_fault(case: dict[str, Any]) -> None:
+
+def inject_fault(req: Any) -> None:
     """Test hook: XLABENCH_INJECT_FAULT='[{"match": {"impl": "flash"}, "fault": "exit"}, ...]' makes
     matching cases raise, exit hard, die by SIGSEGV or hang, so the runner's recovery is tested for real."""
     raw = os.environ.get(FAULT_ENV)
     if not raw:
         return
     specs = json.loads(raw)
-    fields = {"impl": case["impl"], "backend": case["backend"], **case["params"]}
+    fields = {"impl": req.impl, "backend": req.backend, **req.params}  # a RunRequest or CompileRequest
     for spec in specs if isinstance(specs, list) else [specs]:
         if all(fields.get(k) == v for k, v in spec.get("match", {}).items()):
             _fault(spec["fault"])

@@ -15,52 +15,58 @@ import sys
 import traceback
 from typing import Any
 
-from xlabench.worker.timing import TimingPlan, default_timer
+from xlabench.measure.messages import CaseSkipped, CompileRequest, ProtocolError, RunRequest
+from xlabench.measure.target import TargetSpec
 from xlabench.worker.faults import inject_fault
 from xlabench.worker.parent_watch import die_with_parent
-from xlabench.worker.protocol import CaseSkipped
+from xlabench.measure.status import FAILED, OK, SKIPPED
+
+
+def _failed(e: Exception) -> dict[str, Any]:
+    """One case's failure: a failed row with the exception's text; the worker lives on."""
+    traceback.print_exc(file=sys.stderr)
+    return {"status": FAILED, "error": f"{type(e).__name__}: {e}".strip()[:2000]}
 
 
 def _run(backend: Any, msg: dict[str, Any]) -> dict[str, Any]:
-    case = msg["case"]
-    m = case["measure"]
-    plan = TimingPlan(warmup=m["warmup"], iters=m["iters"], min_time_s=m["min_time_s"],
-                      max_iters=m["max_iters"], timer=m.get("timer") or default_timer(msg["platform"]),
-                      trace_dir=case.get("trace_dir"))
+    """Op ``run``: the reply's ``result`` is the case's CaseResult (status ok), else skipped / failed."""
     try:
-        inject_fault(case)
-        runner = backend.runner_for(case["workload"])
-        result = runner(case["params"], case["impl"], plan, bool(case["interpret"]), msg["platform"])
-        return {"status": "ok", **result.to_message()}
+        req = RunRequest.from_message(msg)
+    except ProtocolError as e:  # a parent of another xlabench version
+        return {"status": FAILED, "error": f"request: {e}"}
+    try:
+        inject_fault(req)
+        runner = backend.runner_for(req.workload)
+        result = runner(dict(req.params), req.impl, req.plan, req.interpret, req.platform)
+        return {"status": OK, "result": result.to_message()}
     except CaseSkipped as e:
-        return {"status": "skipped", "error": str(e)}
-    except Exception as e:  # any failure of one case becomes a failed row, the worker lives on
-        traceback.print_exc(file=sys.stderr)
-        text = f"{type(e).__name__}: {e}".strip()
-        return {"status": "failed", "error": text[:2000]}
+        return {"status": SKIPPED, "error": str(e)}
+    except Exception as e:  # any failure of one case becomes a failed row
+        return _failed(e)
 
 
 def _compile(backend: Any, msg: dict[str, Any]) -> dict[str, Any]:
-    """``xlabench compile``: one case compiled for the message's target; status compiled / oom / lowered."""
-    case = msg["case"]
+    """Op ``compile`` (``xlabench compile``): the reply's ``result`` is a CompileResult (compiled / oom /
+    lowered), else skipped / failed."""
+    try:
+        req = CompileRequest.from_message(msg)
+    except ProtocolError as e:
+        return {"status": FAILED, "error": f"request: {e}"}
     if not hasattr(backend, "compiler_for"):
-        return {"status": "skipped", "error": f"the {case['backend']} backend cannot compile for a target "
+        return {"status": SKIPPED, "error": f"the {req.backend} backend cannot compile for a target "
                                               "without its devices (see docs/compile.md)"}
     try:
-        inject_fault(case)
-        from xlabench.backends.jax.aot import TargetSpec
-
-        return backend.compiler_for(case["workload"])(case["params"], case["impl"], TargetSpec.from_message(msg["target"]))
+        inject_fault(req)
+        result = backend.compiler_for(req.workload)(dict(req.params), req.impl, req.target)
+        return {"status": result.status, "result": result.to_message()}
     except CaseSkipped as e:
-        return {"status": "skipped", "error": str(e)}
-    except Exception as e:  # one case's failure is a failed row; the worker lives on
-        traceback.print_exc(file=sys.stderr)
-        return {"status": "failed", "error": f"{type(e).__name__}: {e}".strip()[:2000]}
+        return {"status": SKIPPED, "error": str(e)}
+    except Exception as e:  # one case's failure is a failed row
+        return _failed(e)
 
 
 def _target_env(msg: dict[str, Any]) -> dict[str, Any]:
     """The target's devices as the row's environment (and the check that this host can compile for it)."""
-    from xlabench.backends.jax.aot import TargetSpec
     from xlabench.backends.jax.compile_case import target_env
 
     return target_env(TargetSpec.from_message(msg["target"]))
@@ -105,12 +111,10 @@ def main(argv: list[str] | None = None) -> int:
                 traceback.print_exc()
                 reply({"fatal": f"{type(e).__name__}: {e}".strip()[:1000]})
         elif op == "compile":
-            print(f"--- compile {msg['case']['case_id']} {msg['case']['impl']} {msg['case']['params']}",
-                  file=sys.stderr, flush=True)
+            print(f"--- compile {msg.get('case_id')} {msg.get('impl')} {msg.get('params')}", file=sys.stderr, flush=True)
             reply(_compile(backend, msg))
         elif op == "run":
-            print(f"--- case {msg['case']['case_id']} {msg['case']['impl']} {msg['case']['params']}",
-                  file=sys.stderr, flush=True)
+            print(f"--- case {msg.get('case_id')} {msg.get('impl')} {msg.get('params')}", file=sys.stderr, flush=True)
             reply(_run(backend, msg))
         else:
             reply({"fatal": f"unknown op {op!r}"})

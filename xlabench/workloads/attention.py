@@ -12,8 +12,8 @@ from pydantic import BaseModel, ConfigDict, model_validator
 
 from xlabench import flops as flop_formulas
 from xlabench.workloads import checks
-from xlabench.worker.timing import TimingPlan, case_result, max_normalised_error
-from xlabench.worker.protocol import CaseResult
+from xlabench.measure.timing import TimingPlan, case_result, max_normalised_error
+from xlabench.measure.messages import CaseResult
 
 DTYPES = ("bfloat16", "float32")
 

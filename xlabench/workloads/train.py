@@ -14,8 +14,8 @@ from pydantic import BaseModel, ConfigDict, field_validator, model_validator
 
 from xlabench import flops as flop_formulas
 from xlabench.workloads import checks
-from xlabench.worker.timing import TimingPlan, case_result, max_normalised_error
-from xlabench.worker.protocol import CaseResult
+from xlabench.measure.timing import TimingPlan, case_result, max_normalised_error
+from xlabench.measure.messages import CaseResult
 from xlabench.workloads import model_presets as presets
 
 MESH_AXES: tuple[str, ...] = ("data", "fsdp", "tensor")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from xlabench.backends.jax.env import init_distributed_from_env, probe
-from xlabench.worker.protocol import runner_table
+from xlabench.backends.runners import runner_table
 
 init_distributed_from_env()  # first thing in a worker: a multi-process run joins its peers here
 

@@ -12,32 +12,16 @@ import functools
 import os
 import re
 import time
-from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 import jax
 import jax.numpy as jnp
 
-from xlabench.worker.protocol import CaseSkipped
+from xlabench.measure.messages import CaseSkipped
+from xlabench.measure.target import TargetSpec
 
 LIBTPU_HOWTO = ("compile-only TPU devices need libtpu, which this environment lacks: "
                 "pip install -e '.[tpu-compile]' (or `make tpu-compile`)")
-
-
-@dataclass(frozen=True)
-class TargetSpec:
-    """What the parent sends for ``xlabench compile --target`` (xlabench/hardware.py Target, plus slices)."""
-
-    name: str
-    platform: str  # tpu | gpu
-    topology: str
-    options: tuple[tuple[str, Any], ...]
-    slices: int = 1
-
-    @classmethod
-    def from_message(cls, msg: dict[str, Any]) -> "TargetSpec":
-        opts = tuple((k, tuple(v) if isinstance(v, list) else v) for k, v in msg.get("options", []))
-        return cls(msg["name"], msg["platform"], msg["topology"], opts, int(msg.get("slices", 1)))
 
 
 class CompileOom(Exception):

@@ -8,15 +8,41 @@ from typing import Any, Callable
 import jax
 import jax.numpy as jnp
 
+from xlabench.backends import user_impl
 from xlabench.backends.jax import attention_impls as impls
 from xlabench.backends.jax.common import compile_timed, measure, peak_memory, trace_pass
-from xlabench.worker.timing import TimingPlan, with_timer
-from xlabench.workloads.attention import AttentionParams, attention_result, make_inputs
-from xlabench.worker.protocol import CaseResult, CaseSkipped
+from xlabench.measure.timing import TimingPlan, with_timer
+from xlabench.workloads.attention import AttentionParams, attention_result, input_shapes, make_inputs
+from xlabench.measure.messages import CaseResult, CaseSkipped
 
 
 def skip_reason(p: AttentionParams, im: impls.JaxAttentionImpl, cfg: impls.AttnConfig, platform: str) -> str | None:
-    return im.unsupported(p.batch, p.seq_len, p.kv_len, p.num_heads, p.kv_heads, p.dtype, cfg, platform)
+    return impls.skip_reason(im, p, cfg, platform)
+
+
+def kernel_flops(p: AttentionParams, im: impls.JaxAttentionImpl) -> float:
+    """The impl's own FLOP count of one iteration (its hook), else the standard kernel count."""
+    return float(im.kernel_flops(p)) if im.kernel_flops is not None else p.kernel_flops()
+
+
+def output_problem(p: AttentionParams, outs: list[Any], dtype: Any) -> str | None:
+    """Why the outputs ([B, S, H, D] each, the inputs' dtype) are not what the case expects, or None."""
+    want = attention_shapes(p)
+    names = ("out", "dq", "dk", "dv")
+    if len(outs) != len(want):
+        return f"returned {len(outs)} array(s), expected {len(want)}"
+    for name, o, shape in zip(names, outs, want):
+        if not hasattr(o, "shape") or not hasattr(o, "dtype"):
+            return f"{name} is a {type(o).__name__}, not an array"
+        if tuple(o.shape) != tuple(shape) or o.dtype != dtype:
+            return (f"{name} has shape {tuple(o.shape)} dtype {o.dtype}; expected shape {tuple(shape)} "
+                    f"dtype {jnp.dtype(dtype)} ([B, S, H, D] in the input dtype)")
+    return None
+
+
+def attention_shapes(p: AttentionParams) -> list[tuple[int, ...]]:
+    shapes = input_shapes(p)
+    return [shapes["q"]] if p.mode == "fwd" else [shapes["q"], shapes["q"], shapes["k"], shapes["v"]]
 
 
 def step_fn(p: AttentionParams, im: impls.JaxAttentionImpl, cfg: impls.AttnConfig) -> Callable:
@@ -40,7 +66,7 @@ def run_attention_case(params: dict[str, Any], impl: str, plan: TimingPlan, inte
                        platform: str) -> CaseResult:
     p = AttentionParams(**params)
     im = impls.get(impl)
-    cfg = p.attn_config(interpret)
+    cfg, ignored = user_impl.for_impl(im, p.attn_config(interpret))
     reason = skip_reason(p, im, cfg, platform)
     if reason:
         raise CaseSkipped(reason)
@@ -59,10 +85,20 @@ def run_attention_case(params: dict[str, Any], impl: str, plan: TimingPlan, inte
     mem, mem_note = peak_memory(compiled, device)
 
     outs = out if isinstance(out, tuple) else (out,)
-    outs = [impls.to_layout(o, im.layout) for o in outs]  # back to [B, S, H, D]
+    outs = [impls.to_layout(o, im.layout) if getattr(o, "ndim", 0) == 4 else o for o in outs]  # to [B, S, H, D]
     del args, out
-    refs = impls.reference_outputs(
-        jnp.asarray(host["q"]), jnp.asarray(host["k"]), jnp.asarray(host["v"]),
-        jnp.asarray(host["do"]) if p.mode == "fwd_bwd" else None, p.causal, cfg.sm_scale)
-    return with_timer(attention_result(p, stats, samples, plan, lower_s, compile_s, mem, outs, refs, [mem_note]),
-                      plan, traced)
+    notes = [im.note, ignored, mem_note]
+    problem = output_problem(p, outs, dtype)
+    if problem:  # a wrong row, not a crash: nothing to compare element by element
+        refs, outs = [], []
+        notes.insert(0, f"wrong output: {problem}")
+    else:
+        refs = impls.reference_outputs(
+            jnp.asarray(host["q"]), jnp.asarray(host["k"]), jnp.asarray(host["v"]),
+            jnp.asarray(host["do"]) if p.mode == "fwd_bwd" else None, p.causal, cfg.sm_scale)
+    result = attention_result(p, stats, samples, plan, lower_s, compile_s, mem, outs, refs, [n for n in notes if n])
+    if problem:
+        result = result.replace(max_abs_err=float("inf"), correct=False)
+    if im.kernel_flops is not None:
+        result = result.replace(metrics={**result.metrics, "kernel_flops": kernel_flops(p, im)})
+    return with_timer(result, plan, traced)

@@ -14,6 +14,8 @@ from typing import Optional
 import jax
 import jax.numpy as jnp
 
+from xlabench import impls as catalog
+from xlabench.backends import user_impl
 from xlabench.impls import AttentionImplRecord, lookup, no_rule
 from xlabench.workloads.attention import REF_MAX_SCORE_BYTES, chunked_reference
 from xlabench.workloads.attention import AttnConfig, default_scale  # noqa: F401 (re-exported for models)
@@ -23,7 +25,10 @@ from xlabench.workloads.attention import kernel_blocks as _blocks
 
 @dataclass(frozen=True)
 class JaxAttentionImpl(AttentionImplRecord):
-    """A JAX attention impl (the shared record, nothing added)."""
+    """A JAX attention impl (the shared record of built-ins and user impls, nothing added)."""
+
+
+skip_reason = user_impl.skip_reason  # the contract's one skip check (re-exported for the case runners)
 
 
 _none = no_rule
@@ -147,18 +152,32 @@ def _pallas_gpu_unsupported(b, sq, sk, hq, hkv, dtype, cfg, platform) -> Optiona
     return _block_unsupported("pallas_gpu", sq, sk, cfg)
 
 
+_BLOCKS = ("block_q", "block_k")
+
 REGISTRY: dict[str, JaxAttentionImpl] = {
     "naive": JaxAttentionImpl("naive", "bshd", naive, _none),
     "xla_sdpa": JaxAttentionImpl("xla_sdpa", "bshd", xla_sdpa, _none),
-    "flash": JaxAttentionImpl("flash", "bhsd", flash, _flash_unsupported),
-    "splash": JaxAttentionImpl("splash", "bhsd", splash, _splash_unsupported),
-    "pallas_gpu": JaxAttentionImpl("pallas_gpu", "bshd", pallas_gpu, _pallas_gpu_unsupported),
+    "flash": JaxAttentionImpl("flash", "bhsd", flash, _flash_unsupported, block_params=_BLOCKS),
+    "splash": JaxAttentionImpl("splash", "bhsd", splash, _splash_unsupported, block_params=_BLOCKS),
+    "pallas_gpu": JaxAttentionImpl("pallas_gpu", "bshd", pallas_gpu, _pallas_gpu_unsupported, block_params=_BLOCKS),
     "cudnn": JaxAttentionImpl("cudnn", "bshd", cudnn, _cudnn_unsupported),
 }
 
 
 def get(name: str) -> JaxAttentionImpl:
+    """A built-in by name, or a user impl (import path / entry point) imported now."""
+    if catalog.is_user(name):
+        return user(name)
     return lookup(REGISTRY, name, "JAX attention")
+
+
+@functools.lru_cache(maxsize=None)
+def user(name: str) -> JaxAttentionImpl:
+    """A user impl as a record of the same contract: fn(q, k, v, cfg) and its optional attributes
+    (docs/kernels.md). Raises user_impl.ImplLoadError naming the path and what is wrong."""
+    path, obj = user_impl.load(name)
+    fn = user_impl.check_callable(path, obj, ("q", "k", "v", "cfg"))
+    return JaxAttentionImpl(name, fn=fn, unsupported=_none, **user_impl.attention_parts(path, obj))
 
 
 def to_layout(x, layout: str):

@@ -8,11 +8,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from xlabench.worker import timing as harness
+from xlabench.measure import timing as harness
 from xlabench.backends.jax.aot import CompileOom, lower_and_compile
 from xlabench.backends.jax import trace_timer
-from xlabench.worker.protocol import CaseSkipped
-from xlabench.worker.timing import TimingPlan, summarize, time_calls
+from xlabench.measure.messages import CaseSkipped
+from xlabench.measure.timing import TimingPlan, summarize, time_calls
 
 
 def compile_timed(fn: Callable, args: Sequence[Any], **jit_kwargs) -> tuple[Any, float, float]:
@@ -85,7 +85,7 @@ def trace_pass(compiled: Any, call: Callable[[], Any], plan: TimingPlan, iters: 
     """``measure.timer: trace``: ``iters`` more synced calls under the profiler (after the wallclock
     loop, see backends/jax/trace_timer.py for why a separate pass), their device seconds; or, when the
     trace has none for this executable, the reason (a string). () with the wallclock timer."""
-    if plan.timer != "trace":
+    if not plan.device_timed:
         return ()
     try:
         return tuple(trace_timer.profiled_seconds(call, jax.block_until_ready, iters,
@@ -95,6 +95,6 @@ def trace_pass(compiled: Any, call: Callable[[], Any], plan: TimingPlan, iters: 
 
 
 def max_normalised_error(outs: Sequence[Any], refs: Sequence[Any]) -> float:
-    """max over tensors of max|out - ref| / max(1, max|ref|) (see xlabench.worker.timing), from JAX arrays."""
+    """max over tensors of max|out - ref| / max(1, max|ref|) (see xlabench.measure.timing), from JAX arrays."""
     as_np = lambda xs: [np.asarray(jnp.asarray(x, jnp.float32)) for x in xs]  # noqa: E731
     return harness.max_normalised_error(as_np(outs), as_np(refs))

@@ -12,20 +12,20 @@ import jax
 import jax.numpy as jnp
 from jax.sharding import SingleDeviceSharding
 
+from xlabench.backends import user_impl
 from xlabench.backends.jax import aot
 from xlabench.backends.jax import attention_impls
 from xlabench.backends.jax import paged_impls
-from xlabench.backends.jax.attention_case import skip_reason, step_fn
+from xlabench.backends.jax.attention_case import kernel_flops, skip_reason, step_fn
 from xlabench.backends.jax.common import oom_text
 from xlabench.backends.jax.paged_case import config as paged_config
 from xlabench.workloads import attention as attention_workload
 from xlabench.workloads import paged as paged_workload
-from xlabench.worker.protocol import CaseSkipped
+from xlabench.measure.messages import CaseSkipped, CompileResult
+from xlabench.measure.status import COMPILED, LOWERED, OOM
+from xlabench.measure.target import TargetSpec
 
-Reply = dict[str, Any]
-
-
-def target_env(target: aot.TargetSpec) -> dict[str, Any]:
+def target_env(target: TargetSpec) -> dict[str, Any]:
     """The row's environment columns: the target's devices, not this host's."""
     if target.platform == "gpu":
         return {"platform": "gpu", "device_kind": f"{target.name} (lowering only)", "device_count": 1}
@@ -33,29 +33,28 @@ def target_env(target: aot.TargetSpec) -> dict[str, Any]:
     return {"platform": "tpu", "device_kind": devices[0].device_kind, "device_count": len(devices)}
 
 
-def _one_device(target: aot.TargetSpec, fn: Callable, args: Sequence[Any], flops: float) -> Reply:
+def _one_device(target: TargetSpec, fn: Callable, args: Sequence[Any], flops: float) -> CompileResult:
     """A single-device program (attention, paged decode) on the target's first device."""
     if target.platform == "gpu":
-        return {"status": "lowered", "fields": aot.lower_for_cuda(fn, args)}
+        return CompileResult(LOWERED, aot.lower_for_cuda(fn, args))
     device = aot.topology_devices(target)[0]
     sharding = SingleDeviceSharding(device)
     try:
         fields = aot.compile_analyzed(fn, args, device, flops, in_shardings=sharding, out_shardings=sharding)
     except aot.CompileOom as oom:
         return _oom(oom, device)
-    return {"status": "compiled", "fields": fields}
+    return CompileResult(COMPILED, fields)
 
 
-def _oom(oom: aot.CompileOom, device: Any) -> Reply:
+def _oom(oom: aot.CompileOom, device: Any) -> CompileResult:
     fields = aot.oom_fields(oom, device)
-    return {"status": "oom", "error": oom_text(fields["peak_memory_bytes"], fields["hbm_capacity_bytes"], str(oom)),
-            "fields": fields}
+    return CompileResult(OOM, fields, oom_text(fields["peak_memory_bytes"], fields["hbm_capacity_bytes"], str(oom)))
 
 
-def compile_attention_case(params: dict[str, Any], impl: str, target: aot.TargetSpec) -> Reply:
+def compile_attention_case(params: dict[str, Any], impl: str, target: TargetSpec) -> CompileResult:
     p = attention_workload.AttentionParams(**params)
     im = attention_impls.get(impl)
-    cfg = p.attn_config(interpret=False)
+    cfg = user_impl.for_impl(im, p.attn_config(interpret=False))[0]
     reason = skip_reason(p, im, cfg, target.platform)
     if reason:
         raise CaseSkipped(reason)
@@ -63,12 +62,11 @@ def compile_attention_case(params: dict[str, Any], impl: str, target: aot.Target
     swap = im.layout == "bhsd"  # [B, S, H, D] -> the impl's layout, as a run hands it over
     args = [jax.ShapeDtypeStruct((b, h, s, d) if swap else (b, s, h, d), dtype)
             for b, s, h, d in attention_workload.input_shapes(p).values()]
-    reply = _one_device(target, step_fn(p, im, cfg), args, p.flops())
-    reply["fields"].update(flops=p.flops(), kernel_flops=p.kernel_flops())
-    return reply
+    return _one_device(target, step_fn(p, im, cfg), args, p.flops()).with_fields(
+        flops=p.flops(), kernel_flops=kernel_flops(p, im))
 
 
-def compile_paged_case(params: dict[str, Any], impl: str, target: aot.TargetSpec) -> Reply:
+def compile_paged_case(params: dict[str, Any], impl: str, target: TargetSpec) -> CompileResult:
     p = paged_workload.PagedParams(**params)
     im = paged_impls.get(impl)
     env = target_env(target)
@@ -79,12 +77,11 @@ def compile_paged_case(params: dict[str, Any], impl: str, target: aot.TargetSpec
                               device_kind=env["device_kind"] if target.platform == "tpu" else None)
     shared = [jax.ShapeDtypeStruct(shape, jnp.dtype(dtype)) for shape, dtype in paged_workload.input_shapes(p).values()]
     args = jax.eval_shape(lambda *a: im.prepare(*a, cfg), *shared)  # the impl's layout, as in a run
-    reply = _one_device(target, lambda *a: im.fn(*a, cfg), args, p.flops())
-    reply["fields"].update(flops=p.flops(), kernel_flops=p.flops(), bytes=p.bytes())
-    return reply
+    return _one_device(target, lambda *a: im.fn(*a, cfg), args, p.flops()).with_fields(
+        flops=p.flops(), kernel_flops=p.flops(), bytes=p.bytes())
 
 
-def compile_train_case(params: dict[str, Any], impl: str, target: aot.TargetSpec) -> Reply:
+def compile_train_case(params: dict[str, Any], impl: str, target: TargetSpec) -> CompileResult:
     from xlabench.backends.jax import sharding, train_case
     from xlabench.workloads.train import TrainParams
 
@@ -112,4 +109,4 @@ def compile_train_case(params: dict[str, Any], impl: str, target: aot.TargetSpec
     if p.devices < len(devices):
         fields["notes"] += f"; compiled for {p.devices} of the target's {len(devices)} devices"
     fields.update(flops=p.flops(), flops_palm=p.flops_palm(), params_count=p.params_count())
-    return {"status": "compiled", "fields": fields}
+    return CompileResult(COMPILED, fields)

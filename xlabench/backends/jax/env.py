@@ -1,4 +1,4 @@
-"""What the JAX worker runs on: platform, devices, versions, and (on CPU) a measured matmul peak."""
+"""What the JAX worker runs on: platform, devices, versions, and (on CPU) the host's measured peak, cached per host."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from xlabench.worker.timing import best_seconds
+from xlabench.measure import host_peak
+from xlabench.measure.timing import best_seconds
 
 
-@functools.lru_cache(maxsize=1)
 def measure_cpu_peak_tflops(n: int = 2048, reps: int = 5) -> float:
     """Best-of-``reps`` float32 matmul throughput of the whole host (all virtual devices share it)."""
     a = jnp.ones((n, n), jnp.float32)
@@ -21,7 +21,6 @@ def measure_cpu_peak_tflops(n: int = 2048, reps: int = 5) -> float:
     return 2.0 * n**3 / best_seconds(lambda: f(a), jax.block_until_ready, reps) / 1e12
 
 
-@functools.lru_cache(maxsize=1)
 def measure_cpu_bandwidth_gbytes_per_s(mbytes: int = 256, reps: int = 5) -> float:
     """Best-of-``reps`` streaming copy (read + write) of a large float32 array on the host."""
     x = jnp.ones((mbytes * (1 << 20) // 4,), jnp.float32)
@@ -29,10 +28,25 @@ def measure_cpu_bandwidth_gbytes_per_s(mbytes: int = 256, reps: int = 5) -> floa
     return 2.0 * x.nbytes / best_seconds(lambda: f(x), jax.block_until_ready, reps) / 1e9
 
 
+@functools.lru_cache(maxsize=1)
+def cpu_peak() -> host_peak.HostPeak:
+    """The host's peak: cached per host (measure/host_peak.py), else the best of several tries, cached."""
+    import jaxlib
+
+    return host_peak.get(lambda: (measure_cpu_peak_tflops(), measure_cpu_bandwidth_gbytes_per_s()),
+                         f"jax {jax.__version__} / jaxlib {jaxlib.__version__}")
+
+
+def cpu_peak_env() -> dict[str, Any]:
+    """The env keys of the host's CPU peak (the run rates every CPU row against them)."""
+    p = cpu_peak()
+    return {"measured_cpu_tflops": p.tflops, "measured_cpu_gbytes_per_s": p.gbytes_per_s, "cpu_peak_source": p.source}
+
+
 def init_distributed_from_env() -> None:
     """jax.distributed.initialize from the parent's settings (xlabench/run/distributed.py), with a timeout so an
     unreachable coordinator or a missing peer fails the worker instead of hanging it."""
-    from xlabench.run import distributed as d
+    from xlabench.measure import worker_env as d
 
     timeout = int(os.environ.get(d.ENV_INIT_TIMEOUT, "120"))
     if os.environ.get(d.ENV_AUTO) == "1":
@@ -66,6 +80,5 @@ def probe(measure_peaks: bool = True) -> dict[str, Any]:
         "numpy_version": np.__version__,
     }
     if platform == "cpu" and measure_peaks:
-        env["measured_cpu_tflops"] = measure_cpu_peak_tflops()
-        env["measured_cpu_gbytes_per_s"] = measure_cpu_bandwidth_gbytes_per_s()
+        env.update(cpu_peak_env())
     return env

@@ -11,9 +11,9 @@ import numpy as np
 
 from xlabench.backends.jax import paged_impls as impls
 from xlabench.backends.jax.common import compile_timed, measure, peak_memory, trace_pass
-from xlabench.worker.timing import TimingPlan, with_timer
+from xlabench.measure.timing import TimingPlan, with_timer
 from xlabench.workloads.paged import PagedParams, cached_inputs, paged_result
-from xlabench.worker.protocol import CaseResult, CaseSkipped
+from xlabench.measure.messages import CaseResult, CaseSkipped
 
 
 def config(p: PagedParams, interpret: bool, platform: str) -> impls.PagedConfig:

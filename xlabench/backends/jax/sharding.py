@@ -20,12 +20,19 @@ from typing import Any, Callable
 import jax
 from jax.sharding import NamedSharding, PartitionSpec as P
 
+from xlabench import impls as catalog
 from xlabench.backends.jax import model
 from xlabench.workloads.model_layout import BATCH_AXES, RULES, mesh_axis  # noqa: F401 (RULES re-exported)
 from xlabench.workloads.train import MESH_AXES
 
 # Custom calls XLA cannot partition: run them per shard under shard_map.
 SHARD_MAP_IMPLS = frozenset({"flash", "splash", "pallas_gpu"})
+
+
+def per_shard(impl: str) -> bool:
+    """Whether the train step calls ``impl`` under shard_map: the Pallas built-ins, and every user impl
+    (it may be a Pallas kernel; attention is independent per sequence and head, so per shard is exact)."""
+    return impl in SHARD_MAP_IMPLS or catalog.is_user(impl)
 
 AUTO_REASON = ("JAX has no public XLA auto-sharding (jax.sharding.AUTO is gone in jax 0.10; jax 0.7.1's "
                "private one aborts on CPU: 'auto-partitioner callback wasn't registered'); torch_xla runs auto")
@@ -86,7 +93,7 @@ def hooks(mesh: jax.sharding.Mesh, mode: str, attention: Callable, impl: str) ->
 
     hspec = heads_spec(mode)
     attend = attention
-    if impl in SHARD_MAP_IMPLS:
+    if per_shard(impl):
         attend = jax.shard_map(attention, mesh=mesh, in_specs=(hspec, hspec, hspec), out_specs=hspec,
                                check_vma=False)
     return model.Hooks(

@@ -15,8 +15,9 @@ import optax
 from xlabench.backends.jax import attention_impls as impls
 from xlabench.backends.jax import model, sharding
 from xlabench.backends.jax.common import compile_timed, peak_memory, trace_pass
-from xlabench.worker.timing import TimingPlan, summarize, time_calls, with_timer
-from xlabench.worker.protocol import CaseResult, CaseSkipped
+from xlabench.measure.timing import TimingPlan, summarize, time_calls, with_timer
+from xlabench.measure.messages import CaseResult, CaseSkipped
+from xlabench.workloads.attention import AttentionParams
 from xlabench.workloads.model_presets import ModelConfig
 from xlabench.workloads.train import ADAMW, MESH_AXES, PARAM_SEED, TOKEN_SEED, TrainParams, make_tokens, train_result
 
@@ -71,13 +72,19 @@ def attention_fn(impl: str, cfg: ModelConfig, p: TrainParams, mesh: jax.sharding
     im = impls.get(impl)
     acfg = impls.AttnConfig(causal=True, sm_scale=impls.default_scale(cfg.head_dim), interpret=interpret)
     shape = (p.global_batch, p.seq_len, cfg.num_heads, cfg.head_dim)
-    if impl in sharding.SHARD_MAP_IMPLS:  # the kernel sees one shard
+    if sharding.per_shard(impl):  # the kernel sees one shard
         shape = sharding.local_shape(shape, tuple(sharding.heads_spec(p.sharding)), mesh)
-    b, s, hq, _ = shape
+    b, s, hq, d = shape
     hkv = hq * cfg.num_kv_heads // cfg.num_heads
-    reason = im.unsupported(b, s, s, hq, hkv, p.dtype, acfg, platform)
+
+    def reason_for(kv_heads: int) -> str | None:  # the per-shard call as an attention case
+        case = AttentionParams(batch=b, num_heads=hq, num_kv_heads=kv_heads, seq_len=s, head_dim=d, causal=True,
+                               dtype=p.dtype, mode="fwd_bwd")
+        return impls.skip_reason(im, case, acfg, platform)
+
+    reason = reason_for(hkv)
     repeat = 1
-    if reason and hkv != hq and not im.unsupported(b, s, s, hq, hq, p.dtype, acfg, platform):
+    if reason and hkv != hq and not reason_for(hq):
         repeat = hq // hkv  # the kernel needs equal heads: give every query head its K/V copy
     elif reason:
         raise CaseSkipped(reason)

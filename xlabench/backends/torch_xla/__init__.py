@@ -12,7 +12,7 @@ import os  # noqa: I001
 import torch_xla  # noqa: F401  (first, see above)
 import torch_xla.runtime as xr
 
-from xlabench.run.envs import TORCH_XLA_SPMD_VAR
+from xlabench.measure.worker_env import TORCH_XLA_SPMD_VAR
 
 # SPMD is process-global and cannot be undone: the runner starts a worker per mode (xlabench.run.envs.worker_variant).
 if os.environ.get(TORCH_XLA_SPMD_VAR):
@@ -20,7 +20,7 @@ if os.environ.get(TORCH_XLA_SPMD_VAR):
 torch_xla._XLAC._init_computation_client()
 
 from xlabench.backends.torch_xla.env import probe  # noqa: E402
-from xlabench.worker.protocol import runner_table  # noqa: E402
+from xlabench.backends.runners import runner_table  # noqa: E402
 
 
 runner_for = runner_table(__name__, {"attention": "attention_case:run_attention_case",

@@ -12,10 +12,11 @@ import torch
 from xlabench.backends.torch_xla import attention_impls as impls
 from xlabench.backends.torch_xla import jax_kernels
 from xlabench.backends.torch_xla.common import measure, peak_memory, with_device_times, to_numpy, xla_device
-from xlabench.worker.timing import TimingPlan
+from xlabench.measure.timing import TimingPlan
+from xlabench.backends import user_impl
 from xlabench.workloads.attention import (REF_MAX_SCORE_BYTES, AttentionParams, attention_result, chunked_reference,
-                                         make_inputs)
-from xlabench.worker.protocol import CaseResult, CaseSkipped
+                                         input_shapes, make_inputs)
+from xlabench.measure.messages import CaseResult, CaseSkipped
 
 TORCH_DTYPES = {"bfloat16": torch.bfloat16, "float32": torch.float32}
 
@@ -24,8 +25,8 @@ def run_attention_case(params: dict[str, Any], impl: str, plan: TimingPlan, inte
                        platform: str) -> CaseResult:
     p = AttentionParams(**params)
     im = impls.get(impl)
-    cfg = p.attn_config(interpret)
-    reason = im.unsupported(p.batch, p.seq_len, p.kv_len, p.num_heads, p.kv_heads, p.dtype, cfg, platform)
+    cfg, ignored = user_impl.for_impl(im, p.attn_config(interpret))
+    reason = user_impl.skip_reason(im, p, cfg, platform)
     if reason:
         raise CaseSkipped(reason)
 
@@ -52,15 +53,39 @@ def run_attention_case(params: dict[str, Any], impl: str, plan: TimingPlan, inte
 
     m = measure(call, plan)
     mem, mem_note = peak_memory(device)
-    outs = [to_numpy(impls.to_layout(o, im.layout)) for o in m.out]  # back to [B, S, H, D]
+    problem = output_problem(p, m.out, dtype, im.layout)
+    outs = [] if problem else [to_numpy(impls.to_layout(o, im.layout)) for o in m.out]  # back to [B, S, H, D]
     q = k = v = do = None  # free the device inputs before the reference (rebound, not del: `call` closes over them)
     m.out = None
-    refs = reference_outputs(host, p, cfg.sm_scale, ref_device(platform))
-    notes = m.notes() + [mem_note]
-    if im.note and p.kv_heads != p.num_heads:
+    refs = [] if problem else reference_outputs(host, p, cfg.sm_scale, ref_device(platform))
+    notes = m.notes() + [n for n in (ignored, mem_note) if n]
+    if im.note and (p.kv_heads != p.num_heads or im.source != "built-in"):
         notes.insert(0, im.note)
-    return with_device_times(attention_result(p, m.stats, m.samples, plan, None, m.compile_s, mem, outs, refs, notes),
-                             plan, m)
+    if problem:  # a wrong row, not a crash: nothing to compare element by element
+        notes.insert(0, f"wrong output: {problem}")
+    result = attention_result(p, m.stats, m.samples, plan, None, m.compile_s, mem, outs, refs, notes)
+    if problem:
+        result = result.replace(max_abs_err=float("inf"), correct=False)
+    if im.kernel_flops is not None:
+        result = result.replace(metrics={**result.metrics, "kernel_flops": float(im.kernel_flops(p))})
+    return with_device_times(result, plan, m)
+
+
+def output_problem(p: AttentionParams, outs: Any, dtype: torch.dtype, layout: str) -> str | None:
+    """Why the outputs (out, then dq, dk, dv, in the impl's layout) are not the case's shapes and dtype, or None."""
+    shapes = input_shapes(p)
+    want = [shapes["q"]] if p.mode == "fwd" else [shapes["q"], shapes["q"], shapes["k"], shapes["v"]]
+    if layout == "bhsd":
+        want = [(b, h, s, d) for b, s, h, d in want]
+    if len(outs) != len(want):
+        return f"returned {len(outs)} tensor(s), expected {len(want)}"
+    for name, o, shape in zip(("out", "dq", "dk", "dv"), outs, want):
+        if not isinstance(o, torch.Tensor):
+            return f"{name} is a {type(o).__name__}, not a tensor"
+        if tuple(o.shape) != shape or o.dtype != dtype:
+            return (f"{name} has shape {tuple(o.shape)} dtype {str(o.dtype).removeprefix('torch.')}; expected "
+                    f"shape {shape} dtype {str(dtype).removeprefix('torch.')} ({layout} in the input dtype)")
+    return None
 
 
 def ref_device(platform: str) -> torch.device:

@@ -17,6 +17,8 @@ from typing import Iterator, Optional
 import torch
 import torch.nn.functional as F
 
+from xlabench import impls as catalog
+from xlabench.backends import user_impl
 from xlabench.backends.torch_xla import jax_kernels
 from xlabench.impls import AttentionImplRecord, lookup, no_rule
 from xlabench.workloads.attention import AttnConfig, default_scale  # noqa: F401 (re-exported for models)
@@ -26,7 +28,10 @@ from xlabench.workloads.attention import kernel_blocks as _blocks
 
 @dataclass(frozen=True)
 class TorchAttentionImpl(AttentionImplRecord):
-    """A torch_xla attention impl (the shared record, nothing added)."""
+    """A torch_xla attention impl: the shared record, and the framework its function is written in
+    (a user impl may be a JAX function, run through call_jax)."""
+
+    framework: str = "torch"
 
 
 _none = no_rule
@@ -134,7 +139,7 @@ def _single_device_mesh():
     import torch_xla.runtime as xr
 
     if xr.global_runtime_device_count() != 1:  # a torch_xla mesh must list every device of the process
-        from xlabench.worker.protocol import CaseSkipped
+        from xlabench.measure.messages import CaseSkipped
 
         raise CaseSkipped("torch_xla splash_attention needs a mesh of every device; an attention case runs on "
                           "one device, so splash needs devices: 1")
@@ -148,17 +153,54 @@ def _splash_unsupported(b, sq, sk, hq, hkv, dtype, cfg, platform) -> Optional[st
     return _block_unsupported("splash", sq, sk, cfg)
 
 
+_BLOCKS = ("block_q", "block_k")
+
 REGISTRY: dict[str, TorchAttentionImpl] = {
     "naive": TorchAttentionImpl("naive", "bshd", naive, _none),
     "sdpa": TorchAttentionImpl("sdpa", "bhsd", sdpa, _none),
-    "flash": TorchAttentionImpl("flash", "bhsd", flash, _flash_unsupported),
-    "splash": TorchAttentionImpl("splash", "bhsd", splash, _splash_unsupported,
+    "flash": TorchAttentionImpl("flash", "bhsd", flash, _flash_unsupported, block_params=_BLOCKS),
+    "splash": TorchAttentionImpl("splash", "bhsd", splash, _splash_unsupported, block_params=_BLOCKS,
                                  note="GQA: K/V heads repeated to num_heads (torch_xla splash is MHA-only)"),
 }
 
+FRAMEWORKS = ("torch", "jax")
+
 
 def get(name: str) -> TorchAttentionImpl:
+    """A built-in by name, or a user impl (import path / entry point) imported now."""
+    if catalog.is_user(name):
+        return user(name)
     return lookup(REGISTRY, name, "torch_xla attention")
+
+
+@functools.lru_cache(maxsize=None)
+def user(name: str) -> TorchAttentionImpl:
+    """A user impl on torch_xla tensors: fn(q, k, v, cfg), a ``torch.autograd.Function`` (called as
+    ``Fn.apply(q, k, v, cfg)``), or with ``framework = "jax"`` a JAX function that ``call_jax`` splices
+    into the graph (differentiated by jax.vjp). Optional attributes as for JAX (docs/kernels.md)."""
+    path, obj = user_impl.load(name)
+    framework = getattr(obj, "framework", "torch")
+    if framework not in FRAMEWORKS:
+        raise user_impl.ImplLoadError(f"impl {path!r}: framework {framework!r} is not one of {', '.join(FRAMEWORKS)}")
+    if isinstance(obj, type) and issubclass(obj, torch.autograd.Function):
+        user_impl.check_callable(path, obj.forward, ("ctx", "q", "k", "v", "cfg"), "its forward")
+        fn = functools.partial(_apply_function, obj)
+    elif framework == "jax":
+        user_impl.check_callable(path, obj, ("q", "k", "v", "cfg"))
+        fn = functools.partial(_apply_jax, name)
+    else:
+        fn = user_impl.check_callable(path, obj, ("q", "k", "v", "cfg"))
+    parts = user_impl.attention_parts(path, obj)
+    parts["note"] += " (JAX, through call_jax)" if framework == "jax" else ""
+    return TorchAttentionImpl(name, fn=fn, unsupported=_none, framework=framework, **parts)
+
+
+def _apply_function(fn_cls: type, q, k, v, cfg: AttnConfig):
+    return fn_cls.apply(q, k, v, cfg)
+
+
+def _apply_jax(name: str, q, k, v, cfg: AttnConfig):
+    return jax_kernels.apply(name, q, k, v, cfg)
 
 
 def to_layout(x: torch.Tensor, layout: str) -> torch.Tensor:

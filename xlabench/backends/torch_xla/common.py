@@ -20,8 +20,8 @@ import torch_xla.core.xla_model as xm
 import torch_xla.debug.metrics as met
 
 from xlabench.backends.torch_xla.env import sync
-from xlabench.worker.protocol import CaseResult
-from xlabench.worker.timing import TimingPlan, summarize, time_calls, with_timer
+from xlabench.measure.messages import CaseResult
+from xlabench.measure.timing import TimingPlan, summarize, time_calls, with_timer
 
 
 @dataclass(frozen=True)
@@ -92,7 +92,7 @@ def _execution_samples() -> list[tuple[float, float]]:
 def with_device_times(result: CaseResult, plan: TimingPlan, m: "XlaMeasurement") -> CaseResult:
     """``measure.timer: trace`` on torch_xla: the device columns from XLA's own ExecuteTime metric (per
     execution, what the PJRT client measured), timer ``trace``; wallclock otherwise."""
-    return with_timer(result, plan, m.device_seconds() if plan.timer == "trace" else (),
+    return with_timer(result, plan, m.device_seconds() if plan.device_timed else (),
                       source="device times from torch_xla's ExecuteTime metric")
 
 

@@ -63,6 +63,5 @@ def probe(measure_peaks: bool = True) -> dict[str, Any]:
         # torch_xla[pallas] installs): one yardstick, so MFU compares across frameworks.
         from xlabench.backends.jax import env as jax_env
 
-        env["measured_cpu_tflops"] = jax_env.measure_cpu_peak_tflops()
-        env["measured_cpu_gbytes_per_s"] = jax_env.measure_cpu_bandwidth_gbytes_per_s()
+        env.update(jax_env.cpu_peak_env())
     return env

@@ -11,9 +11,9 @@ from xlabench.backends.torch_xla import paged_impls as impls
 from xlabench.backends.torch_xla.attention_case import TORCH_DTYPES
 from xlabench.backends.torch_xla.common import measure, peak_memory, with_device_times, to_numpy, xla_device
 from xlabench.backends.torch_xla.env import device_kind
-from xlabench.worker.timing import TimingPlan
+from xlabench.measure.timing import TimingPlan
 from xlabench.workloads.paged import PagedParams, cached_inputs, paged_result
-from xlabench.worker.protocol import CaseResult, CaseSkipped
+from xlabench.measure.messages import CaseResult, CaseSkipped
 
 
 def run_paged_case(params: dict[str, Any], impl: str, plan: TimingPlan, interpret: bool,

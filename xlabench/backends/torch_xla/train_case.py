@@ -21,12 +21,15 @@ from typing import Any, Callable
 import numpy as np
 import torch
 
+from xlabench import impls as catalog
+from xlabench.backends import user_impl
 from xlabench.backends.torch_xla import attention_impls as attn
 from xlabench.backends.torch_xla.attention_case import TORCH_DTYPES, _highest_precision, ref_device
 from xlabench.backends.torch_xla.common import measure, peak_memory, with_device_times, xla_device
 from xlabench.backends.torch_xla.model import Transformer, logical_axes
-from xlabench.worker.timing import TimingPlan
-from xlabench.worker.protocol import CaseResult, CaseSkipped
+from xlabench.measure.timing import TimingPlan
+from xlabench.measure.messages import CaseResult, CaseSkipped
+from xlabench.workloads.attention import AttentionParams
 from xlabench.workloads.model_layout import BATCH_AXES, HEADS, mesh_axis
 from xlabench.workloads.model_presets import ModelConfig
 from xlabench.workloads.train import ADAMW, MESH_AXES, PARAM_SEED, TOKEN_SEED, TrainParams, make_tokens, train_result
@@ -51,9 +54,12 @@ def make_mesh(p: TrainParams):
 def attention_fn(impl: str, cfg: ModelConfig, p: TrainParams, mesh: Any, interpret: bool,
                  platform: str) -> Callable:
     """[B,S,H,D] attention for the model; kernels without GQA get K/V heads repeated."""
-    if impl not in TRAIN_IMPLS:
+    user = catalog.is_user(impl)
+    if impl not in TRAIN_IMPLS and not user:
         raise CaseSkipped(f"torch_xla train runs attention impls {', '.join(TRAIN_IMPLS)}; not {impl!r}")
     acfg = attn.AttnConfig(causal=True, sm_scale=attn.default_scale(cfg.head_dim), interpret=interpret)
+    if user:
+        _check_user(attn.get(impl), cfg, p, acfg, platform)
     repeat = cfg.num_heads // cfg.num_kv_heads
     if impl == "flash":
         if platform != "tpu":
@@ -67,6 +73,20 @@ def attention_fn(impl: str, cfg: ModelConfig, p: TrainParams, mesh: Any, interpr
         return attn.to_layout(out, im.layout)
 
     return attend
+
+
+def _check_user(im: attn.TorchAttentionImpl, cfg: ModelConfig, p: TrainParams, acfg: attn.AttnConfig,
+                platform: str) -> None:
+    """A user impl in the step: whole arrays (torch_xla's SPMD partitions its torch ops), so a JAX
+    kernel spliced in by call_jax (an opaque call) runs unsharded only; its own rule on the step's shapes."""
+    if im.framework == "jax" and p.devices > 1:
+        raise CaseSkipped(f"{im.name}: a JAX kernel through call_jax is not partitioned by torch_xla's SPMD; "
+                          "its train rows need devices: 1")
+    case = AttentionParams(batch=p.global_batch, num_heads=cfg.num_heads, num_kv_heads=cfg.num_kv_heads,
+                           seq_len=p.seq_len, head_dim=cfg.head_dim, causal=True, dtype=p.dtype, mode="fwd_bwd")
+    reason = user_impl.skip_reason(im, case, acfg, platform)
+    if reason:
+        raise CaseSkipped(reason)
 
 
 def _flash_spmd(acfg: attn.AttnConfig, p: TrainParams, mesh: Any, repeat: int) -> Callable:

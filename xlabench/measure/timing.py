@@ -7,32 +7,15 @@ from __future__ import annotations
 
 import statistics
 import time
-from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from xlabench.measure.timers import TIMERS, Timer
-from xlabench.worker.protocol import CaseResult
+from xlabench.measure.plan import TimingPlan, default_timer
+from xlabench.measure.timers import TIMERS
+from xlabench.measure.messages import CaseResult
 
-
-@dataclass(frozen=True)
-class TimingPlan:
-    warmup: int = 2
-    iters: int = 10
-    min_time_s: float = 0.0
-    max_iters: int = 1000
-    timer: Timer = "wallclock"  # trace adds a profiled pass for device seconds (measure.timers)
-    trace_dir: str | None = None  # keep the profiled pass's trace here (xprof / TensorBoard / Perfetto)
-
-
-__all__ = ["TIMERS", "TimingPlan"]  # TIMERS: measure.timers, re-exported for the callers of this module
-
-
-def default_timer(platform: str) -> str:
-    """The timer when the suite names none: trace on an accelerator, wallclock on CPU (where the
-    executable's ops run on the host's threads and the trace pass costs time for little news)."""
-    return "wallclock" if platform == "cpu" else "trace"
+__all__ = ["TIMERS", "TimingPlan", "default_timer"]  # re-exported: measure.timers, measure.plan
 
 
 def time_calls(call: Callable[[], Any], sync: Callable[[Any], Any], plan: TimingPlan) -> tuple[list[float], Any]:
@@ -67,6 +50,12 @@ def best_seconds(call: Callable[[], Any], sync: Callable[[Any], Any], reps: int)
     return best
 
 
+def percentile(a: Any, q: Any, axis: int | None = None) -> Any:
+    """The one quantile of the project (numpy's linear interpolation): the rows' p10/p90, the device
+    columns and the gate's p10 statistic all agree on it. ``q`` in percent; the median is q=50."""
+    return np.percentile(np.asarray(a, dtype=np.float64), q, axis=axis)
+
+
 def summarize(samples: list[float]) -> dict[str, float | int]:
     """Median (the headline), mean, min, p10, p90, stdev, cv and n of per-iteration seconds."""
     a = np.asarray(samples, dtype=np.float64)
@@ -74,11 +63,11 @@ def summarize(samples: list[float]) -> dict[str, float | int]:
     stdev = float(statistics.stdev(a)) if len(a) > 1 else 0.0
     return {
         "n": int(len(a)),
-        "median_s": float(np.median(a)),
+        "median_s": float(percentile(a, 50)),
         "mean_s": mean,
         "min_s": float(a.min()),
-        "p10_s": float(np.percentile(a, 10)),
-        "p90_s": float(np.percentile(a, 90)),
+        "p10_s": float(percentile(a, 10)),
+        "p90_s": float(percentile(a, 90)),
         "stdev_s": stdev,
         "cv": stdev / mean if mean > 0 else 0.0,
     }
@@ -89,8 +78,8 @@ def device_summary(samples: Sequence[float]) -> dict[str, float]:
     if not len(samples):
         return {}
     a = np.asarray(samples, dtype=np.float64)
-    return {"device_median_s": float(np.median(a)), "device_p10_s": float(np.percentile(a, 10)),
-            "device_p90_s": float(np.percentile(a, 90))}
+    med, p10, p90 = (float(v) for v in percentile(a, [50, 10, 90]))
+    return {"device_median_s": med, "device_p10_s": p10, "device_p90_s": p90}
 
 
 def with_timer(result: CaseResult, plan: TimingPlan, traced: tuple[float, ...] | str,
@@ -99,7 +88,7 @@ def with_timer(result: CaseResult, plan: TimingPlan, traced: tuple[float, ...] |
     none were found, a note saying why and empty device columns: never a zero). Every backend's ending:
     ``traced`` is the JAX trace pass's seconds or torch_xla's ExecuteTime ones; ``source`` says where
     they came from, in the row's notes."""
-    if plan.timer != "trace":
+    if not plan.device_timed:
         return result.replace(timer="wallclock")
     if isinstance(traced, str):
         note = f"trace timer: no device times ({traced}); device columns empty"

@@ -1,0 +1,133 @@
+"""The host's CPU peak: measured once per host as the best of several tries, cached with its date, reused."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+
+import pytest
+
+from xlabench import hardware
+from xlabench.measure import host_peak
+from xlabench.run.metrics import derive
+from xlabench.measure.messages import CaseResult
+from xlabench.measure.timing import summarize
+
+DAY = dt.date(2026, 12, 4)
+
+
+class Host:
+    """A measurement whose result follows the load of the moment (as the real one did: 0.073 vs 0.127)."""
+
+    def __init__(self, tflops: list[float]):
+        self.tflops, self.calls = list(tflops), 0
+
+    def __call__(self) -> tuple[float, float]:
+        self.calls += 1
+        return self.tflops.pop(0), 10.0
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv(host_peak.ENV_CACHE_DIR, str(tmp_path / "cache"))
+    monkeypatch.delenv(host_peak.ENV_REMEASURE, raising=False)
+    monkeypatch.setattr(host_peak, "PAUSE_S", 0.0)
+    return tmp_path / "cache" / host_peak.FILE_NAME
+
+
+def test_tests_never_use_the_users_cache():
+    assert os.environ[host_peak.ENV_CACHE_DIR] != str(host_peak.Path.home() / ".cache" / "xlabench")
+    assert "xlabench-test-cache-" in os.environ[host_peak.ENV_CACHE_DIR]
+
+
+def test_the_best_of_several_tries_is_cached_with_its_date_and_reused(cache):
+    first = host_peak.get(Host([0.073, 0.127, 0.10]), "jax 1", today=DAY)
+    assert (first.tflops, first.tries, first.cached, first.measured) == (0.127, 3, False, "2026-12-04")
+    assert "measured now" in first.source and "best of 3 tries on 2026-12-04" in first.source
+    entry = next(iter(json.loads(cache.read_text())["hosts"].values()))
+    assert entry == {"tflops": 0.127, "gbytes_per_s": 10.0, "measured": "2026-12-04", "tries": 3}
+    again = Host([0.05])
+    second = host_peak.get(again, "jax 1", today=DAY + dt.timedelta(days=3))
+    assert again.calls == 0 and second.cached and second.tflops == 0.127
+    assert "cached in" in second.source and "on 2026-12-04" in second.source
+
+
+def _mfu(peak: host_peak.HostPeak) -> float:
+    env = {"platform": "cpu", "device_kind": "cpu", "device_count": 1, "measured_cpu_tflops": peak.tflops,
+           "measured_cpu_gbytes_per_s": peak.gbytes_per_s, "cpu_peak_source": peak.source}
+    result = CaseResult(samples=(1e-3,) * 5, stats=summarize([1e-3] * 5), metrics={"flops": 1e8})
+    out = derive(result, env, 1, None)
+    assert out["peak_source"].startswith("measured on this host") and peak.measured in out["peak_source"]
+    return out["mfu"]
+
+
+def test_two_runs_with_the_same_timings_give_the_same_mfu(cache):
+    """Before: each run measured its own peak (0.073 vs 0.127 TFLOP/s under load): MFU moved 1.7x."""
+    run1 = host_peak.get(Host([0.073, 0.09, 0.08]), "jax 1", today=DAY)  # a loaded moment
+    run2 = host_peak.get(Host([0.127, 0.127, 0.127]), "jax 1", today=DAY)  # a quiet one: not measured again
+    assert _mfu(run1) == _mfu(run2)
+
+
+def test_stale_corrupt_or_refreshed_caches_are_measured_again(cache, monkeypatch):
+    host_peak.get(Host([0.1, 0.1, 0.1]), "jax 1", today=DAY)
+    late = host_peak.get(Host([0.2, 0.2, 0.2]), "jax 1", today=DAY + dt.timedelta(days=host_peak.MAX_AGE_DAYS + 1))
+    assert not late.cached and late.tflops == 0.2 and "stale" in late.source
+    cache.write_text("{not json")
+    broken = host_peak.get(Host([0.3, 0.3, 0.3]), "jax 1", today=DAY)
+    assert not broken.cached and broken.tflops == 0.3 and "unreadable" in broken.source
+    assert host_peak.get(Host([]), "jax 1", today=DAY).cached  # rewritten whole
+    data = json.loads(cache.read_text())
+    next(iter(data["hosts"].values()))["tflops"] = "fast"
+    cache.write_text(json.dumps(data))
+    assert "malformed" in host_peak.get(Host([0.4] * 3), "jax 1", today=DAY).source
+    cache.write_text(json.dumps([1, 2]))
+    assert "not a host_peak file" in host_peak.get(Host([0.4] * 3), "jax 1", today=DAY).source
+    monkeypatch.setenv(host_peak.ENV_REMEASURE, "1")
+    fresh = host_peak.get(Host([0.5] * 3), "jax 1", today=DAY)
+    assert not fresh.cached and fresh.tflops == 0.5 and host_peak.ENV_REMEASURE in fresh.source
+
+
+def test_each_host_and_framework_has_its_own_entry(cache, monkeypatch):
+    host_peak.get(Host([0.1] * 3), "jax 1", today=DAY)
+    other = Host([0.2] * 3)
+    assert host_peak.get(other, "jax 2", today=DAY).tflops == 0.2 and other.calls == 3
+    monkeypatch.setattr(host_peak.socket, "gethostname", lambda: "elsewhere")
+    assert not host_peak.get(Host([0.3] * 3), "jax 1", today=DAY).cached
+    assert len(json.loads(cache.read_text())["hosts"]) == 3
+
+
+def test_an_unwritable_cache_still_gives_the_measured_peak(tmp_path, monkeypatch):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    monkeypatch.setenv(host_peak.ENV_CACHE_DIR, str(blocker / "sub"))  # a folder under a file
+    monkeypatch.setattr(host_peak, "PAUSE_S", 0.0)
+    p = host_peak.get(Host([0.1] * 3), "jax 1", today=DAY)
+    assert p.tflops == 0.1 and "not cached" in p.source
+
+
+def test_the_device_peak_says_when_the_cpu_peak_was_measured():
+    p = hardware.device_peak("cpu", "cpu", 0.4, 20.0, 4, measured_note="best of 3 tries on 2026-12-04, cached in X")
+    assert p.tflops == pytest.approx(0.1) and "(best of 3 tries on 2026-12-04, cached in X)" in p.source
+
+
+@pytest.mark.slow
+def test_two_real_runs_rate_their_rows_against_the_same_cached_peak(write_suite, tmp_path):
+    """Before: every run re-measured the peak (0.073 vs 0.127 TFLOP/s under load): MFU of equal timings moved."""
+    import re
+
+    from conftest import run_cli
+    from xlabench import results
+
+    suite = write_suite()
+    peaks = []
+    for i in range(2):
+        r = run_cli("run", str(suite), "--impl", "naive", "--out", str(tmp_path / f"r{i}"))
+        assert r.returncode == 0, r.stderr[-2000:]
+        rows = results.read_rows(next(p for p in (tmp_path / f"r{i}" / "tiny").glob("*.csv")
+                                      if not p.name.endswith(".samples.csv")))
+        ok = rows[rows["status"] == "ok"]
+        assert len(ok) == 2 and ok["peak_source"].str.contains(r"best of \d+ tries on \d{4}-\d\d-\d\d").all()
+        peaks.append(set(ok["peak_tflops"]))
+    assert peaks[0] == peaks[1] and len(peaks[0]) == 1
+    assert re.search(r"cached in .*xlabench-test-cache-", rows["peak_source"].iloc[0])

@@ -1,0 +1,207 @@
+"""The typed messages between the parent and a worker, and how each crosses the pipe.
+
+Requests (``RunRequest``, ``CompileRequest``) are built once from a suite ``Case``; replies carry a
+``CaseResult`` or a ``CompileResult``. Each is serialised field by field under a type and version tag,
+so that a field one side does not know, or one it needs and did not get, is an error naming it (a
+parent and a worker of different versions fail loudly, never by dropping a column).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Optional, Protocol, TypeVar
+
+from xlabench.measure.target import TargetSpec
+from xlabench.measure.plan import TimingPlan
+from xlabench.measure.status import COMPILE_RESULTS
+
+PROTOCOL_VERSION = 1
+# The timing statistics of a reply (timing.summarize's keys, in its order).
+STAT_FIELDS = ("n", "median_s", "mean_s", "min_s", "p10_s", "p90_s", "stdev_s", "cv")
+# The statistics of the trace timer's device seconds (timing.device_summary's keys).
+DEVICE_STAT_FIELDS = ("device_median_s", "device_p10_s", "device_p90_s")
+
+
+class CaseSkipped(Exception):
+    """Raised by a backend when an impl cannot run a case (the message is the reason in the row)."""
+
+
+class ProtocolError(ValueError):
+    """A message that does not match its type: wrong tag or version, an unknown or a missing field."""
+
+
+T = TypeVar("T")
+
+
+def _encode(obj: Any, **nested: Any) -> dict[str, Any]:
+    """``obj``'s fields by name, under its type and the protocol version (tuples become lists)."""
+    body = {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj)}
+    body.update(nested)
+    return {"type": type(obj).__name__, "version": PROTOCOL_VERSION,
+            **{k: list(v) if isinstance(v, tuple) else v for k, v in body.items()}}
+
+
+def _decode_fields(cls: type[T], msg: Mapping[str, Any]) -> dict[str, Any]:
+    """The constructor arguments of ``cls`` in ``msg``: every field it needs, none it does not know."""
+    name = cls.__name__
+    if not isinstance(msg, Mapping):
+        raise ProtocolError(f"{name}: expected a JSON object, got {type(msg).__name__}")
+    if msg.get("type") != name:
+        raise ProtocolError(f"{name}: the message is a {msg.get('type')!r}")
+    if msg.get("version") != PROTOCOL_VERSION:
+        raise ProtocolError(f"{name}: protocol version {msg.get('version')!r}, this side speaks {PROTOCOL_VERSION} "
+                            "(the parent and the worker run different xlabench versions)")
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    body = {k: v for k, v in msg.items() if k not in ("type", "version")}
+    unknown = sorted(set(body) - set(fields))
+    if unknown:
+        raise ProtocolError(f"{name}: unknown field(s) {', '.join(unknown)}")
+    missing = sorted(k for k, f in fields.items() if k not in body and f.default is dataclasses.MISSING
+                     and f.default_factory is dataclasses.MISSING)
+    if missing:
+        raise ProtocolError(f"{name}: missing field(s) {', '.join(missing)}")
+    return body
+
+
+class CaseLike(Protocol):
+    """What a request reads of a suite Case (xlabench/suite/expand.py), without importing the suite."""
+
+    case_id: str
+    workload: str
+    backend: str
+    impl: str
+    params: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    """Run one case (op ``run``): what the worker needs, the timing plan included."""
+
+    case_id: str
+    workload: str
+    backend: str
+    impl: str
+    params: Mapping[str, Any]
+    interpret: bool
+    platform: str
+    plan: TimingPlan
+
+    @classmethod
+    def from_case(cls, case: CaseLike, plan: TimingPlan, *, interpret: bool, platform: str) -> "RunRequest":
+        return cls(case.case_id, case.workload, case.backend, case.impl, dict(case.params), bool(interpret),
+                   platform, plan)
+
+    def to_message(self) -> dict[str, Any]:
+        return {"op": "run", **_encode(self, plan=_encode(self.plan))}
+
+    @classmethod
+    def from_message(cls, msg: Mapping[str, Any]) -> "RunRequest":
+        body = _decode_fields(cls, {k: v for k, v in msg.items() if k != "op"})
+        return cls(**{**body, "plan": TimingPlan(**_decode_fields(TimingPlan, body["plan"]))})
+
+
+@dataclass(frozen=True)
+class CompileRequest:
+    """Compile one case for a target this host does not have (op ``compile``)."""
+
+    case_id: str
+    workload: str
+    backend: str
+    impl: str
+    params: Mapping[str, Any]
+    target: TargetSpec
+
+    @classmethod
+    def from_case(cls, case: CaseLike, target: TargetSpec) -> "CompileRequest":
+        return cls(case.case_id, case.workload, case.backend, case.impl, dict(case.params), target)
+
+    def to_message(self) -> dict[str, Any]:
+        return {"op": "compile", **_encode(self, target=self.target.to_message())}
+
+    @classmethod
+    def from_message(cls, msg: Mapping[str, Any]) -> "CompileRequest":
+        body = _decode_fields(cls, {k: v for k, v in msg.items() if k != "op"})
+        return cls(**{**body, "target": TargetSpec.from_message(body["target"])})
+
+
+@dataclass(frozen=True)
+class CaseResult:
+    """The reply of every case runner (any backend, any workload): what the worker measured.
+
+    Workers report counts per iteration (``metrics``: flops, bytes ...; ``tokens_per_step``); every
+    rate (TFLOP/s, GB/s, tokens/s) is derived once in the parent after the repeats are pooled
+    (xlabench.run.metrics.derive).
+    """
+
+    samples: tuple[float, ...]  # per-iteration seconds, every one kept
+    stats: Mapping[str, Any]  # timing.summarize(samples): n, median_s, ...
+    warmup: Optional[int] = None
+    compile_s: Optional[float] = None
+    lower_s: Optional[float] = None
+    peak_memory_bytes: Optional[int] = None
+    max_abs_err: Optional[float] = None
+    err_tol: Optional[float] = None
+    correct: Optional[bool] = None  # max_abs_err <= err_tol (kept, not recomputed: pooling ANDs it)
+    notes: Optional[str] = None
+    # Other row columns measured or counted in the worker, in row order (flops, kernel_flops, bytes,
+    # flops_palm, params_count, losses ...). Never a rate per median_s.
+    metrics: Mapping[str, Any] = field(default_factory=dict)
+    tokens_per_step: Optional[float] = None  # tokens one iteration processes (not a column: the parent's tokens_per_s)
+    tokens_global: bool = False  # tokens_per_step is a global batch over the case's devices: tokens_per_s_per_device too
+    timer: Optional[str] = None  # wallclock | trace: how the row was timed (samples are wallclock either way)
+    device_samples: tuple[float, ...] = ()  # trace timer: per-iteration device seconds of a separate profiled pass
+    device_stats: Mapping[str, Any] = field(default_factory=dict)  # timing.device_summary(device_samples)
+
+    @property
+    def fields(self) -> dict[str, Any]:
+        """The row columns of this result (no derived rates), in the order rows always had them."""
+        out: dict[str, Any] = {**self.stats}
+        if self.timer is not None:
+            out["timer"] = self.timer
+        out.update(self.device_stats)
+        for name in ("lower_s", "compile_s", "warmup"):
+            out[name] = getattr(self, name)
+        out.update(self.metrics)
+        for name in ("peak_memory_bytes", "max_abs_err", "err_tol", "correct", "notes"):
+            out[name] = getattr(self, name)
+        return out
+
+    def replace(self, **changes: Any) -> "CaseResult":
+        return dataclasses.replace(self, **changes)
+
+    def to_message(self) -> dict[str, Any]:
+        return _encode(self)
+
+    @classmethod
+    def from_message(cls, msg: Mapping[str, Any]) -> "CaseResult":
+        body = _decode_fields(cls, msg)
+        stats = body["stats"]
+        missing = [k for k in STAT_FIELDS if k not in stats]
+        if missing:
+            raise ProtocolError(f"CaseResult: stats lack {', '.join(missing)}")
+        return cls(**{**body, "samples": tuple(body["samples"]),
+                      "device_samples": tuple(body.get("device_samples", ()))})
+
+
+@dataclass(frozen=True)
+class CompileResult:
+    """The reply of a compile-only case: compiled / lowered (CUDA) / oom, and XLA's figures as row columns."""
+
+    status: str
+    fields: Mapping[str, Any] = field(default_factory=dict)
+    error: Optional[str] = None
+
+    def __post_init__(self) -> None:
+        if self.status not in COMPILE_RESULTS:
+            raise ProtocolError(f"CompileResult: status {self.status!r} is not one of {', '.join(COMPILE_RESULTS)}")
+
+    def with_fields(self, **more: Any) -> "CompileResult":
+        return dataclasses.replace(self, fields={**self.fields, **more})
+
+    def to_message(self) -> dict[str, Any]:
+        return _encode(self)
+
+    @classmethod
+    def from_message(cls, msg: Mapping[str, Any]) -> "CompileResult":
+        return cls(**_decode_fields(cls, msg))

@@ -1,0 +1,31 @@
+"""How one case is timed: the plan the parent builds from the suite's ``measure`` block and sends."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xlabench.measure.timers import Timer
+
+
+@dataclass(frozen=True)
+class TimingPlan:
+    """Warm-up calls, then at least ``iters`` timed ones and ``min_time_s`` seconds (at most ``max_iters``)."""
+
+    warmup: int = 2
+    iters: int = 10
+    min_time_s: float = 0.0
+    max_iters: int = 1000
+    timer: Timer = "wallclock"  # trace adds a profiled pass for device seconds (measure.timers)
+    trace_dir: str | None = None  # keep the profiled pass's trace here (xprof / TensorBoard / Perfetto)
+
+    @property
+    def device_timed(self) -> bool:
+        """Whether the backend adds its device timer's seconds (JAX: a profiled pass; torch_xla: XLA's
+        ExecuteTime): the one place a timer name decides what a backend does."""
+        return self.timer == "trace"
+
+
+def default_timer(platform: str) -> Timer:
+    """The timer when the suite names none: trace on an accelerator, wallclock on CPU (where the
+    executable's ops run on the host's threads and the trace pass costs time for little news)."""
+    return "wallclock" if platform == "cpu" else "trace"

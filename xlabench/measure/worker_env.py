@@ -1,0 +1,16 @@
+"""The environment variables the parent sets when it starts a worker: the half of the parent-worker
+contract that is fixed at start (the messages are the other half), named once for both sides."""
+
+from __future__ import annotations
+
+# Multi-host runs (xlabench/run/distributed.py sets them; the JAX worker initialises jax.distributed from them).
+ENV_COORDINATOR = "XLABENCH_COORDINATOR"
+ENV_NUM_PROCESSES = "XLABENCH_NUM_PROCESSES"
+ENV_PROCESS_ID = "XLABENCH_PROCESS_ID"
+ENV_AUTO = "XLABENCH_DISTRIBUTED_AUTO"
+ENV_INIT_TIMEOUT = "XLABENCH_INIT_TIMEOUT_S"
+# A torch_xla worker of a sharded variant: spmd (user-annotated) or spmd-auto (xlabench/run/envs.py).
+TORCH_XLA_SPMD_VAR = "XLABENCH_TORCH_XLA_SPMD"
+# Folders a worker puts on sys.path before it imports a user impl (module:attr): the directory the run
+# was started in and the suite file's, os.pathsep-joined (xlabench/backends/user_impl.py reads it).
+IMPL_PATH_VAR = "XLABENCH_IMPL_PATH"

@@ -1,0 +1,177 @@
+"""The line charts' shared shape: facets, a line per series told apart by colour, line style and marker,
+the p10-p90 spread as a band, a log2 y axis for ratios, and a legend that is a key per encoding (not an
+entry per combination of keys), so 18 series per panel still read with a dozen legend entries."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Optional, Sequence
+
+import numpy as np
+import pandas as pd
+from matplotlib.artist import Artist
+from matplotlib.axes import Axes
+from matplotlib.lines import Line2D
+from matplotlib.patches import Patch
+
+from xlabench.report import chartdata as cd
+from xlabench.report.chart_parts import (
+    MARKERS, Chart, _drop_empty, _facets, _finish, _log2_x, _panels, _series, _series_label, _utilisation_axis, style,
+)
+
+
+DASHES: tuple[Any, ...] = ("-", (0, (5, 2)), (0, (1, 1.5)), (0, (6, 2, 1, 2)))
+SPREAD_LABEL = "p10-p90 of the iterations"
+
+
+@dataclass
+class Encoding:
+    """How a line chart tells series apart: colour by one key, line style by another (its own style table,
+    or in order of the values), marker by a third; keys left over are named in the series' label."""
+
+    colour_by: str
+    dash_by: Optional[str]
+    marker_by: Optional[str]
+    named: list[str]
+    values: dict[str, list[Any]]  # the values of the dash and marker keys, in series order
+
+    def dash(self, values: dict[str, Any]) -> Any:
+        if self.dash_by is None:
+            return style(values[self.colour_by]).linestyle
+        if self.dash_by in self.values:
+            return DASHES[self.values[self.dash_by].index(values[self.dash_by]) % len(DASHES)]
+        return style(values[self.dash_by]).linestyle
+
+    def marker(self, values: dict[str, Any]) -> str:
+        if self.marker_by is None:
+            return "o"
+        return MARKERS[self.values[self.marker_by].index(values[self.marker_by]) % len(MARKERS)]
+
+
+def _encoding(series: list[tuple[dict[str, Any], pd.DataFrame]], colour_by: str, dash_by: Optional[str],
+              extras: Sequence[str]) -> Encoding:
+    """Line style for the first split key when the colour key has its own dash (a kernel chart), marker
+    for the next; the rest named in labels."""
+    free = list(extras)
+    dash = dash_by if dash_by and dash_by != colour_by else (free.pop(0) if free else None)
+    marker = free.pop(0) if free else None
+    values = {k: cd.distinct(v[k] for v, _ in series) for k in (dash, marker) if k is not None and k in extras}
+    return Encoding(colour_by, dash, marker, free, values)
+
+
+def _key(enc: Encoding, series: list[tuple[dict[str, Any], pd.DataFrame]], band: bool) -> list[Artist]:
+    """The legend as a key: a colour per value of the colour key, a line style and a marker per value of
+    the others (grey), and the band; every series is a combination of them."""
+    out: list[Artist] = []
+
+    def entry(column: str, value: Any, named: bool = False) -> str:
+        rows = pd.concat([s for v, s in series if v[column] == value])
+        lab = cd.label([column], [value], named=[column] if named else [])
+        if column == "impl" and cd.interpreted(rows):  # the kernel is what runs interpreted
+            lab += " (interpret)"
+        return lab + ("" if cd.usable(rows).any() else " (no usable point)")
+
+    for value in cd.distinct(v[enc.colour_by] for v, _ in series):
+        dash = style(value).linestyle if enc.dash_by is None else "-"
+        out.append(Line2D([], [], color=style(value).colour, linestyle=dash, linewidth=2,
+                          label=entry(enc.colour_by, value)))
+    if enc.dash_by and enc.dash_by != enc.colour_by:
+        for value in cd.distinct(v[enc.dash_by] for v, _ in series):
+            out.append(Line2D([], [], color="#555555", linestyle=enc.dash({enc.dash_by: value}), linewidth=1.6,
+                              label=entry(enc.dash_by, value, named=enc.dash_by in enc.values)))
+    if enc.marker_by:
+        for value in enc.values[enc.marker_by]:
+            out.append(Line2D([], [], color="#555555", linestyle="none", marker=enc.marker({enc.marker_by: value}),
+                              label=cd.label([enc.marker_by], [value], named=[enc.marker_by])))
+    if band:
+        out.append(Patch(facecolor="#555555", alpha=0.13, label=SPREAD_LABEL))
+    return out
+
+
+def spread_band(rows: pd.DataFrame, y: pd.Series) -> tuple[pd.Series, pd.Series]:
+    """(low, high) of a figure inversely proportional to the time (a rate, a speedup): the figure at the
+    p90 and at the p10 time, y * median / p90 and y * median / p10; NaN where the quantiles are missing."""
+    med = pd.to_numeric(rows["median_s"], errors="coerce")
+    return (y * med / pd.to_numeric(rows["p90_s"], errors="coerce"),
+            y * med / pd.to_numeric(rows["p10_s"], errors="coerce"))
+
+
+def _draw_band(ax: Axes, x: np.ndarray, lo: np.ndarray, hi: np.ndarray, colour: str) -> Optional[Artist]:
+    """The p10-p90 spread: a band along runs of two or more points, an error bar on a lone point."""
+    ok = np.isfinite(lo) & np.isfinite(hi)
+    if not ok.any():
+        return None
+    art = ax.fill_between(x, lo, hi, where=ok, color=colour, alpha=0.13, linewidth=0, interpolate=False)
+    alone = ok & ~(np.r_[False, ok[:-1]] | np.r_[ok[1:], False])
+    if alone.any():
+        mid = (lo[alone] + hi[alone]) / 2
+        ax.errorbar(x[alone], mid, yerr=[mid - lo[alone], hi[alone] - mid], fmt="none", ecolor=colour,
+                    elinewidth=1, capsize=3, alpha=0.7)
+    return art
+
+
+def _log_y(ax: Axes, ys: Sequence[float], keep: float) -> None:
+    """A log2 y axis whose limits hold every point and the reference value `keep` (the 1x line)."""
+    ys = [float(v) for v in ys if np.isfinite(v) and v > 0] + [keep]
+    ax.set_yscale("log", base=2)
+    ax.set_ylim(min(ys) / 1.3, max(ys) * 1.3)
+    ax.yaxis.set_major_formatter(lambda v, _: f"{v:g}×" if v >= 1 else f"1/{1 / v:g}×")  # a FuncFormatter
+
+
+def _line_chart(kind: str, rows: pd.DataFrame, *, x: str, y: pd.Series, panel_keys: Sequence[str],
+                named_panels: Sequence[str] = (),
+                first: Sequence[str], colour_by: str, dash_by: Optional[str], ncols: int,
+                xlabel: str, ylabel: str, what: str, x_values: Optional[pd.Series] = None,
+                util: Optional[tuple[str, str, str]] = None, hline: Optional[tuple[float, str, str]] = None,
+                x_labels: Optional[dict[float, str]] = None, gap_reason: str = "failed, skipped or wrong",
+                spread: bool = True, log_y: bool = False) -> Chart:
+    """The shared shape of the line charts: facets, one line per series, NaN gaps, markers, styles, the
+    p10-p90 spread as a band (y must then be a rate: inversely proportional to the time), a key legend.
+
+    x_values overrides the plotted x (paged specs placed by their mean length); y holds the figure
+    per row with NaN where the row is not usable.
+    """
+    orders = {"impl": cd.impl_order(rows["impl"]), "sharding": cd.sort_order(rows["sharding"], cd.SHARDING_ORDER),
+              "mode": cd.sort_order(rows["mode"], cd.MODE_ORDER), "causal": [True, False]}
+    xs_all = pd.to_numeric(x_values if x_values is not None else rows[x], errors="coerce")
+    extras = cd.split_keys(rows, x, list(panel_keys) + list(first))
+    facets, gaps = _drop_empty(_facets(rows, panel_keys, orders, named_panels), y.notna())
+    fig, axes = _panels(len(facets), ncols)
+    chart = Chart(kind, fig)
+    enc = _encoding(_series(rows, first, extras, orders), colour_by, dash_by, extras)
+    lo_all, hi_all = spread_band(rows, y) if spread else (y * np.nan, y * np.nan)
+    banded = False
+    for ax, (ptitle, p) in zip(axes, facets):
+        shown: list[float] = []
+        for values, s in _series(p, first, extras, orders):
+            s = s.assign(_x=xs_all[s.index]).sort_values("_x")
+            ys = y[s.index].to_numpy(dtype=float)
+            xv = s["_x"].to_numpy(dtype=float)
+            gaps += int(np.isnan(ys).sum())
+            lab = _series_label(values, first, s)
+            colour = style(values[colour_by]).colour
+            (line,) = ax.plot(xv, ys, label=lab, marker=enc.marker(values), markersize=5, linewidth=1.6,
+                              color=colour, linestyle=enc.dash(values))
+            chart.artists[(ptitle, lab)] = line
+            lo, hi = lo_all[s.index].to_numpy(dtype=float), hi_all[s.index].to_numpy(dtype=float)
+            banded |= _draw_band(ax, xv, lo, hi, colour) is not None
+            shown += [*ys, *lo, *hi]
+        _log2_x(ax, xs_all[p.index], x_labels)
+        if log_y and hline:
+            _log_y(ax, shown, hline[0])
+        else:
+            ax.set_ylim(bottom=0)
+        if hline:
+            ref = ax.axhline(hline[0], color=style(hline[1]).colour, linewidth=1.2, linestyle=":", label=hline[2])
+            ref._xlabench_reference = True  # type: ignore[attr-defined]  # in the legend beside the key
+        if util:
+            _utilisation_axis(ax, p, *util)
+        ax.set_title(ptitle, fontsize=10)
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel(ylabel)
+        ax.grid(True, alpha=0.3)
+    if extras or enc.dash_by not in (None, colour_by):  # several keys: a legend per key, not per combination
+        chart.key = _key(enc, _series(rows, first, extras, orders), banded)
+    elif banded:
+        chart.proxies.append(Patch(facecolor="#555555", alpha=0.13, label=SPREAD_LABEL))
+    return _finish(chart, rows, what, gaps, gap_reason)
