@@ -128,7 +128,7 @@ def test_postgres_add_and_changes(postgres_server, creep, tmp_path):
 
 # -------------------------------------------------------------------------------- a real browser
 
-CHROMIUM_HOSTS = ("google.com", "googleapis.com", "gstatic.com")  # the browser's own background requests
+CHROMIUM_HOSTS = ("google.com", "googleapis.com", "gstatic.com", "gvt1.com", "gvt2.com")  # the browser's own requests
 
 
 class _Proxy:

@@ -70,6 +70,8 @@ def test_hinge_fit_finds_where_a_trend_starts():
 def test_gate_needs_a_baseline_or_a_history(write_suite):
     r = run_cli("gate", str(write_suite()))
     assert r.returncode == 2 and "--baseline FILE (pairwise) or --history URL" in r.stderr
+    r = run_cli("gate", str(write_suite()), "--history", "sqlite:///unused.sqlite", "--save-baseline")
+    assert r.returncode == 2 and "--save-baseline needs --baseline FILE" in r.stderr
 
 
 @pytest.mark.slow

@@ -209,6 +209,8 @@ def gate(suite_file: str, baseline: Optional[str], history_url: Optional[str], s
     """
     if baseline is None and history_url is None:
         raise BadInput("gate needs --baseline FILE (pairwise) or --history URL (against the recorded runs)")
+    if baseline is None and save_baseline:
+        raise BadInput("--save-baseline needs --baseline FILE (the file to write)")
     if history_url:
         history_commands.open_store(history_url).close()  # a bad store is refused before the run
     try:
