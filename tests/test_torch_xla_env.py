@@ -68,7 +68,7 @@ def test_per_backend_impl_lists_expand_to_their_own_pairs(write_suite):
 @pytest.mark.parametrize("text,pattern", [
     (BOTH.replace("torch_xla: [naive, sdpa]", "torch_xla: [naive, xla_sdpa]"),
      r"impls.torch_xla.1: unknown impl 'xla_sdpa' for workload 'attention' on backend 'torch_xla' "
-     r"\(expected one of: naive, sdpa, flash, splash\)"),
+     r"\(expected one of: naive, sdpa, flash, splash; or an import path package.module:function\)"),
     (BOTH.replace("  torch_xla: [naive, sdpa]\n", ""), r"no impl list for backend 'torch_xla'"),
     (BOTH.replace("torch_xla: [naive, sdpa]", "torch-xla: [naive]"), r"impls.torch-xla: unknown backend"),
     (BOTH.replace("torch_xla: [naive, sdpa]", "torch_xla: []"), r"impls.torch_xla: empty list"),
