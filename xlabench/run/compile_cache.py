@@ -1,0 +1,43 @@
+"""Where the workers' persistent compilation cache lives: --cache-dir, else $XLABENCH_CACHE_DIR/compile
+(default ~/.cache/xlabench/compile); --no-cache turns it off. Checked here, in the parent, so that a
+folder that cannot be written costs one warning and an uncached run, not a failure per case."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+from typing import Optional
+
+from xlabench.measure.host_peak import cache_root
+from xlabench.run.options import RunOptions
+
+SUBDIR = "compile"
+
+
+def default_dir() -> Path:
+    return cache_root() / SUBDIR
+
+
+def resolve(opts: RunOptions) -> tuple[Optional[str], Optional[str]]:
+    """(the cache folder the workers use or None, a warning for the user or None)."""
+    if opts.no_cache:
+        return None, None
+    folder = Path(opts.cache_dir).expanduser() if opts.cache_dir else default_dir()
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".xlabench-write-check-"):
+            pass
+    except OSError as e:
+        reason = e.strerror or type(e).__name__
+        return None, f"compilation cache {folder} cannot be written ({reason}): compiling without a cache"
+    return str(folder.resolve()), None
+
+
+def worker_env(folder: Optional[str]) -> dict[str, str]:
+    """The worker's environment entries for ``folder`` (none: the worker compiles uncached)."""
+    from xlabench.measure.worker_env import COMPILE_CACHE_VAR
+
+    return {COMPILE_CACHE_VAR: folder} if folder else {}
+
+
+__all__ = ["default_dir", "resolve", "worker_env"]
