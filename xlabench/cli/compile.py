@@ -11,7 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from xlabench import hardware
-from xlabench.cli.common import BadInput, console, err_console, examples, load_suite, status_line, warn
+from xlabench.cli.common import BadInput, console, err_console, examples, load_suite, status_line
 from xlabench.cli.options import run_options
 from xlabench.run.options import RunOptions
 from xlabench.measure.status import COMPILED, FAILED, LOWERED, OOM, SKIPPED
@@ -61,7 +61,6 @@ def _skip_lines(rows: list[dict[str, Any]]) -> list[str]:
 @click.option("--slices", default=1, show_default=True, type=click.IntRange(min=1),
               help="Slices of the target (multi-slice), >= 1.")
 @run_options("profile", "only_impls", "backends", "where", "out_dir", "resume_csv", "timeout_s", "shard_spec",
-             "cache_dir", "no_cache",
              profile_help="Suite profile to compile (default: 'tpu' where the suite has it; 'base' for none).")
 def compile_cmd(suite_file: str, target_name: str, slices: int, run_opts: RunOptions) -> None:
     """AOT-compile every case for a TPU slice (or lower it for a GPU) without having one.
@@ -87,14 +86,12 @@ def compile_cmd(suite_file: str, target_name: str, slices: int, run_opts: RunOpt
         if st == SKIPPED:
             return  # counted per reason at the end
         extra = (f"{_gib(row.get('peak_memory_bytes'))} GiB of {_gib(row.get('hbm_capacity_bytes'))} per device, "
-                 f"compile {row.get('compile_s') or 0:.1f}s" + (" (cached)" if row.get("compile_cached") else "")
-                 if st in (COMPILED, OOM) else
+                 f"compile {row.get('compile_s') or 0:.1f}s" if st in (COMPILED, OOM) else
                  f"lowered in {row.get('lower_s') or 0:.1f}s" if st == LOWERED else (row.get("error") or "")[:120])
         console.print(status_line(st, _STYLE[st], 8, f"{case.label()}  {extra}"), soft_wrap=True)
 
     try:
-        outcome = compile_session.compile_suite(s, target_name, slices, run_opts, on_start=on_start, on_row=on_row,
-                                               on_warning=warn)
+        outcome = compile_session.compile_suite(s, target_name, slices, run_opts, on_start=on_start, on_row=on_row)
     except compile_session.CompileError as e:
         raise BadInput(str(e)) from None
     if any(r["status"] != SKIPPED for r in outcome.rows):
