@@ -76,3 +76,16 @@ def test_cache_dir_and_no_cache_together_is_exit_2(write_suite):
     r = run_cli("run", str(write_suite(ONE_CASE)), "--no-cache", "--cache-dir", "/tmp/x")
     assert r.returncode == 2
     assert "--no-cache" in r.stderr and "--cache-dir" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_suite_cache_dir_is_used_and_cache_dir_overrides_it(write_suite, tmp_path: Path):
+    suite = write_suite(ONE_CASE + "cache: {dir: suite-cache}\n")
+    _run(suite, tmp_path / "r1")
+    assert any((tmp_path / "suite-cache").iterdir())  # relative to the suite file
+    row = _run(suite, tmp_path / "r2", cache_dir=str(tmp_path / "other"))
+    assert row["compile_cached"] is False and any((tmp_path / "other").iterdir())
+
+
+def test_unknown_cache_key_is_exit_2(write_suite):
+    r = run_cli("run", str(write_suite(ONE_CASE + "cache: {folder: x}\n")), "--dry-run")
+    assert r.returncode == 2 and "folder" in r.stderr and "Traceback" not in r.stderr

@@ -1,5 +1,5 @@
-"""Where the workers' persistent compilation cache lives: --cache-dir, else $XLABENCH_CACHE_DIR/compile
-(default ~/.cache/xlabench/compile); --no-cache turns it off. Checked here, in the parent, so that a
+"""Where the workers' persistent compilation cache lives: --cache-dir, else the suite's ``cache.dir``, else
+$XLABENCH_CACHE_DIR/compile (default ~/.cache/xlabench/compile); --no-cache turns it off. Checked here, in the parent, so that a
 folder that cannot be written costs one warning and an uncached run, not a failure per case."""
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from typing import Optional
 
 from xlabench.measure.host_peak import cache_root
 from xlabench.run.options import RunOptions
+from xlabench.suite import Suite
 
 SUBDIR = "compile"
 
@@ -18,11 +19,17 @@ def default_dir() -> Path:
     return cache_root() / SUBDIR
 
 
-def resolve(opts: RunOptions) -> tuple[Optional[str], Optional[str]]:
-    """(the cache folder the workers use or None, a warning for the user or None)."""
+def resolve(opts: RunOptions, suite: Optional[Suite] = None) -> tuple[Optional[str], Optional[str]]:
+    """(the cache folder the workers use or None, a warning for the user or None): --no-cache, else
+    --cache-dir, else the suite's ``cache.dir`` (relative to the suite file), else default_dir()."""
     if opts.no_cache:
         return None, None
-    folder = Path(opts.cache_dir).expanduser() if opts.cache_dir else default_dir()
+    if opts.cache_dir:
+        folder = Path(opts.cache_dir).expanduser()
+    elif suite is not None and suite.spec.cache.dir:
+        folder = Path(suite.path).resolve().parent / Path(suite.spec.cache.dir).expanduser()
+    else:
+        folder = default_dir()
     try:
         folder.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile(dir=folder, prefix=".xlabench-write-check-"):

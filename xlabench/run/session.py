@@ -125,7 +125,7 @@ def run_suite(s: suite_lib.Suite, opts: RunOptions = RunOptions(), hooks: RunHoo
     if opts.python_torch_xla and interpreters.missing("torch_xla"):
         raise RunInputError(f"--python-torch-xla: {interpreters.missing('torch_xla')}")
     log = files.log if primary else files.log.with_name(f"{files.csv.stem}.p{dist.process_id}.log")
-    cache_dir, cache_warning = compile_cache.resolve(opts)
+    cache_dir, cache_warning = compile_cache.resolve(opts, s)
     if cache_warning:
         hooks.warning(cache_warning)
     pool = WorkerPool(log, interpreters, dist=dist, local_devices=opts.local_devices,
