@@ -108,7 +108,6 @@ OPTIONS: dict[str, Callable[[], Callable]] = {
 # The options of `run` and the gate's runs that pick and measure cases (issue 21: declared once).
 CASE_OPTIONS = ("profile", "only_impls", "backends", "where")
 MEASURE_OPTIONS = ("out_dir", "timeout_s", "peak_tflops", "repeats", "timer")
-CACHE_OPTIONS = ("cache_dir", "no_cache")
 
 
 def run_options(*names: str, profile_help: Optional[str] = None) -> Callable[[Callable], Callable]:
