@@ -221,6 +221,19 @@ def test_real_run_doctored_with_slower_compile_times_is_confounded(tmp_path):
     assert "warning: the host compiled 1.60x as long as for the baseline" in r.output
 
 
+def test_cached_compiles_are_no_probe_of_the_host_speed(tmp_path):
+    slow = doctor(FIXTURE, tmp_path / "slow.csv", 1.3)
+    rows = pd.read_csv(slow, dtype=str, keep_default_na=False)
+    rows["compile_s"] = [repr(float(v) * 0.02) for v in rows["compile_s"]]  # loaded from the cache, not compiled
+    rows["compile_cached"] = "true"
+    rows.to_csv(slow, index=False)
+    js = tmp_path / "v.json"
+    r = _cli("compare", str(FIXTURE), str(slow), "--json", str(js))
+    assert r.exit_code == 1 and "suite-wide regression" in r.output, r.output
+    assert json.loads(js.read_text())["suite"]["machine_ratio"] is None
+    assert "compiled 0.02x" not in r.output
+
+
 def test_real_run_one_case_doctored_1_3x_is_underpowered(tmp_path):
     rows = pd.read_csv(FIXTURE, dtype={"case_id": str})
     cid = str(rows.sort_values("cv")["case_id"].iloc[0])  # the steadiest case: 5 samples give a tight interval

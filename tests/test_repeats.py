@@ -52,13 +52,14 @@ def test_a_single_reply_is_unchanged():
 
 
 def test_case_result_crosses_the_worker_pipe_unchanged():
-    r = _reply([1.0, 2.0, 4.0], err=0.5, tokens=64).replace(tokens_global=True, lower_s=0.25)
+    r = _reply([1.0, 2.0, 4.0], err=0.5, tokens=64).replace(tokens_global=True, lower_s=0.25,
+                                                                   compile_cached=True)
     msg = json.loads(json.dumps(r.to_message()))
     assert msg["type"] == "CaseResult" and msg["version"] == PROTOCOL_VERSION
     back = CaseResult.from_message(msg)
     assert back == r
     assert list(back.fields) == ["n", "median_s", "mean_s", "min_s", "p10_s", "p90_s", "stdev_s", "cv", "timer",
-                                 "lower_s", "compile_s", "warmup", "flops", "peak_memory_bytes", "max_abs_err",
+                                 "lower_s", "compile_s", "compile_cached", "warmup", "flops", "peak_memory_bytes", "max_abs_err",
                                  "err_tol", "correct", "notes"]
 
 

@@ -85,7 +85,7 @@ def list_cases(suite_file: str, run_opts: RunOptions, as_json: bool) -> None:
 @click.argument("suite_file", type=click.Path())
 @run_options("profile", "only_impls", "backends", "where", "out_dir", "resume_csv", "timeout_s", "peak_tflops",
              "repeats", "timer", "shard_spec", "python_torch_xla", "trace_dir", "dry_run",
-             "coordinator", "num_processes", "process_id", "local_devices", "init_timeout")
+             "coordinator", "num_processes", "process_id", "local_devices", "init_timeout", "cache_dir", "no_cache")
 @history_commands.history_option
 def run(suite_file: str, run_opts: RunOptions, history_url: Optional[str]) -> None:
     """Run a suite: one row per case in results/<suite>/<run-id>.csv, written as each case ends."""

@@ -261,12 +261,20 @@ def compare(base: RunData, cand: RunData, cfg: GateConfig,
                       n_baseline=len(b_rows))
 
 
+def _compile_time(row: dict) -> float:
+    """The row's compile seconds as a probe of the host's speed; NaN (left out) when the executable came
+    from the persistent compilation cache: loading it says nothing about how fast the host compiles."""
+    if str(row.get("compile_cached")).lower() == "true":
+        return np.nan
+    return num(row.get("compile_s")) or np.nan
+
+
 def _suite_shift(to_test: list[str], pairs: list[tuple[np.ndarray, np.ndarray]], assessed: list[Assessment],
                  b_rows: dict, c_rows: dict, cfg: GateConfig, host: "HostProbe") -> Optional[SuiteShift]:
     """The suite-wide test over every case that reached the statistics (a ratio), whatever its own verdict."""
     idx = [i for i, a in enumerate(assessed) if a.ratio is not None]
-    compile_times = (np.array([num(b_rows[to_test[i]].get("compile_s")) or np.nan for i in idx]),
-                     np.array([num(c_rows[to_test[i]].get("compile_s")) or np.nan for i in idx]))
+    compile_times = (np.array([_compile_time(b_rows[to_test[i]]) for i in idx]),
+                     np.array([_compile_time(c_rows[to_test[i]]) for i in idx]))
     suite = assess_suite([pairs[i] for i in idx], cfg, compile_times, [to_test[i] for i in idx])
     return None if suite is None else host.check_suite(suite, cfg)
 

@@ -50,9 +50,13 @@ class HostPeak:
         return f"best of {self.tries} tries on {self.measured}, {how}" + (f"; {self.note}" if self.note else "")
 
 
+def cache_root() -> Path:
+    """xlabench's per-user cache folder: $XLABENCH_CACHE_DIR, else ~/.cache/xlabench (also the compile cache's)."""
+    return Path(os.environ.get(ENV_CACHE_DIR) or str(Path.home() / ".cache" / "xlabench"))
+
+
 def cache_path() -> Path:
-    root = os.environ.get(ENV_CACHE_DIR) or str(Path.home() / ".cache" / "xlabench")
-    return Path(root) / FILE_NAME
+    return cache_root() / FILE_NAME
 
 
 def _cpu_model() -> str:

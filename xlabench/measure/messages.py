@@ -139,6 +139,7 @@ class CaseResult:
     warmup: Optional[int] = None
     compile_s: Optional[float] = None
     lower_s: Optional[float] = None
+    compile_cached: Optional[bool] = None  # the executable came from the persistent compilation cache
     peak_memory_bytes: Optional[int] = None
     max_abs_err: Optional[float] = None
     err_tol: Optional[float] = None
@@ -160,7 +161,7 @@ class CaseResult:
         if self.timer is not None:
             out["timer"] = self.timer
         out.update(self.device_stats)
-        for name in ("lower_s", "compile_s", "warmup"):
+        for name in ("lower_s", "compile_s", "compile_cached", "warmup"):
             out[name] = getattr(self, name)
         out.update(self.metrics)
         for name in ("peak_memory_bytes", "max_abs_err", "err_tol", "correct", "notes"):

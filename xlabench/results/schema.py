@@ -88,6 +88,8 @@ MEASURE_COLUMNS = _c("measure", [
     ("error", "", "why the case failed or was skipped"),
     ("lower_s", "s", "time to trace and lower"),
     ("compile_s", "s", "time to compile the lowered program"),
+    ("compile_cached", "", "true: the executable came from the persistent compilation cache (compile_s is still "
+                           "the time it took); empty: the backend cannot tell (torch_xla)"),
     ("warmup", "", "untimed iterations before timing"),
     ("n", "", "timed iterations"),
     ("median_s", "s", "median seconds per iteration (the headline)"),

@@ -118,6 +118,9 @@ def compile_suite(s: suite_lib.Suite, target_name: str, slices: int = 1, opts: R
         raise CompileError(str(e)) from None
     todo = [c for c in cases if c.case_id not in done]
 
+    # No persistent compilation cache: JAX writes entries for libtpu's compile-only devices but cannot
+    # load them back without a TPU client ("PjRtCompiler must be constructed with a Client to call
+    # DeserializeLoadedExecutable", jax 0.10.2; measured in docs/compile.md), so rows say compile_cached=false.
     pool = workers.WorkerPool(files.log, search_path=(str(Path(s.path).resolve().parent),))
     spec = target_spec(target, slices)
     try:

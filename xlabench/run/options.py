@@ -109,6 +109,8 @@ class RunOptions:
     dry_run: bool = False
     only_case_ids: Optional[tuple[str, ...]] = None  # the gate's re-run of flagged cases
     run_id: Optional[str] = None
+    cache_dir: Optional[str] = None  # the compilation cache (default: $XLABENCH_CACHE_DIR/compile)
+    no_cache: bool = False
 
     def __post_init__(self) -> None:
         for name, limit in LIMITS.items():
@@ -120,6 +122,8 @@ class RunOptions:
         if self.trace_dir is not None:
             object.__setattr__(self, "timer", "trace")
         parse_where(f"{k}={v}" for k, v in self.where)
+        if self.no_cache and self.cache_dir is not None:
+            raise OptionError("--no-cache and --cache-dir: give one of them, not both")
 
     def replace(self, **changes: Any) -> "RunOptions":
         return dataclasses.replace(self, **changes)

@@ -19,7 +19,7 @@ from xlabench import impls as catalog
 from xlabench import results
 from xlabench import suite as suite_lib
 from xlabench.measure import power
-from xlabench.run import distributed, shard
+from xlabench.run import compile_cache, distributed, shard
 from xlabench.run.envs import Interpreters, guess_platform
 from xlabench.run.options import Filter, OptionError, RunOptions
 from xlabench.run.interrupts import Interrupted, interruptible
@@ -125,8 +125,11 @@ def run_suite(s: suite_lib.Suite, opts: RunOptions = RunOptions(), hooks: RunHoo
     if opts.python_torch_xla and interpreters.missing("torch_xla"):
         raise RunInputError(f"--python-torch-xla: {interpreters.missing('torch_xla')}")
     log = files.log if primary else files.log.with_name(f"{files.csv.stem}.p{dist.process_id}.log")
+    cache_dir, cache_warning = compile_cache.resolve(opts, s)
+    if cache_warning:
+        hooks.warning(cache_warning)
     pool = WorkerPool(log, interpreters, dist=dist, local_devices=opts.local_devices,
-                      search_path=(str(Path(s.path).resolve().parent),))
+                      search_path=(str(Path(s.path).resolve().parent),), compile_cache=cache_dir)
     tally: dict[str, int | None] = {"done": None, "total": None}  # what an interrupt reports
     try:
         with interruptible():

@@ -16,7 +16,7 @@ from typing import Any, Optional
 
 from xlabench.run import envs
 from xlabench.run.distributed import DistributedConfig
-from xlabench.measure.worker_env import IMPL_PATH_VAR
+from xlabench.measure.worker_env import COMPILE_CACHE_VAR, IMPL_PATH_VAR
 from xlabench.run.envs import Interpreters, worker_environ
 
 
@@ -31,6 +31,7 @@ class WorkerSpec:
     dist: Optional[DistributedConfig] = None
     variant: str = ""  # process-global framework mode (torch_xla SPMD): one worker per variant
     search_path: tuple[str, ...] = ()  # where user impls are imported from (IMPL_PATH_VAR), besides the cwd
+    compile_cache: Optional[str] = None  # the persistent compilation cache folder (xlabench/run/compile_cache.py)
 
     @property
     def key(self) -> tuple[str, int, str, str]:
@@ -41,6 +42,9 @@ class WorkerSpec:
         if self.dist is not None:
             env.update(self.dist.worker_env())
         env["PYTHONUNBUFFERED"] = "1"
+        env.pop(COMPILE_CACHE_VAR, None)
+        if self.compile_cache:
+            env[COMPILE_CACHE_VAR] = self.compile_cache
         env[IMPL_PATH_VAR] = os.pathsep.join(dict.fromkeys([os.getcwd(), *self.search_path]))
         # The worker must import this very xlabench, whichever Python runs it.
         root = str(envs.ROOT)
@@ -160,8 +164,9 @@ class WorkerPool:
 
     def __init__(self, log_path: Optional[Path], interpreters: Interpreters = Interpreters(),
                  dist: Optional[DistributedConfig] = None, local_devices: Optional[int] = None,
-                 search_path: tuple[str, ...] = ()):
+                 search_path: tuple[str, ...] = (), compile_cache: Optional[str] = None):
         self.log_path = log_path
+        self.compile_cache = compile_cache
         self.search_path = search_path
         self.interpreters = interpreters
         self.dist = dist
@@ -184,7 +189,7 @@ class WorkerPool:
         elif self.local_devices:
             devices = self.local_devices
         spec = WorkerSpec(backend, devices, self.interpreters.python_for(backend), self.dist, variant,
-                          self.search_path)
+                          self.search_path, self.compile_cache)
         if spec.key in self._start_failures:  # a worker that cannot start will not start next case either
             raise WorkerError(self._start_failures[spec.key])
         w = self._workers.get(spec.key)

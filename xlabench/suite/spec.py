@@ -84,6 +84,14 @@ class Profile(BaseModel):
     peak_tflops: Optional[float] = Field(None, gt=0)
 
 
+class Cache(BaseModel):
+    """The suite's `cache:` key: where its runs keep the persistent compilation cache."""
+
+    model_config = ConfigDict(extra="forbid")
+    dir: Optional[str] = Field(None, description="compilation cache folder (relative to the suite file); "
+                                                  "--cache-dir overrides it, --no-cache turns the cache off")
+
+
 class SuiteSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
     name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
@@ -96,6 +104,7 @@ class SuiteSpec(BaseModel):
     measure: Measure = Measure()
     peak_tflops: Optional[float] = Field(None, gt=0, description="per-device peak TFLOP/s for MFU")
     profiles: dict[str, Profile] = {}
+    cache: Cache = Cache()
     tuned: Optional[str] = Field(None, description="a file from `xlabench best` (relative to the suite file): cases "
                                                     "that leave the tuned kernel parameters unset take its best values")
 

@@ -13,7 +13,7 @@ import json
 import os
 import sys
 import traceback
-from typing import Any
+from typing import Any, Optional
 
 from xlabench.measure.messages import CaseSkipped, CompileRequest, ProtocolError, RunRequest
 from xlabench.measure.target import TargetSpec
@@ -28,6 +28,13 @@ def _failed(e: Exception) -> dict[str, Any]:
     return {"status": FAILED, "error": f"{type(e).__name__}: {e}".strip()[:2000]}
 
 
+def _compile_cached(backend: Any) -> Optional[bool]:
+    """Whether the case's timed compile was served by the persistent cache (None: the backend cannot
+    tell); reading it clears it."""
+    take = getattr(backend, "take_compile_cached", None)
+    return take() if take is not None else None
+
+
 def _run(backend: Any, msg: dict[str, Any]) -> dict[str, Any]:
     """Op ``run``: the reply's ``result`` is the case's CaseResult (status ok), else skipped / failed."""
     try:
@@ -37,7 +44,11 @@ def _run(backend: Any, msg: dict[str, Any]) -> dict[str, Any]:
     try:
         inject_fault(req)
         runner = backend.runner_for(req.workload)
+        _compile_cached(backend)  # forget an earlier case's
         result = runner(dict(req.params), req.impl, req.plan, req.interpret, req.platform)
+        cached = _compile_cached(backend)
+        if cached is not None:
+            result = result.replace(compile_cached=cached)
         return {"status": OK, "result": result.to_message()}
     except CaseSkipped as e:
         return {"status": SKIPPED, "error": str(e)}
@@ -57,7 +68,11 @@ def _compile(backend: Any, msg: dict[str, Any]) -> dict[str, Any]:
                                               "without its devices (see docs/compile.md)"}
     try:
         inject_fault(req)
+        _compile_cached(backend)
         result = backend.compiler_for(req.workload)(dict(req.params), req.impl, req.target)
+        cached = _compile_cached(backend)
+        if cached is not None:
+            result = result.with_fields(compile_cached=cached)
         return {"status": result.status, "result": result.to_message()}
     except CaseSkipped as e:
         return {"status": SKIPPED, "error": str(e)}

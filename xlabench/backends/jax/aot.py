@@ -17,11 +17,24 @@ from typing import Any, Callable, Sequence
 import jax
 import jax.numpy as jnp
 
+from xlabench.backends.jax import compile_cache
 from xlabench.measure.messages import CaseSkipped
 from xlabench.measure.target import TargetSpec
 
 LIBTPU_HOWTO = ("compile-only TPU devices need libtpu, which this environment lacks: "
                 "pip install -e '.[tpu-compile]' (or `make tpu-compile`)")
+
+
+# Whether the last lower_and_compile's executable came from the persistent cache (None: no cache, or no
+# compile since take_compile_cached): the worker puts it in the case's row as compile_cached.
+_last_cached: bool | None = None
+
+
+def take_compile_cached() -> bool | None:
+    """compile_cached of the case that just ran (and forget it for the next case)."""
+    global _last_cached
+    cached, _last_cached = _last_cached, None
+    return cached
 
 
 class CompileOom(Exception):
@@ -123,6 +136,9 @@ def lower_and_compile(fn: Callable, args: Sequence[Any], device: Any = None,
     t0 = time.perf_counter()
     with jax.default_device(device) if device is not None else contextlib.nullcontext():
         lowered = jax.jit(fn, **jit_kwargs).trace(*args).lower()
+    global _last_cached
+    cache_on = compile_cache.configure()
+    hits = compile_cache.hits()
     t1 = time.perf_counter()
     try:
         compiled = lowered.compile()
@@ -132,7 +148,9 @@ def lower_and_compile(fn: Callable, args: Sequence[Any], device: Any = None,
             oom.lower_s, oom.compile_s = t1 - t0, time.perf_counter() - t1  # type: ignore[attr-defined]
             raise oom from None
         raise
-    return compiled, t1 - t0, time.perf_counter() - t1
+    compile_s = time.perf_counter() - t1
+    _last_cached = (compile_cache.hits() > hits) if cache_on else False
+    return compiled, t1 - t0, compile_s
 
 
 def compile_analyzed(fn: Callable, args: Sequence[Any], device: Any, analytic_flops_per_device: float | None,
