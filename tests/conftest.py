@@ -56,6 +56,21 @@ def require_torch_xla() -> str:
     return interp.python_for("torch_xla")
 
 
+LIBTPU_OPT_OUT = "XLABENCH_NO_LIBTPU"
+
+
+def require_libtpu() -> None:
+    """libtpu for the compile-for-TPU tests: skipped only when the opt-out is set on purpose, else a
+    failure saying how to install it."""
+    import importlib.util
+
+    if os.environ.get(LIBTPU_OPT_OUT) == "1":
+        pytest.skip(f"{LIBTPU_OPT_OUT}=1: compile-for-TPU tests skipped on purpose")
+    if importlib.util.find_spec("libtpu") is None:
+        pytest.fail("libtpu is not installed: pip install -e '.[tpu-compile]' (make tpu-compile), "
+                    f"or set {LIBTPU_OPT_OUT}=1 to skip these tests on purpose", pytrace=False)
+
+
 @pytest.fixture
 def write_suite(tmp_path: Path):
     """Write a suite YAML (dedented) into tmp_path and return its path."""

@@ -8,7 +8,6 @@ these tests FAIL saying so; set XLABENCH_NO_LIBTPU=1 to skip them on purpose.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -22,20 +21,15 @@ import pytest
 from xlabench import hardware, results
 from xlabench.workloads.attention import AttentionParams
 
-from conftest import ROOT, run_cli
+from conftest import ROOT, require_libtpu, run_cli
 
 pytestmark = pytest.mark.slow
-OPT_OUT = "XLABENCH_NO_LIBTPU"
 GIB = 1 << 30
 
 
 @pytest.fixture(scope="module", autouse=True)
 def libtpu() -> None:
-    if os.environ.get(OPT_OUT) == "1":
-        pytest.skip(f"{OPT_OUT}=1: compile-for-TPU tests skipped on purpose")
-    if importlib.util.find_spec("libtpu") is None:
-        pytest.fail("libtpu is not installed: pip install -e '.[tpu-compile]' (make tpu-compile), "
-                    f"or set {OPT_OUT}=1 to skip these tests on purpose", pytrace=False)
+    require_libtpu()
 
 
 def _compile(tmp_path: Path, suite: str, *args: str, timeout: float = 1500):

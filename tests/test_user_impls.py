@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, require_torch_xla
+from conftest import ROOT, require_libtpu, require_torch_xla
 from xlabench import impls as catalog
 from xlabench.suite import SuiteError, load
 
@@ -311,12 +311,7 @@ def test_an_impl_sees_only_the_block_sizes_it_declares(tmp_path, monkeypatch):
 @pytest.mark.slow
 def test_the_example_kernel_compiles_for_a_v5e_8(tmp_path):
     """`xlabench compile` of the example suite lowers the user's Pallas kernel through Mosaic for the TPU."""
-    import importlib.util
-
-    if os.environ.get("XLABENCH_NO_LIBTPU") == "1":
-        pytest.skip("XLABENCH_NO_LIBTPU=1: compile-for-TPU tests skipped on purpose")
-    if importlib.util.find_spec("libtpu") is None:
-        pytest.fail("libtpu is not installed (make tpu-compile), or set XLABENCH_NO_LIBTPU=1", pytrace=False)
+    require_libtpu()
     res = _cli("compile", str(EXAMPLE / "suite.yaml"), "--target", "v5e-8", "-k", "seq_len=1024", "--impl", GOOD,
                "--out", str(tmp_path / "out"), cwd=tmp_path, pythonpath=str(EXAMPLE / "src"))
     assert res.returncode == 0, res.stdout + res.stderr
