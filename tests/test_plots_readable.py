@@ -53,7 +53,11 @@ def v4() -> pd.DataFrame:
 def _charts(attention, paged, train, v4):
     return {"attention": plots.attention_tflops(attention), "speedup": plots.attention_speedup(attention),
             "paged": plots.paged_bandwidth(paged), "mfu_batch": plots.mfu_vs_batch(train),
-            "sharding": plots.sharding_bars(train), "fit": plots.fit_memory(v4)}
+            "sharding": plots.sharding_bars(train), "fit": plots.fit_memory(v4),
+            # a real CPU run and a real v5e-8 compile of the attention suite; a real llama v4-8 compile
+            "roofline": plots.roofline_chart.roofline(cd.load([FIX / "run_attention_roofline_cpu.csv",
+                                                               FIX / "compile_attention_v5e8.compile.csv"])),
+            "mfu_ceiling": plots.roofline_chart.mfu_ceiling(cd.load([FIX / "compile_llama_v4_8.compile.csv"]))}
 
 
 @pytest.fixture(scope="module")
@@ -61,7 +65,7 @@ def charts(attention, paged, train, v4):
     return _charts(attention, paged, train, v4)
 
 
-KINDS = ["attention", "speedup", "paged", "mfu_batch", "sharding", "fit"]
+KINDS = ["attention", "speedup", "paged", "mfu_batch", "sharding", "fit", "roofline", "mfu_ceiling"]
 
 
 def test_every_kind_is_checked():

@@ -70,6 +70,26 @@ def attention_kernel_flops(batch: int, num_heads: int, seq_len: int, kv_seq_len:
     return fwd * (1.0 + BWD_KERNEL_FACTOR) if mode == "fwd_bwd" else fwd
 
 
+def attention_io_bytes(batch: int, num_heads: int, num_kv_heads: int, seq_len: int, kv_seq_len: int,
+                       head_dim: int, itemsize: int, mode: str) -> float:
+    """HBM bytes an attention that never materialises its logits must move: read Q, K, V, write O
+    (fwd_bwd: also read O, dO and the softmax statistics, write dQ, dK, dV). A flash kernel's traffic
+    is this (plus K/V re-reads per query block), so its intensity grows with the sequence."""
+    q = batch * num_heads * seq_len * head_dim * itemsize
+    kv = 2 * batch * num_kv_heads * kv_seq_len * head_dim * itemsize
+    fwd = 2 * q + kv  # Q in, O out, K and V in
+    return float(fwd if mode != "fwd_bwd" else fwd + 3 * q + 2 * kv + 4 * batch * num_heads * seq_len)
+
+
+def attention_logits_bytes(batch: int, num_heads: int, seq_len: int, kv_seq_len: int, mode: str,
+                           itemsize: int = 4) -> float:
+    """Extra HBM bytes of a naive attention that writes its [B, H, Sq, Sk] logits and reads them back
+    (float32 softmax): the S x S term that makes its intensity fall with the sequence. fwd_bwd reads the
+    probabilities again and writes and reads their gradient."""
+    one = batch * num_heads * seq_len * kv_seq_len * itemsize
+    return float(2 * one if mode != "fwd_bwd" else 6 * one)
+
+
 def paged_decode_flops(lengths: Sequence[int], q_tokens: int, num_heads: int, head_dim: int) -> float:
     """QK^T and PV over a paged cache: 4 * Hq * D * (keys seen, summed over the query tokens).
 

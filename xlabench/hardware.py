@@ -21,6 +21,11 @@ class Peak:
     hbm_gbytes_per_s_per_chip: float
     devices_per_chip: int
     source: str
+    # ICI (TPU) / NVLink (GPU): one-way bandwidth of one link, and the links of one chip; None: not tabulated
+    link_gbytes_per_s: float | None = None
+    links_per_chip: int | None = None
+    wrap_at: int | None = None  # a torus axis wraps around when its length is a multiple of this
+    link_source: str = ""
 
     @property
     def tflops_per_device(self) -> float:
@@ -32,14 +37,21 @@ class Peak:
 
 
 _TPU_DOC = "Google Cloud TPU docs, system architecture page for"
+_ICI = ("ICI one-way GB/s per link: 'How to Scale Your Model' (Austin et al., Google DeepMind 2025), part 2 "
+        "'How to Think About TPUs', table of ICI bandwidth per generation")
+_ICI_3D = f"{_ICI}; 3D torus, 6 links per chip, an axis wraps at multiples of 4 (a full cube)"
+_ICI_2D = f"{_ICI}; 2D torus, 4 links per chip, an axis wraps only at the pod's 16"
 # Order matters: the first match wins ("v5 lite" before "v5").
 PEAKS: tuple[Peak, ...] = (
     Peak("TPU v2", r"tpu v2\b", 45, 700, 2, f"{_TPU_DOC} TPU v2 (per chip, 2 cores = 2 devices)"),
-    Peak("TPU v3", r"tpu v3\b", 123, 900, 2, f"{_TPU_DOC} TPU v3 (per chip, 2 cores = 2 devices)"),
-    Peak("TPU v4", r"tpu v4\b", 275, 1200, 1, f"{_TPU_DOC} TPU v4 (megacore: 1 device per chip)"),
-    Peak("TPU v5e", r"tpu v5 ?lite|tpu v5e", 197, 819, 1, f"{_TPU_DOC} TPU v5e"),
-    Peak("TPU v5p", r"tpu v5p?\b", 459, 2765, 1, f"{_TPU_DOC} TPU v5p"),
-    Peak("TPU v6e", r"tpu v6 ?lite|tpu v6e|trillium", 918, 1638, 1, f"{_TPU_DOC} TPU v6e (Trillium)"),
+    Peak("TPU v3", r"tpu v3\b", 123, 900, 2, f"{_TPU_DOC} TPU v3 (per chip, 2 cores = 2 devices)",
+         100, 4, 32, f"{_ICI}; 2D torus, 4 links per chip, an axis wraps at the pod's 32"),
+    Peak("TPU v4", r"tpu v4\b", 275, 1200, 1, f"{_TPU_DOC} TPU v4 (megacore: 1 device per chip)",
+         45, 6, 4, _ICI_3D),
+    Peak("TPU v5e", r"tpu v5 ?lite|tpu v5e", 197, 819, 1, f"{_TPU_DOC} TPU v5e", 45, 4, 16, _ICI_2D),
+    Peak("TPU v5p", r"tpu v5p?\b", 459, 2765, 1, f"{_TPU_DOC} TPU v5p", 90, 6, 4, _ICI_3D),
+    Peak("TPU v6e", r"tpu v6 ?lite|tpu v6e|trillium", 918, 1638, 1, f"{_TPU_DOC} TPU v6e (Trillium)",
+         90, 4, 16, _ICI_2D),
     Peak("TPU v7", r"tpu ?v?7|ironwood", 2307, 7380, 2, f"{_TPU_DOC} TPU7x (Ironwood) (per chip, 2 devices)"),
     Peak("A100", r"a100", 312, 2039, 1, "NVIDIA A100 datasheet (SXM 80GB, dense bf16)"),
     Peak("H100 PCIe", r"h100.*pcie", 756, 2000, 1, "NVIDIA H100 datasheet (PCIe, dense bf16)"),
@@ -158,3 +170,47 @@ def find_target(name: str) -> Target:
         if t.name == name.strip().lower():
             return t
     raise UnknownTarget(f"unknown target {name!r}; expected one of {', '.join(t.name for t in TARGETS)}")
+
+
+# ------------------------------------------------------------------------------ interconnect
+
+@dataclass(frozen=True)
+class Interconnect:
+    """Bandwidth one device has for a collective that spans its slice, and how it was reckoned."""
+
+    gbytes_per_s: float | None
+    source: str
+
+
+def topology_axes(topology: str) -> tuple[int, ...]:
+    """Chip counts per torus axis of a libtpu topology name ('v4:2x2x1' -> (2, 2, 1))."""
+    dims = topology.split(":")[-1]
+    try:
+        return tuple(int(d) for d in dims.split("x"))
+    except ValueError:
+        return ()
+
+
+def interconnect(device_kind: str, topology: str | None, cpu_gbytes_per_s: float | None = None) -> Interconnect:
+    """ICI bandwidth per device for a collective over the whole slice: each torus axis longer than one
+    chip adds one link's one-way bandwidth, twice where the axis wraps around (a ring can then send both
+    ways); per device, a chip's figure is shared by its devices. CPU virtual devices copy through host
+    memory: the measured host GB/s (``cpu_gbytes_per_s``, per device)."""
+    entry = lookup(device_kind)
+    if entry is None or entry.link_gbytes_per_s is None:
+        if cpu_gbytes_per_s and "cpu" in device_kind.lower():
+            return Interconnect(cpu_gbytes_per_s, "virtual CPU devices: the measured host copy GB/s per device")
+        if entry is not None and entry.devices_per_chip == 1 and not entry.name.startswith("TPU"):
+            return Interconnect(None, f"{entry.name}: no interconnect figure tabulated (single-device rows move none)")
+        return Interconnect(None, f"no ICI figure for {device_kind!r} in xlabench/hardware.py")
+    axes = topology_axes(topology) if topology else ()
+    if not axes:
+        return Interconnect(entry.link_gbytes_per_s / entry.devices_per_chip,
+                            f"{entry.link_source}; topology unknown: one axis without wraparound assumed")
+    used = [n for n in axes if n > 1]
+    wraps = [n for n in used if entry.wrap_at and n % entry.wrap_at == 0]
+    links = len(used) + len(wraps)
+    shape = "x".join(map(str, axes))
+    return Interconnect(links * entry.link_gbytes_per_s / entry.devices_per_chip,
+                        f"{entry.link_source}; topology {shape}: {len(used)} axis(es) in use, "
+                        f"{len(wraps)} wrapping around -> {links} x {entry.link_gbytes_per_s:g} GB/s one-way")

@@ -24,13 +24,18 @@ def _gib(v: Any) -> str:
     return "" if v is None or v != v else f"{float(v) / _GIB:.2f}"
 
 
+def _pct(v: Any) -> str:
+    return "" if v is None or v != v else f"{100 * float(v):.1f}"
+
+
 def summary_table(rows: list[dict[str, Any]], cases: dict[str, Any]) -> Table:
     """Compiled and oom rows with their memory; skipped ones are counted per reason below the table."""
     shown = [r for r in rows if r["status"] != SKIPPED]
     varying = [k for k in dict.fromkeys(k for r in shown for k in cases[r["case_id"]].params)
                if len({str(cases[r["case_id"]].params.get(k)) for r in shown}) > 1]
     t = Table(title="compile summary (per device)")
-    for col in ["impl", *varying, "status", "GiB", "of GiB", "HBM %", "compile s", "XLA/analytic FLOPs", "note"]:
+    for col in ["impl", *varying, "status", "GiB", "of GiB", "HBM %", "compile s", "XLA/analytic FLOPs", "bound by",
+                "MFU ceiling %", "note"]:
         t.add_column(col, overflow="fold")
     for r in shown:
         params = cases[r["case_id"]].params
@@ -40,7 +45,7 @@ def summary_table(rows: list[dict[str, Any]], cases: dict[str, Any]) -> Table:
                   "" if frac is None else f"{100 * frac:.0f}",
                   "" if r.get("compile_s") is None else f"{r['compile_s']:.1f}",
                   "" if r.get("flops_ratio") is None else f"{r['flops_ratio']:.2f}",
-                  (r.get("error") or "")[:100])
+                  r.get("bound_by") or "", _pct(r.get("mfu_ceiling")), (r.get("error") or "")[:100])
     return t
 
 
@@ -86,7 +91,10 @@ def compile_cmd(suite_file: str, target_name: str, slices: int, run_opts: RunOpt
         if st == SKIPPED:
             return  # counted per reason at the end
         extra = (f"{_gib(row.get('peak_memory_bytes'))} GiB of {_gib(row.get('hbm_capacity_bytes'))} per device, "
-                 f"compile {row.get('compile_s') or 0:.1f}s" if st in (COMPILED, OOM) else
+                 f"compile {row.get('compile_s') or 0:.1f}s"
+                 + (f", {row['bound_by']}-bound, MFU ceiling {_pct(row.get('mfu_ceiling'))}%"
+                    if row.get("bound_by") and row.get("mfu_ceiling") is not None else "")
+                 if st in (COMPILED, OOM) else
                  f"lowered in {row.get('lower_s') or 0:.1f}s" if st == LOWERED else (row.get("error") or "")[:120])
         console.print(status_line(st, _STYLE[st], 8, f"{case.label()}  {extra}"), soft_wrap=True)
 

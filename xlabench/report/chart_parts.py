@@ -253,7 +253,7 @@ def _series_label(values: dict[str, Any], first: Sequence[str], s: pd.DataFrame)
     lab = cd.label(list(values), list(values.values()), named=[c for c in values if c not in first])
     if cd.interpreted(s):
         lab += " (interpret)"
-    if not cd.usable(s).any():
+    if not (cd.usable(s) | (s["status"] == "compiled")).any():  # compile rows: compiled is usable
         lab += " (no usable point)"
     return lab
 

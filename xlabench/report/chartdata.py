@@ -6,6 +6,8 @@ skipped or wrong-result case is a gap (NaN), never a zero, and never a "best" im
 
 from __future__ import annotations
 
+import json
+
 import re
 from pathlib import Path
 from typing import Any, Iterable, Sequence
@@ -50,7 +52,25 @@ def load(paths: Sequence[Path]) -> pd.DataFrame:
         return pd.DataFrame(columns=results.COLUMN_NAMES)
     df = pd.concat(frames, ignore_index=True)
     df = df.reindex(columns=list(dict.fromkeys(results.COLUMN_NAMES + list(df.columns))))
-    return df.drop_duplicates(subset=["run_id", "case_id"], keep="last").reset_index(drop=True)
+    df = df.drop_duplicates(subset=["run_id", "case_id"], keep="last").reset_index(drop=True)
+    df.attrs["published"] = published(paths)
+    return df
+
+
+def published(paths: Sequence[Path]) -> list[dict[str, Any]]:
+    """The suites' ``published:`` figures, from each run's meta file (its suite spec), once each."""
+    out: list[dict[str, Any]] = []
+    for p in paths:
+        meta = results.RunFiles(Path(p)).meta
+        try:
+            spec = json.loads(meta.read_text()).get("suite_spec") or {}
+        except (OSError, ValueError):
+            continue
+        for fig in spec.get("published") or []:
+            fig = {**fig, "suite": spec.get("name")}
+            if fig not in out:
+                out.append(fig)
+    return out
 
 
 def flag(value: Any) -> bool | None:

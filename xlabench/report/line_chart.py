@@ -69,7 +69,7 @@ def _key(enc: Encoding, series: list[tuple[dict[str, Any], pd.DataFrame]], band:
         lab = cd.label([column], [value], named=[column] if named else [])
         if column == "impl" and cd.interpreted(rows):  # the kernel is what runs interpreted
             lab += " (interpret)"
-        return lab + ("" if cd.usable(rows).any() else " (no usable point)")
+        return lab + ("" if (cd.usable(rows) | (rows["status"] == "compiled")).any() else " (no usable point)")
 
     for value in cd.distinct(v[enc.colour_by] for v, _ in series):
         dash = style(value).linestyle if enc.dash_by is None else "-"

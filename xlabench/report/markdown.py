@@ -170,6 +170,38 @@ def fit(rows: pd.DataFrame) -> str:
     return fit_train(rows) if str(rows["workload"].iloc[0]) == "train" else fit_kernels(rows)
 
 
+BOUNDS_INTRO = ("Per case, the roofline of its program (xlabench/roofline.py): arithmetic intensity (FLOP per byte "
+                "of HBM traffic), the time the device's peak FLOP/s, HBM and interconnect bandwidth allow, and which "
+                "of the three bounds it. Measured rows: `frac` = roofline time / median (1: at the roofline). "
+                "Compile rows: `MFU ceiling` = the MFU that roofline time allows. Overlap of compute and "
+                "communication, and DCN between slices, are not modelled.")
+
+
+def bounds(rows: pd.DataFrame) -> str:
+    """The 'What bounds each case' table of one suite's rows (run or compile)."""
+    rows = rows[pd.to_numeric(rows["arith_intensity"], errors="coerce").notna()].reset_index(drop=True)
+    if rows.empty:
+        return ""
+    shape = [c for c in shape_columns(rows) if c not in ("device_kind", "framework_version", "run_id", "target")]
+    comp = cd.is_compile(rows)
+    counts = rows["bound_by"].value_counts()
+    lines = []
+    for i, r in rows.iterrows():
+        where = f"compile {r['target']}" if comp[i] else "run"
+        lines.append([_impl(r), *[cd.fmt_value(c, r[c]) for c in shape], where,
+                      fmt_number(r["arith_intensity"], ".3g"), fmt_number(r["bound_s"], ".3g", 1e3),
+                      fmt_number(r["collective_s"], ".3g", 1e3), r["bound_by"],
+                      "" if comp[i] else fmt_number(r["roofline_frac"], ".2f"),
+                      fmt_number(r["mfu_ceiling"], ".1f", 100) if comp[i] else ""])
+    head = ", ".join(f"{int(n)} {k}-bound" for k, n in counts.items())
+    notes = rows["roofline_note"].dropna().astype(str)
+    md = head + "\n\n" + table(["impl", *shape, "rows", "FLOP/B", "roofline ms", "collective ms", "bound by",
+                                 "frac", "MFU ceiling %"], lines)
+    if len(notes):
+        md += f"\n\n{len(notes)} row(s) beat their roofline by more than 5%: " + "; ".join(dict.fromkeys(notes))
+    return md
+
+
 def _case_label(row: pd.Series, shape: Sequence[str]) -> str:
     return ", ".join(f"{c}={cd.fmt_value(c, row[c])}" for c in shape)
 
@@ -265,6 +297,12 @@ def build(df: pd.DataFrame, sources: Sequence[Path], charts: dict[str, list[Path
             for workload in cd.distinct(s_rows["workload"]):
                 md += [f"### {suite}" + (f" ({workload})" if workload != suite else ""), "",
                        fit(s_rows[s_rows["workload"] == workload]), ""]
+    bound_md = [(suite, bounds(df[df["suite"] == suite])) for suite in suites]
+    if any(b for _, b in bound_md):
+        md += ["## What bounds each case", "", BOUNDS_INTRO, ""]
+        for suite, b in bound_md:
+            if b:
+                md += [f"### {suite}", "", b, ""]
     links = traces(df, sources, out)
     if links:
         md += ["## Traces", "", "Per-case profiles kept by `xlabench run --trace DIR`: `.xplane.pb` opens in xprof / "

@@ -21,6 +21,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
 from xlabench.report import chartdata as cd
+from xlabench.report import roofline_chart
 from xlabench.report.bar_labels import _place_bar_labels
 from xlabench.report.chart_parts import (  # noqa: F401 (grid: the charts' API for tests)
     grid, wrap_title,
@@ -342,8 +343,9 @@ class Kind:
     workload: str
     draw: Callable[..., Chart]
     doc: str
-    source: str = "run"  # run: measured rows; compile: `xlabench compile` rows (memory, no timings)
+    source: str = "run"  # run: measured rows; compile: `xlabench compile` rows (memory, no timings); any: both
     also: tuple[str, ...] = ()  # further workloads the kind draws
+    needs: str = ""  # a column the rows must have values in (files of an older xlabench lack it)
 
     @property
     def workloads(self) -> tuple[str, ...]:
@@ -358,6 +360,10 @@ KINDS: dict[str, Kind] = {k.name: k for k in (
     Kind("paged", "paged_attention", paged_bandwidth, "paged decode GB/s (and MBU) vs context length per impl"),
     Kind("fit", "train", fit_memory, "compile rows: HBM per device vs global batch (attention, paged: vs length), "
          "the capacity, oom points", source="compile", also=("attention", "paged_attention")),
+    Kind("roofline", "attention", roofline_chart.roofline, "FLOP/s vs arithmetic intensity under the device's roof "
+         "(measured filled, compile hollow)", source="any", also=("train", "paged_attention"), needs="arith_intensity"),
+    Kind("mfu_ceiling", "train", roofline_chart.mfu_ceiling, "compile rows: the MFU the roofline allows vs global "
+         "batch per sharding mode, with the suite's published figures", source="compile", needs="mfu_ceiling"),
 )}
 
 
@@ -366,7 +372,11 @@ def kinds_for(df: pd.DataFrame) -> list[str]:
     compile kinds for `xlabench compile` rows."""
     comp = cd.is_compile(df)
     present = {"run": set(df.loc[~comp, "workload"].astype(str)), "compile": set(df.loc[comp, "workload"].astype(str))}
-    return [k.name for k in KINDS.values() if present[k.source] & set(k.workloads)]
+    present["any"] = present["run"] | present["compile"]
+    def has(column: str) -> bool:
+        return not column or (column in df and pd.to_numeric(df[column], errors="coerce").notna().any())
+
+    return [k.name for k in KINDS.values() if present[k.source] & set(k.workloads) and has(k.needs)]
 
 
 def render(df: pd.DataFrame, out_dir: Path, formats: Sequence[str] = ("png", "svg"),

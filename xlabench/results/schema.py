@@ -16,7 +16,7 @@ SCHEMA_VERSION = 1
 class Column:
     name: str
     unit: str
-    group: str  # id | case | env | measure | metric
+    group: str  # id | case | env | measure | metric | compile | roofline
     doc: str
 
 
@@ -119,6 +119,8 @@ METRIC_COLUMNS = _c("metric", [
     ("peak_source", "", "where peak_tflops comes from (datasheet, measured, or --peak-tflops)"),
     ("mfu", "", "flops / (median_s * devices * peak): model FLOPs utilisation, 0..1"),
     ("bytes", "B", "bytes moved per iteration (memory-bound workloads)"),
+    ("io_bytes", "B", ("attention: analytic HBM bytes of Q, K, V, O (and gradients) per iteration, the traffic of "
+                       "a kernel that never writes its logits (flops.attention_io_bytes)")),
     ("gbytes_per_s", "GB/s", "bytes / median_s / 1e9"),
     ("peak_gbytes_per_s", "GB/s", "peak memory bandwidth per device"),
     ("mbu", "", "gbytes_per_s / (devices * peak_gbytes_per_s): bandwidth utilisation, 0..1"),
@@ -147,13 +149,34 @@ COMPILE_COLUMNS = _c("compile", [
     ("mem_alias_bytes", "B", "compile: per-device bytes of outputs aliased to donated arguments"),
     ("hbm_capacity_bytes", "B", "compile: usable HBM per device (libtpu's limit, probed by an over-size compile)"),
     ("hbm_fraction", "", "compile: peak_memory_bytes / hbm_capacity_bytes (> 1: does not fit)"),
-    ("xla_flops", "FLOP", "compile: XLA cost_analysis flops per device (Pallas kernels: the kernel's own estimate)"),
-    ("xla_bytes_accessed", "B", "compile: XLA cost_analysis bytes accessed per device"),
+    ("xla_flops", "FLOP", ("XLA cost_analysis flops per device per step, while loops x their trip count (Pallas "
+                           "kernels: the kernel's own estimate); JAX run rows too")),
+    ("xla_bytes_accessed", "B", "XLA cost_analysis bytes accessed per device per step, loop-aware likewise"),
+    ("collective_bytes", "B", ("bytes one device sends over the interconnect per step: the compiled HLO's "
+                               "all-gather, reduce-scatter, all-reduce, all-to-all, collective-permute, ring "
+                               "conventions (measure/hlo_text.py)")),
+    ("collective_ops", "", "collective ops executed per step (loop bodies x their trip count)"),
+    ("collectives", "", 'JSON per kind: {"all-gather": {"count": n, "bytes": b}, ...}'),
     ("flops_ratio", "", "compile: xla_flops / (flops / devices): > 1 counts recompute (remat) or masked work"),
 ])
 
+# The roofline of every row, run and compile alike (xlabench/roofline.py): per device, per step.
+ROOFLINE_COLUMNS = _c("roofline", [
+    ("arith_intensity", "FLOP/B", "xla_flops / xla_bytes_accessed (else the analytic counts: see roofline_source)"),
+    ("bound_s", "s", "roofline time: max(FLOPs / peak FLOP/s, bytes / HBM bandwidth) per device"),
+    ("collective_s", "s", "collective_bytes / ici_gbytes_per_s: interconnect time, no overlap with compute assumed"),
+    ("bound_by", "", "compute | memory | collective: the largest of the three times"),
+    ("roofline_frac", "", "run rows: max(bound_s, collective_s) / median_s, 0..1 (1: at the roofline)"),
+    ("mfu_ceiling", "", ("compile rows: (flops / devices) / peak FLOP/s / max(bound_s, collective_s): the MFU "
+                         "the roofline allows")),
+    ("ici_gbytes_per_s", "GB/s", "interconnect bandwidth per device used for collective_s (hardware.interconnect)"),
+    ("ici_source", "", "where ici_gbytes_per_s comes from (links, wraparound, table source)"),
+    ("roofline_source", "", "where the FLOPs and bytes come from (XLA, or analytic counts)"),
+    ("roofline_note", "", "why a roofline_frac is above 1.05"),
+])
+
 COLUMNS: list[Column] = (ID_COLUMNS + CASE_COLUMNS + ENV_COLUMNS + MEASURE_COLUMNS + METRIC_COLUMNS
-                         + COMPILE_COLUMNS)
+                         + COMPILE_COLUMNS + ROOFLINE_COLUMNS)
 COLUMN_NAMES: list[str] = [c.name for c in COLUMNS]
 CASE_COLUMN_NAMES: list[str] = [c.name for c in CASE_COLUMNS]
 SAMPLE_COLUMNS = ["run_id", "case_id", "iteration", "seconds"]

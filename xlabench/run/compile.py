@@ -25,7 +25,7 @@ from xlabench.measure.target import TargetSpec
 from xlabench.run.envs import COMPILE_VARIANT
 from xlabench.run.options import RunOptions
 from xlabench.run.session import RunInputError, open_run, select_cases
-from xlabench.measure.status import FAILED, SKIPPED
+from xlabench.measure.status import COMPILED, FAILED, SKIPPED
 
 DEFAULT_PROFILE = "tpu"
 TORCH_XLA_REASON = ("torch_xla 2.9 has no compile-only TPU client (it compiles only on the devices it runs on); "
@@ -148,6 +148,7 @@ def compile_suite(s: suite_lib.Suite, target_name: str, slices: int = 1, opts: R
                     row.update(status=SKIPPED, error=reason)
                 else:
                     row.update(_compile_one(case, pool, spec, opts.timeout_s or case.measure.timeout_s))
+                    row.update(_ceilings(row, target, slices))
                 row["timestamp"] = _now()
                 writer.write(row)
                 rows.append(row)
@@ -155,6 +156,22 @@ def compile_suite(s: suite_lib.Suite, target_name: str, slices: int = 1, opts: R
     finally:
         pool.close()
     return CompileOutcome(files, prof, target, todo, rows)
+
+
+def _ceilings(row: dict[str, Any], target: hardware.Target, slices: int) -> dict[str, Any]:
+    """The target's peaks and the roofline of a compiled row: what the slice could do with this program."""
+    from xlabench.run.metrics import roofline_fields
+
+    if row.get("status") != COMPILED:
+        return {}
+    peak = hardware.device_peak(target.platform, str(row.get("device_kind") or ""))
+    out: dict[str, Any] = {"peak_tflops": peak.tflops, "peak_gbytes_per_s": peak.gbytes_per_s,
+                           "peak_source": peak.source}
+    out.update(roofline_fields({**row, **out}, str(row.get("device_kind") or ""), target.topology))
+    if slices > 1 and out.get("collective_s") is not None:
+        out["ici_source"] = (out.get("ici_source", "") + f"; {slices} slices: collectives between slices cross "
+                             "DCN, which this model prices at ICI speed (optimistic)")
+    return out
 
 
 def _compile_one(case: suite_lib.Case, pool: workers.WorkerPool, target: TargetSpec,

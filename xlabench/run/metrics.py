@@ -6,14 +6,15 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from xlabench import flops as flop_formulas
-from xlabench.hardware import device_peak
+from xlabench import roofline
+from xlabench.hardware import device_peak, interconnect
 from xlabench.measure.messages import CaseResult
 
 
 def derive(result: CaseResult, env: dict[str, Any], devices: int,
-           peak_override: Optional[float]) -> dict[str, Any]:
+           peak_override: Optional[float], interpret: bool = False) -> dict[str, Any]:
     """tflops_per_s, mfu, gbytes_per_s, mbu, tokens_per_s (and per device), host_overhead (trace timer)
-    and the peak used, of a successful case's result."""
+    and the peak used, and the roofline (xlabench/roofline.py), of a successful case's result."""
     fields = result.fields
     out: dict[str, Any] = {}
     peak = device_peak(env.get("platform", ""), env.get("device_kind", ""),
@@ -39,4 +40,16 @@ def derive(result: CaseResult, env: dict[str, Any], devices: int,
         out["tokens_per_s"] = result.tokens_per_step / median
         if result.tokens_global:
             out["tokens_per_s_per_device"] = out["tokens_per_s"] / devices
+    out.update(roofline_fields({**fields, **out, "devices": devices, "platform": env.get("platform", ""),
+                                "interpret": interpret},
+                               env.get("device_kind", ""), None))
+    return out
+
+
+def roofline_fields(row: dict[str, Any], device_kind: str, topology: Optional[str]) -> dict[str, Any]:
+    """The roofline columns of a row that has its peaks (run rows here, compile rows in run/compile.py)."""
+    ici = interconnect(device_kind, topology, row.get("peak_gbytes_per_s"))
+    out = roofline.roofline(row, ici.gbytes_per_s)
+    if "ici_gbytes_per_s" in out:
+        out["ici_source"] = ici.source
     return out

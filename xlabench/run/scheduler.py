@@ -170,7 +170,8 @@ def finish_case(state: CaseRun, ctx: RunContext) -> tuple[dict[str, Any], list[f
     if state.calib:
         row["host_calib_s"] = statistics.median(state.calib)
     env = {**state.env, **ctx.cpu_peaks} if state.env.get("platform") == "cpu" else state.env
-    row.update(derive(result, env, state.case.devices, ctx.peak_override or state.case.peak_tflops))
+    row.update(derive(result, env, state.case.devices, ctx.peak_override or state.case.peak_tflops,
+                      bool(row.get("interpret"))))
     if result.correct is False:
         row["notes"] = "; ".join(filter(None, [row.get("notes"), "WRONG RESULT: error above tolerance"]))
     row["timestamp"] = _now()

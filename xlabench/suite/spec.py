@@ -92,6 +92,17 @@ class Cache(BaseModel):
                                                   "--cache-dir overrides it, --no-cache turns the cache off")
 
 
+class Published(BaseModel):
+    """A measured figure from elsewhere (a paper, a vendor study) that charts place beside the suite's own."""
+
+    model_config = ConfigDict(extra="forbid")
+    sharding: str = Field(description="sharding mode the figure was measured with")
+    global_batch: int = Field(gt=0)
+    mfu: float = Field(gt=0, le=1, description="published MFU, 0..1")
+    target: Optional[str] = Field(None, description="slice it was measured on, e.g. v4-8")
+    source: str = Field(min_length=1, description="where the figure comes from (title, URL)")
+
+
 class SuiteSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
     name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
@@ -105,6 +116,7 @@ class SuiteSpec(BaseModel):
     peak_tflops: Optional[float] = Field(None, gt=0, description="per-device peak TFLOP/s for MFU")
     profiles: dict[str, Profile] = {}
     cache: Cache = Cache()
+    published: list[Published] = Field([], description="published MFU figures drawn beside the mfu_ceiling chart")
     tuned: Optional[str] = Field(None, description="a file from `xlabench best` (relative to the suite file): cases "
                                                     "that leave the tuned kernel parameters unset take its best values")
 

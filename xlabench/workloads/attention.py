@@ -67,6 +67,15 @@ class AttentionParams(BaseModel):
         return flop_formulas.attention_kernel_flops(
             self.batch, self.num_heads, self.seq_len, self.kv_len, self.head_dim, self.causal, self.mode)
 
+    def io_bytes(self, naive: bool) -> float:
+        """Analytic HBM bytes per iteration (flops.py): Q, K, V, O (and gradients), plus the S x S
+        logits when ``naive`` materialises them."""
+        itemsize = 2 if self.dtype == "bfloat16" else 4
+        io = flop_formulas.attention_io_bytes(self.batch, self.num_heads, self.kv_heads, self.seq_len, self.kv_len,
+                                              self.head_dim, itemsize, self.mode)
+        return io + (flop_formulas.attention_logits_bytes(self.batch, self.num_heads, self.seq_len, self.kv_len,
+                                                          self.mode) if naive else 0.0)
+
     def err_tol(self) -> float:
         return ERR_TOL[self.dtype]
 
@@ -202,4 +211,5 @@ def attention_result(p: AttentionParams, stats: dict[str, Any], samples: list[fl
     """The end of an attention case, any backend: outputs (and gradients) [B, S, H, D] checked against
     the reference, and the counts."""
     return case_result(stats, samples, plan, lower_s, compile_s, mem, max_normalised_error(outs, refs), p.err_tol(),
-                       "; ".join(notes), flops=p.flops(), kernel_flops=p.kernel_flops())
+                       "; ".join(notes), flops=p.flops(), kernel_flops=p.kernel_flops(),
+                       io_bytes=p.io_bytes(naive=False))

@@ -17,7 +17,7 @@ from typing import Any, Callable, Sequence
 import jax
 import jax.numpy as jnp
 
-from xlabench.backends.jax import compile_cache
+from xlabench.backends.jax import compile_cache, hlo_cost
 from xlabench.measure.messages import CaseSkipped
 from xlabench.measure.target import TargetSpec
 
@@ -120,13 +120,6 @@ def hbm_capacity(device: Any) -> tuple[int | None, str]:
     return None, "libtpu did not report its HBM limit"
 
 
-def _cost(compiled: Any) -> dict[str, float]:
-    ca = compiled.cost_analysis()
-    if isinstance(ca, (list, tuple)):  # older jax: one dict per program
-        ca = ca[0] if ca else {}
-    return dict(ca or {})
-
-
 def lower_and_compile(fn: Callable, args: Sequence[Any], device: Any = None,
                       **jit_kwargs: Any) -> tuple[Any, float, float]:
     """(compiled, lower seconds, compile seconds) of ``jax.jit(fn, **jit_kwargs)`` for ``args``: the one
@@ -154,7 +147,7 @@ def lower_and_compile(fn: Callable, args: Sequence[Any], device: Any = None,
 
 
 def compile_analyzed(fn: Callable, args: Sequence[Any], device: Any, analytic_flops_per_device: float | None,
-                     **jit_kwargs: Any) -> dict[str, Any]:
+                     devices: int = 1, **jit_kwargs: Any) -> dict[str, Any]:
     """Lower and compile ``fn`` for the devices its shardings name; the row fields of a compiled case.
 
     Raises CompileOom when libtpu refuses the program for want of HBM (the parent makes that an ``oom``
@@ -162,13 +155,13 @@ def compile_analyzed(fn: Callable, args: Sequence[Any], device: Any, analytic_fl
     compiled, lower_s, compile_s = lower_and_compile(fn, args, device, **jit_kwargs)
     ma = compiled.memory_analysis()
     total = ma.argument_size_in_bytes + ma.output_size_in_bytes + ma.temp_size_in_bytes - ma.alias_size_in_bytes
-    cost = _cost(compiled)
+    xla, xla_notes = hlo_cost.xla_figures(compiled, devices)
     fields: dict[str, Any] = {
         "lower_s": lower_s, "compile_s": compile_s,
         "mem_args_bytes": int(ma.argument_size_in_bytes), "mem_out_bytes": int(ma.output_size_in_bytes),
         "mem_temp_bytes": int(ma.temp_size_in_bytes), "mem_alias_bytes": int(ma.alias_size_in_bytes),
         "peak_memory_bytes": int(total),
-        "xla_flops": cost.get("flops"), "xla_bytes_accessed": cost.get("bytes accessed"),
+        **xla,
     }
     if fields["xla_flops"] and analytic_flops_per_device:
         fields["flops_ratio"] = fields["xla_flops"] / analytic_flops_per_device
@@ -176,7 +169,8 @@ def compile_analyzed(fn: Callable, args: Sequence[Any], device: Any, analytic_fl
     fields["hbm_capacity_bytes"] = capacity
     if capacity:
         fields["hbm_fraction"] = total / capacity
-    fields["notes"] = f"peak memory: XLA memory_analysis (arguments+outputs+temps-aliases); HBM: {source}"
+    fields["notes"] = "; ".join([f"peak memory: XLA memory_analysis (arguments+outputs+temps-aliases); HBM: {source}",
+                                 *xla_notes])
     return fields
 
 

@@ -10,6 +10,7 @@ import jax.numpy as jnp
 
 from xlabench.backends import user_impl
 from xlabench.backends.jax import attention_impls as impls
+from xlabench.backends.jax import hlo_cost
 from xlabench.backends.jax.common import compile_timed, measure, peak_memory, trace_pass
 from xlabench.measure.timing import TimingPlan, with_timer
 from xlabench.workloads.attention import AttentionParams, attention_result, input_shapes, make_inputs
@@ -83,11 +84,12 @@ def run_attention_case(params: dict[str, Any], impl: str, plan: TimingPlan, inte
         stats, samples, out = measure(compiled, args, plan)
         traced = trace_pass(compiled, functools.partial(compiled, *args), plan, len(samples))
     mem, mem_note = peak_memory(compiled, device)
+    xla, xla_notes = hlo_cost.xla_figures(compiled, 1)
 
     outs = out if isinstance(out, tuple) else (out,)
     outs = [impls.to_layout(o, im.layout) if getattr(o, "ndim", 0) == 4 else o for o in outs]  # to [B, S, H, D]
     del args, out
-    notes = [im.note, ignored, mem_note]
+    notes = [im.note, ignored, mem_note, *xla_notes]
     problem = output_problem(p, outs, dtype)
     if problem:  # a wrong row, not a crash: nothing to compare element by element
         refs, outs = [], []
@@ -99,6 +101,7 @@ def run_attention_case(params: dict[str, Any], impl: str, plan: TimingPlan, inte
     result = attention_result(p, stats, samples, plan, lower_s, compile_s, mem, outs, refs, [n for n in notes if n])
     if problem:
         result = result.replace(max_abs_err=float("inf"), correct=False)
+    result = result.replace(metrics={**result.metrics, **xla})
     if im.kernel_flops is not None:
         result = result.replace(metrics={**result.metrics, "kernel_flops": kernel_flops(p, im)})
     return with_timer(result, plan, traced)

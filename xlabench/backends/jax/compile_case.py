@@ -63,7 +63,7 @@ def compile_attention_case(params: dict[str, Any], impl: str, target: TargetSpec
     args = [jax.ShapeDtypeStruct((b, h, s, d) if swap else (b, s, h, d), dtype)
             for b, s, h, d in attention_workload.input_shapes(p).values()]
     return _one_device(target, step_fn(p, im, cfg), args, p.flops()).with_fields(
-        flops=p.flops(), kernel_flops=kernel_flops(p, im))
+        flops=p.flops(), kernel_flops=kernel_flops(p, im), io_bytes=p.io_bytes(naive=False))
 
 
 def compile_paged_case(params: dict[str, Any], impl: str, target: TargetSpec) -> CompileResult:
@@ -97,15 +97,12 @@ def compile_train_case(params: dict[str, Any], impl: str, target: TargetSpec) ->
     device = devices[0]
     try:
         fields = aot.compile_analyzed(
-            prog.fn, prog.abstract_args, device, p.flops() / p.devices,
+            prog.fn, prog.abstract_args, device, p.flops() / p.devices, p.devices,
             in_shardings=(prog.param_shardings, prog.opt_shardings, prog.token_sharding),
             out_shardings=(prog.param_shardings, prog.opt_shardings, rep, rep),
             donate_argnums=(0, 1))  # as a TPU run does: parameters and optimizer state updated in place
     except aot.CompileOom as oom:
         return _oom(oom, device)
-    if p.scan():  # cost_analysis counts a loop body once, not times its trip count
-        fields.pop("flops_ratio", None)
-        fields["notes"] += "; layers scanned: XLA's flops count one layer, so no flops_ratio"
     if p.devices < len(devices):
         fields["notes"] += f"; compiled for {p.devices} of the target's {len(devices)} devices"
     fields.update(flops=p.flops(), flops_palm=p.flops_palm(), params_count=p.params_count())

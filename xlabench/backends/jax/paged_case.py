@@ -10,6 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from xlabench.backends.jax import paged_impls as impls
+from xlabench.backends.jax import hlo_cost
 from xlabench.backends.jax.common import compile_timed, measure, peak_memory, trace_pass
 from xlabench.measure.timing import TimingPlan, with_timer
 from xlabench.workloads.paged import PagedParams, cached_inputs, paged_result
@@ -52,7 +53,9 @@ def run_paged_case(params: dict[str, Any], impl: str, plan: TimingPlan, interpre
             raise CaseSkipped(f"{im.interpreter_broken}: {type(e).__name__}: {first}"[:600]) from None
         raise
     mem, mem_note = peak_memory(compiled, device)
+    xla, xla_notes = hlo_cost.xla_figures(compiled, 1)
     del args
 
-    return with_timer(paged_result(p, stats, samples, plan, lower_s, compile_s, mem, np.asarray(out),
-                                   im.kv_round(platform), [mem_note]), plan, traced)
+    result = paged_result(p, stats, samples, plan, lower_s, compile_s, mem, np.asarray(out),
+                          im.kv_round(platform), [mem_note, *xla_notes])
+    return with_timer(result.replace(metrics={**result.metrics, **xla}), plan, traced)

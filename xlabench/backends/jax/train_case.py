@@ -14,6 +14,7 @@ import optax
 
 from xlabench.backends.jax import attention_impls as impls
 from xlabench.backends.jax import model, sharding
+from xlabench.backends.jax import hlo_cost
 from xlabench.backends.jax.common import compile_timed, peak_memory, trace_pass
 from xlabench.measure.timing import TimingPlan, summarize, time_calls, with_timer
 from xlabench.measure.messages import CaseResult, CaseSkipped
@@ -221,6 +222,8 @@ def run_train_case(params: dict[str, Any], impl: str, plan: TimingPlan, interpre
         # The trace pass's steps are not timed steps: their losses are not the row's.
         traced = trace_pass(setup.compiled, lambda: (setup.step(), setup.state), plan, len(samples))
     mem, mem_note = peak_memory(setup.compiled, device)
-    return with_timer(train_result(p, summarize(samples), samples, plan, setup.lower_s, setup.compile_s, mem,
-                                   [float(loss) for loss, _ in outs], plan.warmup, np.asarray(outs[0][1])[: len(ref)],
-                                   ref, [mem_note]), plan, traced)
+    xla, xla_notes = hlo_cost.xla_figures(setup.compiled, p.devices)
+    result = train_result(p, summarize(samples), samples, plan, setup.lower_s, setup.compile_s, mem,
+                          [float(loss) for loss, _ in outs], plan.warmup, np.asarray(outs[0][1])[: len(ref)],
+                          ref, [mem_note, *xla_notes])
+    return with_timer(result.replace(metrics={**result.metrics, **xla}), plan, traced)

@@ -1,0 +1,163 @@
+"""The roofline chart kinds: where each case sits under its device's roof, and the MFU a compiled step
+could reach per sharding mode.
+
+``roofline``: log-log, one panel per device kind; x is arithmetic intensity (FLOP per byte), y the FLOP/s
+per device: achieved (measured rows, filled markers) or what the roofline allows (compile rows, hollow).
+The roof is min(peak FLOP/s, intensity x HBM bandwidth), its ridge marked. The impls of one shape are
+joined by a thin line, so naive and flash at the same shape read as one move along the roof.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from matplotlib.lines import Line2D
+
+from xlabench import roofline as rl
+from xlabench.report import chartdata as cd
+from xlabench.report.chart_parts import Chart, NoData, _finish, _footer, _panels, style
+from xlabench.report.line_chart import _line_chart
+from xlabench.measure import status as st
+from xlabench.results import CASE_COLUMN_NAMES
+
+ROOF_COLOUR = "#222222"
+_NOT_SHAPE = {"impl", "backend", "block_q", "block_k", "devices"}
+
+
+def _num(rows: pd.DataFrame, column: str) -> pd.Series:
+    return pd.to_numeric(rows[column], errors="coerce") if column in rows else pd.Series(np.nan, index=rows.index)
+
+
+def points(df: pd.DataFrame) -> pd.DataFrame:
+    """Rows that have a place on a roofline, with x (FLOP/B), y (TFLOP/s per device) and measured (bool)."""
+    comp = cd.is_compile(df)
+    ok = (~comp & cd.usable(df)) | (comp & (df["status"] == st.COMPILED))
+    rows = df[ok & _num(df, "arith_intensity").gt(0)].copy()
+    if rows.empty:
+        raise NoData("no rows with a roofline (arith_intensity): run or compile a suite with this version")
+    flops = pd.Series([rl.work(r)[0] for r in rows.to_dict("records")], index=rows.index, dtype=float)
+    floor = pd.concat([_num(rows, "bound_s"), _num(rows, "collective_s")], axis=1).max(axis=1)
+    measured = ~cd.is_compile(rows)
+    rows["x"] = _num(rows, "arith_intensity")
+    rows["y"] = np.where(measured, flops / _num(rows, "median_s"), flops / floor) / 1e12
+    rows["measured"] = measured
+    rows = rows[np.isfinite(rows["y"]) & (rows["y"] > 0)]
+    if rows.empty:
+        raise NoData("no roofline row has a FLOP count and a time")
+    return rows
+
+
+def shape_key(rows: pd.DataFrame) -> pd.Series:
+    """One key per shape (every case column but the impl's own): the points a join line connects."""
+    cols = [c for c in CASE_COLUMN_NAMES if c in rows and c not in _NOT_SHAPE]
+    return cd.key(rows, cols + ["target"]) + cd.text(rows["measured"].astype(str))
+
+
+def roofline(df: pd.DataFrame) -> Chart:
+    rows = points(df)
+    panels = cd.distinct(rows["device_kind"].astype(str))
+    fig, axes = _panels(len(panels), 2 if len(panels) > 1 else 1, width=5.2, height=3.8)
+    chart = Chart("roofline", fig)
+    impls = cd.impl_order(rows["impl"])
+    for ax, kind in zip(axes, panels):
+        p = rows[rows["device_kind"].astype(str) == kind]
+        peak_tf = float(_num(p, "peak_tflops").median())
+        peak_gb = float(_num(p, "peak_gbytes_per_s").median())
+        ridge = peak_tf * 1e3 / peak_gb
+        lo = min(float(p["x"].min()), ridge) / 3
+        hi = max(float(p["x"].max()), ridge) * 3
+        xs = np.geomspace(lo, hi, 200)
+        (roof,) = ax.plot(xs, np.minimum(peak_tf, xs * peak_gb / 1e3), color=ROOF_COLOUR, linewidth=1.6,
+                          label="roof: min(peak, intensity x HBM GB/s)")
+        roof._xlabench_reference = True  # type: ignore[attr-defined]
+        chart.artists[(kind, "roof")] = roof
+        ax.axvline(ridge, color=ROOF_COLOUR, linewidth=0.8, linestyle=":")
+        for _, g in p.groupby(shape_key(p), sort=False):
+            if len(g) > 1:
+                g = g.sort_values("x")
+                ax.plot(g["x"], g["y"], color="#bbbbbb", linewidth=0.8, zorder=1, label="_join")
+        for impl in impls:
+            for measured in (True, False):
+                s = p[(p["impl"] == impl) & (p["measured"] == measured)]
+                if s.empty:
+                    continue
+                colour = style(impl).colour
+                (pts,) = ax.plot(s["x"], s["y"], linestyle="none", marker="o", markersize=5.5, zorder=3,
+                                 markeredgecolor=colour, markerfacecolor=colour if measured else "none",
+                                 markeredgewidth=1.3, label="_pts")
+                chart.artists[(kind, f"{impl} {'measured' if measured else 'compile'}")] = pts
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlim(lo, hi)
+        low_y = min(float(p["y"].min()), peak_tf) / 5
+        ax.set_ylim(low_y, peak_tf * 4)
+        ax.annotate(f"ridge {ridge:.0f} FLOP/B", (ridge, 0.03), xycoords=("data", "axes fraction"),
+                    xytext=(4, 0), textcoords="offset points", fontsize=8, color=ROOF_COLOUR)
+        ax.annotate(f"peak {peak_tf:.3g} TFLOP/s", (ridge, peak_tf), xytext=(4, 4), textcoords="offset points",
+                    fontsize=8, color=ROOF_COLOUR, va="bottom")
+        ax.set_title(kind, fontsize=10)
+        ax.set_xlabel("arithmetic intensity (FLOP/B)")
+        ax.set_ylabel("TFLOP/s per device")
+        ax.grid(True, which="major", alpha=0.3)
+    chart.key = _key(rows, impls)
+    notes = ["filled: measured (FLOPs / median time); hollow: compile rows (FLOPs / roofline time); "
+             "grey lines join the impls of one shape"]
+    if cd.interpreted(rows):
+        notes.append("interpreted Pallas kernels: XLA's figures are the interpreter's program, not the kernel's")
+    chart.notes += notes
+    return _finish(chart, rows, "roofline", title=cd.title(rows, "roofline: FLOP/s vs arithmetic intensity"))
+
+
+def _key(rows: pd.DataFrame, impls: list[Any]) -> list[Any]:
+    key: list[Any] = [Line2D([], [], linestyle="none", marker="o", color=style(i).colour, label=str(i)) for i in impls]
+    if rows["measured"].any():
+        key.append(Line2D([], [], linestyle="none", marker="o", color="#666666", label="measured"))
+    if (~rows["measured"]).any():
+        key.append(Line2D([], [], linestyle="none", marker="o", markerfacecolor="none", color="#666666",
+                          label="compile (ceiling)"))
+    return key
+
+
+def _panel_of(chart: Chart, rows: pd.DataFrame, pub: dict[str, Any]) -> Any:
+    """The panel of the suite (and target) a published figure belongs to: its title names their model."""
+    mine = rows
+    if pub.get("suite") is not None:
+        mine = mine[mine["suite"] == pub["suite"]]
+    if pub.get("target"):
+        mine = mine[mine["target"] == pub["target"]]
+    if mine.empty:
+        return None
+    want = [str(mine["model"].iloc[0]), str(mine["target"].iloc[0])]
+    return next((a for a in chart.figure.axes if a.axison and all(w in a.get_title() for w in want)), None)
+
+
+def mfu_ceiling(df: pd.DataFrame) -> Chart:
+    """Compile rows of a train suite: the MFU the roofline allows vs global batch, a line per sharding
+    mode (colour) and impl (dash); published MFU figures of the suite (``published:``) as stars."""
+    comp = cd.compile_rows(df)
+    rows = comp[comp["workload"] == "train"].reset_index(drop=True)
+    if rows.empty or _num(rows, "mfu_ceiling").isna().all():
+        raise NoData("no train compile rows with an mfu_ceiling (xlabench compile SUITE --target NAME)")
+    y = _num(rows, "mfu_ceiling").where(rows["status"] == st.COMPILED) * 100
+    chart = _line_chart("mfu_ceiling", rows, x="global_batch", y=y, panel_keys=["backend", "target", "model"],
+                        first=["sharding", "impl"], colour_by="sharding", dash_by="impl", ncols=2,
+                        xlabel="global batch (sequences)", ylabel="MFU ceiling (%)",
+                        what="MFU ceiling vs global batch (roofline of the compiled step)", spread=False)
+    published = df.attrs.get("published") or []
+    sources = []
+    for pub in published:
+        ax = _panel_of(chart, rows, pub)
+        if ax is None:
+            continue
+        (star,) = ax.plot([pub["global_batch"]], [pub["mfu"] * 100], linestyle="none", marker="*", markersize=11,
+                          color=style(pub["sharding"]).colour, markeredgecolor="#222222", zorder=4, label="_pub")
+        chart.artists[("published", f"{pub['sharding']} {pub['global_batch']}")] = star
+        sources.append(pub["source"])
+    if sources:
+        chart.notes.append("stars: published MFU, " + "; ".join(dict.fromkeys(sources)))
+        fig = chart.figure
+        old = fig._supxlabel.get_text() if fig._supxlabel is not None else ""
+        fig.supxlabel(_footer(fig, "\n".join(filter(None, [chart.notes[-1], old]))), fontsize=8, color="#444444")
+    return chart
