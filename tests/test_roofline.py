@@ -312,3 +312,17 @@ def test_loop_body_of_a_program_with_donated_outputs_is_costed() -> None:
     fields, notes = hlo_cost.xla_figures(compiled, 1)
     assert not [n for n in notes if "not costed" in n], notes
     assert fields["xla_flops"] >= 6 * 2 * 8 * 64 * 64
+
+
+def test_report_says_what_bounds_each_case(tmp_path: Path) -> None:
+    from xlabench.report import chartdata as cd
+    from xlabench.report import markdown
+
+    fix = ROOT / "tests" / "fixtures"
+    sources = [fix / "run_attention_roofline_cpu.csv", fix / "compile_attention_v5e8.compile.csv"]
+    md = markdown.build(cd.load(sources), sources, {}, tmp_path / "r.md")
+    section = md.split("## What bounds each case", 1)[1].split("\n## ", 1)[0]
+    assert "compute-bound" in section and "memory-bound" in section
+    lines = [ln for ln in section.splitlines() if ln.startswith("| flash") and "compile v5e-8" in ln]
+    assert lines and all("| compute |" in ln for ln in lines if "| fwd |" in ln)
+    assert "beat their roofline" in section  # the CPU rows above 1.05 are explained
