@@ -128,7 +128,7 @@ def test_worker_is_imported_only_by_the_process_entry():
 
 # The floors README's Layout section draws, bottom to top: a package imports only from floors below it.
 FLOORS = (
-    {"measure", "flops"},
+    {"measure", "flops", "roofline"},
     {"workloads", "results", "hardware", "impls"},
     {"suite"},
     {"backends", "run"},
