@@ -89,3 +89,95 @@ def test_suite_cache_dir_is_used_and_cache_dir_overrides_it(write_suite, tmp_pat
 def test_unknown_cache_key_is_exit_2(write_suite):
     r = run_cli("run", str(write_suite(ONE_CASE + "cache: {folder: x}\n")), "--dry-run")
     assert r.returncode == 2 and "folder" in r.stderr and "Traceback" not in r.stderr
+
+
+# ------------------------------------------------------------------ compile-only targets: the figure store
+
+COMPILE_SUITE = """
+name: figtiny
+workload: attention
+backends: [jax]
+impls: [naive, flash]
+params: {num_heads: 2, head_dim: 128, dtype: bfloat16, batch: 1, seq_len: 256}
+matrix:
+  mode: [fwd, fwd_bwd]
+"""
+FIGURES = ["peak_memory_bytes", "mem_args_bytes", "mem_out_bytes", "mem_temp_bytes", "mem_alias_bytes",
+           "hbm_capacity_bytes", "hbm_fraction", "xla_flops", "xla_bytes_accessed", "flops_ratio",
+           "arith_intensity", "bound_s", "bound_by", "mfu_ceiling", "notes"]
+
+
+def _compile(suite: Path, out: Path, *args: str):
+    from xlabench import results
+
+    r = run_cli("compile", str(suite), "--target", "v5e-8", "--out", str(out), *args)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    rows = results.read_rows(sorted(out.rglob("*.compile.csv"))[-1]).set_index("case_id").sort_index()
+    assert (rows["status"] == "compiled").all(), rows["error"].tolist()
+    return r, rows
+
+
+def _same_figures(a, b) -> None:
+    for col in FIGURES:
+        assert a[col].astype(str).tolist() == b[col].astype(str).tolist(), col  # bit for bit, as the CSV has them
+
+
+def test_compile_only_figures_are_served_by_the_cache_bit_for_bit(write_suite, tmp_path: Path):
+    from conftest import require_libtpu
+
+    require_libtpu()
+    suite, cache = write_suite(COMPILE_SUITE), tmp_path / "cache"
+    _, first = _compile(suite, tmp_path / "r1", "--cache-dir", str(cache))
+    r2, second = _compile(suite, tmp_path / "r2", "--cache-dir", str(cache))
+    assert first["compile_cached"].tolist() == [False] * 4 and second["compile_cached"].tolist() == [True] * 4
+    _same_figures(first, second)
+    assert (second["compile_s"] < first["compile_s"]).all() and (second["lower_s"] > 0).all()
+    assert "figures from the cache" in r2.stdout
+    entries = sorted((cache / "compile-only").glob("*.json"))
+    assert len(entries) == 4
+    # JAX's own cache stays off in a compile worker: libtpu's compile-only client cannot load its entries.
+    assert not [p for p in cache.iterdir() if p.is_file()]
+
+    # A damaged entry is a miss: compiled again, the same figures, the entry written anew.
+    entries[0].write_text(entries[0].read_text()[:40])
+    entries[1].write_text('{"layout": 0}')
+    _, third = _compile(suite, tmp_path / "r3", "--cache-dir", str(cache))
+    assert sorted(third["compile_cached"].tolist()) == [False, False, True, True]
+    _same_figures(first, third)
+    log = next((tmp_path / "r3").rglob("*.compile.log")).read_text()
+    assert log.count("compiling again") == 2, log[-2000:]
+    _, fourth = _compile(suite, tmp_path / "r4", "--cache-dir", str(cache))
+    assert fourth["compile_cached"].tolist() == [True] * 4
+
+
+def test_compile_no_cache_and_unwritable_cache(write_suite, tmp_path: Path):
+    from conftest import require_libtpu
+
+    require_libtpu()
+    suite = write_suite(COMPILE_SUITE.replace("[fwd, fwd_bwd]", "[fwd]"))
+    cache = tmp_path / "cache"
+    _compile(suite, tmp_path / "r1", "--cache-dir", str(cache))
+    _, uncached = _compile(suite, tmp_path / "r2", "--no-cache")
+    assert uncached["compile_cached"].tolist() == [False, False]
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    r, rows = _compile(suite, tmp_path / "r3", "--cache-dir", str(blocker / "cache"))
+    assert r.stderr.count("cannot be written") == 1 and "Traceback" not in r.stderr, r.stderr
+    assert rows["compile_cached"].tolist() == [False, False]
+
+
+def test_figure_store_misses_on_what_it_cannot_read(tmp_path: Path, capsys):
+    from xlabench.measure.figure_store import FigureStore
+
+    store = FigureStore(tmp_path / "s")
+    assert store.get("k1") is None  # absent: a miss, quietly
+    store.put("k1", {"fields": {"xla_flops": 0.1 + 0.2}})
+    assert store.get("k1") == {"fields": {"xla_flops": 0.1 + 0.2}}
+    store.path("k1").write_text("{not json")
+    assert store.get("k1") is None
+    store.path("k1").write_text('{"layout": 1, "key": "another", "value": {}}')  # a renamed file
+    assert store.get("k1") is None
+    assert capsys.readouterr().err.count("compiling again") == 2
+    (tmp_path / "blocked").write_text("")
+    FigureStore(tmp_path / "blocked" / "s").put("k2", {})  # cannot write: a warning, no exception
+    assert "going on uncached" in capsys.readouterr().err

@@ -66,14 +66,15 @@ def _skip_lines(rows: list[dict[str, Any]]) -> list[str]:
 @click.option("--slices", default=1, show_default=True, type=click.IntRange(min=1),
               help="Slices of the target (multi-slice), >= 1.")
 @run_options("profile", "only_impls", "backends", "where", "out_dir", "resume_csv", "timeout_s", "shard_spec",
-             profile_help="Suite profile to compile (default: 'tpu' where the suite has it; 'base' for none).")
+             "cache_dir", "no_cache", profile_help="Suite profile to compile (default: 'tpu' where the suite has it; 'base' for none).")
 def compile_cmd(suite_file: str, target_name: str, slices: int, run_opts: RunOptions) -> None:
     """AOT-compile every case for a TPU slice (or lower it for a GPU) without having one.
 
     Uses libtpu's compile-only devices (pip install -e '.[tpu-compile]'): the real Mosaic kernels and
     the cases' shardings, per-device memory against the device's HBM, XLA's FLOPs next to the analytic
     ones. Rows: compiled, oom, lowered (GPU targets), failed, skipped, in
-    results/<suite>/<run-id>.compile.csv. Exit 0 when nothing failed (oom rows are findings, not
+    results/<suite>/<run-id>.compile.csv. A program compiled before is not compiled again: its figures
+    come from the compilation cache (rows say compile_cached; --no-cache to compile afresh). Exit 0 when nothing failed (oom rows are findings, not
     failures), 1 when a case failed, 2 for bad input or a host without libtpu.
     """
     from xlabench.run import compile as compile_session
@@ -91,7 +92,7 @@ def compile_cmd(suite_file: str, target_name: str, slices: int, run_opts: RunOpt
         if st == SKIPPED:
             return  # counted per reason at the end
         extra = (f"{_gib(row.get('peak_memory_bytes'))} GiB of {_gib(row.get('hbm_capacity_bytes'))} per device, "
-                 f"compile {row.get('compile_s') or 0:.1f}s"
+                 + ("figures from the cache" if row.get("compile_cached") else f"compile {row.get('compile_s') or 0:.1f}s")
                  + (f", {row['bound_by']}-bound, MFU ceiling {_pct(row.get('mfu_ceiling'))}%"
                     if row.get("bound_by") and row.get("mfu_ceiling") is not None else "")
                  if st in (COMPILED, OOM) else
@@ -99,7 +100,9 @@ def compile_cmd(suite_file: str, target_name: str, slices: int, run_opts: RunOpt
         console.print(status_line(st, _STYLE[st], 8, f"{case.label()}  {extra}"), soft_wrap=True)
 
     try:
-        outcome = compile_session.compile_suite(s, target_name, slices, run_opts, on_start=on_start, on_row=on_row)
+        outcome = compile_session.compile_suite(s, target_name, slices, run_opts, on_start=on_start, on_row=on_row,
+                                                on_warning=lambda text: err_console.print(text, style="yellow",
+                                                                                          soft_wrap=True))
     except compile_session.CompileError as e:
         raise BadInput(str(e)) from None
     if any(r["status"] != SKIPPED for r in outcome.rows):

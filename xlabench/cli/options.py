@@ -97,8 +97,9 @@ OPTIONS: dict[str, Callable[[], Callable]] = {
                                          help="Seconds to wait for all processes to join a multi-host run."),
     "cache_dir": lambda: click.option(
         "--cache-dir", default=None, type=click.Path(file_okay=False), metavar="DIR",
-        help="Persistent compilation cache (JAX): a program compiled once is loaded from DIR the next time "
-             "(rows say compile_cached). Default: $XLABENCH_CACHE_DIR/compile, else ~/.cache/xlabench/compile."),
+        help="Persistent compilation cache: a program compiled once is loaded from DIR the next time "
+             "(rows say compile_cached): JAX's executables for run and gate, the compiled figures for "
+             "compile. Default: $XLABENCH_CACHE_DIR/compile, else ~/.cache/xlabench/compile."),
     "no_cache": lambda: click.option("--no-cache", is_flag=True,
                                      help="Compile every case afresh: no persistent compilation cache."),
     "dry_run": lambda: click.option("--dry-run", is_flag=True,

@@ -17,3 +17,7 @@ IMPL_PATH_VAR = "XLABENCH_IMPL_PATH"
 # The JAX worker's persistent compilation cache directory (absent: no cache); xlabench/run/compile_cache.py
 # chooses it, xlabench/backends/jax/compile_cache.py turns it on.
 COMPILE_CACHE_VAR = "XLABENCH_COMPILE_CACHE"
+# The same folder for a worker that compiles for a target it does not have (`xlabench compile`): JAX's
+# cache stays off there (libtpu's compile-only client cannot load an entry back), and the worker keeps
+# the compiled programs' figures instead (xlabench/measure/figure_store.py).
+FIGURE_CACHE_VAR = "XLABENCH_FIGURE_CACHE"

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 from xlabench import hardware, results
-from xlabench.run import workers, scheduler
+from xlabench.run import compile_cache, scheduler, workers
 from xlabench import impls as catalog
 from xlabench import suite as suite_lib
 from xlabench.measure.messages import CompileRequest, CompileResult, ProtocolError
@@ -84,11 +84,13 @@ def _now() -> str:
 
 def compile_suite(s: suite_lib.Suite, target_name: str, slices: int = 1, opts: RunOptions = RunOptions(),
                   on_start: Callable[[str, int, int, dict[str, Any]], None] = lambda *a: None,
-                  on_row: Callable[[suite_lib.Case, dict[str, Any]], None] = lambda c, r: None) -> CompileOutcome:
+                  on_row: Callable[[suite_lib.Case, dict[str, Any]], None] = lambda c, r: None,
+                  on_warning: Callable[[str], None] = lambda text: None) -> CompileOutcome:
     """Compile every case of the suite's profile (``opts.profile``, default ``tpu``) that ``opts``' filters
     leave for ``target_name``; ``opts.timeout_s`` limits each compile, ``opts.resume_csv`` continues a compile.
 
-    ``on_start(profile, cases to do, cases already done, target env)`` and ``on_row`` report progress.
+    ``on_start(profile, cases to do, cases already done, target env)`` and ``on_row`` report progress,
+    ``on_warning`` what the user should know (a cache folder that cannot be written).
     Raises CompileError for bad input and for a host that cannot compile for the target."""
     from xlabench.run import shard
 
@@ -118,10 +120,12 @@ def compile_suite(s: suite_lib.Suite, target_name: str, slices: int = 1, opts: R
         raise CompileError(str(e)) from None
     todo = [c for c in cases if c.case_id not in done]
 
-    # No persistent compilation cache: JAX writes entries for libtpu's compile-only devices but cannot
-    # load them back without a TPU client ("PjRtCompiler must be constructed with a Client to call
-    # DeserializeLoadedExecutable", jax 0.10.2; measured in docs/compile.md), so rows say compile_cached=false.
-    pool = workers.WorkerPool(files.log, search_path=(str(Path(s.path).resolve().parent),))
+    # JAX's persistent cache cannot serve libtpu's compile-only client (docs/compile.md): the worker keeps
+    # its own figures per program under the same folder (xlabench/measure/figure_store.py).
+    cache_dir, cache_warning = compile_cache.resolve(opts, s)
+    if cache_warning:
+        on_warning(cache_warning)
+    pool = workers.WorkerPool(files.log, search_path=(str(Path(s.path).resolve().parent),), compile_cache=cache_dir)
     spec = target_spec(target, slices)
     try:
         worker = pool.get("jax", 1, COMPILE_VARIANT)

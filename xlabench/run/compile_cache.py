@@ -40,11 +40,4 @@ def resolve(opts: RunOptions, suite: Optional[Suite] = None) -> tuple[Optional[s
     return str(folder.resolve()), None
 
 
-def worker_env(folder: Optional[str]) -> dict[str, str]:
-    """The worker's environment entries for ``folder`` (none: the worker compiles uncached)."""
-    from xlabench.measure.worker_env import COMPILE_CACHE_VAR
-
-    return {COMPILE_CACHE_VAR: folder} if folder else {}
-
-
-__all__ = ["default_dir", "resolve", "worker_env"]
+__all__ = ["default_dir", "resolve"]

@@ -16,7 +16,7 @@ from typing import Any, Optional
 
 from xlabench.run import envs
 from xlabench.run.distributed import DistributedConfig
-from xlabench.measure.worker_env import COMPILE_CACHE_VAR, IMPL_PATH_VAR
+from xlabench.measure.worker_env import COMPILE_CACHE_VAR, FIGURE_CACHE_VAR, IMPL_PATH_VAR
 from xlabench.run.envs import Interpreters, worker_environ
 
 
@@ -43,8 +43,9 @@ class WorkerSpec:
             env.update(self.dist.worker_env())
         env["PYTHONUNBUFFERED"] = "1"
         env.pop(COMPILE_CACHE_VAR, None)
+        env.pop(FIGURE_CACHE_VAR, None)
         if self.compile_cache:
-            env[COMPILE_CACHE_VAR] = self.compile_cache
+            env[FIGURE_CACHE_VAR if self.variant == envs.COMPILE_VARIANT else COMPILE_CACHE_VAR] = self.compile_cache
         env[IMPL_PATH_VAR] = os.pathsep.join(dict.fromkeys([os.getcwd(), *self.search_path]))
         # The worker must import this very xlabench, whichever Python runs it.
         root = str(envs.ROOT)

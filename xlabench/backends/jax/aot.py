@@ -9,24 +9,29 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import hashlib
+import json
 import os
 import re
 import time
+from pathlib import Path
 from typing import Any, Callable, Sequence
 
 import jax
 import jax.numpy as jnp
 
 from xlabench.backends.jax import compile_cache, hlo_cost
+from xlabench.measure import figure_store
 from xlabench.measure.messages import CaseSkipped
+from xlabench.measure.worker_env import FIGURE_CACHE_VAR
 from xlabench.measure.target import TargetSpec
 
 LIBTPU_HOWTO = ("compile-only TPU devices need libtpu, which this environment lacks: "
                 "pip install -e '.[tpu-compile]' (or `make tpu-compile`)")
 
 
-# Whether the last lower_and_compile's executable came from the persistent cache (None: no cache, or no
-# compile since take_compile_cached): the worker puts it in the case's row as compile_cached.
+# Whether the last lower_and_compile's executable (or compile_analyzed's figures) came from a cache (None:
+# no compile since take_compile_cached): the worker puts it in the case's row as compile_cached.
 _last_cached: bool | None = None
 
 
@@ -120,58 +125,138 @@ def hbm_capacity(device: Any) -> tuple[int | None, str]:
     return None, "libtpu did not report its HBM limit"
 
 
-def lower_and_compile(fn: Callable, args: Sequence[Any], device: Any = None,
-                      **jit_kwargs: Any) -> tuple[Any, float, float]:
-    """(compiled, lower seconds, compile seconds) of ``jax.jit(fn, **jit_kwargs)`` for ``args``: the one
-    timed AOT compile of every case, run or compile-only. ``device``: trace under it as the default
-    device (Mosaic's lowering asks the default device which chip it targets). Raises CompileOom (with
-    ``lower_s`` / ``compile_s``) when XLA refuses the program for want of device memory."""
+def _lower(fn: Callable, args: Sequence[Any], device: Any, **jit_kwargs: Any) -> tuple[Any, float]:
+    """(lowered, seconds): trace and lower under ``device`` as the default device (Mosaic's lowering asks
+    the default device which chip it targets)."""
     t0 = time.perf_counter()
     with jax.default_device(device) if device is not None else contextlib.nullcontext():
         lowered = jax.jit(fn, **jit_kwargs).trace(*args).lower()
-    global _last_cached
-    cache_on = compile_cache.configure()
-    hits = compile_cache.hits()
+    return lowered, time.perf_counter() - t0
+
+
+def _compile(lowered: Any, lower_s: float) -> tuple[Any, float]:
+    """(compiled, seconds); CompileOom (with ``lower_s`` / ``compile_s``) when XLA refuses the program
+    for want of device memory."""
     t1 = time.perf_counter()
     try:
         compiled = lowered.compile()
     except Exception as e:
         oom = parse_oom(str(e))
         if oom is not None:
-            oom.lower_s, oom.compile_s = t1 - t0, time.perf_counter() - t1  # type: ignore[attr-defined]
+            oom.lower_s, oom.compile_s = lower_s, time.perf_counter() - t1  # type: ignore[attr-defined]
             raise oom from None
         raise
-    compile_s = time.perf_counter() - t1
+    return compiled, time.perf_counter() - t1
+
+
+def lower_and_compile(fn: Callable, args: Sequence[Any], device: Any = None,
+                      **jit_kwargs: Any) -> tuple[Any, float, float]:
+    """(compiled, lower seconds, compile seconds) of ``jax.jit(fn, **jit_kwargs)`` for ``args``: the one
+    timed AOT compile of every run's case, through JAX's persistent cache when the parent names one.
+    Raises CompileOom when XLA refuses the program for want of device memory."""
+    global _last_cached
+    lowered, lower_s = _lower(fn, args, device, **jit_kwargs)
+    cache_on = compile_cache.configure()
+    hits = compile_cache.hits()
+    compiled, compile_s = _compile(lowered, lower_s)
     _last_cached = (compile_cache.hits() > hits) if cache_on else False
-    return compiled, t1 - t0, compile_s
+    return compiled, lower_s, compile_s
 
 
-def compile_analyzed(fn: Callable, args: Sequence[Any], device: Any, analytic_flops_per_device: float | None,
-                     devices: int = 1, **jit_kwargs: Any) -> dict[str, Any]:
-    """Lower and compile ``fn`` for the devices its shardings name; the row fields of a compiled case.
-
-    Raises CompileOom when libtpu refuses the program for want of HBM (the parent makes that an ``oom``
-    row, not a failure)."""
-    compiled, lower_s, compile_s = lower_and_compile(fn, args, device, **jit_kwargs)
+def _analyzed(compiled: Any, device: Any, devices: int) -> dict[str, Any]:
+    """The figures of a compiled program that depend on the program alone (what the figure store keeps)."""
     ma = compiled.memory_analysis()
     total = ma.argument_size_in_bytes + ma.output_size_in_bytes + ma.temp_size_in_bytes - ma.alias_size_in_bytes
     xla, xla_notes = hlo_cost.xla_figures(compiled, devices)
-    fields: dict[str, Any] = {
-        "lower_s": lower_s, "compile_s": compile_s,
+    capacity, source = hbm_capacity(device)
+    return {
         "mem_args_bytes": int(ma.argument_size_in_bytes), "mem_out_bytes": int(ma.output_size_in_bytes),
         "mem_temp_bytes": int(ma.temp_size_in_bytes), "mem_alias_bytes": int(ma.alias_size_in_bytes),
-        "peak_memory_bytes": int(total),
-        **xla,
+        "peak_memory_bytes": int(total), **xla, "hbm_capacity_bytes": capacity,
+        "notes": "; ".join([f"peak memory: XLA memory_analysis (arguments+outputs+temps-aliases); HBM: {source}",
+                            *xla_notes]),
     }
-    if fields["xla_flops"] and analytic_flops_per_device:
+
+
+def compile_analyzed(fn: Callable, args: Sequence[Any], device: Any, target: TargetSpec,
+                     analytic_flops_per_device: float | None, devices: int = 1, **jit_kwargs: Any) -> dict[str, Any]:
+    """Lower and compile ``fn`` for the compile-only devices its shardings name; the row fields of a
+    compiled case. A program compiled before (same fingerprint: figures_key) is not compiled again: its
+    figures come from the figure store, and ``compile_s`` is the time the lookup took.
+
+    Raises CompileOom when libtpu refuses the program for want of HBM (the parent makes that an ``oom``
+    row, not a failure); a refusal is stored too."""
+    global _last_cached
+    lowered, lower_s = _lower(fn, args, device, **jit_kwargs)
+    store = figure_store.from_folder(os.environ.get(FIGURE_CACHE_VAR))
+    key = figures_key(lowered, target) if store else ""
+    t1 = time.perf_counter()
+    entry = store.get(key) if store else None
+    _last_cached = entry is not None
+    if entry is not None and "oom" in entry:
+        oom = CompileOom(*entry["oom"])
+        oom.lower_s, oom.compile_s = lower_s, time.perf_counter() - t1  # type: ignore[attr-defined]
+        raise oom
+    if entry is not None:
+        figures, compile_s = entry["fields"], time.perf_counter() - t1
+    else:
+        try:
+            compiled, compile_s = _compile(lowered, lower_s)
+        except CompileOom as oom:
+            if store:
+                store.put(key, {"oom": [str(oom), oom.used, oom.capacity]})
+            raise
+        figures = _analyzed(compiled, device, devices)
+        if store:
+            store.put(key, {"fields": figures})
+    fields: dict[str, Any] = {"lower_s": lower_s, "compile_s": compile_s, **figures}
+    if fields.get("xla_flops") and analytic_flops_per_device:
         fields["flops_ratio"] = fields["xla_flops"] / analytic_flops_per_device
-    capacity, source = hbm_capacity(device)
-    fields["hbm_capacity_bytes"] = capacity
-    if capacity:
-        fields["hbm_fraction"] = total / capacity
-    fields["notes"] = "; ".join([f"peak memory: XLA memory_analysis (arguments+outputs+temps-aliases); HBM: {source}",
-                                 *xla_notes])
+    if fields.get("hbm_capacity_bytes"):
+        fields["hbm_fraction"] = fields["peak_memory_bytes"] / fields["hbm_capacity_bytes"]
     return fields
+
+
+def _versions() -> dict[str, str]:
+    """The compiler's versions: jax, jaxlib and libtpu (or the TPU_LIBRARY_PATH file's size and time)."""
+    from importlib import metadata
+
+    import jaxlib
+
+    out = {"jax": jax.__version__, "jaxlib": jaxlib.__version__}
+    try:
+        out["libtpu"] = metadata.version("libtpu")
+    except metadata.PackageNotFoundError:
+        path = os.environ.get("TPU_LIBRARY_PATH", "")
+        if path and os.path.isfile(path):
+            st = os.stat(path)
+            out["libtpu"] = f"{path}:{st.st_size}:{st.st_mtime_ns}"
+    return out
+
+
+@functools.lru_cache(maxsize=1)
+def _figures_code() -> str:
+    """A digest of the code that turns a compiled program into figures: a change there invalidates entries."""
+    from xlabench.measure import hlo_text
+
+    h = hashlib.sha256()
+    for path in (__file__, hlo_cost.__file__, hlo_text.__file__):
+        h.update(Path(path).read_bytes())
+    return h.hexdigest()
+
+
+def figures_key(lowered: Any, target: TargetSpec) -> str:
+    """What a compile-only program's figures depend on: the lowered StableHLO (shapes, shardings,
+    donation and the kernels' Mosaic payloads are in it), the target, the compiler's versions and flags,
+    and xlabench's figure code."""
+    h = hashlib.sha256()
+    for part in (lowered.as_text(), json.dumps(target.to_message(), sort_keys=True),
+                 json.dumps(_versions(), sort_keys=True),
+                 json.dumps({v: os.environ.get(v, "") for v in ("XLA_FLAGS", "LIBTPU_INIT_ARGS")}, sort_keys=True),
+                 _figures_code(), str(figure_store.LAYOUT)):
+        h.update(part.encode())
+        h.update(b"\0")
+    return h.hexdigest()
 
 
 def oom_fields(oom: CompileOom, device: Any) -> dict[str, Any]:

@@ -40,7 +40,7 @@ def _one_device(target: TargetSpec, fn: Callable, args: Sequence[Any], flops: fl
     device = aot.topology_devices(target)[0]
     sharding = SingleDeviceSharding(device)
     try:
-        fields = aot.compile_analyzed(fn, args, device, flops, in_shardings=sharding, out_shardings=sharding)
+        fields = aot.compile_analyzed(fn, args, device, target, flops, in_shardings=sharding, out_shardings=sharding)
     except aot.CompileOom as oom:
         return _oom(oom, device)
     return CompileResult(COMPILED, fields)
@@ -97,7 +97,7 @@ def compile_train_case(params: dict[str, Any], impl: str, target: TargetSpec) ->
     device = devices[0]
     try:
         fields = aot.compile_analyzed(
-            prog.fn, prog.abstract_args, device, p.flops() / p.devices, p.devices,
+            prog.fn, prog.abstract_args, device, target, p.flops() / p.devices, p.devices,
             in_shardings=(prog.param_shardings, prog.opt_shardings, prog.token_sharding),
             out_shardings=(prog.param_shardings, prog.opt_shardings, rep, rep),
             donate_argnums=(0, 1))  # as a TPU run does: parameters and optimizer state updated in place
