@@ -10,7 +10,7 @@ import click
 from rich.table import Table
 from rich.text import Text
 
-from xlabench import hardware
+from xlabench import hardware, results
 from xlabench.cli.common import BadInput, console, err_console, examples, load_suite, status_line
 from xlabench.cli.options import run_options
 from xlabench.run.options import RunOptions
@@ -59,14 +59,15 @@ def _skip_lines(rows: list[dict[str, Any]]) -> list[str]:
 
 @click.command(name="compile", epilog=examples(
     "xlabench compile suites/attention.yaml --target v5e-8", "xlabench compile suites/llama.yaml --target v4-8 --slices 2",
-    "xlabench compile suites/attention.yaml --target v5e-8 -k seq_len=4096 --impl splash"))
+    "xlabench compile suites/attention.yaml --target v5e-8 -k seq_len=4096 --impl splash",
+    "xlabench compile suites/gpt2.yaml --target v4-8 --jobs 8"))
 @click.argument("suite_file", type=click.Path())
 @click.option("--target", "target_name", required=True,
               help=f"Slice to compile for: {', '.join(t.name for t in hardware.TARGETS)}.")
 @click.option("--slices", default=1, show_default=True, type=click.IntRange(min=1),
               help="Slices of the target (multi-slice), >= 1.")
 @run_options("profile", "only_impls", "backends", "where", "out_dir", "resume_csv", "timeout_s", "shard_spec",
-             "cache_dir", "no_cache", profile_help="Suite profile to compile (default: 'tpu' where the suite has it; 'base' for none).")
+             "cache_dir", "no_cache", "jobs", profile_help="Suite profile to compile (default: 'tpu' where the suite has it; 'base' for none).")
 def compile_cmd(suite_file: str, target_name: str, slices: int, run_opts: RunOptions) -> None:
     """AOT-compile every case for a TPU slice (or lower it for a GPU) without having one.
 
@@ -79,15 +80,32 @@ def compile_cmd(suite_file: str, target_name: str, slices: int, run_opts: RunOpt
     """
     from xlabench.run import compile as compile_session
 
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
     s = load_suite(suite_file)
     started = time.time()
+    progress = Progress(TextColumn("{task.description}", markup=False), BarColumn(bar_width=16),
+                        MofNCompleteColumn(), TimeElapsedColumn(), console=console, transient=True)
+    tasks: dict[str, Any] = {}  # "all" and, with several jobs, one line per job naming its case
+    shown: list[list[str]] = [[]]  # the parameters that tell the cases apart
 
-    def on_start(prof: str, todo: int, done: int, env: dict[str, Any]) -> None:
+    def on_start(prof: str, todo: int, done: int, env: dict[str, Any], jobs: int) -> None:
         console.print(f"suite {s.name} profile {prof or 'base'} compiled for {target_name} "
                       f"({env.get('device_count')} x {env.get('device_kind')}, {env.get('framework_version')}): "
-                      f"{todo} case(s)" + (f", {done} already done" if done else ""), soft_wrap=True)
+                      f"{todo} case(s)" + (f", {done} already done" if done else "")
+                      + (f", {jobs} jobs" if jobs > 1 else ""), soft_wrap=True)
+        shown[0] = results.varying([c.params for c in s.cases("" if prof == "base" else prof)])
+        progress.start()
+        tasks["all"] = progress.add_task(f"compile ({jobs} job{'s' if jobs > 1 else ''})", total=todo)
+        if jobs > 1:
+            tasks.update({f"job{j}": progress.add_task(f"  job {j + 1}", total=None) for j in range(jobs)})
+
+    def on_case_start(job: int, case: Any) -> None:
+        if f"job{job}" in tasks:
+            progress.update(tasks[f"job{job}"], description=f"  job {job + 1}: {case.label(shown[0])}"[:44])
 
     def on_row(case: Any, row: dict[str, Any]) -> None:
+        progress.advance(tasks["all"])
         st = row["status"]
         if st == SKIPPED:
             return  # counted per reason at the end
@@ -97,21 +115,27 @@ def compile_cmd(suite_file: str, target_name: str, slices: int, run_opts: RunOpt
                     if row.get("bound_by") and row.get("mfu_ceiling") is not None else "")
                  if st in (COMPILED, OOM) else
                  f"lowered in {row.get('lower_s') or 0:.1f}s" if st == LOWERED else (row.get("error") or "")[:120])
-        console.print(status_line(st, _STYLE[st], 8, f"{case.label()}  {extra}"), soft_wrap=True)
+        progress.console.print(status_line(st, _STYLE[st], 8, f"{case.label()}  {extra}"), soft_wrap=True)
 
     try:
-        outcome = compile_session.compile_suite(s, target_name, slices, run_opts, on_start=on_start, on_row=on_row,
-                                                on_warning=lambda text: err_console.print(text, style="yellow",
-                                                                                          soft_wrap=True))
+        outcome = compile_session.compile_suite(
+            s, target_name, slices, run_opts, on_start=on_start, on_row=on_row, on_case_start=on_case_start,
+            on_warning=lambda text: err_console.print(text, style="yellow", soft_wrap=True))
     except compile_session.CompileError as e:
         raise BadInput(str(e)) from None
+    finally:
+        progress.stop()
     if any(r["status"] != SKIPPED for r in outcome.rows):
         console.print(summary_table(outcome.rows, {c.case_id: c for c in outcome.cases}))
     for line in _skip_lines(outcome.rows):
         console.print(line, style="yellow", soft_wrap=True)
     counts = ", ".join(f"{outcome.count(st)} {st}" for st in (COMPILED, LOWERED, OOM, FAILED, SKIPPED)
                        if outcome.count(st))
-    console.print(f"{counts or 'no cases'} in {time.time() - started:.1f}s")
+    peaks = [p for p in outcome.job_peak_bytes if p]
+    console.print(f"{counts or 'no cases'} in {time.time() - started:.1f}s"
+                  + (f" ({outcome.jobs} jobs)" if outcome.jobs > 1 else "")
+                  + (f"; peak host memory per job: {', '.join(f'{p / _GIB:.2f}' for p in peaks)} GiB" if peaks else ""),
+                  soft_wrap=True)
     console.print(f"results: {outcome.files.csv}", soft_wrap=True)
     if outcome.count(FAILED):
         err_console.print(f"{outcome.count('failed')} case(s) failed to compile", style="red")

@@ -102,6 +102,11 @@ OPTIONS: dict[str, Callable[[], Callable]] = {
              "compile. Default: $XLABENCH_CACHE_DIR/compile, else ~/.cache/xlabench/compile."),
     "no_cache": lambda: click.option("--no-cache", is_flag=True,
                                      help="Compile every case afresh: no persistent compilation cache."),
+    "jobs": lambda: click.option(
+        "--jobs", "-j", "jobs", type=_range("jobs"), default=None, metavar="N",
+        help="Cases at once, each in a worker process of its own. compile: default from the host's cores "
+             "and free memory. run: default 1, CPU runs only (the cases then share the host's cores, and their "
+             "rows say so); timed runs on an accelerator run one at a time, so --jobs > 1 is refused there."),
     "dry_run": lambda: click.option("--dry-run", is_flag=True,
                                     help="Print what would run and what would be skipped and why; run nothing."),
 }

@@ -85,7 +85,8 @@ def list_cases(suite_file: str, run_opts: RunOptions, as_json: bool) -> None:
 @click.argument("suite_file", type=click.Path())
 @run_options("profile", "only_impls", "backends", "where", "out_dir", "resume_csv", "timeout_s", "peak_tflops",
              "repeats", "timer", "shard_spec", "python_torch_xla", "trace_dir", "dry_run",
-             "coordinator", "num_processes", "process_id", "local_devices", "init_timeout", "cache_dir", "no_cache")
+             "coordinator", "num_processes", "process_id", "local_devices", "init_timeout", "cache_dir", "no_cache",
+             "jobs")
 @history_commands.history_option
 def run(suite_file: str, run_opts: RunOptions, history_url: Optional[str]) -> None:
     """Run a suite: one row per case in results/<suite>/<run-id>.csv, written as each case ends."""
@@ -152,14 +153,14 @@ def run_with_progress(s: Any, opts: RunOptions) -> Any:
     runs_done: dict[str, int] = {}
     shown_keys: list[Optional[list[str]]] = [None]  # the parameters that tell the run's cases apart
 
-    def start(lines: list[str], runs: int, cases: Sequence[Any] = ()) -> None:
+    def start(lines: list[str], runs: int, cases: Sequence[Any] = (), jobs: int = 1) -> None:
         if len(cases) > 1:
             shown_keys[0] = results.varying([c.params for c in cases])
         console.print(lines[0], soft_wrap=True)
         for line in lines[1:]:
             console.print(line, style="dim", soft_wrap=True)
         progress.start()
-        task.append(progress.add_task(s.name, total=runs))  # counts runs: a case with repeats K is K runs
+        task.append(progress.add_task(s.name + (f" ({jobs} jobs)" if jobs > 1 else ""), total=runs))  # counts runs: a case with repeats K is K runs
 
     def repeat(case: Any) -> None:
         runs_done[case.case_id] = runs_done.get(case.case_id, 0) + 1

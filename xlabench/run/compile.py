@@ -12,12 +12,12 @@ from __future__ import annotations
 import datetime as dt
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional
 
 from xlabench import hardware, results
-from xlabench.run import compile_cache, scheduler, workers
+from xlabench.run import compile_cache, parallel, scheduler, shard, workers
 from xlabench import impls as catalog
 from xlabench import suite as suite_lib
 from xlabench.measure.messages import CompileRequest, CompileResult, ProtocolError
@@ -43,6 +43,8 @@ class CompileOutcome:
     target: hardware.Target
     cases: list[suite_lib.Case]
     rows: list[dict[str, Any]]
+    jobs: int = 1
+    job_peak_bytes: list[Optional[int]] = field(default_factory=list)  # each job's worker, peak resident memory
 
     def count(self, status: str) -> int:
         return sum(r["status"] == status for r in self.rows)
@@ -82,19 +84,9 @@ def _now() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
 
 
-def compile_suite(s: suite_lib.Suite, target_name: str, slices: int = 1, opts: RunOptions = RunOptions(),
-                  on_start: Callable[[str, int, int, dict[str, Any]], None] = lambda *a: None,
-                  on_row: Callable[[suite_lib.Case, dict[str, Any]], None] = lambda c, r: None,
-                  on_warning: Callable[[str], None] = lambda text: None) -> CompileOutcome:
-    """Compile every case of the suite's profile (``opts.profile``, default ``tpu``) that ``opts``' filters
-    leave for ``target_name``; ``opts.timeout_s`` limits each compile, ``opts.resume_csv`` continues a compile.
-
-    ``on_start(profile, cases to do, cases already done, target env)`` and ``on_row`` report progress,
-    ``on_warning`` what the user should know (a cache folder that cannot be written).
-    Raises CompileError for bad input and for a host that cannot compile for the target."""
-    from xlabench.run import shard
-
-    profile = opts.profile
+def _checked(s: suite_lib.Suite, target_name: str, slices: int,
+             opts: RunOptions) -> tuple[hardware.Target, str, list[suite_lib.Case]]:
+    """(target, profile, cases) of a compile, or CompileError naming what is wrong."""
     try:
         target = hardware.find_target(target_name)
     except hardware.UnknownTarget as e:
@@ -104,16 +96,31 @@ def compile_suite(s: suite_lib.Suite, target_name: str, slices: int = 1, opts: R
     if slices > 1 and target.platform != "tpu":
         raise CompileError(f"--slices applies to TPU targets, not {target.name}")
     try:
-        prof = s.pick_profile(None, profile if profile is not None else
+        prof = s.pick_profile(None, opts.profile if opts.profile is not None else
                               (DEFAULT_PROFILE if DEFAULT_PROFILE in s.spec.profiles else "base"))
         shard_of = shard.parse_shard(opts.shard_spec) if opts.shard_spec is not None else None
     except (suite_lib.SuiteError, ValueError) as e:
         raise CompileError(str(e)) from None
     try:
-        cases = select_cases(s, prof, opts.replace(repeats=None, timer=None), shard_of)
+        return target, prof, select_cases(s, prof, opts.replace(repeats=None, timer=None), shard_of)
     except RunInputError as e:
         raise CompileError(str(e)) from None
 
+
+def compile_suite(s: suite_lib.Suite, target_name: str, slices: int = 1, opts: RunOptions = RunOptions(),
+                  on_start: Callable[[str, int, int, dict[str, Any], int], None] = lambda *a: None,
+                  on_case_start: Callable[[int, suite_lib.Case], None] = lambda job, case: None,
+                  on_row: Callable[[suite_lib.Case, dict[str, Any]], None] = lambda c, r: None,
+                  on_warning: Callable[[str], None] = lambda text: None) -> CompileOutcome:
+    """Compile every case of the suite's profile (``opts.profile``, default ``tpu``) that ``opts``' filters
+    leave for ``target_name``; ``opts.timeout_s`` limits each compile, ``opts.resume_csv`` continues a compile.
+
+    ``opts.jobs`` cases compile at once (default: parallel.default_jobs()), each job in a worker of its
+    own. ``on_start(profile, cases to do, cases already done, target env, jobs)``, ``on_case_start(job,
+    case)`` and ``on_row`` (in the order cases finish) report progress,
+    ``on_warning`` what the user should know (a cache folder that cannot be written).
+    Raises CompileError for bad input and for a host that cannot compile for the target."""
+    target, prof, cases = _checked(s, target_name, slices, opts)
     try:
         files, done, run_id = open_run(s, opts.out_dir, opts.resume_csv, suffix=results.COMPILE_SUFFIX, same=("target", target.name))
     except RunInputError as e:
@@ -135,31 +142,51 @@ def compile_suite(s: suite_lib.Suite, target_name: str, slices: int = 1, opts: R
         pool.close()
         raise CompileError(f"cannot compile for {target.name}: {e}") from None
     ctx = scheduler.RunContext(run_id=run_id, platform=target.platform)
+    jobs = max(1, min(opts.jobs or parallel.default_jobs(), sum(_skip_reason(c, target) is None for c in todo)))
     results.write_meta(files, {
         "run_id": run_id, "suite": s.name, "suite_file": str(s.path), "profile": prof, "command": sys.argv,
         "target": target.name, "topology": topology_label(target, slices), "slices": slices, "env": env,
-        "host_env": worker.env, "git_sha": ctx.git_sha, "hostname": ctx.hostname,
+        "host_env": worker.env, "git_sha": ctx.git_sha, "hostname": ctx.hostname, "jobs": jobs,
         "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "schema_version": results.SCHEMA_VERSION,
         "suite_spec": s.spec.model_dump(mode="json")})
-    on_start(prof, len(todo), len(done), env)
+    on_start(prof, len(todo), len(done), env, jobs)
+    # One worker pool per job; with several jobs, the costliest cases first so that no job is left with
+    # a long compile at the end (rows are written as they finish, whatever the order).
+    pools = [pool] + [workers.WorkerPool(files.log, search_path=pool.search_path, compile_cache=cache_dir)
+                      for _ in range(jobs - 1)]
+    peaks: list[Optional[int]] = [None] * jobs
+
+    def compile_case(job: int, case: suite_lib.Case) -> dict[str, Any]:
+        row = _row(case, ctx, target, slices, env)
+        reason = _skip_reason(case, target)
+        if reason:
+            row.update(status=SKIPPED, error=reason)
+        else:
+            row.update(_compile_one(case, pools[job], spec, opts.timeout_s or case.measure.timeout_s))
+            row.update(_ceilings(row, target, slices))
+        row["timestamp"] = _now()
+        return row
+
+    def finish(job: int) -> None:
+        peaks[job] = pools[job].peak_rss_bytes()
+        pools[job].close()
+
+    def abort() -> None:
+        for p in pools:
+            p.kill_all()
+
+    order = todo if jobs == 1 else sorted(todo, key=lambda c: -shard.estimated_cost(c))
     rows: list[dict[str, Any]] = []
     try:
         with results.RowWriter(files) as writer:
-            for case in todo:
-                row = _row(case, ctx, target, slices, env)
-                reason = _skip_reason(case, target)
-                if reason:
-                    row.update(status=SKIPPED, error=reason)
-                else:
-                    row.update(_compile_one(case, pool, spec, opts.timeout_s or case.measure.timeout_s))
-                    row.update(_ceilings(row, target, slices))
-                row["timestamp"] = _now()
+            for case, row in parallel.in_parallel(order, jobs, compile_case, on_case_start, finish, abort):
                 writer.write(row)
                 rows.append(row)
                 on_row(case, row)
     finally:
-        pool.close()
-    return CompileOutcome(files, prof, target, todo, rows)
+        for p in pools:
+            p.close()
+    return CompileOutcome(files, prof, target, todo, rows, jobs, peaks)
 
 
 def _ceilings(row: dict[str, Any], target: hardware.Target, slices: int) -> dict[str, Any]:

@@ -54,6 +54,7 @@ LIMITS: dict[str, Limit] = {
     "process_id": Limit("--process-id", 0, integer=True),
     "local_devices": Limit("--local-devices", 1, integer=True),
     "init_timeout": Limit("--init-timeout", 1, integer=True),
+    "jobs": Limit("--jobs", 1, integer=True),
 }
 
 # Selector keys that are not workload parameters.
@@ -111,6 +112,7 @@ class RunOptions:
     run_id: Optional[str] = None
     cache_dir: Optional[str] = None  # the compilation cache (default: $XLABENCH_CACHE_DIR/compile)
     no_cache: bool = False
+    jobs: Optional[int] = None  # cases at once, each in its own worker (default: from the host's cores and memory)
 
     def __post_init__(self) -> None:
         for name, limit in LIMITS.items():

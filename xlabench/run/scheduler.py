@@ -10,7 +10,7 @@ import statistics
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Optional
+from typing import Any, Callable, Iterable, Optional, Sequence
 
 from xlabench import impls as catalog
 from xlabench import results
@@ -19,6 +19,7 @@ from xlabench.run.calibrate import host_calib_s
 from xlabench.run.envs import worker_variant
 from xlabench.run.interrupts import interruptible, uninterrupted
 from xlabench.run.metrics import derive
+from xlabench.run.parallel import in_parallel
 from xlabench.run.workers import Worker, WorkerError, WorkerPool
 from xlabench.suite import Case
 from xlabench.measure.messages import CaseResult, ProtocolError, RunRequest
@@ -54,6 +55,7 @@ class RunContext:
     # framework, is rated against the same figure, so MFU/MBU compare across frameworks.
     cpu_peaks: dict[str, Any] = field(default_factory=dict)  # and where the peak comes from (cpu_peak_source)
     trace_root: Optional[Path] = None  # `run --trace DIR`: each case's profile under DIR/<case_id>/
+    jobs: int = 1  # cases at once (`run --jobs`, CPU only): their rows say they shared the host
 
     def trace_dir(self, case: Case, repeat: int) -> Optional[str]:
         if self.trace_root is None:
@@ -174,6 +176,9 @@ def finish_case(state: CaseRun, ctx: RunContext) -> tuple[dict[str, Any], list[f
                       bool(row.get("interpret"))))
     if result.correct is False:
         row["notes"] = "; ".join(filter(None, [row.get("notes"), "WRONG RESULT: error above tolerance"]))
+    if ctx.jobs > 1:
+        row["notes"] = "; ".join(filter(None, [row.get("notes"), f"timed with {ctx.jobs} jobs at once (--jobs): "
+                                                                 "the host's cores were shared"]))
     row["timestamp"] = _now()
     return row, list(result.samples)
 
@@ -203,9 +208,22 @@ def first_pass(cases: list[Case], rng: random.Random) -> list[Case]:
     return order
 
 
+def _groups(cases: list[Case]) -> list[list[Case]]:
+    """The cases by worker (backend, devices, variant), backends in the order they first appear."""
+    order: dict[str, int] = {}
+    for case in cases:
+        order.setdefault(case.backend, len(order))
+    groups: dict[tuple, list[Case]] = {}
+    for case in sorted(cases, key=lambda c: order[c.backend]):
+        key = (case.backend, case.devices, worker_variant(case.backend, case.workload, case.params))
+        groups.setdefault(key, []).append(case)
+    return list(groups.values())
+
+
 def run_cases(cases: Iterable[Case], writer: results.RowWriter, ctx: RunContext, pool: WorkerPool,
               on_row: Callable[[Case, dict[str, Any]], None] = lambda c, r: None,
-              on_repeat: Callable[[Case], None] = lambda c: None) -> list[dict[str, Any]]:
+              on_repeat: Callable[[Case], None] = lambda c: None,
+              more_pools: Sequence[WorkerPool] = ()) -> list[dict[str, Any]]:
     """Run every case, writing each row as soon as its case ends.
 
     Repeats are taken in passes over the cases, the order shuffled after the first pass (random
@@ -214,26 +232,23 @@ def run_cases(cases: Iterable[Case], writer: results.RowWriter, ctx: RunContext,
     a little instead of all of one case's runs (benchmarks/gate_quality.py measures the effect). The
     first pass keeps suite order but shuffles the configurations of a sweep among their places
     (first_pass), so that no configuration always runs first. Cases are grouped by backend and worker so an accelerator's worker is started once per group.
+    With ``more_pools`` (``run --jobs``, CPU only) each pass runs 1 + len(more_pools) repeats at once,
+    one per pool; rows are still written here, as their cases end.
     An interrupt (see ``interruptible``) kills the workers and propagates: the case in flight gets no row.
     """
     cases = list(cases)
-    order: dict[str, int] = {}
-    for case in cases:
-        order.setdefault(case.backend, len(order))
-    groups: dict[tuple, list[Case]] = {}
-    for case in sorted(cases, key=lambda c: order[c.backend]):
-        key = (case.backend, case.devices, worker_variant(case.backend, case.workload, case.params))
-        groups.setdefault(key, []).append(case)
+    pools = [pool, *more_pools]
     rng = random.Random(ctx.run_id)  # the order is reproducible from the run id
     rows: list[tuple[int, dict[str, Any]]] = []  # (the case's place in the suite, its row)
     position = {id(c): i for i, c in enumerate(cases)}
 
-    def step(state: CaseRun) -> None:
-        if not state.done:
-            state.calib.append(host_calib_s())  # the host's speed just before and after: see run/calibrate.py
-            run_repeat(state, pool, ctx)
-            state.calib.append(host_calib_s())
-            on_repeat(state.case)
+    def repeat(job: int, state: CaseRun) -> CaseRun:
+        state.calib.append(host_calib_s())  # the host's speed just before and after: see run/calibrate.py
+        run_repeat(state, pools[job], ctx)
+        state.calib.append(host_calib_s())
+        return state
+
+    def ended(state: CaseRun) -> None:
         if state.done:
             row, samples = finish_case(state, ctx)
             with uninterrupted():
@@ -241,19 +256,27 @@ def run_cases(cases: Iterable[Case], writer: results.RowWriter, ctx: RunContext,
                 rows.append((position[id(state.case)], row))
                 on_row(state.case, row)
 
+    def run_pass(states: list[CaseRun]) -> None:
+        """One repeat of each case (those that cannot run at all end at once), in the given order."""
+        for state in states:
+            if state.done:
+                ended(state)
+        for state, _ in in_parallel([s for s in states if not s.done], len(pools), repeat,
+                                    finish=lambda job: pools[job].close() if len(pools) > 1 else None,
+                                    abort=lambda: [p.kill_all() for p in pools]):
+            on_repeat(state.case)
+            ended(state)
+
     with interruptible():
         try:
-            for group in groups.values():
-                states = []
-                for case in first_pass(group, rng):  # suite order, sweep configurations shuffled
-                    state = start_case(case, pool, ctx)
-                    states.append(state)
-                    step(state)
+            for group in _groups(cases):
+                states = [start_case(case, pool, ctx) for case in first_pass(group, rng)]  # suite order, sweeps shuffled
+                run_pass(states)
                 while pending := [s for s in states if not s.done]:
                     rng.shuffle(pending)
-                    for state in pending:
-                        step(state)
+                    run_pass(pending)
         except KeyboardInterrupt:  # Interrupted, or a plain Ctrl-C off the main thread's handler
-            pool.kill_all()
+            for p in pools:
+                p.kill_all()
             raise
     return [row for _, row in sorted(rows, key=lambda pr: pr[0])]  # the CSV has them as they ended

@@ -36,14 +36,14 @@ class RunStartError(Exception):
     """The run could not start its first worker (the CLI exits 1)."""
 
 
-def _ignore(*args: Any) -> None:
+def _ignore(*args: Any, **kwargs: Any) -> None:
     return None
 
 
 @dataclass
 class RunHooks:
-    """Progress of a run, for whoever shows it: ``start(lines, runs, cases)`` once the cases are known
-    (``runs`` counts repeats; ``cases``: the ones to run), ``repeat(case)`` after each repeat, ``row(case,
+    """Progress of a run, for whoever shows it: ``start(lines, runs, cases, jobs=N)`` once the cases are
+    known (``runs`` counts repeats; ``cases``: the ones to run; ``jobs``: how many run at once), ``repeat(case)`` after each repeat, ``row(case,
     row)`` after each case's row."""
 
     warning: Callable[[str], None] = _ignore
@@ -84,6 +84,14 @@ def samples_warning(where: str, cases: list[suite_lib.Case]) -> Optional[str]:
     return power.shortfall_message(where, len(cases), *short) if short else None
 
 
+def jobs_refused(jobs: int, platform: str) -> Optional[str]:
+    """Why a timed run cannot take ``jobs`` cases at once on ``platform`` (None: it can)."""
+    if jobs > 1 and platform != "cpu":
+        return (f"--jobs {jobs}: timed runs on an accelerator ({platform}) run one case at a time (every job "
+                "would share its devices); --jobs applies to CPU runs and to `xlabench compile`")
+    return None
+
+
 def platform_backend(s: suite_lib.Suite, interpreters: Interpreters) -> str:
     """The suite's first backend (any profile's) whose environment exists: its worker detects the platform."""
     backends = list(dict.fromkeys(s.spec.backends + [b for p in s.spec.profiles.values() for b in p.backends or []]))
@@ -113,6 +121,8 @@ def run_suite(s: suite_lib.Suite, opts: RunOptions = RunOptions(), hooks: RunHoo
     except ValueError as e:
         raise RunInputError(str(e)) from None
     primary = dist is None or dist.is_primary
+    if (opts.jobs or 1) > 1 and dist is not None:
+        raise RunInputError(f"--jobs {opts.jobs}: a multi-host run times one case at a time on every host")
     if opts.profile is not None:  # check the filters before a worker starts or a folder is made
         try:
             select_cases(s, s.pick_profile(None, opts.profile), opts, shard_of)
@@ -243,6 +253,10 @@ def _run_with_pool(s: suite_lib.Suite, pool: WorkerPool, files: results.RunFiles
             raise RunStartError(str(e)) from None
         return _fail_all(s, opts.profile, files, run_id, f"multi-host start failed: {e}", primary, process_id)
     platform = first.env["platform"]
+    jobs = opts.jobs or 1
+    if jobs_refused(jobs, platform):
+        pool.close()
+        raise RunInputError(jobs_refused(jobs, platform))
     try:
         prof = s.pick_profile(platform, opts.profile)
         cases = select_cases(s, prof, opts, shard_of)
@@ -260,29 +274,35 @@ def _run_with_pool(s: suite_lib.Suite, pool: WorkerPool, files: results.RunFiles
                  if k in first.env}
     trace_root = Path(opts.trace_dir) if opts.trace_dir is not None else None
     ctx = RunContext(run_id=run_id, platform=platform, peak_override=opts.peak_tflops,
-                     timeout_override=opts.timeout_s, cpu_peaks=cpu_peaks, trace_root=trace_root)
+                     timeout_override=opts.timeout_s, cpu_peaks=cpu_peaks, trace_root=trace_root,
+                     jobs=max(1, min(jobs, len(todo))))
     meta = {"run_id": run_id, "suite": s.name, "shard": opts.shard_spec, "suite_file": str(s.path), "profile": prof,
             "workload": s.spec.workload, "command": sys.argv, "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            "env": first.env, "git_sha": ctx.git_sha, "hostname": ctx.hostname, "schema_version": results.SCHEMA_VERSION,
+            "env": first.env, "git_sha": ctx.git_sha, "hostname": ctx.hostname, "jobs": ctx.jobs,
+            "schema_version": results.SCHEMA_VERSION,
             "suite_spec": s.spec.model_dump(mode="json")}
     if primary:
         results.write_meta(files, meta)
     lines = [f"suite {s.name} profile {prof or 'base'} on {platform} ({first.env['device_kind']}, "
-             f"{first.env['framework_version']}): {len(todo)} case(s)" + (f", {len(done)} already done" if done else "")]
+             f"{first.env['framework_version']}): {len(todo)} case(s)" + (f", {len(done)} already done" if done else "")
+             + (f", {ctx.jobs} jobs at once" if ctx.jobs > 1 else "")]
     if platform == "cpu":
         lines.append("CPU: Pallas kernels run in interpret mode; their rows say interpret=true "
                      "(a pipeline check, not kernel speed)")
-    hooks.start(lines, sum(c.measure.repeats for c in todo), todo)
+    hooks.start(lines, sum(c.measure.repeats for c in todo), todo, jobs=ctx.jobs)
 
     def on_row(case: suite_lib.Case, row: dict[str, Any]) -> None:
         tally["done"] = (tally["done"] or 0) + 1
         hooks.row(case, row)
 
+    more = [WorkerPool(pool.log_path, interpreters, local_devices=opts.local_devices,  # --jobs: a pool per job
+                       search_path=pool.search_path, compile_cache=pool.compile_cache) for _ in range(ctx.jobs - 1)]
     with results.RowWriter(files) if primary else results.NullWriter() as writer:
         try:
-            rows = run_cases(todo, writer, ctx, pool, on_row, hooks.repeat)
+            rows = run_cases(todo, writer, ctx, pool, on_row, hooks.repeat, more)
         finally:
-            pool.close()
+            for p in [pool, *more]:
+                p.close()
     if primary and trace_root is not None:
         meta["traces"] = traces_of(trace_root, todo)
         results.write_meta(files, meta)

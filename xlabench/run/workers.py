@@ -211,6 +211,13 @@ class WorkerPool:
             raise WorkerError(self._start_failures[spec.key]) from None
         return w
 
+    def peak_rss_bytes(self) -> Optional[int]:
+        """The largest peak resident memory of this pool's live workers (Linux), or None."""
+        from xlabench.run.parallel import peak_rss_bytes
+
+        peaks = [p for w in self._workers.values() if w.alive() and (p := peak_rss_bytes(w.proc.pid)) is not None]
+        return max(peaks, default=None)
+
     def discard(self, w: Worker) -> None:
         w.kill()
         w.close()
