@@ -82,3 +82,18 @@ def test_help_lists_commands():
     for cmd in ("info", "columns", "validate", "list", "run", "merge", "plot", "report", "compare", "gate"):
         assert cmd in listed, f"{cmd!r} missing from the help's commands {listed}"
     assert listed == sorted(main.list_commands(click.Context(main)))  # the help lists exactly the commands
+
+
+def test_results_path_is_printed_whole_past_80_columns(write_suite, tmp_path):
+    """A long --out path is one line a user can copy, not wrapped at the terminal's width."""
+    import re
+    from pathlib import Path
+
+    from conftest import run_cli
+
+    out = tmp_path / ("a-results-folder-with-a-long-name-" * 3)
+    r = run_cli("run", str(write_suite()), "-k", "seq_len=64", "--impl", "naive", "--out", str(out),
+                env={"COLUMNS": "80"})
+    assert r.returncode == 0, r.stderr[-2000:]
+    printed = re.search(r"^results: (\S+\.csv)$", r.stdout, re.M)
+    assert printed and len(printed.group(0)) > 80 and Path(printed.group(1)).is_file(), r.stdout[-1000:]

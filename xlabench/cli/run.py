@@ -193,7 +193,7 @@ def run_with_progress(s: Any, opts: RunOptions) -> Any:
     console.print(f"{counts['ok']} ok, {counts['failed']} failed, {counts['skipped']} skipped "
                   f"in {outcome.seconds:.1f}s" + (f"; {wrong} WRONG RESULT(S)" if wrong else ""))
     console.print(f"results: {outcome.files.csv}" if outcome.primary else
-                  f"process {outcome.process_id}: results are written by process 0")
+                  f"process {outcome.process_id}: results are written by process 0", soft_wrap=True)
     return outcome
 
 

@@ -16,10 +16,11 @@ from typing import Callable, Iterator, Optional, Sequence, TypeVar
 T = TypeVar("T")
 R = TypeVar("R")
 
-# The peak resident memory of one compile worker for the largest shipped program, measured with
-# benchmarks/compile_jobs.py (the llama-2B train step for v4-8 at global batch 128, fsdp, scanned
-# layers), rounded up: a default of N jobs must leave the host N times this.
-JOB_PEAK_BYTES = 3 << 30
+# The peak resident memory of one compile worker for the largest shipped programs, measured with
+# benchmarks/compile_once.py and the CLI's "peak host memory per job" (jax 0.10.2, libtpu 0.0.42.1): the
+# llama-2B train step for v4-8 at global batch 128 under fsdp 1.77 GiB, gpt2-2b at batch 136 under 2d
+# 1.69 GiB. Rounded up: a default of N jobs leaves the host N times this.
+JOB_PEAK_BYTES = 2 << 30
 
 
 def available_bytes(meminfo: Path = Path("/proc/meminfo")) -> Optional[int]:
