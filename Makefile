@@ -33,7 +33,7 @@ $(BIN)/.tpu-compile: $(BIN)/.installed
 	$(BIN)/python -m pip install -q -e '.[tpu-compile]'
 	touch $@
 
-.PHONY: setup run lint test torch-xla-env tpu-compile compile readme-charts
+.PHONY: setup run lint test test-fast torch-xla-env tpu-compile compile readme-charts
 setup: $(BIN)/.installed
 
 ## libtpu for `xlabench compile` (run once; `make test` does it)
@@ -63,6 +63,12 @@ readme-charts: setup
 lint: setup
 	$(BIN)/ruff check xlabench tests benchmarks
 
-## every test, after the lint
+## every test, after the lint, on TEST_JOBS pytest workers (pytest-xdist; default one per core), a test
+## module per worker (its module-scoped fixtures are built once); TEST_JOBS=0 runs them in this process
+TEST_JOBS ?= auto
 test: lint tpu-compile
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n $(TEST_JOBS) --dist loadfile
+
+## the quick loop while developing: everything but the `slow` end-to-end tests (CI runs them all)
+test-fast: lint tpu-compile
+	$(BIN)/python -m pytest -q -n $(TEST_JOBS) --dist loadfile -m "not slow"
