@@ -152,8 +152,7 @@ def compile_suite(s: suite_lib.Suite, target_name: str, slices: int = 1, opts: R
     on_start(prof, len(todo), len(done), env, jobs)
     # One worker pool per job; with several jobs, the costliest cases first so that no job is left with
     # a long compile at the end (rows are written as they finish, whatever the order).
-    pools = [pool] + [workers.WorkerPool(files.log, search_path=pool.search_path, compile_cache=cache_dir)
-                      for _ in range(jobs - 1)]
+    pools = [pool] + [pool.like() for _ in range(jobs - 1)]
     peaks: list[Optional[int]] = [None] * jobs
 
     def compile_case(job: int, case: suite_lib.Case) -> dict[str, Any]:

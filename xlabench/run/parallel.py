@@ -23,15 +23,20 @@ R = TypeVar("R")
 JOB_PEAK_BYTES = 2 << 30
 
 
-def available_bytes(meminfo: Path = Path("/proc/meminfo")) -> Optional[int]:
-    """The host's MemAvailable (Linux), or None where it cannot be read."""
+def _proc_bytes(path: Path, key: str) -> Optional[int]:
+    """A '<key>:  N kB' line of a /proc file (Linux) as bytes, or None where it cannot be read."""
     try:
-        for line in meminfo.read_text().splitlines():
-            if line.startswith("MemAvailable:"):
+        for line in path.read_text().splitlines():
+            if line.startswith(f"{key}:"):
                 return int(line.split()[1]) * 1024
     except (OSError, ValueError, IndexError):
         return None
     return None
+
+
+def available_bytes(meminfo: Path = Path("/proc/meminfo")) -> Optional[int]:
+    """The host's MemAvailable, or None."""
+    return _proc_bytes(meminfo, "MemAvailable")
 
 
 def host_cores() -> int:
@@ -51,14 +56,8 @@ def default_jobs(cores: Optional[int] = None, available: Optional[int] = None,
 
 
 def peak_rss_bytes(pid: int) -> Optional[int]:
-    """A live process's peak resident memory (VmHWM, Linux), or None."""
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        return None
-    return None
+    """A live process's peak resident memory (VmHWM), or None."""
+    return _proc_bytes(Path(f"/proc/{pid}/status"), "VmHWM")
 
 
 def in_parallel(items: Sequence[T], jobs: int, work: Callable[[int, T], R],

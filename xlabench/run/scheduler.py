@@ -256,6 +256,10 @@ def run_cases(cases: Iterable[Case], writer: results.RowWriter, ctx: RunContext,
                 rows.append((position[id(state.case)], row))
                 on_row(state.case, row)
 
+    def kill_all() -> None:
+        for p in pools:
+            p.kill_all()
+
     def run_pass(states: list[CaseRun]) -> None:
         """One repeat of each case (those that cannot run at all end at once), in the given order."""
         for state in states:
@@ -263,7 +267,7 @@ def run_cases(cases: Iterable[Case], writer: results.RowWriter, ctx: RunContext,
                 ended(state)
         for state, _ in in_parallel([s for s in states if not s.done], len(pools), repeat,
                                     finish=lambda job: pools[job].close() if len(pools) > 1 else None,
-                                    abort=lambda: [p.kill_all() for p in pools]):
+                                    abort=kill_all):
             on_repeat(state.case)
             ended(state)
 
@@ -276,7 +280,6 @@ def run_cases(cases: Iterable[Case], writer: results.RowWriter, ctx: RunContext,
                     rng.shuffle(pending)
                     run_pass(pending)
         except KeyboardInterrupt:  # Interrupted, or a plain Ctrl-C off the main thread's handler
-            for p in pools:
-                p.kill_all()
+            kill_all()
             raise
     return [row for _, row in sorted(rows, key=lambda pr: pr[0])]  # the CSV has them as they ended

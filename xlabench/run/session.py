@@ -254,9 +254,9 @@ def _run_with_pool(s: suite_lib.Suite, pool: WorkerPool, files: results.RunFiles
         return _fail_all(s, opts.profile, files, run_id, f"multi-host start failed: {e}", primary, process_id)
     platform = first.env["platform"]
     jobs = opts.jobs or 1
-    if jobs_refused(jobs, platform):
+    if refused := jobs_refused(jobs, platform):
         pool.close()
-        raise RunInputError(jobs_refused(jobs, platform))
+        raise RunInputError(refused)
     try:
         prof = s.pick_profile(platform, opts.profile)
         cases = select_cases(s, prof, opts, shard_of)
@@ -295,8 +295,7 @@ def _run_with_pool(s: suite_lib.Suite, pool: WorkerPool, files: results.RunFiles
         tally["done"] = (tally["done"] or 0) + 1
         hooks.row(case, row)
 
-    more = [WorkerPool(pool.log_path, interpreters, local_devices=opts.local_devices,  # --jobs: a pool per job
-                       search_path=pool.search_path, compile_cache=pool.compile_cache) for _ in range(ctx.jobs - 1)]
+    more = [pool.like() for _ in range(ctx.jobs - 1)]  # --jobs: a pool per job
     with results.RowWriter(files) if primary else results.NullWriter() as writer:
         try:
             rows = run_cases(todo, writer, ctx, pool, on_row, hooks.repeat, more)

@@ -175,6 +175,11 @@ class WorkerPool:
         self._workers: dict[tuple, Worker] = {}
         self._start_failures: dict[tuple, str] = {}
 
+    def like(self) -> "WorkerPool":
+        """A new, empty pool with this one's settings (``--jobs``: one pool per job)."""
+        return WorkerPool(self.log_path, self.interpreters, self.dist, self.local_devices, self.search_path,
+                          self.compile_cache)
+
     def missing(self, backend: str) -> Optional[str]:
         """Why ``backend`` cannot run here at all (its environment is absent), or None."""
         return self.interpreters.missing(backend)
