@@ -154,6 +154,8 @@ class _Proxy:
                     first = conn.recv(4096).decode(errors="replace").split("\r\n")[0]
                 except OSError:
                     continue
+                if not first.strip():  # a preconnect closed before any request: no host was asked for
+                    continue
                 target = first.split(" ")[1] if " " in first else first
                 self.hosts.append(target.split("://")[-1].split("/")[0].split(":")[0])
 
@@ -181,6 +183,18 @@ def _browse(page: Path, tmp_path: Path, *extra: str) -> tuple[str, str, list[str
     r = subprocess.run(args, capture_output=True, text=True, timeout=300)
     proxy.sock.close()
     return r.stdout, r.stderr, proxy.page_hosts()
+
+
+def test_the_proxy_records_requests_not_bare_connections():
+    """Chromium opens speculative connections to the proxy and closes some unused: those are no request."""
+    proxy = _Proxy()
+    socket.create_connection(("127.0.0.1", proxy.port)).close()
+    with socket.create_connection(("127.0.0.1", proxy.port)) as s:
+        s.sendall(b"GET http://example.invalid/a.png HTTP/1.1\r\nHost: example.invalid\r\n\r\n")
+        s.settimeout(10)
+        s.recv(1)  # the proxy closes without an answer once it has read the request
+    proxy.sock.close()
+    assert proxy.page_hosts() == ["example.invalid"]
 
 
 def test_the_harness_sees_console_errors_and_requests(tmp_path):
