@@ -37,7 +37,7 @@ def attention(df: pd.DataFrame) -> str:
         src = "" if str(r.roofline_source).startswith("XLA") else " *"
         out.append(f"| {r.impl} | {r.mode} | {r.seq_len} | {r.batch} | {r.arith_intensity:.1f}{src} | "
                    f"{analytic_ai:.1f} | {r.xla_bytes_accessed / nbytes:.2f} | {r.bound_by} |")
-    out.append("\n\\* XLA counted under half the kernel's FLOPs (no cost estimate in the kernel): the row's "
+    out.append("\n\\* XLA counted fewer than the model's FLOPs (no cost estimate in the kernel): the row's "
                "intensity is the analytic FLOPs over max(XLA bytes, Q/K/V/O bytes).")
     return "\n".join(out)
 
