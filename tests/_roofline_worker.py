@@ -34,9 +34,11 @@ def main() -> None:
         compiled, _, _ = prog.compile(donate=False)
         fields, notes = hlo_cost.xla_figures(compiled, p.devices)
         plain = hlo_cost._cost_dict(compiled)
+        forward, _ = hlo_cost.xla_figures(prog.compile_forward(), p.devices)
         name = f"{model}-{mode}-scan{int(scan)}-L{layers}"
         (out_dir / f"{name}.hlo.txt").write_text(compiled.as_text())
         cases.append({"name": name, "mode": mode, "scan": scan, "layers": layers, "fields": fields, "notes": notes,
+                      "forward": forward,
                       "plain_flops": plain.get("flops"), "plain_bytes": plain.get("bytes accessed"),
                       "model_flops_per_device": p.flops() / p.devices})
     print(json.dumps({"devices": jax.device_count(), "cases": cases}))

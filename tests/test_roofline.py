@@ -248,6 +248,19 @@ def test_scanned_and_unrolled_steps_agree_on_flops(mesh_report: dict) -> None:
         assert any("trip count" in n for n in scanned["notes"])
 
 
+def test_scanned_and_unrolled_forward_steps_agree_on_intensity(mesh_report: dict) -> None:
+    """Where the two programs move the same data (the forward: no stacked residuals), loop-aware counting
+    gives the scanned step the unrolled one's intensity. The train step's scanned backward moves more
+    (stacked residuals and gradients, docs/roofline.md): only its FLOPs are held to 1%."""
+    for mode in ("fsdp", "2d"):
+        scanned, unrolled = _case(mesh_report, mode, True)["forward"], _case(mesh_report, mode, False)["forward"]
+        ai = {k: f["xla_flops"] / f["xla_bytes_accessed"] for k, f in (("s", scanned), ("u", unrolled))}
+        assert abs(ai["s"] / ai["u"] - 1) < 0.05, (mode, ai)
+        assert abs(scanned["xla_flops"] / unrolled["xla_flops"] - 1) < 0.01
+        train_s, train_u = _case(mesh_report, mode, True)["fields"], _case(mesh_report, mode, False)["fields"]
+        assert train_s["xla_bytes_accessed"] > train_u["xla_bytes_accessed"]
+
+
 def test_loop_aware_figures_grow_by_one_body_per_layer(mesh_report: dict) -> None:
     """2, 4 and 6 scanned layers: each 2 more layers add the same FLOPs and bytes (cost_analysis alone adds
     nearly none), so the intensity of a scanned step is that of its layers."""

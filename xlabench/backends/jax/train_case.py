@@ -109,6 +109,7 @@ class StepProgram:
     opt_shardings: Any
     token_sharding: Any
     interpret: bool
+    forward: Callable  # (params, tokens) -> loss: the step's forward alone (the roofline's scan check)
 
     @property
     def abstract_args(self) -> tuple[Any, Any, Any]:
@@ -121,6 +122,14 @@ class StepProgram:
     def interpret_ctx(self) -> Any:
         """Interpret mode is fixed at trace time: trace, compile and call inside this context."""
         return impls.tpu_interpret(impls.AttnConfig(True, 1.0, interpret=self.interpret))
+
+    def compile_forward(self) -> Any:
+        """The forward alone, compiled with the step's input shardings."""
+        params, _, tokens = self.abstract_args
+        fwd = jax.jit(self.forward, in_shardings=(self.param_shardings, self.token_sharding),
+                      out_shardings=sharding.replicated(self.mesh))
+        with self.interpret_ctx():
+            return fwd.lower(params, tokens).compile()
 
     def compile(self, donate: bool) -> tuple[Any, float, float]:
         rep = sharding.replicated(self.mesh)
@@ -152,7 +161,10 @@ def program(p: TrainParams, impl: str, interpret: bool, platform: str,
         updates, opt_state = OPTIMIZER.update(grads, opt_state, params)
         return optax.apply_updates(params, updates), opt_state, loss, per_seq
 
-    return StepProgram(p, mesh, step, p_shard, o_shard, tok_shard, interpret)
+    def forward(params, tokens):
+        return model.loss(params, tokens, cfg, hooks, p.remat)[0]
+
+    return StepProgram(p, mesh, step, p_shard, o_shard, tok_shard, interpret, forward)
 
 
 @dataclass
