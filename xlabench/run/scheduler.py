@@ -243,9 +243,9 @@ def run_cases(cases: Iterable[Case], writer: results.RowWriter, ctx: RunContext,
     position = {id(c): i for i, c in enumerate(cases)}
 
     def repeat(job: int, state: CaseRun) -> CaseRun:
-        state.calib.append(host_calib_s())  # the host's speed just before and after: see run/calibrate.py
+        before = host_calib_s()  # the host's speed just before and after: see run/calibrate.py
         run_repeat(state, pools[job], ctx)
-        state.calib.append(host_calib_s())
+        state.calib.extend(t for t in (before, host_calib_s()) if t is not None)
         return state
 
     def ended(state: CaseRun) -> None:
