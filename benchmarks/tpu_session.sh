@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# One session on a real TPU host (a TPU VM, or the `device` tool's one-chip v5e), from the repo root:
+#   bash benchmarks/tpu_session.sh smoke attention:420 [paged] [train]   (STEP:SECONDS sets a step's limit)
+# Each step runs `xlabench run` on the suite's tpu profile (JAX backend) under its own time limit, so a
+# slow step leaves its finished rows and the next steps still run; every step's files land in $OUT
+# (default /tmp/xlabench-tpu) as one tar per step, plus a log. Resuming a step that ran out of time:
+# run it again (it passes --resume with the step's CSV when one exists under $OUT/results).
+# Installs xlabench's parent-side packages into /tmp/site from the host's own index when they are
+# missing (the device machine has JAX and libtpu, not pandas or rich); the machine's JAX stays first.
+set -u
+OUT=${OUT:-/tmp/xlabench-tpu}
+STEP_S=${STEP_S:-480}  # each step's limit (the device tool allows 600 s a command)
+mkdir -p "$OUT/results"
+# FROM=path/results.tgz: an earlier call's files, so that its steps resume where they stopped
+[ -n "${FROM:-}" ] && tar -C "$OUT" -xzf "$FROM"
+export PYTHONUNBUFFERED=1 COLUMNS=${COLUMNS:-160}
+export JAX_PLATFORMS=${JAX_PLATFORMS:-tpu,cpu}
+export XLABENCH_CACHE_DIR=${XLABENCH_CACHE_DIR:-/tmp/xlabench-cache}
+export PYTHONPATH="${PYTHONPATH:+$PYTHONPATH:}$PWD"
+if ! python3 -c 'import click, yaml, pydantic, rich, pandas, matplotlib, optax, threadpoolctl' 2>/dev/null; then
+  t0=$(date +%s)
+  PIP_CONFIG_FILE=/dev/null python3 -m pip install --isolated -q --only-binary=:all: --no-compile \
+    --index-url "${XLABENCH_PIP_INDEX:-file:///opt/pypi/simple}" --target /tmp/site \
+    click pyyaml pydantic rich pandas matplotlib optax threadpoolctl >"$OUT/pip.log" 2>&1 \
+    || { echo "pip install failed:"; tail -20 "$OUT/pip.log"; exit 1; }
+  echo "installed the parent's packages in $(( $(date +%s) - t0 )) s"
+  export PYTHONPATH="$PYTHONPATH:/tmp/site"
+fi
+# at exit, whatever happened: every step's files in one tar (the device tool brings back few files)
+trap 'tar -C "$OUT" -czf "$OUT/results.tgz" results && rm -rf "$OUT/results" && echo "results: $OUT/results.tgz"' EXIT
+xb() { python3 -m xlabench "$@"; }
+
+run_step() {  # run_step NAME SUITE [xlabench run options...]
+  local name=$1 suite=$2 limit=${3:-$STEP_S}; shift 3
+  local resume=() prev
+  prev=$(ls "$OUT/results/$name"/*/*.csv 2>/dev/null | grep -v -e '\.samples\.csv$' -e '\.compile\.csv$' | tail -1)
+  [ -n "$prev" ] && resume=(--resume "$prev")
+  echo "=== $name: xlabench run $suite $* ${resume[*]} (limit ${limit} s)"
+  local t0=$(date +%s)
+  timeout --signal=INT --kill-after=20 "$limit" python3 -m xlabench run "$suite" --backend jax \
+    --out "$OUT/results/$name" "${resume[@]}" "$@" 2>&1 | tee -a "$OUT/$name.log"
+  echo "=== $name: exit ${PIPESTATUS[0]} after $(( $(date +%s) - t0 )) s"
+}
+
+for arg in "$@"; do
+  step=${arg%%:*} limit=$STEP_S
+  [ "$arg" != "$step" ] && limit=${arg#*:}
+  case $step in
+    smoke)  # the platform, the peaks, and six cases: is the pipeline right on this chip?
+      xb info --peaks 2>&1 | tee "$OUT/info.log"
+      run_step smoke suites/attention.yaml "$limit" -k seq_len=1024 -k mode=fwd ;;
+    attention) run_step attention suites/attention.yaml "$limit" ;;
+    paged)  # one page size (64, 8 pages per 512-token block) and batch 16: contexts 1k..32k, three impls
+      run_step paged suites/paged_attention.yaml "$limit" -k page_size=64 -k batch=16 ;;
+    train)  # the model suites' shapes are for 4 devices: one chip takes a GPT-2 124M step
+      run_step train benchmarks/tpu/gpt2_one_chip.yaml "$limit" ;;
+    *) echo "unknown step $step (smoke, attention, paged, train)"; exit 2 ;;
+  esac
+done
