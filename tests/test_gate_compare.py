@@ -91,6 +91,31 @@ def test_different_environments_are_refused_unless_allowed(tmp_path, rng):
     assert "framework_version" in cmp.warnings[0] and "--allow-env-mismatch" in cmp.warnings[0]
 
 
+def test_a_wall_clock_baseline_and_a_device_clock_candidate_are_refused_naming_the_column(tmp_path, rng):
+    a = case("naive")
+    base = write_run(tmp_path / "base.csv", [(a, draw(rng, 20))], clock="wall")
+    cand = write_run(tmp_path / "cand.csv", [(a, draw(rng, 20))], clock="device")
+    with pytest.raises(gate.GateInputError, match="column 'clock'.*--timer wallclock"):
+        gate.compare(gate.load_run(base), gate.load_run(cand), gate.GateConfig())
+    res = _cli("compare", str(base), str(cand))
+    assert res.exit_code == 2 and "wall clock" in res.output and "Traceback" not in res.output
+
+
+def test_a_schema_1_baseline_reads_as_wall_clock_and_compares_with_a_wall_clock_run(tmp_path, rng):
+    a = case("naive")
+    base = write_run(tmp_path / "base.csv", [(a, draw(rng, 20))], schema_version=1)
+    lines = base.read_text().splitlines(keepends=True)
+    drop = lines[0].rstrip("\r\n").split(",").index("clock")  # version 1 had no clock column
+    base.write_text("".join(",".join(f for i, f in enumerate(ln.rstrip("\r\n").split(",")) if i != drop) + "\n"
+                            for ln in lines))
+    assert list(gate.load_run(base).rows["clock"]) == ["wall"]
+    wall = write_run(tmp_path / "wall.csv", [(a, draw(rng, 20))], clock="wall")
+    assert gate.compare(gate.load_run(base), gate.load_run(wall), gate.GateConfig()).cases[0].verdict == gate.UNCHANGED
+    dev = write_run(tmp_path / "dev.csv", [(a, draw(rng, 20))], clock="device")
+    with pytest.raises(gate.GateInputError, match="schema-1 files are wall clock"):
+        gate.compare(gate.load_run(base), gate.load_run(dev), gate.GateConfig())
+
+
 def test_throughput_metric_reads_rows_and_flags_the_slower_candidate(tmp_path, rng):
     a = case("naive")
     base = write_run(tmp_path / "base.csv", [(a, draw(rng, 21))])  # odd n: the median is one sample
@@ -189,7 +214,8 @@ def bad_files(tmp_path: Path, good: Path) -> dict[str, tuple[Path, str]]:
     header_only = _rewrite(tmp_path / "header.csv", lines[0])
     truncated = _rewrite(tmp_path / "truncated.csv", "".join(lines[:2]) + lines[2][: len(lines[2]) // 3])
     short_row = _rewrite(tmp_path / "shortrow.csv", "".join(lines[:2]) + lines[2][: len(lines[2]) // 3] + "\n")
-    v2 = _rewrite(tmp_path / "v2.csv", "".join([lines[0]] + [ln.replace("1,", "2,", 1) for ln in lines[1:]]))
+    v3 = _rewrite(tmp_path / "v3.csv", "".join([lines[0]] + [ln.replace(f"{results.SCHEMA_VERSION},", "99,", 1)
+                                                              for ln in lines[1:]]))
     drop = header.index("device_kind")
     old = _rewrite(tmp_path / "old.csv", "".join(
         ",".join(f for i, f in enumerate(ln.rstrip("\r\n").split(",")) if i != drop) + "\n" for ln in lines))
@@ -210,7 +236,7 @@ def bad_files(tmp_path: Path, good: Path) -> dict[str, tuple[Path, str]]:
         "truncated": (truncated, "truncated"),
         "short row": (short_row, "shortrow.csv:3: results CSV is truncated"),
         "foreign": (foreign, "not an xlabench results CSV"),
-        "schema version": (v2, "schema version [2]"),
+        "schema version": (v3, "schema version [99]"),
         "schema columns": (old, "schema mismatch: no column(s) device_kind"),
         "no samples": (nos, "nosamples.samples.csv: no such file"),
         "truncated samples": (cut_s, "truncated"),

@@ -129,6 +129,7 @@ def test_worker_is_imported_only_by_the_process_entry():
 # The floors README's Layout section draws, bottom to top: a package imports only from floors below it.
 FLOORS = (
     {"measure", "flops", "roofline"},
+    {"tune"},  # framework-free block-size search and its cache; the workloads declare their spaces with it
     {"workloads", "results", "hardware", "impls"},
     {"suite"},
     {"backends", "run"},

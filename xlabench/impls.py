@@ -116,6 +116,8 @@ class AttentionImplRecord:
     kernel_flops: Optional[Callable[[Any], float]] = None  # its own count per iteration (params -> FLOPs)
     params_rule: Optional[Callable[[Any, str], Optional[str]]] = None  # user hook unsupported(params, platform)
     source: str = "built-in"  # or the import path it came from
+    # Its block-size search (xlabench/tune): params -> the stages (tune.Stage) to search; None: not tuned.
+    tune_space: Optional[Callable[[Any], list]] = None
 
 
 @dataclass(frozen=True)

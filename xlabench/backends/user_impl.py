@@ -16,6 +16,7 @@ from typing import Any, Callable, Optional, Sequence
 
 from xlabench import impls as catalog
 from xlabench.measure.worker_env import IMPL_PATH_VAR
+from xlabench.workloads import attention
 
 
 class ImplLoadError(Exception):
@@ -84,7 +85,7 @@ def hook(path: str, obj: Any, name: str, args: Sequence[str]) -> Optional[Callab
 
 
 LAYOUTS = ("bshd", "bhsd")
-BLOCK_PARAMS = ("block_q", "block_k")  # workloads.TUNED_PARAMS["attention"]
+BLOCK_PARAMS = attention.BLOCK_PARAMS
 
 
 def attention_parts(path: str, obj: Any) -> dict[str, Any]:
@@ -97,7 +98,14 @@ def attention_parts(path: str, obj: Any) -> dict[str, Any]:
     if isinstance(blocks, str) or not all(b in BLOCK_PARAMS for b in blocks):
         raise ImplLoadError(f"impl {path!r}: block_params {blocks!r} must be a tuple of names from "
                             f"{', '.join(BLOCK_PARAMS)}")
-    return dict(layout=layout, note=f"user impl {path}", block_params=tuple(blocks), source=path,
+    candidates = getattr(obj, "tune_candidates", None)
+    if candidates is not None and (isinstance(candidates, (str, dict)) or not all(
+            isinstance(c, dict) and set(c) <= set(blocks) and all(isinstance(v, int) and v > 0 for v in c.values())
+            for c in candidates)):
+        raise ImplLoadError(f"impl {path!r}: tune_candidates must be a list of dicts of positive ints over its "
+                            f"block_params {tuple(blocks)!r}")
+    space = (lambda p: attention.declared_space(p, tuple(blocks), candidates)) if blocks else None
+    return dict(layout=layout, note=f"user impl {path}", block_params=tuple(blocks), source=path, tune_space=space,
                 kernel_flops=hook(path, obj, "kernel_flops", ("params",)),
                 params_rule=hook(path, obj, "unsupported", ("params", "platform")))
 

@@ -20,6 +20,7 @@ from xlabench.cli import history as history_commands
 from xlabench.cli import info as info_commands
 from xlabench.cli import plot as plot_commands
 from xlabench.cli import run as run_commands
+from xlabench.cli import tune as tune_commands
 from xlabench.cli.common import BadInput, console, err_console
 
 __all__ = ["main", "BadInput", "console", "err_console"]
@@ -32,7 +33,7 @@ def main() -> None:
 
 
 for command in (info_commands.info, info_commands.columns, run_commands.validate, run_commands.list_cases,
-                run_commands.run, run_commands.merge, plot_commands.plot, plot_commands.report,
+                run_commands.run, tune_commands.tune, run_commands.merge, plot_commands.plot, plot_commands.report,
                 gate_commands.compare, gate_commands.gate, compile_commands.compile_cmd, best_commands.best,
                 history_commands.history):
     main.add_command(command)

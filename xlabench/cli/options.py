@@ -107,13 +107,19 @@ OPTIONS: dict[str, Callable[[], Callable]] = {
         help="Cases at once, each in a worker process of its own. compile: default from the host's cores "
              "and free memory. run: default 1, CPU runs only (the cases then share the host's cores, and their "
              "rows say so); timed runs on an accelerator run one at a time, so --jobs > 1 is refused there."),
+    "tune": lambda: click.option(
+        "--tune/--no-tune", "tune", default=None,
+        help="Search each Pallas kernel's block sizes first (where the suite does not fix them), compiled in "
+             "parallel and timed on the device clock; winners are kept in the tuning cache "
+             "($XLABENCH_CACHE_DIR/tune) and reused. Default: on for TPU and GPU, off on CPU (interpreted "
+             "kernels: their timings say nothing of a chip). --no-tune runs the kernels' defaults (128 x 128)."),
     "dry_run": lambda: click.option("--dry-run", is_flag=True,
                                     help="Print what would run and what would be skipped and why; run nothing."),
 }
 
 # The options of `run` and the gate's runs that pick and measure cases (issue 21: declared once).
 CASE_OPTIONS = ("profile", "only_impls", "backends", "where")
-MEASURE_OPTIONS = ("out_dir", "timeout_s", "peak_tflops", "repeats", "timer")
+MEASURE_OPTIONS = ("out_dir", "timeout_s", "peak_tflops", "repeats", "timer", "tune")
 
 
 def run_options(*names: str, profile_help: Optional[str] = None) -> Callable[[Callable], Callable]:

@@ -86,7 +86,7 @@ def list_cases(suite_file: str, run_opts: RunOptions, as_json: bool) -> None:
 @run_options("profile", "only_impls", "backends", "where", "out_dir", "resume_csv", "timeout_s", "peak_tflops",
              "repeats", "timer", "shard_spec", "python_torch_xla", "trace_dir", "dry_run",
              "coordinator", "num_processes", "process_id", "local_devices", "init_timeout", "cache_dir", "no_cache",
-             "jobs")
+             "jobs", "tune")
 @history_commands.history_option
 def run(suite_file: str, run_opts: RunOptions, history_url: Optional[str]) -> None:
     """Run a suite: one row per case in results/<suite>/<run-id>.csv, written as each case ends."""
@@ -138,13 +138,13 @@ def print_plan(s: Any, opts: RunOptions) -> None:
                   "nothing was run", soft_wrap=True)
 
 
-def run_with_progress(s: Any, opts: RunOptions) -> Any:
+def run_with_progress(s: Any, opts: RunOptions, summary: bool = True) -> Any:
     """session.run_suite with a progress bar, a line per case, the summary table and the counts (also the
     gate's runs). Bad input is BadInput (exit 2); a run whose workers cannot start exits 1."""
     from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
                                TimeRemainingColumn)
 
-    from xlabench.report import summary
+    from xlabench.report import summary as summary_table
     from xlabench.run import session
 
     progress = Progress(TextColumn("{task.description}", markup=False), BarColumn(), MofNCompleteColumn(),
@@ -185,15 +185,17 @@ def run_with_progress(s: Any, opts: RunOptions) -> Any:
         err_console.print(outcome.start_error + (f"\nresults: {outcome.files.csv}" if outcome.primary else ""),
                           style="red", soft_wrap=True)
         sys.exit(1)
-    table = summary.build(outcome.rows, [c.params for c in outcome.cases])
-    console.print(table)  # fits the console: a fixed line, then the table
-    for line in table.lines():  # word-wrapped to the console (a skip reason is prose)
-        console.print(line, style="yellow")
+    if summary:
+        table = summary_table.build(outcome.rows, [c.params for c in outcome.cases])
+        console.print(table)  # fits the console: a fixed line, then the table
+        for line in table.lines():  # word-wrapped to the console (a skip reason is prose)
+            console.print(line, style="yellow")
     counts, wrong = outcome.counts(), len(outcome.wrong)
     console.print(f"{counts['ok']} ok, {counts['failed']} failed, {counts['skipped']} skipped "
                   f"in {outcome.seconds:.1f}s" + (f"; {wrong} WRONG RESULT(S)" if wrong else ""))
-    console.print(f"results: {outcome.files.csv}" if outcome.primary else
-                  f"process {outcome.process_id}: results are written by process 0", soft_wrap=True)
+    if summary:
+        console.print(f"results: {outcome.files.csv}" if outcome.primary else
+                      f"process {outcome.process_id}: results are written by process 0", soft_wrap=True)
     return outcome
 
 

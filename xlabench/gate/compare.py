@@ -188,6 +188,21 @@ def _check_ids(common: list[str], b_rows: dict, c_rows: dict, base: RunData, can
                 f"{base.path}, {c_rows[k].get(p)!r} in {cand.path}): the case ids are not comparable")
 
 
+def _check_clocks(common: list[str], b_rows: dict, c_rows: dict, base: RunData, cand: RunData) -> None:
+    """Both sides of every measured pair on one clock (the ``clock`` column): a wall-clock baseline and a
+    device-clock candidate differ by the host's per-call cost, not by the change under test."""
+    for k in common:
+        if b_rows[k]["status"] != st.OK or c_rows[k]["status"] != st.OK:
+            continue
+        bc, cc = (str(r.get("clock") or "wall") for r in (b_rows[k], c_rows[k]))
+        if bc != cc:
+            raise GateInputError(
+                f"case {k}: the baseline {base.path} times median_s and its samples on the {bc} clock, the "
+                f"candidate {cand.path} on the {cc} clock (column 'clock'; schema-1 files are wall clock): "
+                "re-record the baseline with this xlabench, or run the candidate with --timer "
+                f"{'wallclock' if cc == 'device' else 'trace'} so that both use one clock")
+
+
 def _input_warnings(common: list[str], b_rows: dict, c_rows: dict, cfg: GateConfig) -> list[str]:
     """Environment mismatch (refused unless allowed) and unequal repeats."""
     warn: list[str] = []
@@ -229,6 +244,7 @@ def compare(base: RunData, cand: RunData, cfg: GateConfig,
     b_rows, c_rows = _rows(base, only), _rows(cand, only)
     common = [k for k in c_rows if k in b_rows]
     _check_ids(common, b_rows, c_rows, base, cand)
+    _check_clocks(common, b_rows, c_rows, base, cand)
     warn = _input_warnings(common, b_rows, c_rows, cfg)
     labels = _labels(list(c_rows.values()) + [b_rows[k] for k in b_rows if k not in c_rows])
     verdicts: dict[str, CaseVerdict] = {}

@@ -153,11 +153,16 @@ class CaseResult:
     timer: Optional[str] = None  # wallclock | trace: how the row was timed (samples are wallclock either way)
     device_samples: tuple[float, ...] = ()  # trace timer: per-iteration device seconds of a separate profiled pass
     device_stats: Mapping[str, Any] = field(default_factory=dict)  # timing.device_summary(device_samples)
+    # Which clock ``samples`` and ``stats`` are (wall | device: timing.device_headline swapped them in the
+    # parent), and the wall clock's median per call beside a device headline.
+    clock: str = "wall"
+    wall_median_s: Optional[float] = None
 
     @property
     def fields(self) -> dict[str, Any]:
         """The row columns of this result (no derived rates), in the order rows always had them."""
-        out: dict[str, Any] = {**self.stats}
+        out: dict[str, Any] = {**self.stats, "clock": self.clock,
+                               "wall_median_s": self.wall_median_s if self.clock == "device" else self.stats.get("median_s")}
         if self.timer is not None:
             out["timer"] = self.timer
         out.update(self.device_stats)

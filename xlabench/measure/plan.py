@@ -17,12 +17,20 @@ class TimingPlan:
     max_iters: int = 1000
     timer: Timer = "wallclock"  # trace adds a profiled pass for device seconds (measure.timers)
     trace_dir: str | None = None  # keep the profiled pass's trace here (xprof / TensorBoard / Perfetto)
+    tune: bool = False  # search the kernel's block sizes first (xlabench/tune) when the case does not fix them
+    tune_dir: str | None = None  # the tuning cache (default: $XLABENCH_CACHE_DIR/tune)
 
     @property
     def device_timed(self) -> bool:
         """Whether the backend adds its device timer's seconds (JAX: a profiled pass; torch_xla: XLA's
         ExecuteTime): the one place a timer name decides what a backend does."""
         return self.timer == "trace"
+
+
+def default_tune(platform: str) -> bool:
+    """Whether `run` tunes block sizes when not told: on TPU and GPU; not on CPU, where the Pallas kernels
+    run in an interpreter whose timings say nothing of a chip."""
+    return platform != "cpu"
 
 
 def default_timer(platform: str) -> Timer:

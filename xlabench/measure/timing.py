@@ -103,6 +103,18 @@ def with_timer(result: CaseResult, plan: TimingPlan, traced: tuple[float, ...] |
     return result.replace(timer="trace", device_samples=traced, device_stats=stats, notes=notes)
 
 
+def device_headline(result: CaseResult, platform: str) -> CaseResult:
+    """On an accelerator, a result whose device clock ran (the trace timer) with its device seconds as the
+    headline: samples, median_s ... cv, and every rate derived from them, are the device's per-iteration
+    seconds, as tokamax and xprof report a kernel and as a training loop that never syncs each step pays;
+    the wall clock's median per call stays in ``wall_median_s`` (host_overhead is their ratio). On CPU, or
+    without device samples, the result is unchanged (``clock`` wall)."""
+    if platform == "cpu" or not result.device_samples:
+        return result
+    return result.replace(samples=tuple(result.device_samples), stats=summarize(list(result.device_samples)),
+                          clock="device", wall_median_s=result.stats.get("median_s"))
+
+
 def max_normalised_error(outs: Sequence[np.ndarray], refs: Sequence[np.ndarray]) -> float:
     """max over tensors of max|out - ref| / max(1, max|ref|), in float32 on the host; inf if not finite.
 

@@ -12,6 +12,9 @@ from typing import Any, Iterable, Mapping
 
 from xlabench.results.schema import COLUMN_NAMES, SAMPLE_COLUMNS, SCHEMA_VERSION
 
+# Version 1 files (before the device clock became the headline) read as rows timed on the wall clock.
+READABLE_VERSIONS = (1, SCHEMA_VERSION)
+
 
 def _cell(value: Any) -> str:
     if value is None:
@@ -143,12 +146,15 @@ def read_rows(path: Path):
     if len(df) and df.iloc[-1].isna().all():
         df = df.iloc[:-1]
     versions = set(pd.to_numeric(df["schema_version"], errors="coerce").dropna().astype(int))
-    if versions and versions != {SCHEMA_VERSION}:
-        raise ResultsFileError(
-            f"{path}: schema version {sorted(versions)} but this xlabench reads version {SCHEMA_VERSION}")
+    if versions and not versions <= set(READABLE_VERSIONS):
+        raise ResultsFileError(f"{path}: schema version {sorted(versions)} but this xlabench reads versions "
+                               f"{', '.join(map(str, READABLE_VERSIONS))}")
     extra = [c for c in header if c not in COLUMN_NAMES]
     if extra:
         raise ResultsFileError(f"{path}: unknown column(s) {extra} for schema version {SCHEMA_VERSION}")
+    # version 1 timed every row on the wall clock (its files have no clock column)
+    clock = df["clock"].astype(object) if "clock" in df else pd.Series(None, index=df.index, dtype=object)
+    df = df.assign(clock=clock.where(clock.notna() | (df["status"] != "ok"), "wall"))
     for b in ("causal", "interpret", "correct", "scan_layers"):
         if b in df:
             df[b] = df[b].map({True: True, False: False, "true": True, "false": False})

@@ -9,14 +9,14 @@ from typing import Any, Mapping
 
 from xlabench.measure.status import COMPILE_STATUSES, RUN_STATUSES  # noqa: F401 (results.COMPILE_STATUSES)
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: the headline is the device clock on accelerators (clock, wall_median_s); tuning columns
 
 
 @dataclass(frozen=True)
 class Column:
     name: str
     unit: str
-    group: str  # id | case | env | measure | metric | compile | roofline
+    group: str  # id | case | env | measure | metric | tune | compile | roofline
     doc: str
 
 
@@ -92,7 +92,11 @@ MEASURE_COLUMNS = _c("measure", [
                            "the time it took); empty: the backend cannot tell (torch_xla)"),
     ("warmup", "", "untimed iterations before timing"),
     ("n", "", "timed iterations"),
-    ("median_s", "s", "median seconds per iteration (the headline)"),
+    ("clock", "", ("which clock median_s .. cv, the samples and every rate (TFLOP/s, MFU, GB/s, MBU, tokens/s, "
+                   "roofline_frac) are: device (TPU/GPU with the trace timer: the device's seconds per iteration) | "
+                   "wall (host clock around each call and its sync: CPU, or no device times)")),
+    ("median_s", "s", "median seconds per iteration on the row's clock (the headline)"),
+    ("wall_median_s", "s", "median wall-clock seconds per call, each call synced (equals median_s when clock is wall)"),
     ("mean_s", "s", "mean seconds per iteration"),
     ("min_s", "s", "fastest iteration"),
     ("p10_s", "s", "10th percentile"),
@@ -101,12 +105,12 @@ MEASURE_COLUMNS = _c("measure", [
     ("cv", "", "coefficient of variation stdev/mean"),
     ("repeats", "", "independent runs of the case pooled into this row (measure.repeats); n counts all"),
     ("timer", "", ("measure.timer: wallclock (host clock around call + sync) | trace (also device seconds from a "
-                   "profiler trace); the wallclock columns above are wallclock either way")),
+                   "profiler trace, a separate pass; on an accelerator they become the headline: see clock)")),
     ("device_median_s", "s", ("trace timer: median device seconds per iteration (TPU/GPU: the device's XLA "
                               "module; CPU: span of the executable's XLA ops), from a separate profiled pass")),
     ("device_p10_s", "s", "trace timer: 10th percentile of the device seconds"),
     ("device_p90_s", "s", "trace timer: 90th percentile of the device seconds"),
-    ("host_overhead", "", "trace timer: median_s / device_median_s (1 = no host cost beyond the device's)"),
+    ("host_overhead", "", "trace timer: wall_median_s / device_median_s (1 = no host cost beyond the device's)"),
     ("host_calib_s", "s", ("median seconds of a fixed host matmul timed by the runner just before and after each "
                            "of the case's repeats: the host's speed beside the case (the gate's load check)")),
 ])
@@ -136,6 +140,20 @@ METRIC_COLUMNS = _c("metric", [
     ("err_tol", "", "tolerance for max_abs_err at this dtype"),
     ("correct", "", "max_abs_err <= err_tol: a wrong kernel is never counted as a win"),
     ("notes", "", "free-text remarks (e.g. the source of peak memory, a recompilation)"),
+])
+
+# Block-size tuning (xlabench/tune): how the kernel's blocks were chosen and what it bought.
+TUNE_COLUMNS = _c("tune", [
+    ("blocks", "", "the kernel's other block fields, NAME=SIZE (splash block_kv_compute, backward blocks ...)"),
+    ("tuned", "", ("search (tuned in this run) | cache (a winner from the tuning cache) | fixed (the suite sets "
+                   "the blocks) | off (--no-tune, CPU, or refused: see notes); empty: the impl has no blocks")),
+    ("tune_s", "s", "seconds this run spent choosing the blocks (search: compiling and timing candidates)"),
+    ("tune_tried", "", "candidates compiled or pruned by the search (0: from the cache)"),
+    ("tune_dropped", "", "candidates dropped, by reason: constraint, vmem, oom, compile, run"),
+    ("tune_clock", "", "the clock the search timed candidates on: device | wall"),
+    ("tune_best_s", "s", "the winner's median seconds in the search (tune_clock; default_s beside it)"),
+    ("default_s", "s", ("the same kernel at its default blocks (128 x 128), timed in the same search on the same clock: "
+                        "default_s / tune_best_s is what tuning bought")),
 ])
 
 # `xlabench compile` rows (AOT compilation for a TPU topology on any host): per-device figures from
@@ -176,7 +194,7 @@ ROOFLINE_COLUMNS = _c("roofline", [
 ])
 
 COLUMNS: list[Column] = (ID_COLUMNS + CASE_COLUMNS + ENV_COLUMNS + MEASURE_COLUMNS + METRIC_COLUMNS
-                         + COMPILE_COLUMNS + ROOFLINE_COLUMNS)
+                         + TUNE_COLUMNS + COMPILE_COLUMNS + ROOFLINE_COLUMNS)
 COLUMN_NAMES: list[str] = [c.name for c in COLUMNS]
 CASE_COLUMN_NAMES: list[str] = [c.name for c in CASE_COLUMNS]
 SAMPLE_COLUMNS = ["run_id", "case_id", "iteration", "seconds"]

@@ -27,7 +27,7 @@ def derive(result: CaseResult, env: dict[str, Any], devices: int,
     if not median:
         return out
     if fields.get("device_median_s"):
-        out["host_overhead"] = median / fields["device_median_s"]
+        out["host_overhead"] = (fields.get("wall_median_s") or median) / fields["device_median_s"]
     if fields.get("flops"):
         out["tflops_per_s"] = fields["flops"] / median / 1e12
         if peak.tflops:

@@ -113,6 +113,8 @@ class RunOptions:
     cache_dir: Optional[str] = None  # the compilation cache (default: $XLABENCH_CACHE_DIR/compile)
     no_cache: bool = False
     jobs: Optional[int] = None  # cases at once, each in its own worker (default: from the host's cores and memory)
+    tune: Optional[bool] = None  # search block sizes first (None: on for TPU/GPU, off on CPU: measure.plan.default_tune)
+    tune_only: bool = False  # `xlabench tune`: the search and one timed call per case, to fill the tuning cache
 
     def __post_init__(self) -> None:
         for name, limit in LIMITS.items():
@@ -138,7 +140,8 @@ class RunOptions:
 # The options that choose or measure the cases: a resume must repeat them (the profile is in the meta).
 RESUME_FLAGS = {"only_impls": "--impl", "backends": "--backend", "where": "-k", "shard_spec": "--shard",
                 "repeats": "--repeats", "timer": "--timer", "timeout_s": "--timeout", "peak_tflops": "--peak-tflops",
-                "local_devices": "--local-devices", "python_torch_xla": "--python-torch-xla", "trace_dir": "--trace"}
+                "local_devices": "--local-devices", "python_torch_xla": "--python-torch-xla", "trace_dir": "--trace",
+                "tune": "--tune"}
 
 
 def resume_words(opts: RunOptions) -> list[str]:
@@ -148,6 +151,9 @@ def resume_words(opts: RunOptions) -> list[str]:
         value = getattr(opts, key)
         if key == "where":
             value = [f"{k}={v}" for k, v in value]
+        if isinstance(value, bool):  # an on/off flag
+            words += [flag if value else flag.replace("--", "--no-", 1)]
+            continue
         for v in (value if isinstance(value, (tuple, list)) else [value]):
             if v is not None:
                 words += [flag, f"{v:g}" if isinstance(v, float) else str(v)]

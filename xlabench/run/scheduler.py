@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import random
 import secrets
@@ -23,6 +24,8 @@ from xlabench.run.parallel import in_parallel
 from xlabench.run.workers import Worker, WorkerError, WorkerPool
 from xlabench.suite import Case
 from xlabench.measure.messages import CaseResult, ProtocolError, RunRequest
+from xlabench.measure.plan import default_tune
+from xlabench.measure.timing import device_headline
 from xlabench.workloads import TUNED_PARAMS
 from xlabench.measure.status import FAILED, OK, SKIPPED
 
@@ -56,6 +59,8 @@ class RunContext:
     cpu_peaks: dict[str, Any] = field(default_factory=dict)  # and where the peak comes from (cpu_peak_source)
     trace_root: Optional[Path] = None  # `run --trace DIR`: each case's profile under DIR/<case_id>/
     jobs: int = 1  # cases at once (`run --jobs`, CPU only): their rows say they shared the host
+    tune: Optional[bool] = None  # `run --tune/--no-tune` (None: measure.plan.default_tune of the platform)
+    tune_dir: Optional[str] = None  # the tuning cache (None: $XLABENCH_CACHE_DIR/tune)
 
     def trace_dir(self, case: Case, repeat: int) -> Optional[str]:
         if self.trace_root is None:
@@ -133,8 +138,9 @@ def run_repeat(state: CaseRun, pool: WorkerPool, ctx: RunContext) -> None:
                               f"{env.get('device_count')} ({env.get('process_count', 1)} process(es))")
         row.update({k: env.get(k) for k in ("device_kind", "device_count", "process_count", "framework_version")})
         row["platform"] = env.get("platform", ctx.platform)
-        req = RunRequest.from_case(case, case.measure.plan(row["platform"], ctx.trace_dir(case, i)),
-                                   interpret=row["interpret"], platform=row["platform"])
+        plan = dataclasses.replace(case.measure.plan(row["platform"], ctx.trace_dir(case, i)), tune_dir=ctx.tune_dir,
+                                   tune=default_tune(row["platform"]) if ctx.tune is None else ctx.tune)
+        req = RunRequest.from_case(case, plan, interpret=row["interpret"], platform=row["platform"])
         reply = worker.request(req.to_message(), ctx.timeout_override or case.measure.timeout_s)
         result = CaseResult.from_message(reply["result"]) if reply["status"] == OK else None
     except ProtocolError as e:  # a worker of another xlabench version: the case fails, saying what differs
@@ -166,7 +172,7 @@ def finish_case(state: CaseRun, ctx: RunContext) -> tuple[dict[str, Any], list[f
     if state.final:  # failed or skipped: no result
         row.update(status=state.final["status"], error=state.final.get("error"), repeats=None, timestamp=_now())
         return row, []
-    result = repeats.pool(state.replies)
+    result = device_headline(repeats.pool(state.replies), state.env.get("platform", ctx.platform))
     row.update(status=OK, error=None, repeats=len(state.replies))
     row.update(result.fields)
     if state.calib:

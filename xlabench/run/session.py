@@ -26,6 +26,10 @@ from xlabench.run.interrupts import Interrupted, interruptible
 from xlabench.run.scheduler import RunContext, base_row, new_run_id, plan_skip, run_cases
 from xlabench.run.workers import WorkerError, WorkerPool
 from xlabench.measure.status import FAILED
+from xlabench.tune import default_dir as tune_cache_dir
+
+# `xlabench tune`: each case's measurement after its search is one call, on the wall clock.
+TUNE_ONLY_MEASURE = {"warmup": 1, "iters": 1, "min_time_s": 0.0, "repeats": 1, "timer": "wallclock"}
 
 
 class RunInputError(Exception):
@@ -230,6 +234,8 @@ def select_cases(s: suite_lib.Suite, prof: str, opts: RunOptions = RunOptions(),
     if opts.only_case_ids is not None:
         wanted = set(opts.only_case_ids)
         cases = [c for c in cases if c.case_id in wanted]
+    if opts.tune_only:  # `xlabench tune`: the search, then one timed call (the winner's correctness checked)
+        cases = [dataclasses.replace(c, measure=c.measure.model_copy(update=TUNE_ONLY_MEASURE)) for c in cases]
     for key in ("repeats", "timer"):  # else the suite's (timer: or the worker's platform default)
         if getattr(opts, key) is not None:
             cases = [dataclasses.replace(c, measure=c.measure.model_copy(update={key: getattr(opts, key)}))
@@ -275,7 +281,8 @@ def _run_with_pool(s: suite_lib.Suite, pool: WorkerPool, files: results.RunFiles
     trace_root = Path(opts.trace_dir) if opts.trace_dir is not None else None
     ctx = RunContext(run_id=run_id, platform=platform, peak_override=opts.peak_tflops,
                      timeout_override=opts.timeout_s, cpu_peaks=cpu_peaks, trace_root=trace_root,
-                     jobs=max(1, min(jobs, len(todo))))
+                     jobs=max(1, min(jobs, len(todo))), tune=True if opts.tune_only else opts.tune,
+                     tune_dir=str(tune_cache_dir()))
     meta = {"run_id": run_id, "suite": s.name, "shard": opts.shard_spec, "suite_file": str(s.path), "profile": prof,
             "workload": s.spec.workload, "command": sys.argv, "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "env": first.env, "git_sha": ctx.git_sha, "hostname": ctx.hostname, "jobs": ctx.jobs,

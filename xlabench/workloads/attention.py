@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import math
 
+import dataclasses
 from dataclasses import dataclass
-from typing import Any, Callable, Literal, Optional, Sequence
+from typing import Any, Callable, Literal, Mapping, Optional, Sequence
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, model_validator
@@ -14,6 +15,8 @@ from xlabench import flops as flop_formulas
 from xlabench.workloads import checks
 from xlabench.measure.timing import TimingPlan, case_result, max_normalised_error
 from xlabench.measure.messages import CaseResult
+from xlabench.tune.search import Stage
+from xlabench.tune.space import pow2_tiles
 
 DTYPES = ("bfloat16", "float32")
 
@@ -115,6 +118,20 @@ class AttnConfig:
     block_q: Optional[int] = None
     block_k: Optional[int] = None
     interpret: bool = False  # run the Pallas kernel in the CPU interpreter
+    # The kernel's other block fields (tuned, e.g. splash's block_kv_compute, the backward blocks), as
+    # sorted (name, size) pairs; a kernel reads them with extra_block(cfg, name, its default).
+    blocks: tuple[tuple[str, int], ...] = ()
+
+    def with_blocks(self, blocks: Mapping[str, int]) -> "AttnConfig":
+        """This config at ``blocks`` (block_q / block_k to their fields, the rest to ``blocks``)."""
+        rest = tuple(sorted((k, int(v)) for k, v in blocks.items() if k not in BLOCK_PARAMS))
+        return dataclasses.replace(self, block_q=blocks.get("block_q", self.block_q),
+                                   block_k=blocks.get("block_k", self.block_k), blocks=rest)
+
+
+def extra_block(cfg, name: str, default: int) -> int:
+    """A kernel's other block field from ``cfg.blocks`` (AttnConfig), else ``default``."""
+    return dict(getattr(cfg, "blocks", ()) or ()).get(name, default)
 
 
 def default_scale(head_dim: int) -> float:
@@ -125,10 +142,56 @@ def default_scale(head_dim: int) -> float:
 # Pallas kernel block sizes: a case's block_q / block_k, default 128, clipped to the sequence. ``cfg`` is
 # any backend's attention config (it has block_q and block_k).
 DEFAULT_BLOCK = 128
+# The block sizes a suite sets (case parameters), and the backward pass's, which the kernels that take
+# them search in a second stage (the forward blocks fixed).
+BLOCK_PARAMS = ("block_q", "block_k")
+BWD_BLOCK_PARAMS = ("block_q_bwd", "block_k_bwd")
+
+
+def tile_candidates(sq: int, sk: int, names: tuple[str, str] = BLOCK_PARAMS) -> list[dict[str, int]]:
+    """Every (query block, key block) pair of powers of two from 128 to min(S, 2048) that tile the sequences."""
+    return [{names[0]: bq, names[1]: bk} for bq in pow2_tiles(sq) for bk in pow2_tiles(sk)]
+
+
+def block_stages(p: "AttentionParams", fwd: list[dict[str, int]], bwd: Optional[list[dict[str, int]]] = None,
+                 default_extra: Optional[dict[str, int]] = None) -> list[Stage]:
+    """A kernel's search for case ``p``: the forward blocks (``fwd``) on the forward program; for fwd_bwd,
+    then the backward blocks (``bwd``) on the whole program, or the forward blocks on it when the kernel has
+    no backward ones. The default is today's: 128 x 128, clipped, every other field at the kernel's own
+    default (``default_extra``), the backward blocks equal to the forward ones (what ``default_s`` times)."""
+    default = {"block_q": min(DEFAULT_BLOCK, p.seq_len), "block_k": min(DEFAULT_BLOCK, p.kv_len),
+               **(default_extra or {})}
+    if p.mode == "fwd":
+        return [Stage("fwd", tuple(fwd), default)]
+    if not bwd:
+        return [Stage("fwd_bwd", tuple(fwd), default)]
+    bwd_default = {**default, BWD_BLOCK_PARAMS[0]: default["block_q"], BWD_BLOCK_PARAMS[1]: default["block_k"]}
+    return [Stage("fwd", tuple(fwd), default), Stage("fwd_bwd", tuple(bwd), bwd_default)]
 
 
 def kernel_blocks(cfg, sq: int, sk: int) -> tuple[int, int]:
     return min(cfg.block_q or DEFAULT_BLOCK, sq), min(cfg.block_k or DEFAULT_BLOCK, sk)
+
+
+def declared_space(p: "AttentionParams", block_params: Sequence[str],
+                   candidates: Optional[Sequence[Mapping[str, int]]] = None) -> list[Stage]:
+    """The search of a kernel that declares only its ``block_params`` (a user impl, docs/kernels.md): its
+    own ``tune_candidates`` when it lists them, else the powers of two that tile S for each parameter;
+    searched on the case's own program."""
+    if candidates is None:
+        sizes = {"block_q": pow2_tiles(p.seq_len), "block_k": pow2_tiles(p.kv_len)}
+        candidates = [{}]
+        for name in block_params:
+            candidates = [{**c, name: b} for c in candidates for b in sizes[name]]
+    cands = [dict(c) for c in candidates]
+    default = {k: v for k, v in {"block_q": min(DEFAULT_BLOCK, p.seq_len),
+                                 "block_k": min(DEFAULT_BLOCK, p.kv_len)}.items() if k in block_params}
+    return [Stage(p.mode, tuple(cands), default)]
+
+
+def tune_key_fields(p: "AttentionParams") -> dict[str, Any]:
+    """What an attention winner depends on: the shape, dtype, causal and mode (not the blocks, not devices)."""
+    return p.resolved().model_dump(exclude={"block_q", "block_k", "devices"})
 
 
 def block_unsupported(kernel: str, sq: int, sk: int, cfg) -> Optional[str]:

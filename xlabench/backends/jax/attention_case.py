@@ -10,10 +10,12 @@ import jax.numpy as jnp
 
 from xlabench.backends import user_impl
 from xlabench.backends.jax import attention_impls as impls
-from xlabench.backends.jax import hlo_cost
+from xlabench.backends.jax import hlo_cost, tune_case
 from xlabench.backends.jax.common import compile_timed, measure, peak_memory, trace_pass
 from xlabench.measure.timing import TimingPlan, with_timer
-from xlabench.workloads.attention import AttentionParams, attention_result, input_shapes, make_inputs
+from xlabench.tune import blocks_text, cache_key
+from xlabench.tune.search import Dropped
+from xlabench.workloads.attention import AttentionParams, attention_result, input_shapes, make_inputs, tune_key_fields
 from xlabench.measure.messages import CaseResult, CaseSkipped
 
 
@@ -63,6 +65,39 @@ def step_fn(p: AttentionParams, im: impls.JaxAttentionImpl, cfg: impls.AttnConfi
     return fwd_bwd
 
 
+def tune_for(p: AttentionParams, im: impls.JaxAttentionImpl, cfg: impls.AttnConfig, plan: TimingPlan, impl: str,
+             platform: str, args: tuple) -> tuple[impls.AttnConfig, dict[str, Any], str]:
+    """(the config to run at, the row's tuning columns, a note): the case's own blocks when its suite fixes
+    them (``fixed``), tuning is off (``off``) or the kernel is interpreted (refused: an interpreter's timings
+    say nothing of a chip); else the winner of the kernel's search, from the tuning cache or searched now."""
+    if im.tune_space is None:
+        return cfg, {}, ""
+    if p.block_q is not None or p.block_k is not None:
+        return cfg, {"tuned": "fixed"}, ""
+    if cfg.interpret:
+        return cfg, {"tuned": "off"}, (f"not tuned{' (--tune refused)' if plan.tune else ''}: the kernel runs in "
+                                       "the Pallas interpreter, whose timings say nothing of a chip")
+    if not plan.tune:
+        return cfg, {"tuned": "off"}, ""
+
+    def build(program: str, blocks: dict[str, int]) -> tuple[Callable, tuple]:
+        c, q = cfg.with_blocks(blocks), p.model_copy(update={"mode": program})
+        reason = skip_reason(q, im, c, platform)
+        if reason:
+            raise Dropped("constraint", reason)
+        return step_fn(q, im, c), args[:3] if program == "fwd" else args
+
+    def fwd_winner() -> dict[str, int]:  # fwd_bwd: the forward blocks are the fwd case's, tuned under its key
+        fwd_cfg, _, _ = tune_for(p.model_copy(update={"mode": "fwd"}), im, cfg, plan, impl, platform, args[:3])
+        return {"block_q": fwd_cfg.block_q, "block_k": fwd_cfg.block_k, **dict(fwd_cfg.blocks)}
+
+    key = cache_key(jax.devices()[0].device_kind, "jax", impl, tune_key_fields(p), tune_case.versions())
+    t = tune_case.tuned_blocks(im.tune_space(p), key, build, plan.tune_dir, fwd_winner)
+    cfg = cfg.with_blocks(t.blocks)
+    return cfg, {**t.fields, "block_q": cfg.block_q, "block_k": cfg.block_k,
+                 "blocks": blocks_text(dict(cfg.blocks))}, t.note
+
+
 def run_attention_case(params: dict[str, Any], impl: str, plan: TimingPlan, interpret: bool,
                        platform: str) -> CaseResult:
     p = AttentionParams(**params)
@@ -77,6 +112,7 @@ def run_attention_case(params: dict[str, Any], impl: str, plan: TimingPlan, inte
     host = make_inputs(p)
     # The impl's native layout, prepared outside the timed region.
     args = tuple(jax.device_put(impls.to_layout(jnp.asarray(x, dtype), im.layout), device) for x in host.values())
+    cfg, tuned, tune_note = tune_for(p, im, cfg, plan, impl, platform, args)
     fn = step_fn(p, im, cfg)
 
     with impls.tpu_interpret(cfg):  # interpret mode is fixed at trace time: trace inside it
@@ -89,7 +125,7 @@ def run_attention_case(params: dict[str, Any], impl: str, plan: TimingPlan, inte
     outs = out if isinstance(out, tuple) else (out,)
     outs = [impls.to_layout(o, im.layout) if getattr(o, "ndim", 0) == 4 else o for o in outs]  # to [B, S, H, D]
     del args, out
-    notes = [im.note, ignored, mem_note, *xla_notes]
+    notes = [im.note, ignored, tune_note, mem_note, *xla_notes]
     problem = output_problem(p, outs, dtype)
     if problem:  # a wrong row, not a crash: nothing to compare element by element
         refs, outs = [], []
@@ -101,7 +137,7 @@ def run_attention_case(params: dict[str, Any], impl: str, plan: TimingPlan, inte
     result = attention_result(p, stats, samples, plan, lower_s, compile_s, mem, outs, refs, [n for n in notes if n])
     if problem:
         result = result.replace(max_abs_err=float("inf"), correct=False)
-    result = result.replace(metrics={**result.metrics, **xla})
+    result = result.replace(metrics={**result.metrics, **xla, **tuned})
     if im.kernel_flops is not None:
         result = result.replace(metrics={**result.metrics, "kernel_flops": kernel_flops(p, im)})
     return with_timer(result, plan, traced)

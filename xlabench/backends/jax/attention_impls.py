@@ -17,8 +17,10 @@ import jax.numpy as jnp
 from xlabench import impls as catalog
 from xlabench.backends import user_impl
 from xlabench.impls import AttentionImplRecord, lookup, no_rule
+from xlabench.tune.space import pow2_tiles
 from xlabench.workloads.attention import REF_MAX_SCORE_BYTES, chunked_reference
 from xlabench.workloads.attention import AttnConfig, default_scale  # noqa: F401 (re-exported for models)
+from xlabench.workloads.attention import BLOCK_PARAMS, BWD_BLOCK_PARAMS, block_stages, extra_block, tile_candidates
 from xlabench.workloads.attention import block_unsupported as _block_unsupported
 from xlabench.workloads.attention import kernel_blocks as _blocks
 
@@ -85,12 +87,20 @@ def flash(q, k, v, cfg: AttnConfig):
 
     sq, sk = q.shape[2], k.shape[2]
     bq, bk = _blocks(cfg, sq, sk)
+    bqb, bkb = extra_block(cfg, "block_q_bwd", bq), extra_block(cfg, "block_k_bwd", bk)
     sizes = fa.BlockSizes(
         block_q=bq, block_k_major=bk, block_k=bk, block_b=1,
-        block_q_major_dkv=bq, block_k_major_dkv=bk, block_k_dkv=bk, block_q_dkv=bq,
-        block_k_major_dq=bk, block_k_dq=bk, block_q_dq=bq)
+        block_q_major_dkv=bqb, block_k_major_dkv=bkb, block_k_dkv=bkb, block_q_dkv=bqb,
+        block_k_major_dq=bkb, block_k_dq=bkb, block_q_dq=bqb)
     with tpu_interpret(cfg):
         return fa.flash_attention(q, k, v, causal=cfg.causal, sm_scale=cfg.sm_scale, block_sizes=sizes)
+
+
+def _flash_space(p) -> list:
+    """block_q x block_k over the powers of two 128..min(S, 2048) that tile S; for fwd_bwd then the
+    backward blocks (dkv and dq kernels) over the same, the forward ones fixed."""
+    return block_stages(p, tile_candidates(p.seq_len, p.kv_len),
+                        tile_candidates(p.seq_len, p.kv_len, BWD_BLOCK_PARAMS))
 
 
 def _flash_unsupported(b, sq, sk, hq, hkv, dtype, cfg, platform) -> Optional[str]:
@@ -111,9 +121,10 @@ def splash(q, k, v, cfg: AttnConfig):
     b, hq, sq, d = q.shape
     hkv, skv = k.shape[1], k.shape[2]
     bq, bk = _blocks(cfg, sq, skv)
-    sizes = sk_lib.BlockSizes(block_q=bq, block_kv=bk, block_kv_compute=bk,
-                              block_q_dkv=bq, block_kv_dkv=bk, block_kv_dkv_compute=bk,
-                              block_q_dq=bq, block_kv_dq=bk)
+    bqb, bkb = extra_block(cfg, "block_q_bwd", bq), extra_block(cfg, "block_k_bwd", bk)
+    sizes = sk_lib.BlockSizes(block_q=bq, block_kv=bk, block_kv_compute=extra_block(cfg, "block_kv_compute", bk),
+                              block_q_dkv=bqb, block_kv_dkv=bkb, block_kv_dkv_compute=bkb,
+                              block_q_dq=bqb, block_kv_dq=bkb)
     heads = hq if hkv == hq else hq // hkv
     one = mask_lib.CausalMask((sq, skv)) if cfg.causal else mask_lib.FullMask((sq, skv))
     mask = mask_lib.MultiHeadMask([one] * heads)
@@ -128,6 +139,17 @@ def splash(q, k, v, cfg: AttnConfig):
         qg = q.reshape(b, hkv, hq // hkv, sq, d)
         out = jax.vmap(jax.vmap(kernel))(qg, k, v)
         return out.reshape(b, hq, sq, d)
+
+
+SPLASH_COMPUTE_SPLITS = 3  # block_kv_compute: block_kv, /2, /4 (at least 128)
+
+
+def _splash_space(p) -> list:
+    """block_q x block_kv as flash's, each with block_kv_compute dividing block_kv; then the backward blocks."""
+    fwd = [{**c, "block_kv_compute": c["block_k"] >> i} for c in tile_candidates(p.seq_len, p.kv_len)
+           for i in range(SPLASH_COMPUTE_SPLITS) if i == 0 or c["block_k"] >> i >= 128]
+    return block_stages(p, fwd, tile_candidates(p.seq_len, p.kv_len, BWD_BLOCK_PARAMS),
+                        {"block_kv_compute": min(128, p.kv_len)})
 
 
 def _splash_unsupported(b, sq, sk, hq, hkv, dtype, cfg, platform) -> Optional[str]:
@@ -146,20 +168,29 @@ def pallas_gpu(q, k, v, cfg: AttnConfig):
                   interpret=cfg.interpret)
 
 
+def _pallas_gpu_space(p) -> list:
+    """Triton's tiles are smaller: block_q x block_k over the powers of two 32..256 that tile S."""
+    return block_stages(p, [{"block_q": bq, "block_k": bk} for bq in pow2_tiles(p.seq_len, 32, 256)
+                            for bk in pow2_tiles(p.kv_len, 32, 256)])
+
+
 def _pallas_gpu_unsupported(b, sq, sk, hq, hkv, dtype, cfg, platform) -> Optional[str]:
     if hq != hkv:
         return "Pallas GPU mha needs num_kv_heads == num_heads (no GQA/MQA)"
     return _block_unsupported("pallas_gpu", sq, sk, cfg)
 
 
-_BLOCKS = ("block_q", "block_k")
+_BLOCKS = BLOCK_PARAMS
 
 REGISTRY: dict[str, JaxAttentionImpl] = {
     "naive": JaxAttentionImpl("naive", "bshd", naive, _none),
     "xla_sdpa": JaxAttentionImpl("xla_sdpa", "bshd", xla_sdpa, _none),
-    "flash": JaxAttentionImpl("flash", "bhsd", flash, _flash_unsupported, block_params=_BLOCKS),
-    "splash": JaxAttentionImpl("splash", "bhsd", splash, _splash_unsupported, block_params=_BLOCKS),
-    "pallas_gpu": JaxAttentionImpl("pallas_gpu", "bshd", pallas_gpu, _pallas_gpu_unsupported, block_params=_BLOCKS),
+    "flash": JaxAttentionImpl("flash", "bhsd", flash, _flash_unsupported, block_params=_BLOCKS,
+                              tune_space=_flash_space),
+    "splash": JaxAttentionImpl("splash", "bhsd", splash, _splash_unsupported, block_params=_BLOCKS,
+                               tune_space=_splash_space),
+    "pallas_gpu": JaxAttentionImpl("pallas_gpu", "bshd", pallas_gpu, _pallas_gpu_unsupported, block_params=_BLOCKS,
+                                   tune_space=_pallas_gpu_space),
     "cudnn": JaxAttentionImpl("cudnn", "bshd", cudnn, _cudnn_unsupported),
 }
 

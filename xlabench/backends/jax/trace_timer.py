@@ -69,6 +69,16 @@ def profiled_seconds(call: Callable[[], Any], sync: Callable[[Any], Any], iters:
 
     ``keep_dir`` (``xlabench run --trace DIR``): write the trace there, to keep: the ``.xplane.pb`` that
     xprof and TensorBoard open and a ``perfetto_trace.json.gz`` for ui.perfetto.dev."""
+    def run() -> None:
+        for _ in range(iters):
+            sync(call())
+
+    return device_seconds(profiled_planes(run, keep_dir), module)
+
+
+def profiled_planes(run: Callable[[], None], keep_dir: str | None = None) -> list[Any]:
+    """The planes of a JAX profiler trace taken around ``run()`` (one session: the tuner times every
+    candidate of a round in one). Raises TraceTimerError when the profiler does not run or writes nothing."""
     opts = jax.profiler.ProfileOptions()
     opts.python_tracer_level = 0
     opts.host_tracer_level = 1
@@ -77,15 +87,13 @@ def profiled_seconds(call: Callable[[], Any], sync: Callable[[Any], Any], iters:
     with (contextlib.nullcontext(keep_dir) if keep_dir else tempfile.TemporaryDirectory(prefix="xlabench-trace-")) as tmp:
         try:
             with jax.profiler.trace(tmp, create_perfetto_trace=bool(keep_dir), profiler_options=opts):
-                for _ in range(iters):
-                    sync(call())
+                run()
         except RuntimeError as e:  # e.g. another profiler session is active in this process
             raise TraceTimerError(f"the profiler did not run: {e}") from None
         files = glob.glob(os.path.join(tmp, "**", "*.xplane.pb"), recursive=True)
         if not files:
             raise TraceTimerError("the profiler wrote no .xplane.pb")
-        data = jax.profiler.ProfileData.from_file(max(files, key=os.path.getmtime))
-        return device_seconds(data.planes, module)
+        return list(jax.profiler.ProfileData.from_file(max(files, key=os.path.getmtime)).planes)
 
 
 def _stats(event: Any) -> dict[str, Any]:

@@ -1,0 +1,255 @@
+"""Block-size tuning (xlabench/tune): candidate spaces, the staged search on a fake device clock, the
+cache (key, reuse, stale and damaged entries), and the worker's path on CPU with a jnp kernel that takes
+a block size (tests/tune_kernels/chunky.py), which the CPU runs natively (no interpreter)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from xlabench import tune
+from xlabench.tune.cache import TuneCache, cache_key, space_fingerprint
+from xlabench.tune.search import Dropped, NoCandidate, Stage, search
+from xlabench.tune.space import blocks_text, parse_blocks, pow2_tiles
+from xlabench.workloads.attention import AttentionParams, tile_candidates
+
+KERNELS = Path(__file__).parent / "tune_kernels"
+
+
+def test_pow2_tiles_are_the_powers_of_two_from_128_to_2048_that_divide_s():
+    assert pow2_tiles(4096) == [128, 256, 512, 1024, 2048]
+    assert pow2_tiles(512) == [128, 256, 512]
+    assert pow2_tiles(384) == [128]  # 256 does not divide 384
+    assert pow2_tiles(64) == [64]  # shorter than the smallest block: the whole sequence
+    assert len(tile_candidates(4096, 4096)) == 25
+
+
+def test_the_kernels_spaces_keep_their_constraints():
+    from xlabench.backends.jax import attention_impls as impls
+
+    p = AttentionParams(batch=4, num_heads=16, seq_len=4096, head_dim=128, mode="fwd_bwd")
+    flash = impls.REGISTRY["flash"].tune_space(p)
+    assert [s.program for s in flash] == ["fwd", "fwd_bwd"]
+    for c in flash[0].candidates:
+        cfg = p.attn_config(False).with_blocks(c)
+        assert impls.skip_reason(impls.REGISTRY["flash"], p, cfg, "tpu") is None
+    assert {tuple(sorted(c)) for c in flash[1].candidates} == {("block_k_bwd", "block_q_bwd")}
+    assert flash[1].default == {"block_q": 128, "block_k": 128, "block_q_bwd": 128, "block_k_bwd": 128}
+    splash = impls.REGISTRY["splash"].tune_space(p.model_copy(update={"mode": "fwd"}))
+    assert len(splash) == 1
+    for c in splash[0].candidates:
+        assert c["block_k"] % c["block_kv_compute"] == 0 and c["block_kv_compute"] >= 128
+        assert 4096 % c["block_q"] == 0 and 4096 % c["block_k"] == 0
+    assert splash[0].default == {"block_q": 128, "block_k": 128, "block_kv_compute": 128}
+    assert impls.REGISTRY["naive"].tune_space is None
+
+
+def test_blocks_text_round_trips():
+    assert blocks_text({"block_q_bwd": 512, "block_kv_compute": 256}) == "block_kv_compute=256 block_q_bwd=512"
+    assert parse_blocks("block_kv_compute=256 block_q_bwd=512") == {"block_kv_compute": 256, "block_q_bwd": 512}
+    with pytest.raises(ValueError, match="NAME=INTEGER"):
+        parse_blocks("block_q=big")
+
+
+class FakeDevice:
+    """A device clock whose time per call is a function of the blocks; candidates over 1024 x 1024 'run
+    out of VMEM', and every compile and timing is counted."""
+
+    def __init__(self, cost, vmem_limit=1024 * 1024):
+        self.cost, self.vmem_limit = cost, vmem_limit
+        self.compiled: list[dict] = []
+        self.timed: list[tuple[dict, int]] = []
+
+    def compile_many(self, program, cands):
+        out = []
+        for c in cands:
+            self.compiled.append(c)
+            if c.get("block_q", 1) * c.get("block_k", 1) > self.vmem_limit:
+                out.append(Dropped("vmem", "scoped vmem exceeded"))
+            else:
+                out.append((program, c))
+        return out
+
+    def time_many(self, handles, iters):
+        for h in handles:
+            self.timed.append((h[1], iters))
+        return [self.cost(*h) for h in handles], "device"
+
+
+def _cost(program, c):  # fastest at 512 x 256; the backward stage likes 256 x 512
+    t = abs(c["block_q"] - 512) / 512 + abs(c["block_k"] - 256) / 256 + 1.0
+    if program == "fwd_bwd":
+        t += abs(c.get("block_q_bwd", 128) - 256) / 256 + abs(c.get("block_k_bwd", 128) - 512) / 512
+    return t * 1e-3
+
+
+def test_the_search_finds_the_fastest_candidate_and_counts_what_it_dropped():
+    dev = FakeDevice(_cost)
+    cands = tile_candidates(4096, 4096)
+    out = search([Stage("fwd", tuple(cands), {"block_q": 128, "block_k": 128})], dev.compile_many, dev.time_many)
+    assert out.blocks == {"block_q": 512, "block_k": 256}
+    assert out.best_s == pytest.approx(1e-3)
+    assert out.default_s == pytest.approx(_cost("fwd", {"block_q": 128, "block_k": 128}))
+    # 2048x1024, 1024x2048 and 2048x2048 exceed the fake VMEM
+    assert out.dropped == {"vmem": 3}
+    assert out.tried == 25 and out.clock == "device"
+    first = [c for c, n in dev.timed if n == 3]
+    final = [c for c, n in dev.timed if n == 10]
+    assert len(first) == 22 and 3 <= len(final) <= 9  # a third of the survivors, and the default, timed again
+    assert {"block_q": 128, "block_k": 128} in final
+
+
+def test_a_staged_search_fixes_the_forward_winner_before_the_backward_blocks():
+    dev = FakeDevice(_cost)
+    p = AttentionParams(batch=1, num_heads=1, seq_len=2048, head_dim=128, mode="fwd_bwd")
+    from xlabench.backends.jax import attention_impls as impls
+
+    stages = impls.REGISTRY["flash"].tune_space(p)
+    out = search(stages, dev.compile_many, dev.time_many)
+    assert out.blocks == {"block_q": 512, "block_k": 256, "block_q_bwd": 256, "block_k_bwd": 512}
+    assert all(c["block_q"] == 512 and c["block_k"] == 256 for c in dev.compiled[len(stages[0].candidates):-1])  # stage 2
+    assert out.default_s == pytest.approx(_cost("fwd_bwd", stages[1].default))
+
+
+def test_a_search_where_nothing_compiles_says_why():
+    dev = FakeDevice(_cost, vmem_limit=1)
+    with pytest.raises(NoCandidate, match="vmem=4"):
+        search([Stage("fwd", tuple(tile_candidates(256, 256)), {})], dev.compile_many, dev.time_many)
+
+
+def test_a_candidate_that_fails_to_run_is_dropped_not_chosen():
+    dev = FakeDevice(lambda program, c: float("inf") if c["block_q"] == 512 else _cost(program, c))
+    out = search([Stage("fwd", tuple(tile_candidates(1024, 1024)), {})], dev.compile_many, dev.time_many)
+    assert out.blocks["block_q"] != 512 and out.dropped["run"] >= 1
+
+
+def _outcome(blocks, best=1e-3):
+    return tune.TuneOutcome(blocks=blocks, best_s=best, default_s=2e-3, tried=4, timed=6, dropped={}, tune_s=0.5,
+                            clock="device")
+
+
+def test_the_cache_key_holds_the_device_the_case_and_the_versions(tmp_path):
+    case = {"seq_len": 4096, "mode": "fwd"}
+    k = cache_key("TPU v5 lite", "jax", "flash", case, {"jax": "0.10.2", "runtime": "libtpu 1"})
+    cache = TuneCache(tmp_path)
+    for other in (cache_key("TPU v4", "jax", "flash", case, {"jax": "0.10.2", "runtime": "libtpu 1"}),
+                  cache_key("TPU v5 lite", "jax", "splash", case, {"jax": "0.10.2", "runtime": "libtpu 1"}),
+                  cache_key("TPU v5 lite", "jax", "flash", {**case, "mode": "fwd_bwd"}, {"jax": "0.10.2", "runtime": "libtpu 1"}),
+                  cache_key("TPU v5 lite", "jax", "flash", case, {"jax": "0.10.3", "runtime": "libtpu 1"}),
+                  cache_key("TPU v5 lite", "jax", "flash", case, {"jax": "0.10.2", "runtime": "libtpu 2"})):
+        assert cache.path(other) != cache.path(k)
+    cands = tile_candidates(4096, 4096)
+    space = space_fingerprint(cands)
+    assert cache.load(k, space, cands).status == "miss"
+    cache.store(k, space, _outcome({"block_q": 512, "block_k": 256}))
+    hit = cache.load(k, space, cands)
+    assert hit.status == "hit" and hit.entry["blocks"] == {"block_q": 512, "block_k": 256}
+    assert hit.entry["default_s"] == 2e-3
+
+
+def test_stale_and_damaged_entries_are_not_used(tmp_path):
+    cache = TuneCache(tmp_path)
+    k = cache_key("TPU v5 lite", "jax", "flash", {"seq_len": 1024}, {"jax": "0.10.2"})
+    cands = tile_candidates(1024, 1024)
+    cache.store(k, space_fingerprint(cands), _outcome({"block_q": 512, "block_k": 256}))
+    fewer = tile_candidates(1024, 1024)[:4]
+    assert cache.load(k, space_fingerprint(fewer), fewer).status == "stale"  # the kernel's space changed
+    cache.store(k, space_fingerprint(fewer), _outcome({"block_q": 2048, "block_k": 2048}))
+    assert cache.load(k, space_fingerprint(fewer), fewer).status == "stale"  # its winner is no candidate
+    cache.path(k).write_text("{not json")
+    found = cache.load(k, space_fingerprint(cands), cands)
+    assert found.status == "damaged" and str(cache.path(k)) in found.why
+    cache.path(k).write_text(json.dumps({"key": {"other": 1}}))
+    assert cache.load(k, space_fingerprint(cands), cands).status == "damaged"
+
+
+def test_tuned_blocks_searches_once_then_reads_the_cache_and_retunes_a_damaged_entry(tmp_path, monkeypatch):
+    from xlabench.backends.jax import tune_case
+
+    dev = FakeDevice(_cost)
+    monkeypatch.setattr(tune_case, "compile_many", lambda build, program, cands: dev.compile_many(program, cands))
+    monkeypatch.setattr(tune_case, "time_many", dev.time_many)
+    stages = [Stage("fwd", tuple(tile_candidates(1024, 1024)), {"block_q": 128, "block_k": 128})]
+    key = cache_key("TPU v5 lite", "jax", "flash", {"seq_len": 1024}, {"jax": "0.10.2"})
+    first = tune_case.tuned_blocks(stages, key, None, str(tmp_path))
+    assert first.fields["tuned"] == "search" and first.fields["tune_tried"] == 16
+    assert first.blocks == {"block_q": 512, "block_k": 256}
+    n = len(dev.compiled)
+    again = tune_case.tuned_blocks(stages, key, None, str(tmp_path))
+    assert again.fields["tuned"] == "cache" and again.blocks == first.blocks and len(dev.compiled) == n
+    assert again.fields["default_s"] == first.fields["default_s"]
+    TuneCache(tmp_path).path(key).write_text("garbage")
+    third = tune_case.tuned_blocks(stages, key, None, str(tmp_path))
+    assert third.fields["tuned"] == "search" and "damaged" in third.note
+
+
+@pytest.fixture()
+def chunky(monkeypatch):
+    monkeypatch.syspath_prepend(str(KERNELS))
+    yield "chunky:chunked"
+    sys.modules.pop("chunky", None)
+
+
+def _run(params, impl, tune_dir, tune=True, interpret=False):
+    from xlabench.backends.jax.attention_case import run_attention_case
+    from xlabench.measure.plan import TimingPlan
+
+    plan = TimingPlan(warmup=1, iters=2, tune=tune, tune_dir=str(tune_dir))
+    return run_attention_case(params, impl, plan, interpret, "cpu")
+
+
+SMALL = {"batch": 1, "num_heads": 2, "seq_len": 128, "head_dim": 32, "dtype": "float32", "causal": True}
+
+
+def test_a_user_kernel_with_block_params_is_tuned_through_the_workers_path(tmp_path, chunky):
+    """The kernel declares block_params and three candidates (docs/kernels.md): the worker compiles and
+    times them (here on the CPU, whose jnp kernel needs no interpreter), runs the winner, checks it, and
+    a second case reads the winner from the cache."""
+    r = _run({**SMALL, "mode": "fwd"}, chunky, tmp_path)
+    m = r.metrics
+    assert m["tuned"] == "search" and m["tune_tried"] == 3 and m["block_k"] in (32, 64, 128)
+    assert m["default_s"] > 0 and m["tune_best_s"] > 0 and r.correct
+    again = _run({**SMALL, "mode": "fwd"}, chunky, tmp_path)
+    assert again.metrics["tuned"] == "cache" and again.metrics["block_k"] == m["block_k"]
+    assert again.metrics["tune_tried"] == 0
+
+
+def test_an_interpreted_kernel_is_not_tuned_and_the_row_says_why(tmp_path):
+    r = _run({**SMALL, "mode": "fwd"}, "flash", tmp_path, interpret=True)
+    assert r.metrics["tuned"] == "off" and "refused" in r.notes and "interpreter" in r.notes
+    assert not list(tmp_path.iterdir())  # nothing searched, nothing cached
+
+
+def test_a_suite_that_fixes_blocks_is_measured_at_exactly_those(tmp_path):
+    r = _run({**SMALL, "mode": "fwd", "block_q": 64, "block_k": 128}, "flash", tmp_path, interpret=True)
+    assert r.metrics["tuned"] == "fixed" and "block_q" not in r.metrics  # the case's own blocks stay in the row
+
+
+def test_no_tune_runs_the_kernels_defaults(tmp_path, chunky):
+    r = _run({**SMALL, "mode": "fwd"}, chunky, tmp_path, tune=False)
+    assert r.metrics["tuned"] == "off" and "block_k" not in r.metrics
+
+
+def test_on_an_accelerator_the_device_clock_is_the_headline_and_the_wall_clock_stays_beside_it():
+    from xlabench.measure.messages import CaseResult
+    from xlabench.measure.timing import device_headline, device_summary, summarize
+    from xlabench.run.metrics import derive
+
+    wall, device = [5.42e-3, 5.40e-3, 5.50e-3], [4.16e-3, 4.15e-3, 4.17e-3]
+    r = CaseResult(samples=tuple(wall), stats=summarize(wall), timer="trace", device_samples=tuple(device),
+                   device_stats=device_summary(device), metrics={"flops": 1e12})
+    tpu = device_headline(r, "tpu")
+    assert tpu.samples == tuple(device) and tpu.stats["median_s"] == pytest.approx(4.16e-3)
+    f = tpu.fields
+    assert f["clock"] == "device" and f["wall_median_s"] == pytest.approx(5.42e-3)
+    env = {"platform": "tpu", "device_kind": "TPU v5 lite", "device_count": 1}
+    d = derive(tpu, env, 1, None)
+    assert d["tflops_per_s"] == pytest.approx(1e12 / 4.16e-3 / 1e12)  # rates from the device clock
+    assert d["host_overhead"] == pytest.approx(5.42 / 4.16)
+    cpu = device_headline(r, "cpu")
+    assert cpu is r and cpu.fields["clock"] == "wall" and cpu.fields["wall_median_s"] == cpu.stats["median_s"]
+    no_trace = CaseResult(samples=tuple(wall), stats=summarize(wall), timer="wallclock")
+    assert device_headline(no_trace, "tpu").fields["clock"] == "wall"

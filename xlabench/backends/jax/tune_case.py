@@ -1,0 +1,175 @@
+"""Tuning a JAX case's kernel block sizes on the device it runs on (xlabench/tune does the search).
+
+- Compile: every candidate is traced and lowered here, one after another (tracing holds the GIL), then
+  compiled on a thread pool as wide as the host's cores (XLA and Mosaic release the GIL). A candidate the
+  kernel's own rule refuses is dropped as ``constraint`` before it is traced; a compile error is ``vmem``
+  when Mosaic ran out of scoped VMEM, ``oom`` when the program does not fit in device memory, else
+  ``compile``.
+- Time: one profiler trace per round around every survivor's calls, each executable's device seconds read
+  from it by its HLO module name (trace_timer); where the trace has none (the profiler is busy, an old
+  runtime) the round falls back to the wall clock of synced calls, and the outcome says ``clock=wall``.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, Callable, Optional, Sequence
+
+import jax
+
+from xlabench import tune
+from xlabench.backends.jax import trace_timer
+from xlabench.backends.jax.common import check_fits
+from xlabench.measure.messages import CaseSkipped
+from xlabench.tune.cache import space_fingerprint
+from xlabench.tune.search import Dropped, NoCandidate, Stage
+
+# Build(program, blocks) -> (the function of one iteration, its arguments); raises Dropped to prune.
+Build = Callable[[str, dict[str, int]], tuple[Callable, Sequence[Any]]]
+
+
+@dataclass
+class Handle:
+    """A compiled candidate: the executable, its arguments, its HLO module name (what the trace carries)."""
+
+    compiled: Any
+    args: Sequence[Any]
+    module: str
+
+    def call(self) -> Any:
+        return self.compiled(*self.args)
+
+
+def versions() -> dict[str, str]:
+    """What a tuned winner depends on besides the case: jax, jaxlib and the runtime (libtpu's version and
+    build on a TPU: the client's platform_version)."""
+    import jaxlib
+
+    client = getattr(jax.devices()[0], "client", None)
+    return {"jax": jax.__version__, "jaxlib": jaxlib.__version__,
+            "runtime": str(getattr(client, "platform_version", "") or "")}
+
+
+def drop_kind(e: BaseException) -> str:
+    text = str(e).lower()
+    if "vmem" in text or "scoped memory" in text:
+        return "vmem"
+    if "resource_exhausted" in text or "out of memory" in text or "does not fit" in text:
+        return "oom"
+    return "compile"
+
+
+def _named(fn: Callable, name: str) -> Callable:
+    def f(*args: Any) -> Any:
+        return fn(*args)
+
+    f.__name__ = f.__qualname__ = name  # the HLO module's name (jit_<name>): unique within a round's trace
+    return f
+
+
+def compile_many(build: Build, program: str, candidates: list[dict[str, int]], jobs: Optional[int] = None) -> list[Any]:
+    """A Handle or a Dropped per candidate, in order."""
+    lowered: list[Any] = []
+    for i, blocks in enumerate(candidates):
+        try:
+            fn, args = build(program, blocks)
+            lowered.append((jax.jit(_named(fn, f"xlabench_tune_{program}_{i}")).lower(*args), args))
+        except Dropped as d:
+            lowered.append(d)
+        except Exception as e:  # noqa: BLE001 (a kernel's trace-time check: the candidate is dropped, counted)
+            lowered.append(Dropped(drop_kind(e), str(e)[:200]))
+
+    def finish(item: Any) -> Any:
+        if isinstance(item, Dropped):
+            return item
+        low, args = item
+        try:
+            compiled = low.compile()
+            check_fits(compiled, jax.devices()[0])
+        except CaseSkipped as e:
+            return Dropped("oom", str(e)[:200])
+        except Exception as e:  # noqa: BLE001
+            return Dropped(drop_kind(e), str(e)[:200])
+        return Handle(compiled, args, trace_timer.module_name(compiled))
+
+    with ThreadPoolExecutor(max_workers=max(1, jobs or os.cpu_count() or 1)) as pool:
+        return list(pool.map(finish, lowered))
+
+
+def time_many(handles: list[Handle], iters: int) -> tuple[list[float], str]:
+    """The median device seconds of ``iters`` synced calls of each handle, from one profiler trace (after
+    one untimed call each); the wall clock where the trace has none. A call that fails gives inf."""
+    ok: list[bool] = []
+    for h in handles:
+        try:
+            jax.block_until_ready(h.call())
+            ok.append(True)
+        except Exception:  # noqa: BLE001 (a candidate that fails to run is dropped, counted as 'run')
+            ok.append(False)
+
+    def run() -> None:
+        for h, good in zip(handles, ok):
+            if good:
+                for _ in range(iters):
+                    jax.block_until_ready(h.call())
+
+    try:
+        planes = trace_timer.profiled_planes(run)
+        return [statistics.median(trace_timer.device_seconds(planes, h.module)) if good else float("inf")
+                for h, good in zip(handles, ok)], "device"
+    except trace_timer.TraceTimerError:
+        pass
+    out = []
+    for h, good in zip(handles, ok):
+        if not good:
+            out.append(float("inf"))
+            continue
+        samples = []
+        for _ in range(iters):
+            t0 = time.perf_counter()
+            jax.block_until_ready(h.call())
+            samples.append(time.perf_counter() - t0)
+        out.append(statistics.median(samples))
+    return out, "wall"
+
+
+@dataclass(frozen=True)
+class Tuned:
+    """What tuning decided for a case: the blocks to run at (empty: the case's own), the row's columns and
+    a note."""
+
+    blocks: dict[str, int]
+    fields: dict[str, Any]
+    note: str = ""
+
+
+def tuned_blocks(stages: list[Stage], key: dict, build: Build, tune_dir: Optional[str],
+                 fixed_first: Optional[Callable[[], dict[str, int]]] = None) -> Tuned:
+    """The winner of ``stages`` for the case ``key`` names: from the cache, else searched (and stored).
+    ``fixed_first``: for a two-stage search, the first stage's winner found another way (the fwd case's own
+    tuning, cached under its own key), so only the last stage is searched here."""
+    started = time.perf_counter()
+    cache = tune.TuneCache(tune_dir or tune.default_dir())
+    candidates = [c for st in stages for c in st.candidates]
+    space = space_fingerprint(candidates)
+    found = cache.load(key, space, candidates)
+    if found.status == "hit":
+        e = found.entry
+        return Tuned(e["blocks"], {"tuned": "cache", "tune_s": time.perf_counter() - started, "tune_tried": 0,
+                                   "default_s": e["default_s"], "tune_best_s": e["best_s"], "tune_clock": e["clock"]})
+    fixed = fixed_first() if fixed_first is not None and len(stages) > 1 else None
+    todo = stages[1:] if fixed is not None else stages
+    try:
+        out = tune.search(todo, lambda program, cands: compile_many(build, program, cands), time_many, fixed=fixed)
+    except NoCandidate as e:
+        raise CaseSkipped(f"tuning: {e}") from None
+    cache.store(key, space, out)
+    note = f"tune cache: {found.status} entry tuned again ({found.why})" if found.status in ("damaged", "stale") else ""
+    return Tuned(dict(out.blocks), {"tuned": "search", "tune_s": time.perf_counter() - started,
+                                    "tune_tried": out.tried, "tune_dropped": out.dropped_text(),
+                                    "default_s": out.default_s, "tune_best_s": out.best_s, "tune_clock": out.clock},
+                 note)

@@ -1,0 +1,64 @@
+"""`xlabench tune SUITE`: the block-size search alone, to fill the tuning cache before a run."""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+from typing import Any
+
+import click
+from rich.table import Table
+
+from xlabench.cli.common import console, examples, load_suite
+from xlabench.cli.options import run_options
+from xlabench.run.options import RunOptions
+
+
+@click.command(epilog=examples(
+    "xlabench tune suites/attention.yaml", "xlabench tune suites/attention.yaml -k seq_len=4096 --impl flash",
+    "XLABENCH_CACHE_DIR=/tmp/xb xlabench tune suites/paged_attention.yaml"))
+@click.argument("suite_file", type=click.Path())
+@run_options("profile", "only_impls", "backends", "where", "timeout_s", "python_torch_xla")
+def tune(suite_file: str, run_opts: RunOptions) -> None:
+    """Search the block sizes of every Pallas case the suite does not fix, and keep the winners in the
+    tuning cache ($XLABENCH_CACHE_DIR/tune), where `run` finds them. Each winner is then run once and
+    checked against the reference; no results file is written."""
+    from xlabench.cli.run import run_with_progress
+
+    s = load_suite(suite_file)
+    with tempfile.TemporaryDirectory(prefix="xlabench-tune-") as out:
+        outcome = run_with_progress(s, run_opts.replace(out_dir=out, tune_only=True, tune=True), summary=False)
+    rows = [r for r in outcome.rows if r.get("tuned") in ("search", "cache")]
+    console.print(table(rows))
+    off = [r for r in outcome.rows if r.get("tuned") in ("off", "fixed")]
+    if off:
+        console.print(f"{len(off)} case(s) not tuned (fixed blocks, or an interpreted kernel: see `xlabench run`'s "
+                      "notes)", style="yellow", soft_wrap=True)
+    searched = sum(r.get("tuned") == "search" for r in rows)
+    console.print(f"{searched} searched, {len(rows) - searched} from the cache, "
+                  f"{sum(float(r.get('tune_s') or 0) for r in rows):.1f} s tuning", soft_wrap=True)
+    if outcome.failed or outcome.wrong:
+        sys.exit(1)
+
+
+def _ms(v: Any) -> str:
+    try:
+        return f"{float(v) * 1e3:.3f}"
+    except (TypeError, ValueError):
+        return "-"
+
+
+def table(rows: list[dict[str, Any]]) -> Table:
+    t = Table(title="tuned block sizes (ms on the search's clock)")
+    for col, kw in (("impl", {}), ("case", {}), ("blocks", {}), ("source", {}), ("tried", {"justify": "right"}),
+                    ("best ms", {"justify": "right"}), ("default ms", {"justify": "right"}),
+                    ("speedup", {"justify": "right"})):
+        t.add_column(col, overflow="fold", **kw)
+    for r in rows:
+        case = " ".join(f"{k}={r[k]}" for k in ("seq_len", "batch", "mode", "causal", "context_lens") if r.get(k) is not None)
+        blocks = " ".join(filter(None, [f"{r['block_q']}x{r['block_k']}" if r.get("block_q") else "", r.get("blocks") or ""]))
+        best, default = r.get("tune_best_s"), r.get("default_s")
+        speed = f"{float(default) / float(best):.2f}x" if best and default else "-"
+        t.add_row(str(r["impl"]), case, blocks, str(r.get("tuned")), str(r.get("tune_tried") or 0), _ms(best),
+                  _ms(default), speed)
+    return t

@@ -1,0 +1,95 @@
+"""The tuning cache: one JSON file per key under the cache folder ($XLABENCH_CACHE_DIR/tune, default
+~/.cache/xlabench/tune). The key is what a winner depends on: device kind, backend, impl, the case's
+shape, dtype, causal and mode, and the jax / jaxlib / libtpu versions. A file that cannot be read or does
+not hold its key is ``damaged``; one whose candidate space has changed since (a new kernel version
+declares other candidates) or whose winner is no longer a candidate is ``stale``: both are tuned again
+and overwritten."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping, Optional, Sequence
+
+from xlabench.measure.host_peak import cache_root
+from xlabench.tune.space import Blocks, frozen
+
+SUBDIR = "tune"
+ENTRY_VERSION = 1
+_FIELDS = ("key", "space", "blocks", "best_s", "default_s", "tried", "dropped", "tune_s", "clock")
+
+
+def default_dir() -> Path:
+    return cache_root() / SUBDIR
+
+
+def cache_key(device_kind: str, backend: str, impl: str, case: Mapping[str, Any], versions: Mapping[str, str]) -> dict:
+    """The key of a case's winner (``case``: the parameters the blocks depend on, without the blocks)."""
+    return {"version": ENTRY_VERSION, "device_kind": device_kind, "backend": backend, "impl": impl,
+            "case": {k: case[k] for k in sorted(case)}, "versions": {k: versions[k] for k in sorted(versions)}}
+
+
+def space_fingerprint(candidates: Sequence[Blocks]) -> str:
+    """A digest of a candidate space: an entry found under another space is stale."""
+    blob = json.dumps(sorted(frozen(c) for c in candidates))
+    return hashlib.sha1(blob.encode()).hexdigest()[:16]
+
+
+def _name(key: Mapping[str, Any]) -> str:
+    return hashlib.sha1(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:20] + ".json"
+
+
+@dataclass(frozen=True)
+class Lookup:
+    """What the cache holds for a key: ``status`` hit | miss | damaged | stale, the entry on a hit."""
+
+    status: str
+    entry: Optional[dict] = None
+    why: str = ""
+
+
+class TuneCache:
+    def __init__(self, root: Path | str):
+        self.root = Path(root)
+
+    def path(self, key: Mapping[str, Any]) -> Path:
+        return self.root / _name(key)
+
+    def load(self, key: Mapping[str, Any], space: str, candidates: Sequence[Blocks]) -> Lookup:
+        p = self.path(key)
+        if not p.exists():
+            return Lookup("miss")
+        try:
+            entry = json.loads(p.read_text())
+            if not isinstance(entry, dict) or any(f not in entry for f in _FIELDS):
+                raise ValueError("fields missing")
+            if entry["key"] != json.loads(json.dumps(key, default=str)):
+                raise ValueError("the file holds another key")
+            blocks = {str(k): int(v) for k, v in dict(entry["blocks"]).items()}
+        except (OSError, ValueError, TypeError, AttributeError) as e:
+            return Lookup("damaged", why=f"{p}: {e}")
+        if entry["space"] != space:
+            return Lookup("stale", why=f"{p}: tuned over another candidate space")
+        known = {frozen(c) for c in candidates}
+        if known and not any(set(frozen(c)) <= set(frozen(blocks)) for c in map(dict, known)):
+            return Lookup("stale", why=f"{p}: its winner is no longer a candidate")
+        return Lookup("hit", {**entry, "blocks": blocks})
+
+    def store(self, key: Mapping[str, Any], space: str, outcome: Any) -> Path:
+        """Write ``outcome`` (a TuneOutcome) for ``key``, atomically (a crash leaves the old file or none)."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        entry = {"key": key, "space": space, "blocks": dict(outcome.blocks), "best_s": outcome.best_s,
+                 "default_s": outcome.default_s, "tried": outcome.tried, "dropped": dict(outcome.dropped),
+                 "tune_s": outcome.tune_s, "clock": outcome.clock,
+                 "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+        p = self.path(key)
+        fd, tmp = tempfile.mkstemp(dir=self.root, prefix=".tmp-", suffix=".json")
+        with os.fdopen(fd, "w") as f:
+            json.dump(entry, f, indent=1, sort_keys=True, default=str)
+        os.replace(tmp, p)
+        return p

@@ -1,0 +1,46 @@
+"""Candidate spaces: a candidate is a mapping of block parameter -> size; each kernel declares its own space
+beside its constraint checks (backends/*/attention_impls.py, paged_impls.py) from the pieces here."""
+
+from __future__ import annotations
+
+from typing import Iterable, Mapping
+
+Blocks = Mapping[str, int]
+
+# The powers of two a block size is searched over (issue: 128 .. min(S, 2048)).
+SMALLEST_BLOCK = 128
+LARGEST_BLOCK = 2048
+
+
+def pow2_tiles(n: int, low: int = SMALLEST_BLOCK, high: int = LARGEST_BLOCK) -> list[int]:
+    """The powers of two from ``low`` to min(n, ``high``) that tile ``n`` (divide it); [n] when n < low."""
+    if n < low:
+        return [n]
+    out, b = [], low
+    while b <= min(n, high):
+        if n % b == 0:
+            out.append(b)
+        b *= 2
+    return out or [n]
+
+
+def frozen(blocks: Blocks) -> tuple[tuple[str, int], ...]:
+    """A hashable, order-free form of a candidate (dict keys, cache entries, AttnConfig.blocks)."""
+    return tuple(sorted((str(k), int(v)) for k, v in blocks.items()))
+
+
+def blocks_text(blocks: Blocks, leave_out: Iterable[str] = ()) -> str:
+    """'block_kv_compute=512 block_q_bwd=1024' (sorted; empty for none): the row's ``blocks`` column."""
+    skip = set(leave_out)
+    return " ".join(f"{k}={v}" for k, v in frozen(blocks) if k not in skip)
+
+
+def parse_blocks(text: str) -> dict[str, int]:
+    """The inverse of blocks_text; ValueError naming the bad word."""
+    out: dict[str, int] = {}
+    for word in str(text or "").split():
+        key, sep, value = word.partition("=")
+        if not sep or not key or not value.isdigit():
+            raise ValueError(f"blocks: {word!r} is not NAME=INTEGER")
+        out[key] = int(value)
+    return out
