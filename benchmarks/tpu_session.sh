@@ -27,7 +27,8 @@ if ! python3 -c 'import click, yaml, pydantic, rich, pandas, matplotlib, optax, 
   export PYTHONPATH="$PYTHONPATH:/tmp/site"
 fi
 # at exit, whatever happened: every step's files in one tar (the device tool brings back few files)
-trap 'tar -C "$OUT" -czf "$OUT/results.tgz" results && rm -rf "$OUT/results" && echo "results: $OUT/results.tgz"' EXIT
+# (and the tuning cache's winners: small JSON files, one per tuned case)
+trap 'cp -r "$XLABENCH_CACHE_DIR/tune" "$OUT/results/tune-cache" 2>/dev/null; tar -C "$OUT" -czf "$OUT/results.tgz" results && rm -rf "$OUT/results" && echo "results: $OUT/results.tgz"' EXIT
 xb() { python3 -m xlabench "$@"; }
 
 run_step() {  # run_step NAME SUITE [xlabench run options...]
@@ -46,14 +47,19 @@ for arg in "$@"; do
   step=${arg%%:*} limit=$STEP_S
   [ "$arg" != "$step" ] && limit=${arg#*:}
   case $step in
-    smoke)  # the platform, the peaks, and six cases: is the pipeline right on this chip?
+    smoke)  # the platform, the peaks, and three tuned cases: is the pipeline right on this chip?
       xb info --peaks 2>&1 | tee "$OUT/info.log"
-      run_step smoke suites/attention.yaml "$limit" -k seq_len=1024 -k mode=fwd ;;
-    attention) run_step attention suites/attention.yaml "$limit" ;;
+      run_step smoke suites/attention.yaml "$limit" -k seq_len=4096 -k mode=fwd -k causal=false ;;
+    attention) run_step attention suites/attention.yaml "$limit" ;;  # tuned (the default on a TPU)
+    attention-cached)  # S=4096 again: every tuned case from the cache; then the same untuned, for the cost
+      run_step attention-cached suites/attention.yaml "$limit" -k seq_len=4096
+      run_step attention-notune suites/attention.yaml "$limit" -k seq_len=4096 --no-tune ;;
+    attention-default)  # the default-block column: every case at 128 x 128 (--no-tune)
+      run_step attention-default suites/attention.yaml "$limit" --no-tune ;;
     paged)  # one page size (64, 8 pages per 512-token block) and batch 16: contexts 1k..32k, three impls
       run_step paged suites/paged_attention.yaml "$limit" -k page_size=64 -k batch=16 ;;
     train)  # the model suites' shapes are for 4 devices: one chip takes a GPT-2 124M step
       run_step train benchmarks/tpu/gpt2_one_chip.yaml "$limit" ;;
-    *) echo "unknown step $step (smoke, attention, paged, train)"; exit 2 ;;
+    *) echo "unknown step $step (smoke, attention, attention-cached, attention-default, paged, train)"; exit 2 ;;
   esac
 done
