@@ -27,6 +27,24 @@ def _cell(value: Any) -> str:
     return str(value)
 
 
+class OutputPathError(ValueError):
+    """An output folder that cannot be made: a file in its way, no permission (one line for the user)."""
+
+
+def make_dir(folder: Path, option: str, holds: str) -> Path:
+    """Create ``folder`` (and its parents) for the output an ``option`` names, or raise OutputPathError with
+    one line: the option, the file in the way or the OS's reason, and what goes there (``holds``)."""
+    folder = Path(folder)
+    existing = next((p for p in (folder, *folder.parents) if p.exists()), None)
+    if existing is not None and not existing.is_dir():
+        raise OutputPathError(f"{option}: {existing} is not a folder ({holds})")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise OutputPathError(f"{option}: cannot create {folder}: {e.strerror} ({holds})") from None
+    return folder
+
+
 SAMPLES_SUFFIX = ".samples.csv"  # every iteration's seconds, beside each run's CSV
 COMPILE_SUFFIX = ".compile.csv"  # `xlabench compile`'s rows, beside the runs of the same suite
 

@@ -192,12 +192,10 @@ def open_run(s: suite_lib.Suite, out_dir: str, resume_csv: Optional[str], run_id
     if not resume_csv:
         run_id = run_id or new_run_id()
         files = results.RunFiles(Path(out_dir) / s.name / f"{run_id}{suffix}")
-        if Path(out_dir).exists() and not Path(out_dir).is_dir():
-            raise RunInputError(f"--out {out_dir}: not a folder (rows go to OUT/<suite>/<run-id>{suffix})")
         try:
-            files.csv.parent.mkdir(parents=True, exist_ok=True)
-        except OSError as e:
-            raise RunInputError(f"--out {out_dir}: cannot create {files.csv.parent}: {e.strerror}") from None
+            results.make_dir(files.csv.parent, "--out", f"rows go to OUT/<suite>/<run-id>{suffix}")
+        except results.OutputPathError as e:
+            raise RunInputError(str(e)) from None
         return files, set(), run_id
     try:
         files, prior, done, run_id = results.read_prior(Path(resume_csv))
