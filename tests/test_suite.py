@@ -105,6 +105,12 @@ BAD = {
     "bad_profile_case": (BASE.replace("params: {seq_len: 64}", "params: {seq_len: 64, num_kv_heads: 5}"),
                          r"invalid case in profile 'cpu'.*must be divisible"),
     "missing_impls": (BASE.replace("impls: [naive, flash]\n", ""), r"impls: required key is missing"),
+    "duplicate_top_key": (BASE.replace("impls: [naive, flash]\n", "impls: [naive, flash]\nimpls: [naive]\n"),
+                          r"suite.yaml:4: impls: set twice \(first at line 3\)"),
+    "duplicate_param": (BASE.replace("batch: 1}", "batch: 1, batch: 2}"),
+                        r"suite.yaml:4: params.batch: set twice \(first at line 4\)"),
+    "duplicate_profile_key": (BASE.replace("    measure: {iters: 3}", "    measure: {iters: 3}\n    measure: {iters: 4}"),
+                              r"suite.yaml:12: profiles.cpu.measure: set twice \(first at line 11\)"),
 }
 
 
