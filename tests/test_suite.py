@@ -204,3 +204,18 @@ def test_case_count_zipped_keys_count_once_and_profiles_are_checked(write_suite)
                                                    r"to 400,000 cases \(2 causal x 1000 seq_len,kv_seq_len x "
                                                    r"100 head_dim x 2 backend/impl pairs\)"):
         suite_lib.load(write_suite(text))
+
+
+def test_validate_gives_every_file_a_verdict(write_suite):
+    """A bad file does not stop the others: each gets ok or its error, then exit 2 naming the count."""
+    a = write_suite(BAD["unknown_top_key"][0], name="a.yaml")
+    good = write_suite(BASE, name="good.yaml")
+    b = write_suite(BAD["unknown_impl"][0], name="b.yaml")
+    res = CliRunner().invoke(main, ["validate", str(a), str(good), str(b)])
+    assert res.exit_code == 2, res.output
+    assert "Traceback" not in res.output
+    lines = res.output.splitlines()
+    assert any(ln.startswith("error: ") and "a.yaml" in ln and "colour: unknown key" in ln for ln in lines)
+    assert any(ln.startswith("ok") and "good.yaml" in ln for ln in lines)
+    assert any(ln.startswith("error: ") and "b.yaml" in ln and "unknown impl 'flsh'" in ln for ln in lines)
+    assert lines[-1] == "error: 2 of 3 suite file(s) invalid"
