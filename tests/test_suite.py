@@ -219,3 +219,24 @@ def test_validate_gives_every_file_a_verdict(write_suite):
     assert any(ln.startswith("ok") and "good.yaml" in ln for ln in lines)
     assert any(ln.startswith("error: ") and "b.yaml" in ln and "unknown impl 'flsh'" in ln for ln in lines)
     assert lines[-1] == "error: 2 of 3 suite file(s) invalid"
+
+
+@pytest.mark.parametrize("text, key, where", [
+    # no matrix at all: the fixed params are at fault, not a "matrix"
+    ("name: s\nworkload: attention\nimpls: [naive]\nparams: {seq_len: 128, head_dim: 64, batch: 1,\n"
+     "  num_heads: 4,\n  num_kv_heads: 3}\n", "num_kv_heads", "params.num_kv_heads"),
+    # a matrix that sweeps something else: still the fixed param's line
+    ("name: s\nworkload: attention\nimpls: [naive]\nparams:\n  batch: 1\n  head_dim: 64\n  num_heads: 4\n  num_kv_heads: 3\n"
+     "matrix:\n  seq_len: [128, 256]\n", "num_kv_heads", "params.num_kv_heads"),
+    # a profile's fixed param
+    (BASE.replace("params: {seq_len: 64}", "params: {seq_len: 64, num_kv_heads: 3}"), "num_kv_heads",
+     "profiles.cpu.params.num_kv_heads"),
+    # a bad value swept by the matrix: the matrix key
+    (BASE.replace("seq_len: [128, 256]", "seq_len: [128, long]"), "seq_len: [128", "matrix.seq_len"),
+])
+def test_bad_case_is_reported_where_the_bad_value_is_set(write_suite, text, key, where):
+    path = write_suite(text)
+    with pytest.raises(suite_lib.SuiteError) as e:
+        suite_lib.load(path)
+    line = next(i for i, ln in enumerate(path.read_text().splitlines(), 1) if key in ln)
+    assert f"suite.yaml:{line}: {where}:" in str(e.value), str(e.value)
