@@ -39,9 +39,13 @@ def add_runs(url: Optional[str], paths: list[Path]) -> tuple[int, int]:
     """Record run files in the store (run --history, gate --history, history add): (added, already there)."""
     from xlabench.history import ingest
 
+    notes: list[str] = []
     with open_store(url) as s:
         try:
-            return ingest.add_files(s, ingest.run_files(paths))
+            files = ingest.run_files(paths, notes)
+            for note in notes:
+                click.echo(f"note: {note}", err=True)
+            return ingest.add_files(s, files)
         except HistoryError as e:
             raise BadInput(str(e)) from None
 

@@ -27,6 +27,11 @@ def _cell(value: Any) -> str:
     return str(value)
 
 
+def samples_note(path: Path) -> str:
+    """Why a ``.samples.csv`` given as a run is passed over (a glob of a results folder picks them up)."""
+    return f"skipped {path}: a samples file (read with its run {Path(path).name[:-len(SAMPLES_SUFFIX)]}.csv)"
+
+
 class OutputPathError(ValueError):
     """An output folder that cannot be made: a file in its way, no permission (one line for the user)."""
 
