@@ -25,6 +25,7 @@ from xlabench.run.options import Filter, OptionError, RunOptions
 from xlabench.run.interrupts import Interrupted, interruptible
 from xlabench.run.scheduler import RunContext, base_row, new_run_id, plan_skip, run_cases
 from xlabench.run.workers import WorkerError, WorkerPool
+from xlabench.workloads.attention_rules import predict_skip as _predict_attention_skip
 from xlabench.measure.status import FAILED
 
 
@@ -163,6 +164,11 @@ class RunPlan:
     done: set[str]
 
 
+def predict_skip(c: Any, platform: str) -> Optional[str]:
+    """The skip a built-in kernel's own rule gives an attention case in its worker (workloads.attention_rules)."""
+    return _predict_attention_skip(c.backend, c.impl, c.params, platform) if c.workload == "attention" else None
+
+
 def plan_run(s: suite_lib.Suite, opts: RunOptions) -> RunPlan:
     """The run ``opts`` asks for, decided without a worker and without writing anything: the platform is
     guessed from the host (envs.guess_platform), skips come from the impl catalog and the environments."""
@@ -180,8 +186,8 @@ def plan_run(s: suite_lib.Suite, opts: RunOptions) -> RunPlan:
         raise RunInputError(str(e)) from None
     cases = select_cases(s, prof, opts, shard_of)
     interpreters = Interpreters(torch_xla_override=opts.python_torch_xla)
-    return RunPlan(prof, platform, [(c, plan_skip(c, platform) or interpreters.missing(c.backend)) for c in cases],
-                   done)
+    return RunPlan(prof, platform, [(c, plan_skip(c, platform) or interpreters.missing(c.backend)
+                                     or predict_skip(c, platform)) for c in cases], done)
 
 
 def open_run(s: suite_lib.Suite, out_dir: str, resume_csv: Optional[str], run_id: Optional[str] = None,
