@@ -197,7 +197,37 @@ def read_prior(csv_path: Path) -> tuple[RunFiles, Any, set[str], str]:
     return files, prior, set(prior["case_id"].astype(str)), run_id
 
 
+def software() -> dict[str, Any]:
+    """The versions every meta file records beside the workers' framework versions: xlabench, Python,
+    and libtpu where it is installed (None elsewhere), read from the package metadata, not imported."""
+    import platform
+    from importlib import metadata
+
+    from xlabench import __version__
+
+    try:
+        libtpu: Any = metadata.version("libtpu")
+    except metadata.PackageNotFoundError:
+        libtpu = None
+    return {"xlabench_version": __version__, "python_version": platform.python_version(), "libtpu_version": libtpu}
+
+
 def write_meta(files: RunFiles, meta: Mapping[str, Any]) -> None:
     tmp = files.meta.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(meta, indent=2, default=str) + "\n")
+    tmp.write_text(json.dumps({**meta, **software()}, indent=2, default=str) + "\n")
     tmp.replace(files.meta)
+
+
+def finish_meta(files: RunFiles, meta: dict[str, Any], rows: Iterable[Mapping[str, Any]]) -> None:
+    """Write the run's end into its meta: the end time, and the device counts its rows ran on (the env's
+    device_count becomes the largest; what the probe worker saw stays as probe_device_count)."""
+    import time
+
+    counts = sorted({int(r["device_count"]) for r in rows if r.get("device_count") not in (None, "")})
+    meta["ended"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    if counts:
+        env = meta.setdefault("env", {})
+        env.setdefault("probe_device_count", env.get("device_count"))
+        env["device_count"] = counts[-1]
+        meta["device_counts"] = counts
+    write_meta(files, meta)

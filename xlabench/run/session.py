@@ -306,9 +306,10 @@ def _run_with_pool(s: suite_lib.Suite, pool: WorkerPool, files: results.RunFiles
         finally:
             for p in [pool, *more]:
                 p.close()
-    if primary and trace_root is not None:
-        meta["traces"] = traces_of(trace_root, todo)
-        results.write_meta(files, meta)
+    if primary:
+        if trace_root is not None:
+            meta["traces"] = traces_of(trace_root, todo)
+        results.finish_meta(files, meta, rows)
     return RunOutcome(files, prof, todo, rows, primary=primary, process_id=process_id,
                       seconds=time.time() - started, warnings=warnings)
 
