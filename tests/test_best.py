@@ -175,6 +175,8 @@ def test_interpreted_rows_are_flagged_and_never_tuned_from(tmp_path):
     path = _two_configs(tmp_path, [2.0, 2.1, 2.05, 1.95, 2.2, 2.0], [1.0, 1.1, 0.9, 1.05, 0.95, 1.0], interpret=True)
     (pick,) = _picks([path])
     assert pick.verdict == best.INTERPRETED and pick.config is None and best.tuned_configs([pick]) == []
+    headers, rows = best.table_rows([pick])  # no configuration or time beside "not tuned": no choice was made
+    assert [rows[0][headers.index(h)] for h in ("block_q", "block_k", "median ms")] == ["-", "-", ""]
     res = CliRunner().invoke(main, ["best", str(path)])
     assert res.exit_code == 0 and "interpreted: not tuned" in res.output and "CPU interpreter" in res.output
     res = CliRunner().invoke(main, ["best", str(path), "-o", str(tmp_path / "t.yaml")])

@@ -351,3 +351,44 @@ def test_plot_and_report_without_arguments_pass_over_a_run_with_no_ok_row(files,
     assert f"took {files['run']}" in res.output and failed.name in res.output
     text = (tmp_path / "r.md").read_text()
     assert "good-run" in text and "bad" not in text.split("good-run")[0][-40:]
+
+
+def test_dry_run_predicts_the_kernels_own_skips(tmp_path, monkeypatch):
+    """flash on GQA, a block size a kernel cannot take: skipped in the plan as the run skips them (it said
+    "would run 20" where the run skipped 4)."""
+    monkeypatch.setattr(run_session, "run_suite", lambda *a, **kw: pytest.fail("a dry run ran"))
+    suite = tmp_path / "gqa.yaml"
+    suite.write_text(SUITE.replace("impls: [naive, xla_sdpa]", "impls: [naive, flash, splash]").replace(
+        "num_heads: 2,", "num_heads: 4,").replace("seq_len: [64, 128]", "num_kv_heads: [4, 2]\n  block_k: [null, 64]"
+                                                   ).replace("batch: 1}", "batch: 1, seq_len: 128}"))
+    res = _cli("run", str(suite), "--profile", "base", "--dry-run")
+    assert res.exit_code == 0, res.output
+    lines = res.output.splitlines()
+    flash = [ln for ln in lines if "jax/flash" in ln]
+    assert len(flash) == 4 and all(ln.startswith("skip") for ln in flash if "num_kv_heads=2" in ln), flash
+    assert [ln.startswith("run") for ln in flash if "num_kv_heads=4" in ln] == [True, False]  # block_k 64: % 128
+    assert "needs num_kv_heads == num_heads" in res.output and "block_k to be a multiple of 128" in res.output
+    assert all(ln.startswith("run") for ln in lines if "jax/splash" in ln or "jax/naive" in ln)
+    assert "would run 9 case(s)" in res.output and "skip 3" in res.output
+
+
+@pytest.mark.parametrize("backend", ["jax"])
+def test_the_plan_and_the_worker_decide_a_skip_by_the_same_rule(backend):
+    """The dry run's prediction is the registry's rule as the worker applies it, over a grid of cases."""
+    from xlabench import impls as catalog
+    from xlabench.backends import user_impl
+    from xlabench.backends.jax import attention_impls as registry
+    from xlabench.workloads.attention import AttentionParams
+    from xlabench.workloads.attention_rules import predict_skip
+
+    for impl in registry.REGISTRY:
+        for platform in ("cpu", "tpu", "gpu"):
+            for kv, bk, dtype, skv in [(4, None, "float32", 128), (2, None, "bfloat16", 128), (4, 64, "float32", 256),
+                                       (4, 96, "bfloat16", 128)]:
+                params = dict(batch=1, num_heads=4, num_kv_heads=kv, seq_len=128, kv_seq_len=skv, head_dim=32,
+                              dtype=dtype, block_k=bk)
+                info = catalog.find(backend, impl, "attention")
+                p = AttentionParams(**params)
+                im = registry.get(impl)
+                cfg, _ = user_impl.for_impl(im, p.attn_config(info.interpreted(platform)))
+                assert predict_skip(backend, impl, params, platform) == user_impl.skip_reason(im, p, cfg, platform)

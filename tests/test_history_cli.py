@@ -234,3 +234,22 @@ def test_the_site_in_headless_chromium(creep, tmp_path):
     assert blue[:, 1].max() - blue[:, 1].min() > 550 and blue[:, 0].max() - blue[:, 0].min() > 60
     red = np.argwhere((np.abs(top - [176, 0, 32]).sum(axis=-1) < 60))
     assert len(red) > 30 and blue[:, 1].min() < red[:, 1].mean() < blue[:, 1].max()
+
+
+def test_add_skips_the_samples_files_a_glob_picks_up(tmp_path):
+    """`history add results/attention/2026*.csv` also matches each run's .samples.csv: a note per file, as
+    report gives, and every run recorded (it refused them with exit 2 after recording part of the runs)."""
+    from click.testing import CliRunner
+
+    from xlabench.cli import main
+
+    runs = hd.write_series(tmp_path / "results" / "attention", [1.0, 1.0, 1.0])
+    globbed = sorted(str(p) for p in (tmp_path / "results" / "attention").glob("*.csv"))
+    assert any(p.endswith(".samples.csv") for p in globbed)
+    store = f"sqlite:///{tmp_path / 'h.sqlite'}"
+    res = CliRunner().invoke(main, ["history", "add", "--history", store, *globbed])
+    assert res.exit_code == 0, res.output
+    assert f"{len(runs)} run(s) added" in res.output
+    notes = [ln for ln in res.output.splitlines() if ln.startswith("note: skipped") and ".samples.csv" in ln]
+    assert len(notes) == len(runs), res.output
+    assert "a samples file (read with its run" in notes[0]

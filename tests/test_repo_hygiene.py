@@ -82,3 +82,15 @@ def test_readme_mfu_table_is_regenerated_between_its_markers():
         readme_charts.replace_block("no markers", table)
     readme = (ROOT / "README.md").read_text()
     assert readme.count(readme_charts.START) == 1 and readme.count(readme_charts.END) == 1
+
+
+def test_the_default_history_store_is_ignored_by_git():
+    """`history add` (and run/gate --history) with no URL write the default sqlite store (and its
+    journal) into the checkout: it must not show as untracked."""
+    from xlabench.history.store import DEFAULT_URL
+
+    db = DEFAULT_URL.removeprefix("sqlite:///")
+    outputs = [db, f"{db}-journal", f"{db}-wal"]
+    ignored = subprocess.run(["git", "check-ignore", "--no-index", *outputs], cwd=ROOT,
+                             capture_output=True, text=True).stdout.split()
+    assert sorted(ignored) == sorted(outputs)

@@ -139,6 +139,8 @@ def test_real_subprocess_run_writes_rows_samples_and_meta(write_suite, tmp_path)
         assert r.median_s == pytest.approx(s.median())
     meta = json.loads(results.RunFiles(csv_path).meta.read_text())
     assert meta["suite"] == "tiny" and meta["env"]["platform"] == "cpu"
+    assert meta["ended"] >= meta["started"] and meta["xlabench_version"] and meta["python_version"]
+    assert meta["env"]["device_count"] == df["device_count"].max() and meta["device_counts"] == [1]
 
 
 def test_killed_run_leaves_parseable_csv_and_resume_completes(write_suite, tmp_path):

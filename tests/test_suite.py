@@ -105,6 +105,12 @@ BAD = {
     "bad_profile_case": (BASE.replace("params: {seq_len: 64}", "params: {seq_len: 64, num_kv_heads: 5}"),
                          r"invalid case in profile 'cpu'.*must be divisible"),
     "missing_impls": (BASE.replace("impls: [naive, flash]\n", ""), r"impls: required key is missing"),
+    "duplicate_top_key": (BASE.replace("impls: [naive, flash]\n", "impls: [naive, flash]\nimpls: [naive]\n"),
+                          r"suite.yaml:4: impls: set twice \(first at line 3\)"),
+    "duplicate_param": (BASE.replace("batch: 1}", "batch: 1, batch: 2}"),
+                        r"suite.yaml:4: params.batch: set twice \(first at line 4\)"),
+    "duplicate_profile_key": (BASE.replace("    measure: {iters: 3}", "    measure: {iters: 3}\n    measure: {iters: 4}"),
+                              r"suite.yaml:12: profiles.cpu.measure: set twice \(first at line 11\)"),
 }
 
 
@@ -198,3 +204,39 @@ def test_case_count_zipped_keys_count_once_and_profiles_are_checked(write_suite)
                                                    r"to 400,000 cases \(2 causal x 1000 seq_len,kv_seq_len x "
                                                    r"100 head_dim x 2 backend/impl pairs\)"):
         suite_lib.load(write_suite(text))
+
+
+def test_validate_gives_every_file_a_verdict(write_suite):
+    """A bad file does not stop the others: each gets ok or its error, then exit 2 naming the count."""
+    a = write_suite(BAD["unknown_top_key"][0], name="a.yaml")
+    good = write_suite(BASE, name="good.yaml")
+    b = write_suite(BAD["unknown_impl"][0], name="b.yaml")
+    res = CliRunner().invoke(main, ["validate", str(a), str(good), str(b)])
+    assert res.exit_code == 2, res.output
+    assert "Traceback" not in res.output
+    lines = res.output.splitlines()
+    assert any(ln.startswith("error: ") and "a.yaml" in ln and "colour: unknown key" in ln for ln in lines)
+    assert any(ln.startswith("ok") and "good.yaml" in ln for ln in lines)
+    assert any(ln.startswith("error: ") and "b.yaml" in ln and "unknown impl 'flsh'" in ln for ln in lines)
+    assert lines[-1] == "error: 2 of 3 suite file(s) invalid"
+
+
+@pytest.mark.parametrize("text, key, where", [
+    # no matrix at all: the fixed params are at fault, not a "matrix"
+    ("name: s\nworkload: attention\nimpls: [naive]\nparams: {seq_len: 128, head_dim: 64, batch: 1,\n"
+     "  num_heads: 4,\n  num_kv_heads: 3}\n", "num_kv_heads", "params.num_kv_heads"),
+    # a matrix that sweeps something else: still the fixed param's line
+    ("name: s\nworkload: attention\nimpls: [naive]\nparams:\n  batch: 1\n  head_dim: 64\n  num_heads: 4\n  num_kv_heads: 3\n"
+     "matrix:\n  seq_len: [128, 256]\n", "num_kv_heads", "params.num_kv_heads"),
+    # a profile's fixed param
+    (BASE.replace("params: {seq_len: 64}", "params: {seq_len: 64, num_kv_heads: 3}"), "num_kv_heads",
+     "profiles.cpu.params.num_kv_heads"),
+    # a bad value swept by the matrix: the matrix key
+    (BASE.replace("seq_len: [128, 256]", "seq_len: [128, long]"), "seq_len: [128", "matrix.seq_len"),
+])
+def test_bad_case_is_reported_where_the_bad_value_is_set(write_suite, text, key, where):
+    path = write_suite(text)
+    with pytest.raises(suite_lib.SuiteError) as e:
+        suite_lib.load(path)
+    line = next(i for i, ln in enumerate(path.read_text().splitlines(), 1) if key in ln)
+    assert f"suite.yaml:{line}: {where}:" in str(e.value), str(e.value)

@@ -176,3 +176,15 @@ def test_a_long_failure_note_is_clipped_never_wrapped():
     lines = _render(s, 80)
     assert max(len(line) for line in lines) <= 80
     assert sum("failed: XlaRuntimeError" in line for line in lines) == 1 and any("…" in line for line in lines)
+
+
+def test_a_user_impl_that_failed_to_import_is_not_marked_interpreted():
+    """A user impl's row says interpret=true on CPU before its worker imports it; when the import fails
+    nothing ran, interpreted or not: no '*' and no interpreter note."""
+    rows = [_row("jax", "naive", 8),
+            _row("jax", "mypkg.kernels:attn", 8, "failed", interpret=True,
+                 error="impl 'mypkg.kernels:attn': no module named 'mypkg'")]
+    s = summary.build(rows, [{"global_batch": 8, "sharding": "fsdp"}] * 2)
+    text = _text(s.table)
+    assert "mypkg.kernels:attn*" not in text and "mypkg.kernels:attn" in text
+    assert summary.INTERPRET_NOTE not in s.notes

@@ -10,7 +10,7 @@ import click
 from rich.table import Table
 
 from xlabench import results
-from xlabench.cli.common import BadInput, console, examples
+from xlabench.cli.common import BadInput, console, examples, output_dir
 from xlabench.report import inputs as inputs_lib
 
 
@@ -64,7 +64,7 @@ def _write(picks: list, output: str) -> None:
     if len(workloads) > 1:
         raise BadInput(f"-o: these rows tune {', '.join(workloads)}; a tuned file holds one workload "
                        "(pass one workload's CSVs)")
-    Path(output).parent.mkdir(parents=True, exist_ok=True)
+    output_dir(Path(output).parent, "-o", "the folder of the tuned file")
     Path(output).write_text(tuned.dump(configs))
     console.print(f"wrote {len(configs)} configuration(s) to {output} (use it in a suite: `tuned: {output}`)",
                   soft_wrap=True)

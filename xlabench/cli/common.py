@@ -31,6 +31,17 @@ class BadInput(click.ClickException):
         err_console.print(Text.assemble(("error:", "bold red"), " ", self.message), soft_wrap=True)
 
 
+def output_dir(folder: Any, option: str, holds: str) -> Any:
+    """The folder an output option names, created (results.make_dir); a file in its way or no
+    permission is one error line naming the option, exit 2."""
+    from xlabench import results
+
+    try:
+        return results.make_dir(folder, option, holds)
+    except results.OutputPathError as e:
+        raise BadInput(str(e)) from None
+
+
 def load_suite(path: str) -> Any:
     """The suite at ``path`` (BadInput naming the file and the problem when it is not one)."""
     from xlabench import suite as suite_lib

@@ -27,7 +27,7 @@ from xlabench.run import interrupts
 from xlabench.gate import report as gate_report
 from xlabench import suite as suite_lib
 from xlabench.cli import history as history_commands
-from xlabench.cli.common import BadInput, console, err_console, examples, load_suite, warn
+from xlabench.cli.common import BadInput, console, err_console, examples, load_suite, output_dir, warn
 from xlabench.cli.options import run_options
 from xlabench.run.options import RunOptions
 from xlabench.cli.run import run_with_progress
@@ -111,9 +111,9 @@ def _compare(base: gate_lib.RunData, cand: gate_lib.RunData, cfg: gate_lib.GateC
         raise BadInput(str(e)) from None
 
 
-def _write(path: Optional[str], text: str) -> None:
+def _write(path: Optional[str], text: str, option: str) -> None:
     if path:
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        output_dir(Path(path).parent, option, f"the folder of the {option[2:]} file")
         with open(path, "a" if path == "/dev/stdout" else "w", encoding="utf-8") as f:
             f.write(text)
 
@@ -126,8 +126,8 @@ def _report(cmp: gate_lib.Comparison, markdown_path: Optional[str], json_path: O
         console.print(line, soft_wrap=True)
     colour = {gate_lib.EXIT_PASS: "green", gate_lib.EXIT_FAIL: "bold red"}.get(cmp.exit_code, "bold yellow")
     console.print(gate_report.headline(cmp), style=colour, soft_wrap=True)
-    _write(markdown_path, gate_report.markdown(cmp, title))
-    _write(json_path, gate_report.to_json(cmp))
+    _write(markdown_path, gate_report.markdown(cmp, title), "--markdown")
+    _write(json_path, gate_report.to_json(cmp), "--json")
 
 
 @click.command(epilog=examples("xlabench compare results/attention/BASE.csv results/attention/NEW.csv",
@@ -161,10 +161,10 @@ def _first_baseline(outcome: RunOutcome, bpath: Path, markdown_path: Optional[st
     msg = (f"baseline {bpath} created from {outcome.files.csv}" if ok else
            f"baseline {bpath} NOT created: {len(outcome.failed)} failed, {len(outcome.wrong)} wrong case(s)")
     console.print(msg, style="green" if ok else "bold red", soft_wrap=True)
-    _write(markdown_path, f"## {'✅' if ok else '❌'} xlabench gate: {msg}\n")
+    _write(markdown_path, f"## {'✅' if ok else '❌'} xlabench gate: {msg}\n", "--markdown")
     _write(json_path, json.dumps({"passed": ok, "exit_code": 0 if ok else 1, "baseline": None,
                                   "candidate": str(outcome.files.csv), "baseline_saved": ok, "cases": []},
-                                 indent=2) + "\n")
+                                 indent=2) + "\n", "--json")
     return 0 if ok else 1
 
 

@@ -13,7 +13,7 @@ import click
 from rich.table import Table
 from rich.text import Text
 
-from xlabench.cli.common import BadInput, console, examples
+from xlabench.cli.common import BadInput, console, examples, output_dir
 from xlabench.history import ALPHA
 from xlabench.history import store as store_lib
 from xlabench.history.store import HistoryError
@@ -39,9 +39,13 @@ def add_runs(url: Optional[str], paths: list[Path]) -> tuple[int, int]:
     """Record run files in the store (run --history, gate --history, history add): (added, already there)."""
     from xlabench.history import ingest
 
+    notes: list[str] = []
     with open_store(url) as s:
         try:
-            return ingest.add_files(s, ingest.run_files(paths))
+            files = ingest.run_files(paths, notes)
+            for note in notes:
+                click.echo(f"note: {note}", err=True)
+            return ingest.add_files(s, files)
         except HistoryError as e:
             raise BadInput(str(e)) from None
 
@@ -143,7 +147,7 @@ def changes_cmd(history_url: Optional[str], suite: Optional[str], alpha: float, 
                       f"{c.p_holm:.2g}")
         console.print(t)
     if json_path:
-        Path(json_path).parent.mkdir(parents=True, exist_ok=True)
+        output_dir(Path(json_path).parent, "--json", "the folder of the JSON file")
         Path(json_path).write_text(json.dumps([c.as_json() for c in every], indent=2) + "\n")
         console.print(f"wrote {len(every)} change(s) to {json_path}")
 
@@ -161,5 +165,5 @@ def html_cmd(history_url: Optional[str], out_dir: str, suite: Optional[str]) -> 
         groups, found = _detect(s, suite, ALPHA)
         if not groups:
             raise BadInput(f"{history_url or store_lib.DEFAULT_URL}: no runs" + (f" of suite {suite}" if suite else ""))
-        index = html.write_site(s, groups, found, Path(out_dir))
+        index = html.write_site(s, groups, found, output_dir(out_dir, "--output", "the site's folder"))
     console.print(f"wrote {index} ({len(groups)} suite page(s))")

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Optional
 import click
 
 from xlabench import results
-from xlabench.cli.common import BadInput, examples
+from xlabench.cli.common import BadInput, examples, output_dir
 from xlabench.report import inputs as inputs_lib
 
 if TYPE_CHECKING:
@@ -149,6 +149,7 @@ def plot(csv_files: tuple[str, ...], out_dir: str, format_spec: str, kind_spec: 
     formats = _formats(format_spec)
     files = _inputs(csv_files, results_dir)
     df = _load(files)
+    output_dir(out_dir, "--out", "charts go to OUT/<suite>/<kind>.<format>")
     written = render_suites(df, Path(out_dir), formats, _kinds(kind_spec, df), global_batch)
     n = sum(len(v) for v in written.values())
     for suite, paths in written.items():
@@ -174,10 +175,11 @@ def report(csv_files: tuple[str, ...], out_file: str, plots_dir: Optional[str], 
     files = _inputs(csv_files, results_dir)
     df = _load(files)
     out = Path(out_file)
+    output_dir(out.parent, "--out", "the folder of the report file")
     charts: dict[str, list[Path]] = {}
     if not no_charts:
         pdir = Path(plots_dir) if plots_dir else out.with_name(out.stem + "_plots")
+        output_dir(pdir, "--plots-dir" if plots_dir else "--out", "the report's charts go to <report name>_plots/")
         charts = render_suites(df, pdir, ["png"], None, global_batch)
-    out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(report_lib.build(df, files, charts, out) + "\n", encoding="utf-8")
     click.echo(f"report: {out} ({len(df)} row(s), {sum(len(v) for v in charts.values())} chart(s))")

@@ -31,8 +31,16 @@ def validate(suite_files: tuple[str, ...]) -> None:
     """Check suite files; print how many cases each profile expands to."""
     from xlabench.run.session import samples_warning
 
+    bad = 0
     for path in suite_files:
-        s = load_suite(path)
+        try:
+            s = load_suite(path)
+        except BadInput as e:  # every file gets its verdict; the exit status says whether any was bad
+            if len(suite_files) == 1:
+                raise
+            e.show()
+            bad += 1
+            continue
         counts = [("base", len(s.cases("")))] + [(n, len(s.cases(n))) for n in s.profile_names()]
         shown = ", ".join(f"{n}: {c}" for n, c in counts)
         console.print(status_line("ok", "green", 2, f"{path}: suite {s.name!r}, workload {s.spec.workload}; "
@@ -41,6 +49,8 @@ def validate(suite_files: tuple[str, ...]) -> None:
             short = samples_warning(f"{path} profile {name}", s.cases("" if name == "base" else name))
             if short:
                 warn(short)
+    if bad:
+        raise BadInput(f"{bad} of {len(suite_files)} suite file(s) invalid")
 
 
 @click.command(name="list", epilog=examples(

@@ -91,14 +91,18 @@ def read_run(csv_path: Path, git: Optional[GitLog] = None) -> RunRecord:
         cases=cases)
 
 
-def run_files(paths: Iterable[Path]) -> list[Path]:
-    """The results CSVs among paths (a directory: every run CSV under it, in name order)."""
+def run_files(paths: Iterable[Path], notes: Optional[list[str]] = None) -> list[Path]:
+    """The results CSVs among paths (a directory: every run CSV under it, in name order). A samples file
+    given as a run (``results/x/*.csv`` matches them) is passed over, with a note in ``notes``."""
     out: list[Path] = []
     for p in map(Path, paths):
         if p.is_dir():
-            out += sorted(q for q in p.rglob("*.csv") if not q.name.endswith(".samples.csv"))
+            out += sorted(q for q in p.rglob("*.csv") if not q.name.endswith(results.SAMPLES_SUFFIX))
         elif not p.exists():
             raise HistoryError(f"{p}: no such file")
+        elif p.name.endswith(results.SAMPLES_SUFFIX):
+            if notes is not None:
+                notes.append(results.samples_note(p))
         else:
             out.append(p)
     return out

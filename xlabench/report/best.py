@@ -203,6 +203,14 @@ def notes(picks: Sequence[Pick]) -> list[str]:
     return out
 
 
+def _picked(p: Pick, params: list[str], median: str) -> list[str]:
+    """The configuration's cells and its median; '-' and empty where nothing was judged (interpreted rows,
+    no default row): a fastest configuration printed there would read as a choice."""
+    if p.verdict in (INTERPRETED, NO_DEFAULT):
+        return ["-"] * len(params) + [""]
+    return [*params, median]
+
+
 def table_rows(picks: Sequence[Pick]) -> tuple[list[str], list[list[Any]]]:
     """Headers and rows for a table of picks (the varying shape columns only): the winner (else the
     fastest configuration), its speedup over the default with the 95% interval, Holm's p, the verdict."""
@@ -211,8 +219,8 @@ def table_rows(picks: Sequence[Pick]) -> tuple[list[str], list[list[Any]]]:
     tuned = list(dict.fromkeys(k for c in configs for k in c.params))
     headers = ["backend", "impl", *varying, *tuned, "median ms", "speedup [95% CI]", "p", "verdict"]
     rows = [[c.backend, c.impl, *[cd.fmt_value(k, c.shape.get(k)) for k in varying],
-             *[("default" if c.params.get(k) is None else str(c.params.get(k))) for k in tuned],
-             f"{c.median_s * 1e3:.4g}" if c.median_s is not None else "", _vs_default(p),
+             *_picked(p, [("default" if c.params.get(k) is None else str(c.params.get(k))) for k in tuned],
+                      f"{c.median_s * 1e3:.4g}" if c.median_s is not None else ""), _vs_default(p),
              "" if p.test is None or p.test.p_holm is None else f"{p.test.p_holm:.2g}", p.verdict]
             for p, c in zip(picks, configs)]
     return headers, rows

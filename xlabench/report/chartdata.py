@@ -106,6 +106,23 @@ def distinct(values: Iterable[Any]) -> list[Any]:
     return out
 
 
+def missing(value: Any) -> bool:
+    """An empty cell: None or NaN (a block size left to the kernel's default reads back as NaN)."""
+    return value is None or (isinstance(value, float) and np.isnan(value))
+
+
+def levels(values: Iterable[Any]) -> list[Any]:
+    """Distinct values in first-seen order, the empty cell kept once as NaN: a value of its own (a
+    sweep's default block sizes), which `distinct` drops and `list.index` never finds (NaN != NaN)."""
+    out = distinct(values := list(values))
+    return out + [np.nan] if any(missing(v) for v in values) else out
+
+
+def position(values: Sequence[Any], value: Any) -> int:
+    """The index of `value` in `values` (of levels()), an empty cell matching the NaN."""
+    return next(i for i, v in enumerate(values) if (missing(v) and missing(value)) or (not missing(v) and v == value))
+
+
 def text(values: pd.Series | pd.DataFrame) -> pd.Series | pd.DataFrame:
     """Values as text with empty cells as 'nan' (astype(str) keeps NaN in pandas 3): for grouping and keys."""
     return values.map(str)
@@ -144,7 +161,7 @@ def fmt_value(column: str, value: Any) -> str:
     if column == "causal":
         return {True: "causal", False: "non-causal"}.get(value, str(value))
     if isinstance(value, float) and np.isnan(value):
-        return "-"
+        return "default" if column in TUNING else "-"
     if isinstance(value, float) and value.is_integer():
         return str(int(value))
     return str(value)

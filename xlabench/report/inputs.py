@@ -83,7 +83,7 @@ def collect(paths: Iterable[str | Path], compiles: bool = True) -> Inputs:
             out.files += found.files
             out.notes += found.notes
         elif p.name.endswith(SAMPLES_SUFFIX):
-            out.notes.append(f"skipped {p}: a samples file (read with its run {p.name[:-len(SAMPLES_SUFFIX)]}.csv)")
+            out.notes.append(results.samples_note(p))
         elif _is_compile(p) and not compiles:
             out.notes.append(f"skipped {p}: an `xlabench compile` file (this command reads runs)")
         else:

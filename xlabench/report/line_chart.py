@@ -39,13 +39,13 @@ class Encoding:
         if self.dash_by is None:
             return style(values[self.colour_by]).linestyle
         if self.dash_by in self.values:
-            return DASHES[self.values[self.dash_by].index(values[self.dash_by]) % len(DASHES)]
+            return DASHES[cd.position(self.values[self.dash_by], values[self.dash_by]) % len(DASHES)]
         return style(values[self.dash_by]).linestyle
 
     def marker(self, values: dict[str, Any]) -> str:
         if self.marker_by is None:
             return "o"
-        return MARKERS[self.values[self.marker_by].index(values[self.marker_by]) % len(MARKERS)]
+        return MARKERS[cd.position(self.values[self.marker_by], values[self.marker_by]) % len(MARKERS)]
 
 
 def _encoding(series: list[tuple[dict[str, Any], pd.DataFrame]], colour_by: str, dash_by: Optional[str],
@@ -55,7 +55,7 @@ def _encoding(series: list[tuple[dict[str, Any], pd.DataFrame]], colour_by: str,
     free = list(extras)
     dash = dash_by if dash_by and dash_by != colour_by else (free.pop(0) if free else None)
     marker = free.pop(0) if free else None
-    values = {k: cd.distinct(v[k] for v, _ in series) for k in (dash, marker) if k is not None and k in extras}
+    values = {k: cd.levels(v[k] for v, _ in series) for k in (dash, marker) if k is not None and k in extras}
     return Encoding(colour_by, dash, marker, free, values)
 
 
@@ -65,18 +65,18 @@ def _key(enc: Encoding, series: list[tuple[dict[str, Any], pd.DataFrame]], band:
     out: list[Artist] = []
 
     def entry(column: str, value: Any, named: bool = False) -> str:
-        rows = pd.concat([s for v, s in series if v[column] == value])
+        rows = pd.concat([s for v, s in series if str(v[column]) == str(value)])  # NaN == NaN as text
         lab = cd.label([column], [value], named=[column] if named else [])
         if column == "impl" and cd.interpreted(rows):  # the kernel is what runs interpreted
             lab += " (interpret)"
         return lab + ("" if (cd.usable(rows) | (rows["status"] == "compiled")).any() else " (no usable point)")
 
-    for value in cd.distinct(v[enc.colour_by] for v, _ in series):
+    for value in cd.levels(v[enc.colour_by] for v, _ in series):
         dash = style(value).linestyle if enc.dash_by is None else "-"
         out.append(Line2D([], [], color=style(value).colour, linestyle=dash, linewidth=2,
                           label=entry(enc.colour_by, value)))
     if enc.dash_by and enc.dash_by != enc.colour_by:
-        for value in cd.distinct(v[enc.dash_by] for v, _ in series):
+        for value in cd.levels(v[enc.dash_by] for v, _ in series):
             out.append(Line2D([], [], color="#555555", linestyle=enc.dash({enc.dash_by: value}), linewidth=1.6,
                               label=entry(enc.dash_by, value, named=enc.dash_by in enc.values)))
     if enc.marker_by:

@@ -99,8 +99,9 @@ def summary(rows: pd.DataFrame) -> str:
     median = cd.metric(rows, "median_s")
     out = []
     groups = rows.groupby(cd.key(rows, shape), sort=False) if shape else [("", rows)]
+    match = cd.key(rows, [c for c in shape if c not in cd.TUNING])  # naive has no block sizes: any config's
     for _, g in groups:
-        base = g[(g["impl"] == cd.BASELINE_IMPL) & cd.usable(g)]
+        base = rows[(match == match[g.index[0]]) & (rows["impl"] == cd.BASELINE_IMPL) & cd.usable(rows)]
         naive = fmt_number(median[base.index].min(), ".4g", 1e3) if len(base) else ""
         counts = f"{int(cd.usable(g).sum())}/{len(g)}"
         head = [cd.fmt_value(c, g[c].iloc[0]) for c in shape]

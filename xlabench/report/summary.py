@@ -19,6 +19,7 @@ from rich.console import Console, ConsoleOptions, RenderResult
 from rich.table import Table
 from rich.text import Text
 
+from xlabench import impls as catalog
 from xlabench import results
 from xlabench.measure import status as st
 
@@ -182,8 +183,11 @@ def _note(r: Mapping[str, Any]) -> Text:
 
 
 def _impl(r: Mapping[str, Any]) -> Text:
-    """'flash*': the impl, * when its kernel ran in the CPU interpreter."""
+    """'flash*': the impl, * when its kernel ran in the CPU interpreter. A user impl's row says interpret
+    on CPU before its worker imports it: one that failed (to import, say) or was skipped ran nothing."""
     interpreted = bool(r.get("interpret")) and str(r.get("interpret")).lower() != "false"
+    if interpreted and r.get("status") in (st.FAILED, st.SKIPPED) and catalog.is_user(str(r.get("impl"))):
+        interpreted = False
     return Text(f"{r.get('impl')}" + (INTERPRET_MARK if interpreted else ""))
 
 

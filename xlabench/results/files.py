@@ -30,6 +30,29 @@ def _cell(value: Any) -> str:
     return str(value)
 
 
+def samples_note(path: Path) -> str:
+    """Why a ``.samples.csv`` given as a run is passed over (a glob of a results folder picks them up)."""
+    return f"skipped {path}: a samples file (read with its run {Path(path).name[:-len(SAMPLES_SUFFIX)]}.csv)"
+
+
+class OutputPathError(ValueError):
+    """An output folder that cannot be made: a file in its way, no permission (one line for the user)."""
+
+
+def make_dir(folder: Path, option: str, holds: str) -> Path:
+    """Create ``folder`` (and its parents) for the output an ``option`` names, or raise OutputPathError with
+    one line: the option, the file in the way or the OS's reason, and what goes there (``holds``)."""
+    folder = Path(folder)
+    existing = next((p for p in (folder, *folder.parents) if p.exists()), None)
+    if existing is not None and not existing.is_dir():
+        raise OutputPathError(f"{option}: {existing} is not a folder ({holds})")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise OutputPathError(f"{option}: cannot create {folder}: {e.strerror} ({holds})") from None
+    return folder
+
+
 SAMPLES_SUFFIX = ".samples.csv"  # every iteration's seconds, beside each run's CSV
 COMPILE_SUFFIX = ".compile.csv"  # `xlabench compile`'s rows, beside the runs of the same suite
 
@@ -180,7 +203,37 @@ def read_prior(csv_path: Path) -> tuple[RunFiles, Any, set[str], str]:
     return files, prior, set(prior["case_id"].astype(str)), run_id
 
 
+def software() -> dict[str, Any]:
+    """The versions every meta file records beside the workers' framework versions: xlabench, Python,
+    and libtpu where it is installed (None elsewhere), read from the package metadata, not imported."""
+    import platform
+    from importlib import metadata
+
+    from xlabench import __version__
+
+    try:
+        libtpu: Any = metadata.version("libtpu")
+    except metadata.PackageNotFoundError:
+        libtpu = None
+    return {"xlabench_version": __version__, "python_version": platform.python_version(), "libtpu_version": libtpu}
+
+
 def write_meta(files: RunFiles, meta: Mapping[str, Any]) -> None:
     tmp = files.meta.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(meta, indent=2, default=str) + "\n")
+    tmp.write_text(json.dumps({**meta, **software()}, indent=2, default=str) + "\n")
     tmp.replace(files.meta)
+
+
+def finish_meta(files: RunFiles, meta: dict[str, Any], rows: Iterable[Mapping[str, Any]]) -> None:
+    """Write the run's end into its meta: the end time, and the device counts its rows ran on (the env's
+    device_count becomes the largest; what the probe worker saw stays as probe_device_count)."""
+    import time
+
+    counts = sorted({int(r["device_count"]) for r in rows if r.get("device_count") not in (None, "")})
+    meta["ended"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    if counts:
+        env = meta.setdefault("env", {})
+        env.setdefault("probe_device_count", env.get("device_count"))
+        env["device_count"] = counts[-1]
+        meta["device_counts"] = counts
+    write_meta(files, meta)

@@ -25,6 +25,7 @@ from xlabench.run.options import Filter, OptionError, RunOptions
 from xlabench.run.interrupts import Interrupted, interruptible
 from xlabench.run.scheduler import RunContext, base_row, new_run_id, plan_skip, run_cases
 from xlabench.run.workers import WorkerError, WorkerPool
+from xlabench.workloads.attention_rules import predict_skip as _predict_attention_skip
 from xlabench.measure.status import FAILED
 from xlabench.tune import default_dir as tune_cache_dir
 
@@ -167,6 +168,11 @@ class RunPlan:
     done: set[str]
 
 
+def predict_skip(c: Any, platform: str) -> Optional[str]:
+    """The skip a built-in kernel's own rule gives an attention case in its worker (workloads.attention_rules)."""
+    return _predict_attention_skip(c.backend, c.impl, c.params, platform) if c.workload == "attention" else None
+
+
 def plan_run(s: suite_lib.Suite, opts: RunOptions) -> RunPlan:
     """The run ``opts`` asks for, decided without a worker and without writing anything: the platform is
     guessed from the host (envs.guess_platform), skips come from the impl catalog and the environments."""
@@ -184,8 +190,8 @@ def plan_run(s: suite_lib.Suite, opts: RunOptions) -> RunPlan:
         raise RunInputError(str(e)) from None
     cases = select_cases(s, prof, opts, shard_of)
     interpreters = Interpreters(torch_xla_override=opts.python_torch_xla)
-    return RunPlan(prof, platform, [(c, plan_skip(c, platform) or interpreters.missing(c.backend)) for c in cases],
-                   done)
+    return RunPlan(prof, platform, [(c, plan_skip(c, platform) or interpreters.missing(c.backend)
+                                     or predict_skip(c, platform)) for c in cases], done)
 
 
 def open_run(s: suite_lib.Suite, out_dir: str, resume_csv: Optional[str], run_id: Optional[str] = None,
@@ -196,12 +202,10 @@ def open_run(s: suite_lib.Suite, out_dir: str, resume_csv: Optional[str], run_id
     if not resume_csv:
         run_id = run_id or new_run_id()
         files = results.RunFiles(Path(out_dir) / s.name / f"{run_id}{suffix}")
-        if Path(out_dir).exists() and not Path(out_dir).is_dir():
-            raise RunInputError(f"--out {out_dir}: not a folder (rows go to OUT/<suite>/<run-id>{suffix})")
         try:
-            files.csv.parent.mkdir(parents=True, exist_ok=True)
-        except OSError as e:
-            raise RunInputError(f"--out {out_dir}: cannot create {files.csv.parent}: {e.strerror}") from None
+            results.make_dir(files.csv.parent, "--out", f"rows go to OUT/<suite>/<run-id>{suffix}")
+        except results.OutputPathError as e:
+            raise RunInputError(str(e)) from None
         return files, set(), run_id
     try:
         files, prior, done, run_id = results.read_prior(Path(resume_csv))
@@ -309,9 +313,10 @@ def _run_with_pool(s: suite_lib.Suite, pool: WorkerPool, files: results.RunFiles
         finally:
             for p in [pool, *more]:
                 p.close()
-    if primary and trace_root is not None:
-        meta["traces"] = traces_of(trace_root, todo)
-        results.write_meta(files, meta)
+    if primary:
+        if trace_root is not None:
+            meta["traces"] = traces_of(trace_root, todo)
+        results.finish_meta(files, meta, rows)
     return RunOutcome(files, prof, todo, rows, primary=primary, process_id=process_id,
                       seconds=time.time() - started, warnings=warnings)
 

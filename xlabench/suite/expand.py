@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional, Sequence
@@ -112,6 +113,33 @@ def _check_count(suite: Suite, profile: str, matrix: dict[str, list[Any]], pairs
                      f"limit of {MAX_CASES:,}; sweep fewer values or split the suite")
 
 
+def _case_loc(spec: SuiteSpec, profile: str, swept_keys: list[str], errors: list[Any],
+              fields: list[str]) -> tuple[str, ...]:
+    """Where an invalid case's bad value is set: the matrix key sweeping a parameter the error names, else
+    the params entry (the profile's before the base's) that sets one; the matrix or params as a whole when
+    the error names none. The parameters an error names: its location, and those its message mentions (a
+    check across fields, "num_heads (4) must be divisible by num_kv_heads (3)", the last named first)."""
+    named = [str(err["loc"][0]) for err in errors if err["loc"]]
+    for err in errors:  # the last one a message names first: "A must be divisible by B" blames B
+        found = [(m.start(), f) for f in fields for m in [re.search(rf"\b{f}\b", err["msg"])] if m]
+        named += [f for _, f in sorted(found, reverse=True)]
+    prof = spec.profiles[profile] if profile else None
+    sections = [(("profiles", profile), prof)] if prof else []
+    sections.append(((), spec))
+    for field in named:
+        for prefix, sec in sections:
+            for key in sec.matrix:
+                if field in matrix_keys(key) and key in swept_keys:
+                    return (*prefix, "matrix", key)
+    for prefix, sec in sections:
+        for field in named:
+            if field in sec.params:
+                return (*prefix, "params", field)
+    if swept_keys:
+        return ("profiles", profile, "matrix") if prof and prof.matrix else ("matrix",)
+    return ("profiles", profile, "params") if prof and prof.params else ("params",)
+
+
 def expand(suite: Suite, profile: str = "", root: Any = None) -> list[Case]:
     """The cartesian product of the matrix, for every backend and impl, validated case by case."""
     spec = suite.spec
@@ -142,7 +170,7 @@ def expand(suite: Suite, profile: str = "", root: Any = None) -> list[Case]:
             shown = ", ".join(f"{k}={v}" for k, v in zip(keys, combo))
             msgs = "; ".join(f"{'.'.join(map(str, err['loc'])) or 'case'}: {_pydantic_message(err, list(model.model_fields))}"
                              for err in e.errors())
-            loc = ("profiles", profile, "matrix") if profile else ("matrix",)
+            loc = _case_loc(spec, profile, keys, e.errors(), list(model.model_fields))
             raise SuiteError(f"{_where(suite.path, root, loc) if root is not None else suite.path}: "
                              f"invalid case in {prof} ({shown or 'fixed params'}): {msgs}") from None
         resolved_params = resolved.model_dump()

@@ -34,6 +34,7 @@ def load(path: str | Path) -> Suite:
         raise SuiteError(f"{where}: YAML syntax error: {problem}") from None
     if not isinstance(data, dict):
         raise SuiteError(f"{path}: expected a mapping of suite keys at the top level, got {type(data).__name__}")
+    _check_duplicate_keys(path, root)
     try:
         spec = SuiteSpec.model_validate(data)
     except ValidationError as e:
@@ -45,6 +46,23 @@ def load(path: str | Path) -> Suite:
     for name in [""] + list(spec.profiles):  # every profile must expand cleanly, not only the one picked
         expand(suite, name, root=root)
     return suite
+
+
+def _check_duplicate_keys(path: Path, node: Any, at: tuple[str, ...] = ()) -> None:
+    """No mapping sets a key twice (YAML would keep the last value silently): file:line of the second."""
+    if isinstance(node, yaml.SequenceNode):
+        for i, v in enumerate(node.value):
+            _check_duplicate_keys(path, v, (*at, str(i)))
+    if not isinstance(node, yaml.MappingNode):
+        return
+    first: dict[str, int] = {}
+    for k, v in node.value:
+        key, line = str(k.value), k.start_mark.line + 1
+        if key in first:
+            raise SuiteError(f"{path}:{line}: {'.'.join((*at, key))}: set twice (first at line {first[key]}); "
+                             "set each key once")
+        first[key] = line
+        _check_duplicate_keys(path, v, (*at, key))
 
 
 def _tuned(path: Path, spec: SuiteSpec, root: Any) -> tuple[tuned_lib.TunedConfig, ...]:

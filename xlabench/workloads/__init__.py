@@ -6,7 +6,7 @@ from typing import Type
 
 from pydantic import BaseModel
 
-from xlabench.workloads.attention import AttentionParams
+from xlabench.workloads.attention import BLOCK_PARAMS, AttentionParams
 from xlabench.workloads.paged import PagedParams
 from xlabench.workloads.train import TrainParams
 
@@ -19,7 +19,7 @@ PARAMS: dict[str, Type[BaseModel]] = {
 # Kernel parameters a suite may sweep to tune a kernel (empty: the kernel's default), per workload:
 # `xlabench best` picks the fastest correct values per impl and shape, a suite's `tuned:` applies them.
 TUNED_PARAMS: dict[str, tuple[str, ...]] = {
-    "attention": ("block_q", "block_k"),
+    "attention": BLOCK_PARAMS,
 }
 
 

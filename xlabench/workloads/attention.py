@@ -144,7 +144,7 @@ def default_scale(head_dim: int) -> float:
 DEFAULT_BLOCK = 128
 # The block sizes a suite sets (case parameters), and the backward pass's, which the kernels that take
 # them search in a second stage (the forward blocks fixed).
-BLOCK_PARAMS = ("block_q", "block_k")
+BLOCK_PARAMS = ("block_q", "block_k")  # workloads.TUNED_PARAMS["attention"]
 BWD_BLOCK_PARAMS = ("block_q_bwd", "block_k_bwd")
 
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import functools
 from dataclasses import dataclass
-from typing import Optional
 
 import jax
 import jax.numpy as jnp
@@ -17,11 +16,10 @@ import jax.numpy as jnp
 from xlabench import impls as catalog
 from xlabench.backends import user_impl
 from xlabench.impls import AttentionImplRecord, lookup, no_rule
-from xlabench.tune.space import pow2_tiles
 from xlabench.workloads.attention import REF_MAX_SCORE_BYTES, chunked_reference
 from xlabench.workloads.attention import AttnConfig, default_scale  # noqa: F401 (re-exported for models)
-from xlabench.workloads.attention import BLOCK_PARAMS, BWD_BLOCK_PARAMS, block_stages, extra_block, tile_candidates
-from xlabench.workloads.attention import block_unsupported as _block_unsupported
+from xlabench.workloads import attention_rules as rules
+from xlabench.workloads.attention import extra_block
 from xlabench.workloads.attention import kernel_blocks as _blocks
 
 
@@ -67,12 +65,6 @@ def cudnn(q, k, v, cfg: AttnConfig):
                                         implementation="cudnn")
 
 
-def _cudnn_unsupported(b, sq, sk, hq, hkv, dtype, cfg, platform) -> Optional[str]:
-    if dtype not in ("bfloat16", "float16"):
-        return f"cuDNN fused attention needs bfloat16/float16 inputs, got {dtype}"
-    return None
-
-
 def tpu_interpret(cfg: AttnConfig):
     """Generic Pallas interpreter for TPU kernels on CPU (fast; works under shard_map)."""
     if not cfg.interpret:
@@ -94,23 +86,6 @@ def flash(q, k, v, cfg: AttnConfig):
         block_k_major_dq=bkb, block_k_dq=bkb, block_q_dq=bqb)
     with tpu_interpret(cfg):
         return fa.flash_attention(q, k, v, causal=cfg.causal, sm_scale=cfg.sm_scale, block_sizes=sizes)
-
-
-def _flash_space(p) -> list:
-    """block_q x block_k over the powers of two 128..min(S, 2048) that tile S; for fwd_bwd then the
-    backward blocks (dkv and dq kernels) over the same, the forward ones fixed."""
-    return block_stages(p, tile_candidates(p.seq_len, p.kv_len),
-                        tile_candidates(p.seq_len, p.kv_len, BWD_BLOCK_PARAMS))
-
-
-def _flash_unsupported(b, sq, sk, hq, hkv, dtype, cfg, platform) -> Optional[str]:
-    if hq != hkv:
-        return ("Pallas TPU flash_attention needs num_kv_heads == num_heads (no GQA/MQA); "
-                "splash supports GQA")
-    _, bk = _blocks(cfg, sq, sk)
-    if bk % 128:
-        return f"Pallas TPU flash_attention needs block_k to be a multiple of 128 (got {bk})"
-    return _block_unsupported("flash", sq, sk, cfg)
 
 
 def splash(q, k, v, cfg: AttnConfig):
@@ -141,21 +116,6 @@ def splash(q, k, v, cfg: AttnConfig):
         return out.reshape(b, hq, sq, d)
 
 
-SPLASH_COMPUTE_SPLITS = 3  # block_kv_compute: block_kv, /2, /4 (at least 128)
-
-
-def _splash_space(p) -> list:
-    """block_q x block_kv as flash's, each with block_kv_compute dividing block_kv; then the backward blocks."""
-    fwd = [{**c, "block_kv_compute": c["block_k"] >> i} for c in tile_candidates(p.seq_len, p.kv_len)
-           for i in range(SPLASH_COMPUTE_SPLITS) if i == 0 or c["block_k"] >> i >= 128]
-    return block_stages(p, fwd, tile_candidates(p.seq_len, p.kv_len, BWD_BLOCK_PARAMS),
-                        {"block_kv_compute": min(128, p.kv_len)})
-
-
-def _splash_unsupported(b, sq, sk, hq, hkv, dtype, cfg, platform) -> Optional[str]:
-    return _block_unsupported("splash", sq, sk, cfg)
-
-
 def pallas_gpu(q, k, v, cfg: AttnConfig):
     """Pallas Triton flash attention (GPU), [B, S, H, D]."""
     from jax.experimental.pallas.ops.gpu import attention as ga
@@ -168,30 +128,13 @@ def pallas_gpu(q, k, v, cfg: AttnConfig):
                   interpret=cfg.interpret)
 
 
-def _pallas_gpu_space(p) -> list:
-    """Triton's tiles are smaller: block_q x block_k over the powers of two 32..256 that tile S."""
-    return block_stages(p, [{"block_q": bq, "block_k": bk} for bq in pow2_tiles(p.seq_len, 32, 256)
-                            for bk in pow2_tiles(p.kv_len, 32, 256)])
-
-
-def _pallas_gpu_unsupported(b, sq, sk, hq, hkv, dtype, cfg, platform) -> Optional[str]:
-    if hq != hkv:
-        return "Pallas GPU mha needs num_kv_heads == num_heads (no GQA/MQA)"
-    return _block_unsupported("pallas_gpu", sq, sk, cfg)
-
-
-_BLOCKS = BLOCK_PARAMS
-
 REGISTRY: dict[str, JaxAttentionImpl] = {
     "naive": JaxAttentionImpl("naive", "bshd", naive, _none),
     "xla_sdpa": JaxAttentionImpl("xla_sdpa", "bshd", xla_sdpa, _none),
-    "flash": JaxAttentionImpl("flash", "bhsd", flash, _flash_unsupported, block_params=_BLOCKS,
-                              tune_space=_flash_space),
-    "splash": JaxAttentionImpl("splash", "bhsd", splash, _splash_unsupported, block_params=_BLOCKS,
-                               tune_space=_splash_space),
-    "pallas_gpu": JaxAttentionImpl("pallas_gpu", "bshd", pallas_gpu, _pallas_gpu_unsupported, block_params=_BLOCKS,
-                                   tune_space=_pallas_gpu_space),
-    "cudnn": JaxAttentionImpl("cudnn", "bshd", cudnn, _cudnn_unsupported),
+    "flash": JaxAttentionImpl("flash", "bhsd", flash, **rules.rule("jax", "flash")),
+    "splash": JaxAttentionImpl("splash", "bhsd", splash, **rules.rule("jax", "splash")),
+    "pallas_gpu": JaxAttentionImpl("pallas_gpu", "bshd", pallas_gpu, **rules.rule("jax", "pallas_gpu")),
+    "cudnn": JaxAttentionImpl("cudnn", "bshd", cudnn, **rules.rule("jax", "cudnn")),
 }
 
 
@@ -236,7 +179,6 @@ def reference(q, k, v, causal: bool, sm_scale: float, q_offset=0):
         logits = jnp.where(jnp.arange(sk)[None, :] <= rows, logits, -jnp.inf)
     probs = jax.nn.softmax(logits, axis=-1)
     return jnp.einsum("bhgqk,bkhd->bqhgd", probs, v, precision=hi).reshape(b, sq, hq, d)
-
 
 
 @functools.lru_cache(maxsize=None)

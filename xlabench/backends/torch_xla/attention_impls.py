@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import functools
 from dataclasses import dataclass
-from typing import Iterator, Optional
+from typing import Iterator
 
 import torch
 import torch.nn.functional as F
@@ -22,7 +22,7 @@ from xlabench.backends import user_impl
 from xlabench.backends.torch_xla import jax_kernels
 from xlabench.impls import AttentionImplRecord, lookup, no_rule
 from xlabench.workloads.attention import AttnConfig, default_scale  # noqa: F401 (re-exported for models)
-from xlabench.workloads.attention import block_unsupported as _block_unsupported
+from xlabench.workloads import attention_rules as rules
 from xlabench.workloads.attention import kernel_blocks as _blocks
 
 
@@ -100,15 +100,6 @@ def flash(q, k, v, cfg: AttnConfig):
         return flash_attention(q, k, v, causal=cfg.causal, sm_scale=cfg.sm_scale)
 
 
-def _flash_unsupported(b, sq, sk, hq, hkv, dtype, cfg, platform) -> Optional[str]:
-    from xlabench.backends.jax import attention_impls as jax_impls
-
-    if cfg.interpret:  # the JAX kernel with the case's block sizes: the JAX backend's limits
-        return jax_impls.get("flash").unsupported(b, sq, sk, hq, hkv, dtype, cfg, "cpu")
-    # torch_xla pads K/V to its own block size; the kernel still has no GQA (the same rule as in JAX)
-    return jax_impls.get("flash").unsupported(b, sq, sk, hq, hkv, dtype, cfg, "tpu") if hq != hkv else None
-
-
 # ----------------------------------------------------------------------------------------------- splash
 
 
@@ -146,20 +137,11 @@ def _single_device_mesh():
     return xs.Mesh(np.array([0]), (1, 1), ("data", "fsdp"))
 
 
-def _splash_unsupported(b, sq, sk, hq, hkv, dtype, cfg, platform) -> Optional[str]:
-    if sq != sk:
-        return (f"torch_xla splash_attention builds its mask as (seq_len, seq_len): it needs "
-                f"kv_seq_len == seq_len (got {sk} != {sq})")
-    return _block_unsupported("splash", sq, sk, cfg)
-
-
-_BLOCKS = ("block_q", "block_k")
-
 REGISTRY: dict[str, TorchAttentionImpl] = {
     "naive": TorchAttentionImpl("naive", "bshd", naive, _none),
     "sdpa": TorchAttentionImpl("sdpa", "bhsd", sdpa, _none),
-    "flash": TorchAttentionImpl("flash", "bhsd", flash, _flash_unsupported, block_params=_BLOCKS),
-    "splash": TorchAttentionImpl("splash", "bhsd", splash, _splash_unsupported, block_params=_BLOCKS,
+    "flash": TorchAttentionImpl("flash", "bhsd", flash, **rules.rule("torch_xla", "flash")),
+    "splash": TorchAttentionImpl("splash", "bhsd", splash, **rules.rule("torch_xla", "splash"),
                                  note="GQA: K/V heads repeated to num_heads (torch_xla splash is MHA-only)"),
 }
 

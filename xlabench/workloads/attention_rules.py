@@ -1,0 +1,116 @@
+"""The built-in attention kernels' rules: why one cannot run a case (a skipped row), and the block
+parameters it takes. Framework-free, so the worker (through each backend's registry) and `run --dry-run`
+(in the parent, without a framework) decide a case's skip by the same code.
+
+A rule is ``unsupported(batch, seq_len, kv_len, num_heads, kv_heads, dtype, cfg, platform)`` (impls.AttentionRule).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from xlabench import impls as catalog
+from xlabench.workloads import TUNED_PARAMS
+from xlabench.tune.space import pow2_tiles
+from xlabench.workloads.attention import (BWD_BLOCK_PARAMS, AttentionParams, block_stages, block_unsupported,
+                                          kernel_blocks, tile_candidates)
+
+BLOCKS = TUNED_PARAMS["attention"]
+
+
+def cudnn(b, sq, sk, hq, hkv, dtype, cfg, platform) -> Optional[str]:
+    if dtype not in ("bfloat16", "float16"):
+        return f"cuDNN fused attention needs bfloat16/float16 inputs, got {dtype}"
+    return None
+
+
+def jax_flash(b, sq, sk, hq, hkv, dtype, cfg, platform) -> Optional[str]:
+    if hq != hkv:
+        return ("Pallas TPU flash_attention needs num_kv_heads == num_heads (no GQA/MQA); "
+                "splash supports GQA")
+    _, bk = kernel_blocks(cfg, sq, sk)
+    if bk % 128:
+        return f"Pallas TPU flash_attention needs block_k to be a multiple of 128 (got {bk})"
+    return block_unsupported("flash", sq, sk, cfg)
+
+
+def jax_splash(b, sq, sk, hq, hkv, dtype, cfg, platform) -> Optional[str]:
+    return block_unsupported("splash", sq, sk, cfg)
+
+
+def pallas_gpu(b, sq, sk, hq, hkv, dtype, cfg, platform) -> Optional[str]:
+    if hq != hkv:
+        return "Pallas GPU mha needs num_kv_heads == num_heads (no GQA/MQA)"
+    return block_unsupported("pallas_gpu", sq, sk, cfg)
+
+
+# Each kernel's block-size search (xlabench/tune), beside its rule: params -> the stages to search.
+
+def flash_space(p: AttentionParams) -> list:
+    """block_q x block_k over the powers of two 128..min(S, 2048) that tile S; for fwd_bwd then the
+    backward blocks (dkv and dq kernels) over the same, the forward ones fixed."""
+    return block_stages(p, tile_candidates(p.seq_len, p.kv_len),
+                        tile_candidates(p.seq_len, p.kv_len, BWD_BLOCK_PARAMS))
+
+
+SPLASH_COMPUTE_SPLITS = 3  # block_kv_compute: block_kv, /2, /4 (at least 128)
+
+
+def splash_space(p: AttentionParams) -> list:
+    """block_q x block_kv as flash's, each with block_kv_compute dividing block_kv; then the backward blocks."""
+    fwd = [{**c, "block_kv_compute": c["block_k"] >> i} for c in tile_candidates(p.seq_len, p.kv_len)
+           for i in range(SPLASH_COMPUTE_SPLITS) if i == 0 or c["block_k"] >> i >= 128]
+    return block_stages(p, fwd, tile_candidates(p.seq_len, p.kv_len, BWD_BLOCK_PARAMS),
+                        {"block_kv_compute": min(128, p.kv_len)})
+
+
+def pallas_gpu_space(p: AttentionParams) -> list:
+    """Triton's tiles are smaller: block_q x block_k over the powers of two 32..256 that tile S."""
+    return block_stages(p, [{"block_q": bq, "block_k": bk} for bq in pow2_tiles(p.seq_len, 32, 256)
+                            for bk in pow2_tiles(p.kv_len, 32, 256)])
+
+
+def torch_xla_flash(b, sq, sk, hq, hkv, dtype, cfg, platform) -> Optional[str]:
+    if cfg.interpret:  # the JAX kernel with the case's block sizes: the JAX backend's limits
+        return jax_flash(b, sq, sk, hq, hkv, dtype, cfg, "cpu")
+    # torch_xla pads K/V to its own block size; the kernel still has no GQA (the same rule as in JAX)
+    return jax_flash(b, sq, sk, hq, hkv, dtype, cfg, "tpu") if hq != hkv else None
+
+
+def torch_xla_splash(b, sq, sk, hq, hkv, dtype, cfg, platform) -> Optional[str]:
+    if sq != sk:
+        return (f"torch_xla splash_attention builds its mask as (seq_len, seq_len): it needs "
+                f"kv_seq_len == seq_len (got {sk} != {sq})")
+    return block_unsupported("splash", sq, sk, cfg)
+
+
+# (backend, impl) -> the registry record's rule, block parameters and search; an impl not here runs
+# everything. torch_xla's kernels are not tuned (its flash reads class-level block sizes at trace time).
+RULES: dict[tuple[str, str], dict[str, Any]] = {
+    ("jax", "flash"): dict(unsupported=jax_flash, block_params=BLOCKS, tune_space=flash_space),
+    ("jax", "splash"): dict(unsupported=jax_splash, block_params=BLOCKS, tune_space=splash_space),
+    ("jax", "pallas_gpu"): dict(unsupported=pallas_gpu, block_params=BLOCKS, tune_space=pallas_gpu_space),
+    ("jax", "cudnn"): dict(unsupported=cudnn),
+    ("torch_xla", "flash"): dict(unsupported=torch_xla_flash, block_params=BLOCKS),
+    ("torch_xla", "splash"): dict(unsupported=torch_xla_splash, block_params=BLOCKS),
+}
+
+
+def rule(backend: str, impl: str) -> dict[str, Any]:
+    """The registry record's ``unsupported`` and ``block_params`` of a built-in (keyword arguments)."""
+    return RULES.get((backend, impl), dict(unsupported=catalog.no_rule))
+
+
+def predict_skip(backend: str, impl: str, params: dict[str, Any], platform: str) -> Optional[str]:
+    """Why a built-in attention impl will skip this attention case on ``platform``, decided as its worker
+    decides it (user_impl.for_impl and skip_reason on the case's config); None for a user impl (its rule
+    is its own code, which only the worker imports)."""
+    from xlabench.backends import user_impl
+
+    info = catalog.find(backend, impl, "attention")
+    if info is None or catalog.is_user(impl):
+        return None
+    im = catalog.AttentionImplRecord(impl, "", None, **rule(backend, impl))
+    p = AttentionParams(**params)
+    cfg, _ = user_impl.for_impl(im, p.attn_config(info.interpreted(platform)))
+    return user_impl.skip_reason(im, p, cfg, platform)
