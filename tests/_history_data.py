@@ -64,6 +64,25 @@ def group(factors: Sequence[float], seed: int = 0, run_sigma: float = RUN_SIGMA,
     return series.Group(env, runs, samples, {r["case_id"]: {"impl": r["impl"]} for r in rows})
 
 
+def scaled(factors: Sequence[float], seed: int = 0, run_sigma: float = RUN_SIGMA, impl: str = "naive",
+           shared: float = 0.0) -> series.Group:
+    """Runs made from one real run (the fixture's cases of ``impl``): each run's samples are the real run's
+    samples of the case, times the case's own run-to-run noise (lognormal, run_sigma), a machine speed
+    shared by the cases (lognormal, ``shared``) and the run's factor. A case's series has run_sigma noise
+    whatever its samples' spread (the issue's 8 % step: 24 naive cases at 1 %)."""
+    rows, samples = _fixture()
+    rows = [r for r in rows if r["status"] == "ok" and r["impl"] == impl]
+    rng = np.random.default_rng(seed)
+    runs = [{"run_id": f"r{i:06d}", "git_sha": f"c{i:09d}"} for i in range(len(factors))]
+    per_case: dict[str, list[Optional[np.ndarray]]] = {r["case_id"]: [] for r in rows}
+    for f in factors:
+        machine = float(np.exp(rng.normal(0, shared))) if shared else 1.0
+        for r in rows:
+            per_case[r["case_id"]].append(samples[r["case_id"]] * np.exp(rng.normal(0, run_sigma)) * machine * f)
+    env = series.Env("attention", "cpu", "cpu", "jax")
+    return series.Group(env, runs, per_case, {r["case_id"]: {"impl": r["impl"]} for r in rows})
+
+
 def write_series(out: Path, factors: Sequence[float], seed: int = 0, run_sigma: float = RUN_SIGMA,
                  suite: str = "attention", shas: Optional[Sequence[str]] = None, n_cases: Optional[int] = None,
                  note: Optional[str] = None) -> list[Path]:
