@@ -252,9 +252,10 @@ class Event:
     low: float                # the smallest of the cases' ratios
     high: float               # the largest
     case_ids: list[str] = field(default_factory=list)
+    changes: list[Change] = field(default_factory=list, repr=False, compare=False)  # the cases' changes
 
     def as_json(self) -> dict[str, Any]:
-        return asdict(self)
+        return {k: v for k, v in asdict(self).items() if k != "changes"}
 
     def line(self) -> str:
         return (f"{self.cases} of {self.of} cases changed at commit {self.first_bad or '?'} (last good "
@@ -285,7 +286,8 @@ def events(group: Group, changes: list[Change], min_cases: int = MIN_EVENT_CASES
         e = group.env
         out.append(Event(e.suite, e.profile, e.device_kind, e.framework_version, anchor.last_good, anchor.first_bad,
                          at, len(chosen), len(group.samples), int(np.sum(ratios > 1)), float(np.median(ratios)),
-                         float(ratios.min()), float(ratios.max()), sorted(members)))
+                         float(ratios.min()), float(ratios.max()), sorted(members),
+                         sorted(chosen, key=lambda c: c.case)))
         taken = {id(c) for c in chosen}
         left = [c for c in left if id(c) not in taken]
     return sorted(out, key=lambda ev: ev.position)
