@@ -46,6 +46,8 @@ RAMP_ALPHA = 0.05  # a run before a change still counts as changed while it is t
 SPREAD_RUNS = 5    # a side with fewer runs: its spread is floored by the runs' within-run samples
 CONFIDENCE = 0.95
 FAMILIES = ("auto", "mean", "rank")
+FAR_RUNS = 2      # heavy tails: at least this many runs (and 1 %) beyond 4 sigma of their neighbours' median
+JUMPS = 4         # or at least this many (and 2 %) differences beyond 4 sigma sqrt 2 (a case jumping between modes)
 NOT_NORMAL = 1.4   # family auto: rank when the clipped runs' spread exceeds the differences' noise this much
                    # (normal noise, 30 runs: 1.24 at the 90th percentile; runs in two bands: 1.25-1.56)
 # scan_p's effective number of tests by series length (runs, tests), interpolated on log-log, slope 1 beyond
@@ -182,16 +184,16 @@ def scores(y: np.ndarray) -> np.ndarray:
 
 
 def heavy_tailed(y: np.ndarray, sigma: float) -> bool:
-    """Whether the runs stray from their neighbours' median more often than normal noise would (at least 2
-    runs and 1 % of them beyond 4 sigma; normal noise: about 0.02 % of runs), or jump from run to run more
-    often than changes would (at least 4 and 2 % of the differences beyond 4 sigma sqrt 2: a regression and
-    its fix make 2; a case whose median jumps between two modes, more)."""
+    """Whether the runs stray from their neighbours' median more often than normal noise would (at least
+    FAR_RUNS runs and 1 % of them beyond 4 sigma; normal noise: about 0.02 % of runs), or jump from run to run more
+    often than changes would (at least JUMPS and 2 % of the differences beyond 4 sigma sqrt 2: a regression
+    and its fix make 2, four changes 4; a case whose median jumps between two modes, more)."""
     if len(y) < 5:
         return False
     r = np.abs(y - ndimage.median_filter(y, size=5, mode="mirror"))
     far = int(np.sum(r > 4 * sigma))
     jumps = int(np.sum(np.abs(np.diff(y)) > 4 * np.sqrt(2) * sigma))
-    return far >= max(2, 0.01 * len(y)) or jumps >= max(4, 0.02 * len(y))
+    return far >= max(FAR_RUNS, 0.01 * len(y)) or jumps >= max(JUMPS, 0.02 * len(y))
 
 
 def confirm_p(left: np.ndarray, right: np.ndarray, family: str) -> float:
@@ -232,7 +234,7 @@ def segment(y: np.ndarray, alpha: float = ALPHA, allowed: Optional[np.ndarray] =
         best = scan(z[a:b], sigma, sub, min_size)
         if best is None:
             continue
-        p = scan_p(best[0], n, known_sigma=family == "rank")
+        p = scan_p(best[0], n if a == 0 and b == n else b - a, known_sigma=family == "rank")
         if p > alpha:
             continue
         t, k, end = best
@@ -243,7 +245,8 @@ def segment(y: np.ndarray, alpha: float = ALPHA, allowed: Optional[np.ndarray] =
             found[a + cut] = min(p, found.get(a + cut, 1.0))
         edges = [0] + cuts + [b - a]
         todo += [(a + lo, a + hi) for lo, hi in zip(edges[:-1], edges[1:])]
-    bounds = sorted(found)
+    bounds = refine(z, clipped, sorted(found), sigma, allowed, min_size)
+    found = {k: min((p for j, p in found.items() if abs(j - k) <= 2), default=min(found.values())) for k in bounds}
     while bounds:  # confirm: the weakest unconfirmed change goes, then its neighbours are tested again
         ps = [confirm_p(z[s:k], z[k:e], family) for s, k, e in (window_of(bounds, i, n, WINDOW)
                                                                  for i in range(len(bounds)))]
@@ -252,6 +255,21 @@ def segment(y: np.ndarray, alpha: float = ALPHA, allowed: Optional[np.ndarray] =
             break
         bounds.pop(worst)
     return [Split(k, found[k]) for k in bounds]
+
+
+def refine(z: np.ndarray, clipped: np.ndarray, bounds: list[int], sigma: float, allowed: Optional[np.ndarray],
+           min_size: int = MIN_SIZE) -> list[int]:
+    """Each change re-placed between its neighbours (the step of largest |z| there, moved back to where a
+    ramp starts): a change found against a part that held another change sits off by a run or two."""
+    out = list(bounds)
+    for i in range(len(out)):
+        lo = out[i - 1] if i > 0 else 0
+        hi = out[i + 1] if i + 1 < len(out) else len(z)
+        sub = None if allowed is None else allowed[lo:hi]
+        best = scan(z[lo:hi], sigma, sub, min_size, max_bump=0)
+        if best is not None:
+            out[i] = lo + ramp_start(clipped[lo:hi], best[1], min_size, allowed=sub)
+    return sorted(set(out))
 
 
 def window_of(bounds: Sequence[int], i: int, n: int, window: int) -> tuple[int, int, int]:
