@@ -27,13 +27,26 @@ $(TXLA_BIN)/.installed: pyproject.toml
 	$(TXLA_BIN)/python -c 'import torch_xla, torchax, jax; from torch_xla.core.xla_builder import call_jax'
 	touch $@
 
+# Apache Otava (its E-divisive change-point detector), apart from the JAX environment: it pins numpy 2.2.
+# Only benchmarks/changes_vs_otava.py uses it (xlabench's detector side by side with Otava's on the same
+# series). Idempotent: a complete environment is left alone.
+OTAVA_VENV ?= .venv-otava
+OTAVA_BIN := $(OTAVA_VENV)/bin
+OTAVA_VERSION ?= 0.8.0
+$(OTAVA_BIN)/.installed:
+	test -x $(OTAVA_BIN)/python || $(PY) -m venv $(OTAVA_VENV)
+	$(OTAVA_BIN)/python -m pip install -q --upgrade pip
+	$(OTAVA_BIN)/python -m pip install -q 'apache-otava==$(OTAVA_VERSION)'
+	$(OTAVA_BIN)/python -c 'from otava.analysis import compute_change_points'
+	touch $@
+
 # libtpu in the JAX environment (~680 MB) for `xlabench compile` (compile-only TPU devices, no TPU needed).
 # CPU workers stay on the CPU (xlabench sets JAX_PLATFORMS=cpu where no accelerator is present).
 $(BIN)/.tpu-compile: $(BIN)/.installed
 	$(BIN)/python -m pip install -q -e '.[tpu-compile]'
 	touch $@
 
-.PHONY: setup run lint test test-fast torch-xla-env tpu-compile compile readme-charts
+.PHONY: setup run lint test test-fast torch-xla-env otava-env tpu-compile compile readme-charts
 setup: $(BIN)/.installed
 
 ## libtpu for `xlabench compile` (run once; `make test` does it)
@@ -47,6 +60,9 @@ compile: tpu-compile
 
 ## the torch_xla environment (run once; `make test` and `xlabench run` then drive it)
 torch-xla-env: $(TXLA_BIN)/.installed
+
+## Apache Otava in its own environment (run once; benchmarks/changes_vs_otava.py uses it)
+otava-env: $(OTAVA_BIN)/.installed
 
 ## the main job: a CPU run of a real suite (cpu profile picked automatically), then its plots;
 ## it writes only to results/ and plots/, which git ignores (the tree stays clean)

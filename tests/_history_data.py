@@ -57,18 +57,44 @@ def draw(factors: Sequence[float], seed: int = 0, run_sigma: float = RUN_SIGMA,
 def group(factors: Sequence[float], seed: int = 0, run_sigma: float = RUN_SIGMA,
           n_cases: Optional[int] = None) -> series.Group:
     """The same runs as write_series, straight into a series.Group (no files: for rates over many series)."""
-    rows, drawn = draw(factors, seed, run_sigma, n_cases)
+    return _group(factors, *draw(factors, seed, run_sigma, n_cases))
+
+
+def _group(factors: Sequence[float], rows: list[dict[str, Any]], drawn: list[list[np.ndarray]]) -> series.Group:
     runs = [{"run_id": f"r{i:06d}", "git_sha": f"c{i:09d}"} for i in range(len(factors))]
     samples = {r["case_id"]: [drawn[i][j] for i in range(len(factors))] for j, r in enumerate(rows)}
     env = series.Env("attention", "cpu", "cpu", "jax")
     return series.Group(env, runs, samples, {r["case_id"]: {"impl": r["impl"]} for r in rows})
 
 
+def draw_scaled(factors: Sequence[float], seed: int = 0, run_sigma: float = RUN_SIGMA, impl: str = "naive",
+                shared: float = 0.0) -> tuple[list[dict[str, Any]], list[list[np.ndarray]]]:
+    """Runs made from one real run (the fixture's cases of ``impl``): each run's samples are the real run's
+    samples of the case, times the case's own run-to-run noise (lognormal, run_sigma), a machine speed
+    shared by the cases (lognormal, ``shared``) and the run's factor. A case's series has run_sigma noise
+    whatever its samples' spread (the issue's 8 % step: 24 naive cases at 1 %)."""
+    rows, samples = _fixture()
+    rows = [r for r in rows if r["status"] == "ok" and r["impl"] == impl]
+    rng = np.random.default_rng(seed)
+    out = []
+    for f in factors:
+        machine = float(np.exp(rng.normal(0, shared))) if shared else 1.0
+        out.append([samples[r["case_id"]] * np.exp(rng.normal(0, run_sigma)) * machine * f for r in rows])
+    return rows, out
+
+
+def scaled(factors: Sequence[float], seed: int = 0, run_sigma: float = RUN_SIGMA, impl: str = "naive",
+           shared: float = 0.0) -> series.Group:
+    """draw_scaled's runs straight into a series.Group."""
+    return _group(factors, *draw_scaled(factors, seed, run_sigma, impl, shared))
+
+
 def write_series(out: Path, factors: Sequence[float], seed: int = 0, run_sigma: float = RUN_SIGMA,
                  suite: str = "attention", shas: Optional[Sequence[str]] = None, n_cases: Optional[int] = None,
-                 note: Optional[str] = None) -> list[Path]:
-    """One run file per factor (run i at commit shas[i], started i minutes after midnight), samples from draw()."""
-    rows, drawn = draw(factors, seed, run_sigma, n_cases)
+                 note: Optional[str] = None, impl: Optional[str] = None) -> list[Path]:
+    """One run file per factor (run i at commit shas[i], started i minutes after midnight), samples from draw()
+    (with ``impl``: from draw_scaled(), that impl's cases at run_sigma each)."""
+    rows, drawn = draw(factors, seed, run_sigma, n_cases) if impl is None else draw_scaled(factors, seed, run_sigma, impl)
     out.mkdir(parents=True, exist_ok=True)
     paths = []
     for i in range(len(factors)):

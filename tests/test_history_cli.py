@@ -50,7 +50,7 @@ def test_add_changes_json_html_rebuild(creep, tmp_path):
     assert r.returncode == 0, r.stderr
     assert "suite geometric mean" in r.stdout and "attention" in r.stdout
     changes = json.loads(out.read_text())
-    suite = [c for c in changes if c["case_id"] == "geomean"][0]
+    suite = [c for c in changes["changes"] if c["case_id"] == "geomean"][0]
     assert abs(suite["position"] - 20) <= 1
     assert {"case_id", "last_good", "first_bad", "ratio", "low", "high", "p", "p_holm"} <= set(suite)
     assert suite["first_bad"] == f"c{suite['position']:09d}" and suite["low"] < suite["ratio"] < suite["high"]
@@ -72,6 +72,29 @@ def test_add_changes_json_html_rebuild(creep, tmp_path):
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in suite_page
     assert suite_page.count('class="multiple"') == 48 and 'class="mfu"' in suite_page
     assert (site / "runs" / runs[-1].name).exists()  # the newest run's CSV, linked
+
+
+def test_many_cases_at_one_commit_are_one_event(tmp_path):
+    """The issue's 8% step: 30 runs of the real run's 24 naive cases, each 8% slower from run 21 on (1%
+    noise): one event at commit 20 in the table, the JSON and the site, the 24 cases beneath it."""
+    url = f"sqlite:///{tmp_path / 'h.sqlite'}"
+    hd.write_series(tmp_path / "runs", [1.0] * 20 + [1.08] * 10, seed=3, impl="naive")
+    assert run_cli("history", "add", str(tmp_path / "runs"), "--history", url).returncode == 0
+    out = tmp_path / "c.json"
+    r = run_cli("history", "changes", "--history", url, "--json", str(out))
+    assert r.returncode == 0, r.stderr
+    assert "24 of 24 cases changed at commit c000000020 (last good c000000019)" in r.stdout
+    doc = json.loads(out.read_text())
+    (ev,) = doc["events"]
+    assert ev["first_bad"] == "c000000020" and ev["cases"] == 24 and len(ev["case_ids"]) == 24
+    assert 1.06 < ev["low"] <= ev["ratio"] <= ev["high"] < 1.10
+    in_event = [c for c in doc["changes"] if c["event"] == 0]
+    assert sorted(c["case_id"] for c in in_event) == ev["case_ids"]
+    assert run_cli("history", "html", "--history", url, "-o", str(tmp_path / "site")).returncode == 0
+    index = (tmp_path / "site" / "index.html").read_text()
+    assert "24 of 24 (24 slower)" in index and "<code>c000000020</code>" in index
+    r = run_cli("history", "changes", "--history", url, "--family", "t-test")
+    assert r.returncode == 2 and "--family" in r.stderr
 
 
 def test_same_run_id_other_content_exits_2(creep, tmp_path):
@@ -122,7 +145,7 @@ def test_postgres_add_and_changes(postgres_server, creep, tmp_path):
     assert r.returncode == 0 and "30 run(s) added" in r.stdout, r.stderr
     out = tmp_path / "c.json"
     assert run_cli("history", "changes", "--history", history_url, "--json", str(out)).returncode == 0
-    suite = [c for c in json.loads(out.read_text()) if c["case_id"] == "geomean"][0]
+    suite = [c for c in json.loads(out.read_text())["changes"] if c["case_id"] == "geomean"][0]
     assert abs(suite["position"] - 20) <= 1
 
 

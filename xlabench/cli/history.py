@@ -107,12 +107,15 @@ def rebuild(results_dir: str, history_url: Optional[str]) -> None:
     console.print(f"rebuilt {history_url or store_lib.DEFAULT_URL} from {len(records)} run(s) under {results_dir}")
 
 
-def _detect(s: store_lib.Store, suite: Optional[str], alpha: float) -> tuple[list, dict[int, list]]:
-    """Every series (group) of the suite(s) in the store and its change points."""
+def _detect(s: store_lib.Store, suite: Optional[str], alpha: float,
+            family: str = "auto") -> tuple[list, dict[int, list], dict[int, list]]:
+    """Every series (group) of the suite(s) in the store, its change points and its events (many cases
+    changed at one commit)."""
     from xlabench.history import series
 
     groups = series.groups(s, suite)
-    return groups, {i: series.detect(g, alpha) for i, g in enumerate(groups)}
+    found = {i: series.detect(g, alpha, family) for i, g in enumerate(groups)}
+    return groups, found, {i: series.events(g, found[i]) for i, g in enumerate(groups)}
 
 
 def _pct(x: float) -> str:
@@ -124,32 +127,51 @@ def _pct(x: float) -> str:
 @click.option("--suite", default=None, help="Only this suite.")
 @click.option("--alpha", type=float, default=ALPHA, show_default=True,
               help="Significance per series (cases: family-wise over a suite's cases, Holm).")
+@click.option("--family", type=click.Choice(["auto", "mean", "rank"]), default="auto", show_default=True,
+              help="The detector's test: mean (clipped runs, t), rank (ranks, Mann-Whitney); auto: rank on "
+                   "heavy-tailed or banded series.")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), default=None,
-              help="Also write every change as JSON (case_id, last_good and first_bad git_sha, ratio, interval, p).")
-def changes_cmd(history_url: Optional[str], suite: Optional[str], alpha: float, json_path: Optional[str]) -> None:
-    """The change points of every suite's series, per case and of the suite's geometric mean, in commit order."""
+              help="Also write the events and every change as JSON ({\"events\": [...], \"changes\": [...]}: "
+                   "case_id, last_good and first_bad git_sha, ratio, interval, p; event: commit, cases, case_ids).")
+def changes_cmd(history_url: Optional[str], suite: Optional[str], alpha: float, family: str,
+                json_path: Optional[str]) -> None:
+    """The change points of every suite's series, per case and of the suite's geometric mean, in commit order;
+    many cases changed at one commit are one event, its cases beneath it."""
     if not 0 < alpha < 1:
         raise BadInput(f"--alpha {alpha}: expected a number between 0 and 1")
     with open_store(history_url, create=False) as s:
-        groups, found = _detect(s, suite, alpha)
+        groups, found, events = _detect(s, suite, alpha, family)
     if not groups:
         raise BadInput(f"{history_url or store_lib.DEFAULT_URL}: no runs" + (f" of suite {suite}" if suite else ""))
-    every = [c for i in range(len(groups)) for c in found[i]]
-    for g, i in zip(groups, range(len(groups))):
-        t = Table(title=f"{g.env.label()}: {len(g.runs)} runs, {len(found[i])} change(s)", title_justify="left")
+    every, every_event = [], []
+    for i, g in enumerate(groups):
+        t = Table(title=f"{g.env.label()}: {len(g.runs)} runs, {len(events[i])} event(s), {len(found[i])} change(s)",
+                  title_justify="left")
         t.add_column("case", overflow="fold", ratio=1)
         for col in ("last good", "first bad"):
             t.add_column(col, no_wrap=True)
         t.add_column("change (95%)", no_wrap=True)
         t.add_column("p", no_wrap=True)
+        event_of = {id(c): len(every_event) + n for n, ev in enumerate(events[i]) for c in ev.changes}
+        for ev in events[i]:
+            t.add_row(Text(f"event: {ev.cases} of {ev.of} cases ({ev.slower} slower)", style="bold"), ev.last_good,
+                      ev.first_bad, f"{_pct(ev.ratio)} median\n{_pct(ev.low)}..{_pct(ev.high)}", "")
+            for c in ev.changes:
+                t.add_row(f"  {c.case}", c.last_good, c.first_bad, f"{_pct(c.ratio)} {_pct(c.low)}..{_pct(c.high)}",
+                          f"{c.p_holm:.2g}")
         for c in found[i]:
-            t.add_row(c.case, c.last_good, c.first_bad, f"{_pct(c.ratio)}\n{_pct(c.low)}..{_pct(c.high)}",
-                      f"{c.p_holm:.2g}")
+            if id(c) not in event_of:
+                t.add_row(c.case, c.last_good, c.first_bad, f"{_pct(c.ratio)}\n{_pct(c.low)}..{_pct(c.high)}",
+                          f"{c.p_holm:.2g}")
         console.print(t)
+        for ev in events[i]:
+            console.print(f"{g.env.suite}: {ev.line()}", soft_wrap=True)
+        every += [dict(c.as_json(), event=event_of.get(id(c))) for c in found[i]]
+        every_event += [ev.as_json() for ev in events[i]]
     if json_path:
         output_dir(Path(json_path).parent, "--json", "the folder of the JSON file")
-        Path(json_path).write_text(json.dumps([c.as_json() for c in every], indent=2) + "\n")
-        console.print(f"wrote {len(every)} change(s) to {json_path}")
+        Path(json_path).write_text(json.dumps({"events": every_event, "changes": every}, indent=2) + "\n")
+        console.print(f"wrote {len(every_event)} event(s) and {len(every)} change(s) to {json_path}")
 
 
 @history.command("html", epilog=examples("xlabench history html -o site/", "xlabench history html -o site/ --suite attention"))
@@ -162,8 +184,8 @@ def html_cmd(history_url: Optional[str], out_dir: str, suite: Optional[str]) -> 
     from xlabench.history import html
 
     with open_store(history_url, create=False) as s:
-        groups, found = _detect(s, suite, ALPHA)
+        groups, found, events = _detect(s, suite, ALPHA)
         if not groups:
             raise BadInput(f"{history_url or store_lib.DEFAULT_URL}: no runs" + (f" of suite {suite}" if suite else ""))
-        index = html.write_site(s, groups, found, output_dir(out_dir, "--output", "the site's folder"))
+        index = html.write_site(s, groups, found, output_dir(out_dir, "--output", "the site's folder"), events)
     console.print(f"wrote {index} ({len(groups)} suite page(s))")

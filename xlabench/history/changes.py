@@ -1,14 +1,31 @@
-"""Change points in a series of runs, on arrays: binary segmentation with a two-sample test at each split (Apache
-Otava's E-divisive uses a t-test; this uses the gate's Mann-Whitney U), each change placed by CUSUM and moved back to where a ramp starts, and the change's size
-with a bootstrap interval from the raw samples either side.
+"""Change points in a series of runs, on arrays, judged by the series' own run-to-run noise.
 
 The series is one value per run in commit order: the log of a case's median seconds (or the suite's
-geometric mean of them). A candidate split is the one that maximises |t| between the segment's two parts
-(rank_splits says why ranks); its p-value is the test's, times the number of splits that were tried (Bonferroni over the
-splits: the largest of many t statistics is not one t statistic, and without this a noise-only series
-of 30 runs alarms at several times alpha). A significant split cuts the segment and both halves are
-searched again. Where the segment is cut is not the largest |t| (mid-ramp for a creeping change) but the
-CUSUM's turning point, moved back while the run before it is still beyond the runs before. Holm's method then runs over every candidate of the cases of a suite and environment.
+geometric mean of them). The detector (docs/history.md has its figures, side by side with Apache Otava's):
+
+1. **Noise.** The run-to-run noise sigma is taken robustly from the differences of consecutive runs
+   (1.4826 MAD / sqrt 2): a step moves one difference, not the spread, so a series is judged by how much it
+   moves from run to run, not by the spread of the samples inside a run.
+2. **Outliers.** Each run is clipped to HUBER_K sigma around the running median of its 5 neighbours (a
+   median filter keeps steps sharp): one bad run moves a short segment's mean by at most HUBER_K sigma / 3.
+   Where the clipped runs still stray from that median more than sigma says (runs in two bands, heavy
+   tails), their spread is the sigma the scan uses.
+3. **Scan.** In a segment, every split k (a step: the runs before against the runs after) and every
+   window a..b of up to MAX_BUMP runs (a regression and its fix: the runs inside against the rest) is
+   scored by its standardised mean difference z = diff / (sigma sqrt(1/n1 + 1/n2)). The largest |z| of
+   a segment is not one z: its p-value is scan_p (a fitted effective number of tests times the one-test
+   tail, calibrated by simulation on noise-only series with sigma estimated as above; figures in the
+   docstring of scan_p). Like Otava's E-divisive, binary segmentation: a significant split cuts the
+   segment and both parts are searched again, at the strictness of the whole series.
+4. **Place.** A step at the largest |z|, moved back while the run before it is still significantly beyond
+   the runs before that (a creeping change is reported where it starts, not mid-ramp).
+5. **Confirm.** Every change is tested again against its neighbouring segments (up to WINDOW runs a side)
+   with scipy's two-sample test of its family: Student's t on the clipped runs ("mean", the default), or
+   Mann-Whitney's U ("rank": the scan then runs on the runs' normal scores, whose spread is known; family
+   "auto" picks it when the runs have heavy tails or lie in bands). The weakest unconfirmed change goes and its neighbours are tested again.
+6. **Size.** The ratio after / before over the neighbouring runs with a t interval from the runs' own
+   spread; a run's within-run samples enter only where a side has too few runs to measure its spread
+   (fewer than SPREAD_RUNS), as a floor on it.
 """
 
 from __future__ import annotations
@@ -17,22 +34,33 @@ from dataclasses import dataclass
 from typing import Optional, Sequence
 
 import numpy as np
-from scipy import stats
+from scipy import ndimage, stats
 
-from xlabench.history import ALPHA  # noqa: F401 (changes.ALPHA: per series, see xlabench/history)
+from xlabench.history import ALPHA
 
-MIN_SIZE = 3      # runs on each side of a split (fewer: a side has next to no variance to test against)
-WINDOW = 30       # runs on each side a change's size is measured on (up to the neighbouring changes)
+MIN_SIZE = 3       # runs on each side of a split (fewer: a side has next to no variance to test against)
+MAX_BUMP = 30      # longest window of runs scanned as a regression and its fix (longer ones: two steps)
+WINDOW = 30        # runs on each side a change is confirmed and measured on (up to the neighbouring changes)
+HUBER_K = 3.0      # a run is clipped to this many sigma from the running median of its neighbours
 RAMP_ALPHA = 0.05  # a run before a change still counts as changed while it is this significantly beyond the runs before it
-BOOTSTRAP = 400
-EXACT_SIDE = 10   # a split with a side this small gets the exact Mann-Whitney p-value
+SPREAD_RUNS = 5    # a side with fewer runs: its spread is floored by the runs' within-run samples
 CONFIDENCE = 0.95
+FAMILIES = ("auto", "mean", "rank")
+FAR_RUNS = 2      # heavy tails: at least this many runs (and 1 %) beyond 4 sigma of their neighbours' median
+JUMPS = 4         # or at least this many (and 2 %) differences beyond 4 sigma sqrt 2 (a case jumping between modes)
+NOT_NORMAL = 1.4   # family auto: rank when the clipped runs' spread exceeds the differences' noise this much
+                   # (normal noise, 30 runs: 1.24 at the 90th percentile; runs in two bands: 1.25-1.56)
+# scan_p's effective number of tests by series length (runs, tests), interpolated on log-log, slope 1 beyond
+# (simulated: the 1 % quantile of the one-test p of the largest |z| on Gaussian noise-only series, 500 to
+# 6,000 series per length, sigma estimated as noise() does; at 0.1 % the same tests or fewer)
+NEFF = ((6, 1.0), (8, 1.5), (12, 3.1), (20, 13.0), (30, 44.0), (45, 98.0), (60, 147.0), (120, 360.0),
+        (250, 1330.0), (500, 3600.0), (1000, 5300.0), (2000, 10700.0))
 
 
 @dataclass(frozen=True)
 class Split:
     index: int   # first run after the change
-    p: float     # Mann-Whitney p-value, Bonferroni-corrected over the splits tried
+    p: float     # the scan's p-value (the largest |z| of its segment, corrected for the splits and windows tried)
 
 
 @dataclass(frozen=True)
@@ -42,68 +70,98 @@ class Size:
     high: float
 
 
-def rank_splits(y: np.ndarray, min_size: int = MIN_SIZE) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(split indices k, z, two-sided p) of the Mann-Whitney U test of y[:k] against y[k:], for every k allowed
-    (normal approximation with tie and continuity corrections: conservative with 3 runs on a side).
-
-    Ranks, as the gate's per-case test: a case's run medians are far from normal (a bimodal case's median of
-    5 samples jumps between modes), and on such series the largest of the t statistics alarmed in 7% of
-    noise-only suites of 48 cases after Holm at 1%; under the null every order of the runs is equally
-    likely, so the rank test holds its level whatever the noise (docs/history.md)."""
-    n = len(y)
-    k = np.arange(min_size, n - min_size + 1)
-    if len(k) == 0:
-        return k, np.zeros(0), np.ones(0)
-    ranks = stats.rankdata(y)
-    _, ties = np.unique(y, return_counts=True)
-    n1, n2 = k.astype(float), (n - k).astype(float)
-    u = np.cumsum(ranks)[k - 1] - n1 * (n1 + 1) / 2
-    var = n1 * n2 / 12 * ((n + 1) - np.sum(ties ** 3 - ties) / (n * (n - 1)))
-    dev = n1 * n2 / 2 - u  # > 0: the left part ranks low, the values rose
-    z = np.sign(dev) * np.maximum(np.abs(dev) - 0.5, 0) / np.sqrt(np.maximum(var, 1e-12))
-    return k, z, 2 * stats.norm.sf(np.abs(z))
+def noise(y: np.ndarray) -> float:
+    """The series' run-to-run standard deviation from its consecutive differences, robustly (1.4826 MAD of
+    the differences / sqrt 2): a step or an outlier moves one or two differences, not their median. Where
+    more than half the differences are 0 (quantised timings), their standard deviation instead."""
+    d = np.diff(np.asarray(y, float))
+    if len(d) < 2:
+        return float("nan")
+    s = 1.4826 * float(np.median(np.abs(d - np.median(d)))) / np.sqrt(2)
+    if s <= 0:
+        s = float(np.std(d)) / np.sqrt(2)
+    return max(s, 1e-9)
 
 
-def best_split(y: np.ndarray, allowed: Optional[np.ndarray] = None, min_size: int = MIN_SIZE,
-               tried: Optional[int] = None) -> Optional[Split]:
-    """The split of largest |z| (among the allowed ones: run k starts a new commit), its p times ``tried``
-    (default: the splits of y that were allowed)."""
-    k, t, p = rank_splits(y, min_size)
-    if allowed is not None and len(k):
-        keep = allowed[k]
-        k, t, p = k[keep], t[keep], p[keep]
-    if len(k) == 0:
+def clip_outliers(y: np.ndarray, sigma: float, k: float = HUBER_K) -> np.ndarray:
+    """y with each run clipped to k sigma around the median of the 5 runs around it (a median filter keeps a
+    step's edge; one or two bad runs in five are clipped)."""
+    y = np.asarray(y, float)
+    if len(y) < 5:
+        return y.copy()
+    m = ndimage.median_filter(y, size=5, mode="mirror")
+    return m + np.clip(y - m, -k * sigma, k * sigma)
+
+
+def spread(z: np.ndarray) -> float:
+    """The noise of a series as its runs stray from the median of the 5 around them (root mean square,
+    / 0.85: its share of normal noise's variance on 30 runs). A median filter keeps a step's edge, so a
+    step does not inflate it; noise that is not normal does (runs in two bands, heavy tails once clipped)."""
+    if len(z) < 5:
+        return 0.0
+    r = z - ndimage.median_filter(z, size=5, mode="mirror")
+    return float(np.sqrt(np.mean(r ** 2) / 0.85))
+
+
+def scan(z: np.ndarray, sigma: float, allowed: Optional[np.ndarray] = None, min_size: int = MIN_SIZE,
+         max_bump: int = MAX_BUMP) -> Optional[tuple[float, int, Optional[int]]]:
+    """The best split of a segment: (largest |z|, a, b) with b None for a step at a, or the window a..b-1
+    (a regression and its fix) against the runs around it; None if the segment is too short.
+    ``allowed[k]``: a split may go before run k (run k starts a new commit)."""
+    m = len(z)
+    if m < 2 * min_size:
         return None
-    i = int(np.argmax(np.abs(t)))
-    return Split(int(k[i]), float(min(1.0, split_p(y, int(k[i])) * (tried or len(k)))))
+    c = np.concatenate([[0.0], np.cumsum(z)])
+    total = c[-1]
+    ok = np.ones(m + 1, bool) if allowed is None else np.concatenate([np.asarray(allowed, bool), [True]])
+    k = np.arange(min_size, m - min_size + 1)
+    k = k[ok[k]]
+    best: Optional[tuple[float, int, Optional[int]]] = None
+    if len(k):
+        d = (total - c[k]) / (m - k) - c[k] / k
+        t = np.abs(d) / (sigma * np.sqrt(1 / k + 1 / (m - k)))
+        i = int(np.argmax(t))
+        best = (float(t[i]), int(k[i]), None)
+    lengths = np.arange(min_size, min(max_bump, m - 2 * min_size) + 1)
+    if len(lengths):
+        a = np.arange(min_size, m - 2 * min_size + 1)
+        aa, ll = np.meshgrid(a, lengths, indexing="ij")
+        bb = aa + ll
+        valid = (bb <= m - min_size) & ok[aa] & ok[np.minimum(bb, m)]
+        if valid.any():
+            inside = c[np.minimum(bb, m)] - c[aa]
+            d = inside / ll - (total - inside) / (m - ll)
+            t = np.where(valid, np.abs(d) / (sigma * np.sqrt(1 / ll + 1 / (m - ll))), -1.0)
+            i, j = np.unravel_index(int(np.argmax(t)), t.shape)
+            if best is None or t[i, j] > best[0]:
+                best = (float(t[i, j]), int(aa[i, j]), int(bb[i, j]))
+    return best
 
 
-def split_p(y: np.ndarray, k: int) -> float:
-    """Two-sided Mann-Whitney p of y[:k] against y[k:]: exact when a side has <= EXACT_SIDE runs (the normal
-    approximation is too conservative there: 5 runs after a change could never be significant at 1% after
-    the Bonferroni factor of 30 runs; exact, they can), else the normal approximation."""
-    left, right = y[:k], y[k:]
-    method = "exact" if min(len(left), len(right)) <= EXACT_SIDE else "asymptotic"
-    return float(stats.mannwhitneyu(left, right, method=method).pvalue)
+def scan_p(t: float, n: int, known_sigma: bool = False) -> float:
+    """The p-value of a scan's largest |z| on a series of n runs: the effective number of tests of a series
+    that long (NEFF) times the two-sided tail of Student's t with 0.4 (n - 1) degrees of freedom (sigma from
+    the MAD of n - 1 differences has about the precision of a variance on 40 % as many: with this choice
+    the effective number is the same at the 1 % and the 0.1 % quantile). ``known_sigma`` (the rank family's
+    scores): the normal tail."""
+    tail = stats.norm.sf(t) if known_sigma else stats.t.sf(t, max(2.0, 0.4 * (n - 1)))
+    return float(min(1.0, neff(n) * 2 * tail))
 
 
-def cusum_location(y: np.ndarray, allowed: Optional[np.ndarray] = None, min_size: int = MIN_SIZE) -> int:
-    """Where the change lies: the argmax of the unweighted CUSUM |sum(y[:k] - mean(y))|, the last run before
-    the values cross their overall mean. For a step it agrees with the largest |t|; for a ramp the largest
-    |t| lies mid-ramp, the crossing where the ramp starts (measured on creeping series: docs/history.md)."""
-    n = len(y)
-    k = np.arange(min_size, n - min_size + 1)
-    if allowed is not None:
-        k = k[allowed[k]]
-    s = np.cumsum(y - y.mean())
-    return int(k[np.argmax(np.abs(s[k - 1]))])
+def neff(n: int) -> float:
+    """The effective number of tests of a scan on n runs (NEFF interpolated on log-log; slope 1 beyond it)."""
+    ln, le = np.log([r for r, _ in NEFF]), np.log([e for _, e in NEFF])
+    x = np.log(max(n, NEFF[0][0]))
+    if x > ln[-1]:
+        return float(np.exp(le[-1] + (x - ln[-1])))
+    return float(np.exp(np.interp(x, ln, le)))
 
 
 def ramp_start(y: np.ndarray, k: int, min_size: int = MIN_SIZE, alpha: float = RAMP_ALPHA,
                allowed: Optional[np.ndarray] = None) -> int:
     """Move a change at k back while the run before it is still significantly beyond the runs before
     that, in the change's direction: a creeping change is reported where it starts, not mid-ramp
-    (where the largest |t| lies)."""
+    (where the largest |z| lies)."""
     direction = np.sign(np.mean(y[k:]) - np.mean(y[:k]))
     while k - 1 >= min_size:
         left, point = y[:k - 1], y[k - 1]
@@ -119,27 +177,99 @@ def ramp_start(y: np.ndarray, k: int, min_size: int = MIN_SIZE, alpha: float = R
     return k
 
 
-def segment(y: np.ndarray, alpha: float = ALPHA, allowed: Optional[np.ndarray] = None,
-            min_size: int = MIN_SIZE) -> list[Split]:
-    """Binary segmentation: every split significant at alpha, in index order.
+def scores(y: np.ndarray) -> np.ndarray:
+    """The runs' normal scores (van der Waerden: the normal quantile of rank / (n + 1)): the rank family
+    scans these, whose distribution under no change is the same whatever the noise's."""
+    return stats.norm.ppf(stats.rankdata(y) / (len(y) + 1))
 
-    Every test, of the whole series or of a part, is corrected by the splits of the whole series: a part
-    left between two real changes is searched at the same strictness as the series, so the false alarms
-    of the parts do not add up as the recursion goes deeper."""
-    found: list[Split] = []
-    todo = [(0, len(y))]
-    k_all = np.arange(min_size, len(y) - min_size + 1)
-    tried = max(1, int(np.sum(allowed[k_all])) if allowed is not None and len(k_all) else len(k_all))
+
+def heavy_tailed(y: np.ndarray, sigma: float) -> bool:
+    """Whether the runs stray from their neighbours' median more often than normal noise would (at least
+    FAR_RUNS runs and 1 % of them beyond 4 sigma; normal noise: about 0.02 % of runs), or jump from run to run more
+    often than changes would (at least JUMPS and 2 % of the differences beyond 4 sigma sqrt 2: a regression
+    and its fix make 2, four changes 4; a case whose median jumps between two modes, more)."""
+    if len(y) < 5:
+        return False
+    r = np.abs(y - ndimage.median_filter(y, size=5, mode="mirror"))
+    far = int(np.sum(r > 4 * sigma))
+    jumps = int(np.sum(np.abs(np.diff(y)) > 4 * np.sqrt(2) * sigma))
+    return far >= max(FAR_RUNS, 0.01 * len(y)) or jumps >= max(JUMPS, 0.02 * len(y))
+
+
+def confirm_p(left: np.ndarray, right: np.ndarray, family: str) -> float:
+    """Two-sided p of the runs before against the runs after: Student's t ("mean") or Mann-Whitney's U
+    ("rank"), both scipy's."""
+    if family == "rank":
+        return float(stats.mannwhitneyu(left, right, alternative="two-sided").pvalue)
+    if np.ptp(np.concatenate([left, right])) == 0:
+        return 1.0
+    p = float(stats.ttest_ind(left, right).pvalue)
+    return p if np.isfinite(p) else 1.0
+
+
+def segment(y: np.ndarray, alpha: float = ALPHA, allowed: Optional[np.ndarray] = None,
+            min_size: int = MIN_SIZE, family: str = "auto") -> list[Split]:
+    """The changes of a series, in index order: binary segmentation by the scan (every segment at the
+    strictness of the whole series, so the false alarms of the parts do not add up as the recursion goes
+    deeper), then each change confirmed against its neighbouring segments by its family's test."""
+    if family not in FAMILIES:
+        raise ValueError(f"family {family!r}: expected one of {', '.join(FAMILIES)}")
+    y = np.asarray(y, float)
+    n = len(y)
+    if n < 2 * min_size:
+        return []
+    clipped = clip_outliers(y, noise(y))
+    if family == "auto":
+        family = "rank" if heavy_tailed(y, noise(y)) or spread(clipped) > NOT_NORMAL * noise(y) else "mean"
+    z = scores(y) if family == "rank" else clipped
+    if family == "rank":  # the scores' spread is known: the same for every order of the runs
+        sigma = float(np.sqrt(np.mean(z ** 2)))
+    else:  # runs in two bands, tails heavier than clipped: the runs' own spread
+        sigma = max(noise(z), spread(z))
+    found: dict[int, float] = {}
+    todo = [(0, n)]
     while todo:
         a, b = todo.pop()
-        sub_allowed = None if allowed is None else allowed[a:b]
-        s = best_split(y[a:b], sub_allowed, min_size, tried)
-        if s is None or s.p > alpha:
+        sub = None if allowed is None else allowed[a:b]
+        best = scan(z[a:b], sigma, sub, min_size)
+        if best is None:
             continue
-        k = ramp_start(y[a:b], cusum_location(y[a:b], sub_allowed, min_size), min_size, allowed=sub_allowed)
-        found.append(Split(a + k, s.p))
-        todo += [(a, a + k), (a + k, b)]
-    return sorted(found, key=lambda s: s.index)
+        p = scan_p(best[0], n if a == 0 and b == n else b - a, known_sigma=family == "rank")
+        if p > alpha:
+            continue
+        t, k, end = best
+        cuts = [k] if end is None else [k, end]
+        if end is None:
+            cuts = [ramp_start(clipped[a:b], k, min_size, allowed=sub)]
+        for cut in cuts:
+            found[a + cut] = min(p, found.get(a + cut, 1.0))
+        edges = [0] + cuts + [b - a]
+        todo += [(a + lo, a + hi) for lo, hi in zip(edges[:-1], edges[1:])]
+    bounds = refine(z, clipped, sorted(found), sigma, allowed, min_size)
+    found = {k: min((p for j, p in found.items() if abs(j - k) <= 2), default=min(found.values())) for k in bounds}
+    while bounds:  # confirm: the weakest unconfirmed change goes, then its neighbours are tested again
+        ps = [confirm_p(z[s:k], z[k:e], family) for s, k, e in (window_of(bounds, i, n, WINDOW)
+                                                                 for i in range(len(bounds)))]
+        worst = int(np.argmax(ps))
+        if ps[worst] <= alpha:
+            break
+        bounds.pop(worst)
+    return [Split(k, found[k]) for k in bounds]
+
+
+def refine(z: np.ndarray, clipped: np.ndarray, bounds: list[int], sigma: float, allowed: Optional[np.ndarray],
+           min_size: int = MIN_SIZE) -> list[int]:
+    """Each change re-placed between its neighbours (the step of largest |z| there, moved back to where a
+    ramp starts): a change found against a part that held another change sits off by a run or two."""
+    out = list(bounds)
+    for i in range(len(out)):
+        lo = out[i - 1] if i > 0 else 0
+        hi = out[i + 1] if i + 1 < len(out) else len(z)
+        sub = None if allowed is None else allowed[lo:hi]
+        best = scan(z[lo:hi], sigma, sub, min_size, max_bump=0)
+        if best is not None:
+            out[i] = lo + ramp_start(clipped[lo:hi], best[1], min_size, allowed=sub)
+    return sorted(set(out))
 
 
 def window_of(bounds: Sequence[int], i: int, n: int, window: int) -> tuple[int, int, int]:
@@ -150,51 +280,34 @@ def window_of(bounds: Sequence[int], i: int, n: int, window: int) -> tuple[int, 
     return max(lo, k - window), k, min(hi, k + window)
 
 
-def run_logs(samples: Sequence[np.ndarray], rng: np.random.Generator, reps: int) -> np.ndarray:
-    """(reps, runs) log medians of each run's samples resampled with replacement."""
-    out = np.empty((reps, len(samples)))
-    by_len: dict[int, list[int]] = {}
-    for j, s in enumerate(samples):
-        by_len.setdefault(len(s), []).append(j)
-    for n, cols in by_len.items():  # runs with as many samples resampled together
-        a = np.array([np.asarray(samples[j], dtype=float) for j in cols])  # (runs, n)
-        pick = rng.integers(0, n, (reps, len(cols), n))
-        out[:, cols] = np.log(np.median(np.take_along_axis(a[None], pick, axis=2), axis=2))
-    return out
+def within_var(samples: Optional[np.ndarray]) -> float:
+    """The variance of the log of a run's median from its own samples: (pi / 2) s^2 / n with s the robust
+    spread (1.4826 MAD) of the samples' logs (nan without samples)."""
+    if samples is None or len(samples) < 2:
+        return float("nan")
+    logs = np.log(np.asarray(samples, float))
+    s = 1.4826 * float(np.median(np.abs(logs - np.median(logs))))
+    return np.pi / 2 * s ** 2 / len(logs)
 
 
-def size(case_samples: Sequence[Sequence[Optional[np.ndarray]]], refs: np.ndarray, start: int, k: int, end: int,
-         weights: Optional[np.ndarray] = None, reps: int = BOOTSTRAP, confidence: float = CONFIDENCE,
-         seed: int = 0) -> Size:
-    """The change's size: geometric mean of the runs k..end-1 over that of start..k-1, with a two-level
-    bootstrap interval (runs resampled on each side, then each run's raw samples).
-
-    ``case_samples[c][r]`` holds case c's samples in run r (None: not in that run); a run's value is the
-    mean over its cases of log(median) - refs[c], weighted by weights[c] (one case: its log median)."""
-    w = np.ones(len(case_samples)) if weights is None else np.asarray(weights, float)
-    rng = np.random.default_rng(seed)
-    runs = np.arange(start, end)
-    total = np.zeros((reps, len(runs)))
-    count = np.zeros(len(runs))
-    point = np.zeros(len(runs))
-    for c, per_run in enumerate(case_samples):
-        have = [j for j, r in enumerate(runs) if per_run[r] is not None and len(per_run[r])]
-        if not have:
-            continue
-        logs = run_logs([per_run[runs[j]] for j in have], rng, reps) - refs[c]
-        total[:, have] += w[c] * logs
-        count[have] += w[c]
-        point[have] += [w[c] * (np.log(np.median(per_run[runs[j]])) - refs[c]) for j in have]
-    ok = count > 0
-    left, right = np.flatnonzero(ok & (runs < k)), np.flatnonzero(ok & (runs >= k))
+def size(y: np.ndarray, start: int, k: int, end: int, within: Optional[np.ndarray] = None,
+         confidence: float = CONFIDENCE) -> Size:
+    """The change's size: exp(mean of y[k:end] - mean of y[start:k]) (y: log values per run) with a t
+    interval from the runs' pooled spread about their side's mean. ``within[r]``: the variance of run r's
+    value from its own samples; it floors the spread of a side with fewer than SPREAD_RUNS runs (too few
+    to measure it), and is unused otherwise: runs measure their own noise, within-run sample noise
+    included."""
+    left, right = np.asarray(y[start:k], float), np.asarray(y[k:end], float)
     if len(left) == 0 or len(right) == 0:
         return Size(float("nan"), float("nan"), float("nan"))
-    mean_run = total / np.where(count > 0, count, 1)
-    est = float(np.exp(np.mean(point[right] / count[right]) - np.mean(point[left] / count[left])))
-    pick_l = left[rng.integers(0, len(left), (reps, len(left)))]
-    pick_r = right[rng.integers(0, len(right), (reps, len(right)))]
-    rows = np.arange(reps)[:, None]
-    diff = mean_run[rows, pick_r].mean(axis=1) - mean_run[rows, pick_l].mean(axis=1)
-    q = (1 - confidence) / 2
-    lo, hi = np.quantile(diff, [q, 1 - q])
-    return Size(est, float(np.exp(lo)), float(np.exp(hi)))
+    diff = float(right.mean() - left.mean())
+    df = len(left) + len(right) - 2
+    if df < 1:
+        return Size(float(np.exp(diff)), 0.0, float("inf"))
+    var = (np.sum((left - left.mean()) ** 2) + np.sum((right - right.mean()) ** 2)) / df
+    if within is not None and min(len(left), len(right)) < SPREAD_RUNS:
+        w = np.asarray(within[start:end], float)
+        if np.isfinite(w).any():
+            var = max(var, float(np.nanmean(w)))
+    half = stats.t.ppf(0.5 + confidence / 2, df) * np.sqrt(var * (1 / len(left) + 1 / len(right)))
+    return Size(float(np.exp(diff)), float(np.exp(diff - half)), float(np.exp(diff + half)))

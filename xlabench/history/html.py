@@ -1,5 +1,5 @@
 """The history as a static site a CI job can publish: an index of suites with their geometric-mean trend and
-the table of open changes, one page per suite and environment with small multiples per case and the MFU-vs-batch
+the events (many cases changed at one commit) and the table of open changes, one page per suite and environment with small multiples per case and the MFU-vs-batch
 chart of its newest run. Charts are inline SVG, no script, no font or file from elsewhere: the site works
 offline, from disk. Every string from a run (suite names, notes, errors, commit subjects) is escaped."""
 
@@ -16,7 +16,7 @@ from typing import Any, Optional, Sequence
 import numpy as np
 
 from xlabench import results
-from xlabench.history.series import GEOMEAN, Change, Group
+from xlabench.history.series import GEOMEAN, Change, Event, Group
 
 CSS = """
 body{font:14px/1.4 system-ui,-apple-system,'Segoe UI',sans-serif;margin:24px;color:#222;max-width:1200px}
@@ -138,6 +138,26 @@ def changes_table(changes: Sequence[Change], link: Optional[dict[str, str]] = No
     return "".join(rows)
 
 
+def events_table(events: Sequence[Event], link: Optional[dict[str, str]] = None) -> str:
+    """Many cases changed at one commit: a row per event (the commit, how many cases, the median change and
+    the range over the cases), its cases beneath it."""
+    if not events:
+        return "<p>No commit moved several cases at once.</p>"
+    rows = ["<table class=\"events\"><tr><th>suite</th><th>last good</th><th>first bad</th><th>cases</th>"
+            "<th>change (median; range over the cases)</th></tr>"]
+    for ev in events:
+        key = (ev.suite, ev.profile, ev.device_kind, ev.framework_version)
+        suite = f'<a href="{e(link[key])}">{e(ev.suite)}</a>' if link and key in link else e(ev.suite)
+        cls = "slow" if ev.ratio > 1 else "fast"
+        cases = "".join(f"<li>{e(c.case)} {_fmt_change(c)}</li>" for c in ev.changes)
+        rows.append(f"<tr><td>{suite}</td><td><code>{e(ev.last_good)}</code></td><td><code>{e(ev.first_bad)}</code></td>"
+                    f"<td>{ev.cases} of {ev.of} ({ev.slower} slower)<details><summary>the cases</summary><ul>{cases}"
+                    f"</ul></details></td><td><span class=\"{cls}\">{(ev.ratio - 1) * 100:+.1f}%</span> <span class=\"muted\">"
+                    f"({(ev.low - 1) * 100:+.1f}% to {(ev.high - 1) * 100:+.1f}%)</span></td></tr>")
+    rows.append("</table>")
+    return "".join(rows)
+
+
 def _slug(g: Group) -> str:
     key = f"{g.env.suite}|{g.env.profile}|{g.env.device_kind}|{g.env.framework_version}"
     safe = "".join(ch if ch.isalnum() or ch in "-_" else "-" for ch in g.env.suite)[:40]
@@ -196,15 +216,18 @@ def _newest_run_section(g: Group, newest: dict[str, Any], metrics: dict[str, dic
                if note_rows else ""))
 
 
-def write_site(store: Any, groups: Sequence[Group], changes: dict[int, list[Change]], out: Path) -> Path:
+def write_site(store: Any, groups: Sequence[Group], changes: dict[int, list[Change]], out: Path,
+               events: Optional[dict[int, list[Event]]] = None) -> Path:
     """Write index.html and one page per group under out; returns the index's path."""
+    events = events or {}
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     links = {(g.env.suite, g.env.profile, g.env.device_kind, g.env.framework_version): _slug(g) for g in groups}
-    cards, every_change = [], []
+    cards, every_change, every_event = [], [], []
     for gi, g in enumerate(groups):
         ch = changes.get(gi, [])
         every_change += ch
+        every_event += events.get(gi, [])
         idx, y = g.geomean_series()
         suite_ch = [c for c in ch if c.case_id == GEOMEAN]
         marks, labels = _marks(g, idx, suite_ch)
@@ -213,6 +236,7 @@ def write_site(store: Any, groups: Sequence[Group], changes: dict[int, list[Chan
                 f"<p>profile {e(g.env.profile or 'base')}; {e(g.env.device_kind)}; {e(g.env.framework_version)}; "
                 f"{len(g.runs)} runs in {'git topological' if g.ordered_by == 'git' else 'start-time'} order, "
                 f"{e(g.runs[0].get('git_sha'))} .. {e(g.runs[-1].get('git_sha'))}</p>", trend,
+                "<h2>Events: many cases at one commit</h2>", events_table(events.get(gi, [])),
                 "<h2>Open changes</h2>", changes_table(ch)]
         by_case: dict[str, list[Change]] = {}
         for c in ch:
@@ -238,6 +262,7 @@ def write_site(store: Any, groups: Sequence[Group], changes: dict[int, list[Chan
                      f"<td>{len(g.runs)}</td><td>{len(g.samples)}</td><td>{len(ch)}</td><td>{small}</td></tr>")
     body = ("<h1>xlabench history</h1><table class=\"suites\"><tr><th>suite</th><th>runs</th><th>cases</th>"
             f"<th>changes</th><th>geometric-mean trend</th></tr>{''.join(cards)}</table>"
+            f"<h2>Events: many cases at one commit</h2>{events_table(every_event, links)}"
             f"<h2>Open changes</h2>{changes_table(every_change, links)}")
     index = out / "index.html"
     index.write_text(_page("xlabench history", body), encoding="utf-8")

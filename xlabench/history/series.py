@@ -1,6 +1,7 @@
 """The store's runs as series: per suite and environment (profile, device kind and framework version apart),
 in commit order, one value per run for each case and for the suite's geometric mean; and the changes found
-in them (xlabench.history.changes on each series, Holm over the cases of a suite and environment)."""
+in them (xlabench.history.changes on each series, Holm over the cases of a suite and environment), and the
+events: many cases changed at one commit."""
 
 from __future__ import annotations
 
@@ -86,6 +87,19 @@ class Group:
         idx = np.flatnonzero(weight > 0)
         return idx, total[idx] / weight[idx]
 
+    def geomean_within(self, idx: np.ndarray) -> np.ndarray:
+        """Per run of idx the variance of the geometric-mean series' value from the runs' own samples
+        (each case's within-run variance of its log median, weighted as in geomean_series)."""
+        ids = sorted(self.samples)
+        w = self.weights(ids)
+        num, den = np.zeros(len(idx)), np.zeros(len(idx))
+        for c, wc in zip(ids, w):
+            v = np.array([cp.within_var(self.samples[c][j]) for j in idx])
+            have = np.isfinite(v)
+            num[have] += wc ** 2 * v[have]
+            den[have] += wc
+        return np.where(den > 0, num / np.where(den > 0, den, 1) ** 2, np.nan)
+
     def label(self, case_id: str) -> str:
         """A case for people: backend/impl and the parameters that differ between the group's cases."""
         if GEOMEAN == case_id:
@@ -154,7 +168,7 @@ class Change:
     ratio: float            # geometric mean after / before (a time: > 1 slower)
     low: float
     high: float
-    p: float                # Mann-Whitney, corrected over the splits of the series
+    p: float                # the scan's p, corrected over the splits and windows of the series
     p_holm: float           # Holm over the suite's cases (the geomean series: its own p)
     runs_before: int
     runs_after: int
@@ -170,17 +184,19 @@ def case_label(info: dict[str, Any], keys: Optional[list[str]] = None) -> str:
     return " ".join([f"{info.get('backend', '?')}/{info.get('impl', '?')}"] + bits)
 
 
-def detect(group: Group, alpha: float = cp.ALPHA, reps: int = cp.BOOTSTRAP) -> list[Change]:
-    """The changes of a group's cases (Holm over every candidate of its cases) and of its geometric mean.
+def detect(group: Group, alpha: float = cp.ALPHA, family: str = "auto") -> list[Change]:
+    """The changes of a group's cases (Holm over every change of its cases) and of its geometric mean.
 
     Two stages, as the gate's: a change is significant (its p after Holm <= alpha) and its size's
-    interval excludes 1 (the raw samples either side, not only the runs' medians, say it moved)."""
+    interval excludes 1 (the runs either side say it moved)."""
     found: list[tuple[str, np.ndarray, cp.Split]] = []
     for case_id in sorted(group.samples):
         idx, y = group.case_series(case_id)
-        for s in cp.segment(y, alpha, group.new_commit(idx)):
+        for s in cp.segment(y, alpha, group.new_commit(idx), family=family):
             found.append((case_id, idx, s))
-    adjusted = holm([s.p for _, _, s in found]) if found else np.zeros(0)
+    # Holm over every case tested: a case without a change counts as a p of 1 (its series was searched too)
+    silent = len(group.samples) - len({c for c, _, _ in found})
+    adjusted = holm([s.p for _, _, s in found] + [1.0] * silent)[:len(found)] if found else np.zeros(0)
     out: list[Change] = []
     kept: dict[str, list[int]] = {}
     for (case_id, idx, s), p_adj in zip(found, adjusted):
@@ -190,29 +206,88 @@ def detect(group: Group, alpha: float = cp.ALPHA, reps: int = cp.BOOTSTRAP) -> l
     for case_id, bounds in kept.items():
         for i, k in enumerate(bounds):
             s, p_adj, idx = lookup[(case_id, k)]
-            per_run = [group.samples[case_id][j] for j in idx]
-            out.append(_change(group, case_id, idx, bounds, i, [per_run], np.zeros(1), np.ones(1), s.p, float(p_adj),
-                               reps))
+            y = group.log_medians(case_id)[idx]
+            within = np.array([cp.within_var(group.samples[case_id][j]) for j in idx])
+            out.append(_change(group, case_id, idx, y, within, bounds, i, s.p, float(p_adj)))
     idx, y = group.geomean_series()
-    splits = cp.segment(y, alpha, group.new_commit(idx))
-    ids = sorted(group.samples)
-    per_case = [[group.samples[c][j] for j in idx] for c in ids]
-    refs, weights = (group.refs(ids), group.weights(ids)) if ids else (np.zeros(0), np.zeros(0))
+    splits = cp.segment(y, alpha, group.new_commit(idx), family=family)
+    within = group.geomean_within(idx) if splits else None
     bounds = [s.index for s in splits]
     for i, s in enumerate(splits):
-        out.append(_change(group, GEOMEAN, idx, bounds, i, per_case, refs, weights, s.p, s.p, reps))
+        out.append(_change(group, GEOMEAN, idx, y, within, bounds, i, s.p, s.p))
     out = [c for c in out if c.low > 1 or c.high < 1]
     return sorted(out, key=lambda c: (c.case_id != GEOMEAN, c.position, c.case_id))
 
 
-def _change(group: Group, case_id: str, idx: np.ndarray, bounds: list[int], i: int,
-            per_run_cases: list[list[Optional[np.ndarray]]], refs: np.ndarray, weights: np.ndarray, p: float,
-            p_adj: float, reps: int) -> Change:
+def _change(group: Group, case_id: str, idx: np.ndarray, y: np.ndarray, within: Optional[np.ndarray],
+            bounds: list[int], i: int, p: float, p_adj: float) -> Change:
     start, k, end = cp.window_of(bounds, i, len(idx), cp.WINDOW)
-    size = cp.size(per_run_cases, refs, start, k, end, weights=weights, reps=reps)
+    size = cp.size(y, start, k, end, within)
     good, bad = group.runs[idx[k - 1]], group.runs[idx[k]]
     label = group.label(case_id)
     e = group.env
     return Change(e.suite, e.profile, e.device_kind, e.framework_version, case_id, label,
                   good["git_sha"] or "", bad["git_sha"] or "", good["run_id"], bad["run_id"], int(idx[k]),
                   size.ratio, size.low, size.high, p, p_adj, k - start, end - k)
+
+
+MIN_EVENT_CASES = 3  # cases that move at one commit (+-1 run) to make one event of them
+
+
+@dataclass
+class Event:
+    """Many cases that changed at one commit: one line for one cause, the cases beneath."""
+
+    suite: str
+    profile: str
+    device_kind: str
+    framework_version: str
+    last_good: str
+    first_bad: str
+    position: int             # index of the first bad run in the suite's runs
+    cases: int                # cases that changed there
+    of: int                   # cases in the suite's series
+    slower: int               # of them, slower (ratio > 1)
+    ratio: float              # the median of the cases' ratios
+    low: float                # the smallest of the cases' ratios
+    high: float               # the largest
+    case_ids: list[str] = field(default_factory=list)
+    changes: list[Change] = field(default_factory=list, repr=False, compare=False)  # the cases' changes
+
+    def as_json(self) -> dict[str, Any]:
+        return {k: v for k, v in asdict(self).items() if k != "changes"}
+
+    def line(self) -> str:
+        return (f"{self.cases} of {self.of} cases changed at commit {self.first_bad or '?'} (last good "
+                f"{self.last_good or '?'}): median {(self.ratio - 1) * 100:+.1f}%, cases "
+                f"{(self.low - 1) * 100:+.1f}% to {(self.high - 1) * 100:+.1f}% ({self.slower} slower, {self.cases - self.slower} faster)")
+
+
+def events(group: Group, changes: list[Change], min_cases: int = MIN_EVENT_CASES) -> list[Event]:
+    """The group's cases' changes gathered by commit: the commit where the most cases changed, with the
+    changes of other cases within one run of it, is an event when at least min_cases cases are in it; then
+    the next commit, among the changes left. Events in run order."""
+    left = [c for c in changes if c.case_id != GEOMEAN]
+    out: list[Event] = []
+    while left:
+        counts: dict[int, int] = {}
+        for c in left:
+            counts[c.position] = counts.get(c.position, 0) + 1
+        at = min(counts, key=lambda p: (-counts[p], p))
+        near = sorted((c for c in left if abs(c.position - at) <= 1), key=lambda c: (c.position != at, c.case_id))
+        members: dict[str, Change] = {}
+        for c in near:
+            members.setdefault(c.case_id, c)
+        if len(members) < min_cases:
+            break
+        chosen = list(members.values())
+        ratios = np.array([c.ratio for c in chosen])
+        anchor = next(c for c in chosen if c.position == at)
+        e = group.env
+        out.append(Event(e.suite, e.profile, e.device_kind, e.framework_version, anchor.last_good, anchor.first_bad,
+                         at, len(chosen), len(group.samples), int(np.sum(ratios > 1)), float(np.median(ratios)),
+                         float(ratios.min()), float(ratios.max()), sorted(members),
+                         sorted(chosen, key=lambda c: c.case)))
+        taken = {id(c) for c in chosen}
+        left = [c for c in left if id(c) not in taken]
+    return sorted(out, key=lambda ev: ev.position)
