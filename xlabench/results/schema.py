@@ -50,7 +50,9 @@ CASE_COLUMNS = _c("case", [
     ("global_batch", "sequences", "train: global batch size"),
     ("sharding", "", "train: dp | fsdp | tp | 2d | auto"),
     ("mesh", "", "train: device mesh as axis=size,..."),
-    ("remat", "", "train: activation rematerialisation policy"),
+    ("remat", "", "train: activation rematerialisation policy: none | full | dots | attention | dots_attention"),
+    ("loss_chunk", "tokens", "train (JAX): sequence positions per cross-entropy chunk (0: the whole logits at once)"),
+    ("steps_per_sample", "", "train: steps dispatched back to back per timing sample (one sync; sample = time / steps)"),
     ("scan_layers", "", ("train: true: layer weights stacked, JAX runs the layers as one jax.lax.scan "
                          "(torch_xla always loops); default: on for the 2B-and-up presets")),
     ("context_lens", "tokens", "paged: context lengths: 'N' (all N), 'uniform:lo..hi' (fixed seed) or 'a,b,c'"),

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any, Literal, Optional, Sequence, Union
+from typing import Any, Literal, Optional, Sequence, Union, get_args
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, field_validator, model_validator
@@ -28,7 +28,18 @@ MODE_AXES: dict[str, tuple[str, ...]] = {
     "2d": ("data", "fsdp", "tensor"),
     "auto": MESH_AXES,
 }
-REMAT = ("none", "full", "dots")
+# Activation rematerialisation policies (the one list of names; backends/jax/model.py REMAT_POLICIES maps
+# each to its jax.checkpoint policy; docs/train.md says what each keeps and buys):
+#   none: keep everything (under scan_layers the JAX body keeps what dots_attention keeps);
+#   full: keep each layer's input only; dots: also the weight matmuls' outputs; attention: also q, k, v and
+#   the attention output; dots_attention: both (only elementwise work and attention's S x S recomputed).
+Remat = Literal["none", "full", "dots", "attention", "dots_attention"]
+REMAT: tuple[str, ...] = get_args(Remat)
+# Sequence positions per chunk of the JAX step's cross-entropy (train param loss_chunk; 0: whole logits).
+# The float32 logits of one chunk are global_batch x LOSS_CHUNK x vocab (gpt2, batch 8: 412 MB, not 1.6 GB).
+LOSS_CHUNK = 256
+# Steps per timing sample (train param steps_per_sample): dispatched back to back, one sync at the end.
+STEPS_PER_SAMPLE = 4
 DIM_FIELDS = ("arch", "vocab_size", "d_model", "num_layers", "num_heads", "num_kv_heads", "head_dim", "d_ff")
 
 # |per-sequence loss of the step at its initial parameters - float32 naive reference| / max(1, |ref|).
@@ -107,8 +118,12 @@ class TrainParams(BaseModel):
     dtype: Literal["bfloat16", "float32"] = "bfloat16"
     sharding: Literal["dp", "fsdp", "tp", "2d", "auto"] = "fsdp"
     mesh: Optional[Union[str, dict[str, Any]]] = None
-    remat: Literal["none", "full", "dots"] = "none"
+    remat: Remat = "none"
     scan_layers: bool | None = None  # None: the preset's default (model_presets.scan_layers_default)
+    loss_chunk: int = LOSS_CHUNK  # JAX: cross-entropy over this many positions at a time; 0: whole logits
+    block_q: Optional[int] = None  # Pallas attention blocks in the step (None: the kernel's default)
+    block_k: Optional[int] = None
+    steps_per_sample: int = STEPS_PER_SAMPLE
     devices: int = 1
 
     @field_validator("model")
@@ -120,7 +135,10 @@ class TrainParams(BaseModel):
 
     @model_validator(mode="after")
     def _check(self) -> "TrainParams":
-        checks.at_least_one(self, (), ("global_batch", "seq_len", "devices") + DIM_FIELDS[1:])
+        checks.at_least_one(self, ("global_batch", "seq_len", "devices", "steps_per_sample"),
+                            DIM_FIELDS[1:] + ("block_q", "block_k"))
+        if self.loss_chunk < 0:
+            raise ValueError(f"loss_chunk must be >= 0 (0: the whole logits at once), got {self.loss_chunk}")
         cfg = self.config()
         checks.heads_divide(cfg.num_heads, cfg.num_kv_heads)
         if cfg.arch == "gpt2" and self.seq_len > cfg.max_seq_len:

@@ -71,7 +71,8 @@ def attention_fn(impl: str, cfg: ModelConfig, p: TrainParams, mesh: jax.sharding
     Raises CaseSkipped when the impl cannot run these (per-shard) shapes at all.
     """
     im = impls.get(impl)
-    acfg = impls.AttnConfig(causal=True, sm_scale=impls.default_scale(cfg.head_dim), interpret=interpret)
+    acfg = impls.AttnConfig(causal=True, sm_scale=impls.default_scale(cfg.head_dim), block_q=p.block_q,
+                            block_k=p.block_k, interpret=interpret)
     shape = (p.global_batch, p.seq_len, cfg.num_heads, cfg.head_dim)
     if sharding.per_shard(impl):  # the kernel sees one shard
         shape = sharding.local_shape(shape, tuple(sharding.heads_spec(p.sharding)), mesh)
@@ -157,12 +158,12 @@ def program(p: TrainParams, impl: str, interpret: bool, platform: str,
 
     def step(params, opt_state, tokens):
         (loss, per_seq), grads = jax.value_and_grad(
-            lambda w: model.loss(w, tokens, cfg, hooks, p.remat), has_aux=True)(params)
+            lambda w: model.loss(w, tokens, cfg, hooks, p.remat, p.loss_chunk), has_aux=True)(params)
         updates, opt_state = OPTIMIZER.update(grads, opt_state, params)
         return optax.apply_updates(params, updates), opt_state, loss, per_seq
 
     def forward(params, tokens):
-        return model.loss(params, tokens, cfg, hooks, p.remat)[0]
+        return model.loss(params, tokens, cfg, hooks, p.remat, p.loss_chunk)[0]
 
     return StepProgram(p, mesh, step, p_shard, o_shard, tok_shard, interpret, forward)
 
@@ -224,18 +225,25 @@ def run_train_case(params: dict[str, Any], impl: str, plan: TimingPlan, interpre
     ref = reference_losses(setup)
     device = next(d for d in setup.prog.mesh.devices.flat if d.process_index == jax.process_index())
     outs: list[tuple[jax.Array, jax.Array]] = []
+    n = p.steps_per_sample
 
-    def call() -> tuple[jax.Array, jax.Array]:
-        outs.append(setup.step())
-        return outs[-1], setup.state  # synced whole: the update must finish inside the sample
+    def call() -> tuple[Any, Any]:
+        # A training loop's dispatch: n steps queued back to back (each takes the last one's state, still
+        # on the device), then one sync on the losses and the final state (every update inside the sample).
+        for _ in range(n):
+            outs.append(setup.step())
+        return outs[-n:], setup.state
 
     with setup.prog.interpret_ctx():
-        samples, _ = time_calls(call, jax.block_until_ready, plan)
-        # The trace pass's steps are not timed steps: their losses are not the row's.
-        traced = trace_pass(setup.compiled, lambda: (setup.step(), setup.state), plan, len(samples))
+        loops, _ = time_calls(call, jax.block_until_ready, plan)
+        # The trace pass's steps are not timed steps: their losses are not the row's. Device seconds are
+        # per step, whatever the host does between steps.
+        traced = trace_pass(setup.compiled, lambda: (setup.step(), setup.state), plan, len(loops))
+    samples = [t / n for t in loops]  # a sample: one loop's mean step time
     mem, mem_note = peak_memory(setup.compiled, device)
     xla, xla_notes = hlo_cost.xla_figures(setup.compiled, p.devices)
     result = train_result(p, summarize(samples), samples, plan, setup.lower_s, setup.compile_s, mem,
-                          [float(loss) for loss, _ in outs], plan.warmup, np.asarray(outs[0][1])[: len(ref)],
-                          ref, [mem_note, *xla_notes])
+                          [float(loss) for loss, _ in outs], plan.warmup * n, np.asarray(outs[0][1])[: len(ref)],
+                          ref, [mem_note, *xla_notes, f"step time: {n} steps dispatched per sample, one sync, "
+                                                      f"sample = loop time / {n}"])
     return with_timer(result.replace(metrics={**result.metrics, **xla}), plan, traced)
