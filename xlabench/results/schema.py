@@ -47,6 +47,7 @@ CASE_COLUMNS = _c("case", [
     ("d_model", "", "train: model width"),
     ("num_layers", "", "train: decoder layers"),
     ("d_ff", "", "train: MLP hidden width"),
+    ("max_seq_len", "tokens", "train: gpt2: rows of the learned position table; llama: the longest sequence allowed"),
     ("global_batch", "sequences", "train: global batch size"),
     ("sharding", "", "train: dp | fsdp | tp | 2d | auto"),
     ("mesh", "", "train: device mesh as axis=size,..."),

@@ -40,7 +40,8 @@ REMAT: tuple[str, ...] = get_args(Remat)
 LOSS_CHUNK = 256
 # Steps per timing sample (train param steps_per_sample): dispatched back to back, one sync at the end.
 STEPS_PER_SAMPLE = 4
-DIM_FIELDS = ("arch", "vocab_size", "d_model", "num_layers", "num_heads", "num_kv_heads", "head_dim", "d_ff")
+DIM_FIELDS = ("arch", "vocab_size", "d_model", "num_layers", "num_heads", "num_kv_heads", "head_dim", "d_ff",
+              "max_seq_len")
 
 # |per-sequence loss of the step at its initial parameters - float32 naive reference| / max(1, |ref|).
 # At initialisation the loss is near ln(vocab) whatever attention does, so this catches a broken step
@@ -113,6 +114,7 @@ class TrainParams(BaseModel):
     num_kv_heads: Optional[int] = None
     head_dim: Optional[int] = None
     d_ff: Optional[int] = None
+    max_seq_len: Optional[int] = None  # gpt2: rows of the position table (a longer one for longer sequences)
     global_batch: int
     seq_len: int
     dtype: Literal["bfloat16", "float32"] = "bfloat16"
@@ -143,7 +145,8 @@ class TrainParams(BaseModel):
         checks.heads_divide(cfg.num_heads, cfg.num_kv_heads)
         if cfg.arch == "gpt2" and self.seq_len > cfg.max_seq_len:
             raise ValueError(f"seq_len {self.seq_len} exceeds the {cfg.max_seq_len} learned positions of "
-                             f"{self.model} (gpt2 has a position table)")
+                             f"{self.model} (gpt2 has a position table; max_seq_len: {self.seq_len} gives it "
+                             f"{self.seq_len} rows)")
         mesh = self.mesh_shape()
         size = math.prod(mesh.values())
         if size != self.devices:
@@ -190,7 +193,7 @@ class TrainParams(BaseModel):
         if "num_kv_heads" not in given and (base is None or base.num_kv_heads == base.num_heads):
             given["num_kv_heads"] = heads
         if base is None:
-            return presets.ModelConfig(max_seq_len=max(self.seq_len, 1024), **given)
+            return presets.ModelConfig(**{"max_seq_len": max(self.seq_len, 1024), **given})
         return base.replace(**given)
 
     def mesh_shape(self) -> dict[str, int]:
