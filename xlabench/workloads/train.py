@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any, Literal, Optional, Sequence, Union, get_args
+from typing import Any, Callable, Literal, Optional, Sequence, Union, get_args
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, field_validator, model_validator
@@ -115,7 +115,7 @@ class TrainParams(BaseModel):
     head_dim: Optional[int] = None
     d_ff: Optional[int] = None
     max_seq_len: Optional[int] = None  # gpt2: rows of the position table (a longer one for longer sequences)
-    global_batch: int
+    global_batch: Union[int, Literal["auto"]]  # auto: the largest batch whose step fits (largest_batch)
     seq_len: int
     dtype: Literal["bfloat16", "float32"] = "bfloat16"
     sharding: Literal["dp", "fsdp", "tp", "2d", "auto"] = "fsdp"
@@ -126,6 +126,7 @@ class TrainParams(BaseModel):
     block_q: Optional[int] = None  # Pallas attention blocks in the step (None: the kernel's default)
     block_k: Optional[int] = None
     steps_per_sample: int = STEPS_PER_SAMPLE
+    memory_limit_gib: Optional[float] = None  # global_batch auto: fit into this (default: the device's HBM)
     devices: int = 1
 
     @field_validator("model")
@@ -137,8 +138,11 @@ class TrainParams(BaseModel):
 
     @model_validator(mode="after")
     def _check(self) -> "TrainParams":
-        checks.at_least_one(self, ("global_batch", "seq_len", "devices", "steps_per_sample"),
-                            DIM_FIELDS[1:] + ("block_q", "block_k"))
+        checks.at_least_one(self, ("seq_len", "devices", "steps_per_sample") + (() if self.auto_batch else
+                                                                               ("global_batch",)),
+                            DIM_FIELDS[1:-1] + ("block_q", "block_k", "max_seq_len"))
+        if self.memory_limit_gib is not None and self.memory_limit_gib <= 0:
+            raise ValueError(f"memory_limit_gib must be > 0, got {self.memory_limit_gib}")
         if self.loss_chunk < 0:
             raise ValueError(f"loss_chunk must be >= 0 (0: the whole logits at once), got {self.loss_chunk}")
         cfg = self.config()
@@ -157,8 +161,8 @@ class TrainParams(BaseModel):
             raise ValueError(f"sharding {self.sharding!r} uses mesh axes {', '.join(MODE_AXES[self.sharding])}; "
                              f"axis {', '.join(f'{a}={mesh[a]}' for a in extra)} must be 1 (use 2d to combine "
                              f"fsdp and tensor)")
-        batch_shards = mesh["data"] * mesh["fsdp"]
-        if self.global_batch % batch_shards:
+        batch_shards = self.batch_step()
+        if not self.auto_batch and self.global_batch % batch_shards:
             raise ValueError(f"global_batch {self.global_batch} must be divisible by data x fsdp = "
                              f"{batch_shards} (the batch is split over both)")
         t = mesh["tensor"]
@@ -199,6 +203,18 @@ class TrainParams(BaseModel):
     def mesh_shape(self) -> dict[str, int]:
         return parse_mesh(self.mesh) if self.mesh is not None else default_mesh(self.sharding, self.devices)
 
+    @property
+    def auto_batch(self) -> bool:
+        return self.global_batch == "auto"
+
+    def batch_step(self) -> int:
+        """The batch must be a multiple of this: data x fsdp (the batch is split over both)."""
+        mesh = self.mesh_shape()
+        return mesh["data"] * mesh["fsdp"]
+
+    def with_batch(self, global_batch: int) -> "TrainParams":
+        return TrainParams(**{**self.model_dump(), "global_batch": global_batch})
+
     def scan(self) -> bool:
         """Whether the step runs its layers as one scan over stacked weights (False: a Python loop)."""
         return presets.scan_layers_default(self.model) if self.scan_layers is None else self.scan_layers
@@ -210,15 +226,22 @@ class TrainParams(BaseModel):
         return self.model_copy(update={**{k: getattr(cfg, k) for k in DIM_FIELDS},
                                        "mesh": mesh_str(self.mesh_shape()), "scan_layers": self.scan()})
 
+    def batch(self) -> int:
+        """The global batch; ValueError while it is ``auto`` (the worker finds it: largest_batch)."""
+        if isinstance(self.global_batch, int):
+            return self.global_batch
+        raise ValueError("global_batch auto: the batch (and its tokens and FLOPs) is known once the worker has "
+                         "found the largest that fits")
+
     @property
     def tokens(self) -> int:
-        return self.global_batch * self.seq_len
+        return self.batch() * self.seq_len
 
     def flops(self) -> float:
-        return flop_formulas.train_step_flops(self.config(), self.global_batch, self.seq_len, causal=True)
+        return flop_formulas.train_step_flops(self.config(), self.batch(), self.seq_len, causal=True)
 
     def flops_palm(self) -> float:
-        return flop_formulas.train_step_flops_palm(self.config(), self.global_batch, self.seq_len,
+        return flop_formulas.train_step_flops_palm(self.config(), self.batch(), self.seq_len,
                                                   presets.matmul_param_count(self.config()))
 
     def params_count(self) -> int:
@@ -228,6 +251,49 @@ class TrainParams(BaseModel):
         return ERR_TOL[self.dtype]
 
 
+def largest_batch(peak_bytes: Callable[[int], Optional[int]], limit: int, step: int, cap: int = 1 << 16
+                  ) -> tuple[int, dict[int, Optional[int]]]:
+    """The largest multiple of ``step`` (at most ``cap``) whose step needs at most ``limit`` bytes per device,
+    0 if not even ``step`` fits; and every probe's bytes. ``peak_bytes(batch)`` compiles the step at that
+    batch and returns its per-device bytes (None: it does not fit, size unknown).
+
+    Memory grows about linearly with the batch (activations), so each probe aims where a line through the
+    probes nearest the limit crosses it, then checks the next multiple; where the line misleads (XLA
+    changes its plan) it bisects. Typically 4-6 compiles instead of a doubling search's 10-14.
+    """
+    seen: dict[int, Optional[int]] = {}
+
+    def fits(b: int) -> bool:
+        if b not in seen:
+            seen[b] = peak_bytes(b)
+        return seen[b] is not None and seen[b] <= limit  # type: ignore[operator]
+
+    def down(b: float) -> int:
+        return int(b // step) * step
+
+    if not fits(step):
+        return 0, seen
+    lo, hi = step, None  # lo fits, hi (when known) does not
+    while lo < cap and (hi is None or hi - lo > step):
+        top = min(hi - step, cap) if hi is not None else cap
+        fitting = sorted(b for b in seen if b <= lo)
+        pair = (lo, hi) if hi is not None and seen[hi] is not None else tuple(fitting[-2:])
+        slope = (seen[pair[1]] - seen[pair[0]]) / (pair[1] - pair[0]) if len(pair) == 2 else 0.0  # type: ignore
+        guess = down(lo + (limit - seen[lo]) / slope) if slope > 0 else (  # type: ignore[operator]
+            2 * lo if hi is None else down((lo + hi) / 2))
+        guess = max(lo + step, min(guess, top))
+        if fits(guess):
+            lo = guess
+            if guess + step <= cap and (hi is None or guess + step < hi):
+                if fits(guess + step):
+                    lo = guess + step
+                else:
+                    hi = guess + step
+        else:
+            hi = guess
+    return lo, seen
+
+
 def make_tokens(p: TrainParams, seed: int = 0) -> np.ndarray:
     """[global_batch, seq_len + 1] int32 token ids, uniform over the vocabulary, from a fixed seed.
 
@@ -235,7 +301,7 @@ def make_tokens(p: TrainParams, seed: int = 0) -> np.ndarray:
     step, not a data pipeline, and a model that memorises it shows a falling loss (a live step).
     """
     rng = np.random.default_rng(seed)
-    return rng.integers(0, p.config().vocab_size, size=(p.global_batch, p.seq_len + 1), dtype=np.int32)
+    return rng.integers(0, p.config().vocab_size, size=(p.batch(), p.seq_len + 1), dtype=np.int32)
 
 
 def train_result(p: TrainParams, stats: dict[str, Any], samples: list[float], plan: TimingPlan,

@@ -143,6 +143,9 @@ def run_train_case(params: dict[str, Any], impl: str, plan: TimingPlan, interpre
 
     p = TrainParams(**params)
     cfg = p.config()
+    if p.auto_batch:
+        raise CaseSkipped("global_batch auto: the largest-batch search compiles the JAX step (torch_xla has no "
+                          "compile-only memory analysis here); give torch_xla an integer batch")
     if p.remat not in ("none", "full"):
         raise CaseSkipped(f"remat {p.remat!r} (a jax.checkpoint policy) has no torch_xla counterpart here; "
                           "use none or full")
