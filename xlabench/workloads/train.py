@@ -257,9 +257,10 @@ def largest_batch(peak_bytes: Callable[[int], Optional[int]], limit: int, step: 
     0 if not even ``step`` fits; and every probe's bytes. ``peak_bytes(batch)`` compiles the step at that
     batch and returns its per-device bytes (None: it does not fit, size unknown).
 
-    Memory grows about linearly with the batch (activations), so each probe aims where a line through the
-    probes nearest the limit crosses it, then checks the next multiple; where the line misleads (XLA
-    changes its plan) it bisects. Typically 4-6 compiles instead of a doubling search's 10-14.
+    Memory grows about linearly with the batch (activations). Growing, each probe aims where the line
+    through two fitting probes far apart crosses the limit (at most 8x the largest fit), and checks the
+    next multiple; once a probe fails, interpolation and bisection alternate, so the bracket at least
+    halves every second probe even where the line misleads (XLA changes its plan with the batch).
     """
     seen: dict[int, Optional[int]] = {}
 
@@ -268,29 +269,36 @@ def largest_batch(peak_bytes: Callable[[int], Optional[int]], limit: int, step: 
             seen[b] = peak_bytes(b)
         return seen[b] is not None and seen[b] <= limit  # type: ignore[operator]
 
-    def down(b: float) -> int:
-        return int(b // step) * step
+    def aim(a: int, b: int) -> Optional[int]:
+        """Where the line through probes a < b crosses the limit (a multiple of step), None if it does not."""
+        ya, yb = seen[a], seen[b]
+        if ya is None or yb is None or yb <= ya:
+            return None
+        return int((a + (limit - ya) * (b - a) / (yb - ya)) // step) * step
+
+    def probe(guess: int, lo: int, hi: Optional[int], check_next: bool) -> tuple[int, Optional[int]]:
+        """Probe ``guess`` (and, when it fits and ``check_next``, the next multiple): the new bracket."""
+        if not fits(guess):
+            return lo, guess
+        if check_next and guess + step <= cap and (hi is None or guess + step < hi):
+            return (guess + step, hi) if fits(guess + step) else (guess, guess + step)
+        return guess, hi
 
     if not fits(step):
         return 0, seen
-    lo, hi = step, None  # lo fits, hi (when known) does not
-    while lo < cap and (hi is None or hi - lo > step):
-        top = min(hi - step, cap) if hi is not None else cap
-        fitting = sorted(b for b in seen if b <= lo)
-        pair = (lo, hi) if hi is not None and seen[hi] is not None else tuple(fitting[-2:])
-        slope = (seen[pair[1]] - seen[pair[0]]) / (pair[1] - pair[0]) if len(pair) == 2 else 0.0  # type: ignore
-        guess = down(lo + (limit - seen[lo]) / slope) if slope > 0 else (  # type: ignore[operator]
-            2 * lo if hi is None else down((lo + hi) / 2))
-        guess = max(lo + step, min(guess, top))
-        if fits(guess):
-            lo = guess
-            if guess + step <= cap and (hi is None or guess + step < hi):
-                if fits(guess + step):
-                    lo = guess + step
-                else:
-                    hi = guess + step
-        else:
-            hi = guess
+    lo, hi = step, None  # lo fits; hi, once known, does not
+    while hi is None and lo < cap:
+        wide = [b for b in seen if b <= lo // 2] or [b for b in seen if b < lo]  # a far fitting probe
+        target = aim(max(wide), lo) if wide else None
+        guess = min(8 * lo, cap) if target is None else max(lo + step, min(target, 8 * lo, cap))
+        lo, hi = probe(guess, lo, hi, check_next=guess == target)
+    turn = 0
+    while hi is not None and hi - lo > step:
+        target = aim(lo, hi) if turn % 2 == 0 else None
+        guess = (target if target is not None else (lo + hi) // 2 // step * step)
+        guess = max(lo + step, min(guess, hi - step))
+        lo, hi = probe(guess, lo, hi, check_next=target is not None)
+        turn += 1
     return lo, seen
 
 
