@@ -381,3 +381,21 @@ def test_sharding_labels_clear_markers_ticks_and_axes(tmp_path, q):
         ["38.0%", "25.1%", "22.7%", "18.8%", "30.0%", "10.0%", " skipped", " skipped"])
     assert _overlaps(chart) == []
     assert overlaps(chart) == []  # and the figure as a whole: titles, ticks, legend (every kind's check)
+
+
+def test_mfu_vs_batch_rings_the_largest_batch_that_fits(train):
+    """A row of global_batch auto (max_batch set): a ring on its line's point, and a footer note."""
+    rows = train.copy()
+    ok = rows[(rows["sharding"] == "dp") & (rows["impl"] == "naive") & (rows["status"] == "ok")]
+    last = ok["global_batch"].astype(float).idxmax()
+    rows["max_batch"] = np.nan
+    rows.loc[last, "max_batch"] = rows.loc[last, "global_batch"]
+    chart = plots.mfu_vs_batch(rows)
+    ring = chart.artists[(TRAIN_PANEL, "largest batch: dp · naive")]
+    line = chart.artists[(TRAIN_PANEL, "dp · naive")]
+    assert same(ring.get_xdata(), [rows.loc[last, "global_batch"]])
+    assert same(ring.get_ydata(), [100 * float(rows.loc[last, "mfu"])])
+    assert ring.get_markeredgecolor() == line.get_color() and ring.get_markerfacecolor() == "none"
+    assert [k for k in chart.artists if k[1].startswith("largest batch")] == [(TRAIN_PANEL, "largest batch: dp · naive")]
+    assert "the largest batch that fits" in chart.notes[-1]
+    assert not any(k[1].startswith("largest batch") for k in plots.mfu_vs_batch(train).artists)

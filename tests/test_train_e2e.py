@@ -48,7 +48,8 @@ def test_gpt2_suite_cpu_profile_through_the_cli(tmp_path: Path) -> None:
         assert r["tokens_per_s"] == pytest.approx(r["global_batch"] * 128 / r["median_s"])
         assert r["tokens_per_s_per_device"] == pytest.approx(r["tokens_per_s"] / 8)
         losses = json.loads(r["losses"])
-        assert len(losses) == r["n"] == 3 and all(math.isfinite(x) for x in losses)
+        # every step of the pipelined loops: n samples of steps_per_sample steps each
+        assert r["n"] == 3 and len(losses) == 3 * r["steps_per_sample"] and all(math.isfinite(x) for x in losses)
         assert losses[0] == pytest.approx(r["loss_first"]) and losses[-1] == pytest.approx(r["loss_last"])
         assert r["loss_last"] < r["loss_first"]  # the same batch every step: the model memorises it
         assert r["correct"] and r["max_abs_err"] <= r["err_tol"]

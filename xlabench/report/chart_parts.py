@@ -132,6 +132,14 @@ def _footer(fig: Figure, text: str) -> str:
     return "\n".join(w for line in text.split("\n") for w in textwrap.wrap(line, width))
 
 
+def add_note(chart: Chart, text: str) -> None:
+    """A note drawn after _finish: first line of the footer, above what was there."""
+    chart.notes.append(text)
+    fig = chart.figure
+    old = fig._supxlabel.get_text() if fig._supxlabel is not None else ""
+    fig.supxlabel(_footer(fig, "\n".join(filter(None, [text, old]))), fontsize=8, color="#444444")
+
+
 def _finish(chart: Chart, rows: pd.DataFrame, what: str, gaps: int = 0,
             gap_reason: str = "failed, skipped or wrong", title: Optional[str] = None) -> Chart:
     """A title of two lines at most, one legend for the figure (in an empty grid slot, else on the right,

@@ -24,7 +24,7 @@ from xlabench.report import chartdata as cd
 from xlabench.report import roofline_chart
 from xlabench.report.bar_labels import _place_bar_labels
 from xlabench.report.chart_parts import (  # noqa: F401 (grid: the charts' API for tests)
-    grid, wrap_title,
+    grid, wrap_title, add_note,
     Chart, MARKERS, NoData, _drop_empty, _facets, _finish, _log2_x, _panels, _rows, _series,
     _series_label, style,
 )
@@ -38,10 +38,37 @@ from xlabench.measure import status as st
 def mfu_vs_batch(df: pd.DataFrame) -> Chart:
     """Train rows: MFU (%) vs global batch, a line per sharding mode (colour) and attention impl (dash)."""
     rows = _rows(df, "train", ["global_batch", "mfu"])
-    return _line_chart("mfu_batch", rows, x="global_batch", y=cd.metric(rows, "mfu", 100),
-                       panel_keys=["backend", "device_kind", "model"], first=["sharding", "impl"],
-                       colour_by="sharding", dash_by="impl", ncols=2, xlabel="global batch (sequences)",
-                       ylabel="MFU (%)", what="MFU vs global batch")
+    y = cd.metric(rows, "mfu", 100)
+    chart = _line_chart("mfu_batch", rows, x="global_batch", y=y,
+                        panel_keys=["backend", "device_kind", "model"], first=["sharding", "impl"],
+                        colour_by="sharding", dash_by="impl", ncols=2, xlabel="global batch (sequences)",
+                        ylabel="MFU (%)", what="MFU vs global batch")
+    _mark_largest_batch(chart, rows, y)
+    return chart
+
+
+def _mark_largest_batch(chart: Chart, rows: pd.DataFrame, y: pd.Series) -> None:
+    """A ring around each point measured at the largest batch that fits (rows of ``global_batch: auto``,
+    whose max_batch column holds it), on the line that drew the point."""
+    if "max_batch" not in rows:
+        return
+    found = rows[(pd.to_numeric(rows["max_batch"], errors="coerce") > 0) & y.notna()]
+    rings = 0
+    for idx, r in found.iterrows():
+        x = float(r["global_batch"])
+        for (ptitle, label), line in list(chart.artists.items()):
+            xs, ys = (np.asarray(v, dtype=float) for v in line.get_data())
+            if not np.any((xs == x) & (ys == float(y[idx]))):
+                continue
+            (ring,) = line.axes.plot([x], [float(y[idx])], linestyle="none", marker="o", markersize=13,
+                                     markerfacecolor="none", markeredgecolor=line.get_color(), markeredgewidth=1.4,
+                                     zorder=4, label="_largest")
+            chart.artists[(ptitle, f"largest batch: {label}")] = ring
+            rings += 1
+            break
+    if rings:
+        add_note(chart, "rings: the largest batch that fits the device's memory (global_batch auto: found by "
+                        "compiling the step, XLA memory analysis)")
 
 
 def attention_tflops(df: pd.DataFrame) -> Chart:

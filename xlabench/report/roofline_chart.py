@@ -17,7 +17,7 @@ from matplotlib.lines import Line2D
 
 from xlabench import roofline as rl
 from xlabench.report import chartdata as cd
-from xlabench.report.chart_parts import Chart, NoData, _finish, _footer, _panels, style
+from xlabench.report.chart_parts import Chart, NoData, _finish, _panels, add_note, style
 from xlabench.report.line_chart import _line_chart
 from xlabench.measure import status as st
 from xlabench.results import CASE_COLUMN_NAMES
@@ -156,8 +156,5 @@ def mfu_ceiling(df: pd.DataFrame) -> Chart:
         chart.artists[("published", f"{pub['sharding']} {pub['global_batch']}")] = star
         sources.append(pub["source"])
     if sources:
-        chart.notes.append("stars: published MFU, " + "; ".join(dict.fromkeys(sources)))
-        fig = chart.figure
-        old = fig._supxlabel.get_text() if fig._supxlabel is not None else ""
-        fig.supxlabel(_footer(fig, "\n".join(filter(None, [chart.notes[-1], old]))), fontsize=8, color="#444444")
+        add_note(chart, "stars: published MFU, " + "; ".join(dict.fromkeys(sources)))
     return chart

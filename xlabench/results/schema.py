@@ -47,10 +47,14 @@ CASE_COLUMNS = _c("case", [
     ("d_model", "", "train: model width"),
     ("num_layers", "", "train: decoder layers"),
     ("d_ff", "", "train: MLP hidden width"),
+    ("max_seq_len", "tokens", "train: gpt2: rows of the learned position table; llama: the longest sequence allowed"),
     ("global_batch", "sequences", "train: global batch size"),
     ("sharding", "", "train: dp | fsdp | tp | 2d | auto"),
     ("mesh", "", "train: device mesh as axis=size,..."),
-    ("remat", "", "train: activation rematerialisation policy"),
+    ("remat", "", "train: activation rematerialisation policy: none | full | dots | attention | dots_attention"),
+    ("loss_chunk", "tokens", "train (JAX): sequence positions per cross-entropy chunk (0: the whole logits at once)"),
+    ("memory_limit_gib", "GiB", "train, global_batch auto: per-device memory to fit the step into (empty: the device's HBM)"),
+    ("steps_per_sample", "", "train: steps dispatched back to back per timing sample (one sync; sample = time / steps)"),
     ("scan_layers", "", ("train: true: layer weights stacked, JAX runs the layers as one jax.lax.scan "
                          "(torch_xla always loops); default: on for the 2B-and-up presets")),
     ("context_lens", "tokens", "paged: context lengths: 'N' (all N), 'uniform:lo..hi' (fixed seed) or 'a,b,c'"),
@@ -132,6 +136,9 @@ METRIC_COLUMNS = _c("metric", [
     ("params_count", "", "train: model parameters N (true vocabulary, published-checkpoint count)"),
     ("tokens_per_s", "tokens/s", "train: global tokens per second; paged: query tokens (batch * q_tokens) per second"),
     ("tokens_per_s_per_device", "tokens/s", "train: tokens_per_s / devices"),
+    ("max_batch", "sequences", ("train, global_batch auto: the largest global batch whose step fits the device's "
+                                "memory (or memory_limit_gib), found by compiling the step at a few batches "
+                                "(XLA memory_analysis; nothing runs); global_batch then holds it")),
     ("loss_first", "nats", "train: loss of the first timed step"),
     ("loss_last", "nats", "train: loss of the last timed step"),
     ("losses", "nats", "train: JSON list of the loss of every timed step (same batch: it falls)"),

@@ -32,7 +32,10 @@ def parse_shard(spec: str) -> tuple[int, int]:
 
 def estimated_cost(case: Case) -> float:
     params = params_model(case.workload)(**case.params)
-    flops = float(params.flops()) if hasattr(params, "flops") else 0.0
+    try:
+        flops = float(params.flops()) if hasattr(params, "flops") else 0.0
+    except ValueError:  # train global_batch auto: unknown until the worker has found the batch
+        flops = 0.0
     iters = case.measure.warmup + case.measure.iters
     return CASE_OVERHEAD + flops * iters / FLOPS_PER_UNIT
 

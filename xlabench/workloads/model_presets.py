@@ -110,13 +110,14 @@ def _llama(vocab: int, d: int, layers: int, heads: int, kv_heads: int, d_ff: int
 
 
 # Sources: GPT-2 small: OpenAI gpt-2 hparams (n_vocab 50257, n_ctx 1024, n_embd 768, n_head 12,
-# n_layer 12); LLaMA 2 7B: Touvron et al. 2023 / HF config (4096, 32 layers, 32 heads, ffn 11008,
+# n_layer 12); GPT-2 medium: the same with n_embd 1024, n_head 16, n_layer 24 (HF gpt2-medium); LLaMA 2 7B: Touvron et al. 2023 / HF config (4096, 32 layers, 32 heads, ffn 11008,
 # vocab 32000); LLaMA 3 8B: Meta HF config (4096, 32 layers, 32 heads, 8 KV heads, ffn 14336,
 # vocab 128256, rope_theta 500000). The 2B models are xlabench's own shapes at the size of the
 # PyTorch/XLA TPU v4-8 study (it names the sizes, not every dimension): GPT-2 widened to 2560 x 24
 # layers, and LLaMA 2 at 2560 x 24 layers with LLaMA's ffn rule (8/3 d rounded up to 256).
 PRESETS: dict[str, ModelConfig] = {
     "gpt2-124m": _gpt2(50257, 768, 12, 12),
+    "gpt2-355m": _gpt2(50257, 1024, 24, 16),
     "gpt2-2b": _gpt2(50257, 2560, 24, 20),
     "llama2-2b": _llama(32000, 2560, 24, 20, 20, 6912, 4096),
     "llama2-7b": _llama(32000, 4096, 32, 32, 32, 11008, 4096),

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any, Literal, Optional, Sequence, Union
+from typing import Any, Callable, Literal, Optional, Sequence, Union, get_args
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, field_validator, model_validator
@@ -28,8 +28,20 @@ MODE_AXES: dict[str, tuple[str, ...]] = {
     "2d": ("data", "fsdp", "tensor"),
     "auto": MESH_AXES,
 }
-REMAT = ("none", "full", "dots")
-DIM_FIELDS = ("arch", "vocab_size", "d_model", "num_layers", "num_heads", "num_kv_heads", "head_dim", "d_ff")
+# Activation rematerialisation policies (the one list of names; backends/jax/model.py REMAT_POLICIES maps
+# each to its jax.checkpoint policy; docs/train.md says what each keeps and buys):
+#   none: keep everything (under scan_layers the JAX body keeps what dots_attention keeps);
+#   full: keep each layer's input only; dots: also the weight matmuls' outputs; attention: also q, k, v and
+#   the attention output; dots_attention: both (only elementwise work and attention's S x S recomputed).
+Remat = Literal["none", "full", "dots", "attention", "dots_attention"]
+REMAT: tuple[str, ...] = get_args(Remat)
+# Sequence positions per chunk of the JAX step's cross-entropy (train param loss_chunk; 0: whole logits).
+# The float32 logits of one chunk are global_batch x LOSS_CHUNK x vocab (gpt2, batch 8: 412 MB, not 1.6 GB).
+LOSS_CHUNK = 256
+# Steps per timing sample (train param steps_per_sample): dispatched back to back, one sync at the end.
+STEPS_PER_SAMPLE = 4
+DIM_FIELDS = ("arch", "vocab_size", "d_model", "num_layers", "num_heads", "num_kv_heads", "head_dim", "d_ff",
+              "max_seq_len")
 
 # |per-sequence loss of the step at its initial parameters - float32 naive reference| / max(1, |ref|).
 # At initialisation the loss is near ln(vocab) whatever attention does, so this catches a broken step
@@ -102,13 +114,19 @@ class TrainParams(BaseModel):
     num_kv_heads: Optional[int] = None
     head_dim: Optional[int] = None
     d_ff: Optional[int] = None
-    global_batch: int
+    max_seq_len: Optional[int] = None  # gpt2: rows of the position table (a longer one for longer sequences)
+    global_batch: Union[int, Literal["auto"]]  # auto: the largest batch whose step fits (largest_batch)
     seq_len: int
     dtype: Literal["bfloat16", "float32"] = "bfloat16"
     sharding: Literal["dp", "fsdp", "tp", "2d", "auto"] = "fsdp"
     mesh: Optional[Union[str, dict[str, Any]]] = None
-    remat: Literal["none", "full", "dots"] = "none"
+    remat: Remat = "none"
     scan_layers: bool | None = None  # None: the preset's default (model_presets.scan_layers_default)
+    loss_chunk: int = LOSS_CHUNK  # JAX: cross-entropy over this many positions at a time; 0: whole logits
+    block_q: Optional[int] = None  # Pallas attention blocks in the step (None: the kernel's default)
+    block_k: Optional[int] = None
+    steps_per_sample: int = STEPS_PER_SAMPLE
+    memory_limit_gib: Optional[float] = None  # global_batch auto: fit into this (default: the device's HBM)
     devices: int = 1
 
     @field_validator("model")
@@ -120,12 +138,19 @@ class TrainParams(BaseModel):
 
     @model_validator(mode="after")
     def _check(self) -> "TrainParams":
-        checks.at_least_one(self, (), ("global_batch", "seq_len", "devices") + DIM_FIELDS[1:])
+        checks.at_least_one(self, ("seq_len", "devices", "steps_per_sample") + (() if self.auto_batch else
+                                                                               ("global_batch",)),
+                            DIM_FIELDS[1:-1] + ("block_q", "block_k", "max_seq_len"))
+        if self.memory_limit_gib is not None and self.memory_limit_gib <= 0:
+            raise ValueError(f"memory_limit_gib must be > 0, got {self.memory_limit_gib}")
+        if self.loss_chunk < 0:
+            raise ValueError(f"loss_chunk must be >= 0 (0: the whole logits at once), got {self.loss_chunk}")
         cfg = self.config()
         checks.heads_divide(cfg.num_heads, cfg.num_kv_heads)
         if cfg.arch == "gpt2" and self.seq_len > cfg.max_seq_len:
             raise ValueError(f"seq_len {self.seq_len} exceeds the {cfg.max_seq_len} learned positions of "
-                             f"{self.model} (gpt2 has a position table)")
+                             f"{self.model} (gpt2 has a position table; max_seq_len: {self.seq_len} gives it "
+                             f"{self.seq_len} rows)")
         mesh = self.mesh_shape()
         size = math.prod(mesh.values())
         if size != self.devices:
@@ -136,8 +161,8 @@ class TrainParams(BaseModel):
             raise ValueError(f"sharding {self.sharding!r} uses mesh axes {', '.join(MODE_AXES[self.sharding])}; "
                              f"axis {', '.join(f'{a}={mesh[a]}' for a in extra)} must be 1 (use 2d to combine "
                              f"fsdp and tensor)")
-        batch_shards = mesh["data"] * mesh["fsdp"]
-        if self.global_batch % batch_shards:
+        batch_shards = self.batch_step()
+        if not self.auto_batch and self.global_batch % batch_shards:
             raise ValueError(f"global_batch {self.global_batch} must be divisible by data x fsdp = "
                              f"{batch_shards} (the batch is split over both)")
         t = mesh["tensor"]
@@ -172,11 +197,23 @@ class TrainParams(BaseModel):
         if "num_kv_heads" not in given and (base is None or base.num_kv_heads == base.num_heads):
             given["num_kv_heads"] = heads
         if base is None:
-            return presets.ModelConfig(max_seq_len=max(self.seq_len, 1024), **given)
+            return presets.ModelConfig(**{"max_seq_len": max(self.seq_len, 1024), **given})
         return base.replace(**given)
 
     def mesh_shape(self) -> dict[str, int]:
         return parse_mesh(self.mesh) if self.mesh is not None else default_mesh(self.sharding, self.devices)
+
+    @property
+    def auto_batch(self) -> bool:
+        return self.global_batch == "auto"
+
+    def batch_step(self) -> int:
+        """The batch must be a multiple of this: data x fsdp (the batch is split over both)."""
+        mesh = self.mesh_shape()
+        return mesh["data"] * mesh["fsdp"]
+
+    def with_batch(self, global_batch: int) -> "TrainParams":
+        return TrainParams(**{**self.model_dump(), "global_batch": global_batch})
 
     def scan(self) -> bool:
         """Whether the step runs its layers as one scan over stacked weights (False: a Python loop)."""
@@ -189,15 +226,22 @@ class TrainParams(BaseModel):
         return self.model_copy(update={**{k: getattr(cfg, k) for k in DIM_FIELDS},
                                        "mesh": mesh_str(self.mesh_shape()), "scan_layers": self.scan()})
 
+    def batch(self) -> int:
+        """The global batch; ValueError while it is ``auto`` (the worker finds it: largest_batch)."""
+        if isinstance(self.global_batch, int):
+            return self.global_batch
+        raise ValueError("global_batch auto: the batch (and its tokens and FLOPs) is known once the worker has "
+                         "found the largest that fits")
+
     @property
     def tokens(self) -> int:
-        return self.global_batch * self.seq_len
+        return self.batch() * self.seq_len
 
     def flops(self) -> float:
-        return flop_formulas.train_step_flops(self.config(), self.global_batch, self.seq_len, causal=True)
+        return flop_formulas.train_step_flops(self.config(), self.batch(), self.seq_len, causal=True)
 
     def flops_palm(self) -> float:
-        return flop_formulas.train_step_flops_palm(self.config(), self.global_batch, self.seq_len,
+        return flop_formulas.train_step_flops_palm(self.config(), self.batch(), self.seq_len,
                                                   presets.matmul_param_count(self.config()))
 
     def params_count(self) -> int:
@@ -207,6 +251,57 @@ class TrainParams(BaseModel):
         return ERR_TOL[self.dtype]
 
 
+def largest_batch(peak_bytes: Callable[[int], Optional[int]], limit: int, step: int, cap: int = 1 << 16
+                  ) -> tuple[int, dict[int, Optional[int]]]:
+    """The largest multiple of ``step`` (at most ``cap``) whose step needs at most ``limit`` bytes per device,
+    0 if not even ``step`` fits; and every probe's bytes. ``peak_bytes(batch)`` compiles the step at that
+    batch and returns its per-device bytes (None: it does not fit, size unknown).
+
+    Memory grows about linearly with the batch (activations). Growing, each probe aims where the line
+    through two fitting probes far apart crosses the limit (at most 8x the largest fit), and checks the
+    next multiple; once a probe fails, interpolation and bisection alternate, so the bracket at least
+    halves every second probe even where the line misleads (XLA changes its plan with the batch).
+    """
+    seen: dict[int, Optional[int]] = {}
+
+    def fits(b: int) -> bool:
+        if b not in seen:
+            seen[b] = peak_bytes(b)
+        return seen[b] is not None and seen[b] <= limit  # type: ignore[operator]
+
+    def aim(a: int, b: int) -> Optional[int]:
+        """Where the line through probes a < b crosses the limit (a multiple of step), None if it does not."""
+        ya, yb = seen[a], seen[b]
+        if ya is None or yb is None or yb <= ya:
+            return None
+        return int((a + (limit - ya) * (b - a) / (yb - ya)) // step) * step
+
+    def probe(guess: int, lo: int, hi: Optional[int], check_next: bool) -> tuple[int, Optional[int]]:
+        """Probe ``guess`` (and, when it fits and ``check_next``, the next multiple): the new bracket."""
+        if not fits(guess):
+            return lo, guess
+        if check_next and guess + step <= cap and (hi is None or guess + step < hi):
+            return (guess + step, hi) if fits(guess + step) else (guess, guess + step)
+        return guess, hi
+
+    if not fits(step):
+        return 0, seen
+    lo, hi = step, None  # lo fits; hi, once known, does not
+    while hi is None and lo < cap:
+        wide = [b for b in seen if b <= lo // 2] or [b for b in seen if b < lo]  # a far fitting probe
+        target = aim(max(wide), lo) if wide else None
+        guess = min(8 * lo, cap) if target is None else max(lo + step, min(target, 8 * lo, cap))
+        lo, hi = probe(guess, lo, hi, check_next=guess == target)
+    turn = 0
+    while hi is not None and hi - lo > step:
+        target = aim(lo, hi) if turn % 2 == 0 else None
+        guess = (target if target is not None else (lo + hi) // 2 // step * step)
+        guess = max(lo + step, min(guess, hi - step))
+        lo, hi = probe(guess, lo, hi, check_next=target is not None)
+        turn += 1
+    return lo, seen
+
+
 def make_tokens(p: TrainParams, seed: int = 0) -> np.ndarray:
     """[global_batch, seq_len + 1] int32 token ids, uniform over the vocabulary, from a fixed seed.
 
@@ -214,7 +309,7 @@ def make_tokens(p: TrainParams, seed: int = 0) -> np.ndarray:
     step, not a data pipeline, and a model that memorises it shows a falling loss (a live step).
     """
     rng = np.random.default_rng(seed)
-    return rng.integers(0, p.config().vocab_size, size=(p.global_batch, p.seq_len + 1), dtype=np.int32)
+    return rng.integers(0, p.config().vocab_size, size=(p.batch(), p.seq_len + 1), dtype=np.int32)
 
 
 def train_result(p: TrainParams, stats: dict[str, Any], samples: list[float], plan: TimingPlan,

@@ -82,7 +82,7 @@ def compile_paged_case(params: dict[str, Any], impl: str, target: TargetSpec) ->
 
 
 def compile_train_case(params: dict[str, Any], impl: str, target: TargetSpec) -> CompileResult:
-    from xlabench.backends.jax import sharding, train_case
+    from xlabench.backends.jax import train_case
     from xlabench.workloads.train import TrainParams
 
     p = TrainParams(**params)
@@ -92,18 +92,19 @@ def compile_train_case(params: dict[str, Any], impl: str, target: TargetSpec) ->
     devices = aot.topology_devices(target)
     if p.devices > len(devices):
         raise CaseSkipped(f"the case needs {p.devices} devices; target {target.name} has {len(devices)}")
-    prog = train_case.program(p, impl, interpret=False, platform="tpu", devices=list(devices[:p.devices]))
-    rep = sharding.replicated(prog.mesh)
     device = devices[0]
-    try:
-        fields = aot.compile_analyzed(
-            prog.fn, prog.abstract_args, device, target, p.flops() / p.devices, p.devices,
-            in_shardings=(prog.param_shardings, prog.opt_shardings, prog.token_sharding),
-            out_shardings=(prog.param_shardings, prog.opt_shardings, rep, rep),
-            donate_argnums=(0, 1))  # as a TPU run does: parameters and optimizer state updated in place
+    p, batch_note = train_case.resolve_batch(p, impl, False, "tpu", aot.hbm_capacity(device)[0],
+                                             list(devices[:p.devices]))
+    prog = train_case.program(p, impl, interpret=False, platform="tpu", devices=list(devices[:p.devices]))
+    try:  # donated as a TPU run does: parameters and optimizer state updated in place
+        fields = aot.compile_analyzed(prog.fn, prog.abstract_args, device, target, p.flops() / p.devices, p.devices,
+                                      **prog.jit_kwargs(donate=True))
     except aot.CompileOom as oom:
         return _oom(oom, device)
     if p.devices < len(devices):
         fields["notes"] += f"; compiled for {p.devices} of the target's {len(devices)} devices"
+    if batch_note:
+        fields["notes"] += f"; {batch_note}"
+        fields.update(global_batch=p.batch(), max_batch=p.batch())
     fields.update(flops=p.flops(), flops_palm=p.flops_palm(), params_count=p.params_count())
     return CompileResult(COMPILED, fields)

@@ -19,6 +19,7 @@ from typing import Any, Callable, Optional
 
 import jax
 import jax.numpy as jnp
+from jax.ad_checkpoint import checkpoint_name
 
 # The parameter description (shapes, logical axes, initialisers) is framework-free, shared with torch_xla
 # (re-exported here: model.layout, model.VOCAB ...).
@@ -106,39 +107,69 @@ def _rope(x: jax.Array, seq_len: int, theta: float) -> jax.Array:
     return (xf * cos + jnp.concatenate([-x2, x1], -1) * sin).astype(x.dtype)
 
 
+# checkpoint_name()s of the layer's attention inputs and output: what the `attention` remat policy keeps.
+ATTENTION_NAMES = ("q", "k", "v", "attn_out")
+
+
+def _mm(eq: str, x: jax.Array, w: jax.Array) -> jax.Array:
+    """A weight matmul: inputs in the parameter dtype (bfloat16 on TPU), float32 accumulation, the
+    result back in the input dtype (XLA fuses the convert into the matmul: no float32 copy in memory)."""
+    return jnp.einsum(eq, x, w, preferred_element_type=jnp.float32).astype(x.dtype)
+
+
 def _block(p: dict[str, Any], x: jax.Array, cfg: ModelConfig, hooks: Hooks) -> jax.Array:
     s = x.shape[1]
     h = _norm(p["attn_norm"], x, cfg)
-    q = jnp.einsum("bsd,dhk->bshk", h, p["wq"])
-    k = jnp.einsum("bsd,dhk->bshk", h, p["wk"])
-    v = jnp.einsum("bsd,dhk->bshk", h, p["wv"])
+    q, k, v = (_mm("bsd,dhk->bshk", h, p[w]) for w in ("wq", "wk", "wv"))
     if cfg.biases:
         q, k, v = q + p["bq"], k + p["bk"], v + p["bv"]
     if cfg.arch == "llama":
         q, k = _rope(q, s, cfg.rope_theta), _rope(k, s, cfg.rope_theta)
-    q, k, v = hooks.heads(q), hooks.heads(k), hooks.heads(v)
-    o = hooks.heads(hooks.attention(q, k, v))
-    attn = jnp.einsum("bshk,hkd->bsd", o, p["wo"])
+    q, k, v = (checkpoint_name(hooks.heads(t), n) for t, n in zip((q, k, v), ATTENTION_NAMES))
+    o = checkpoint_name(hooks.heads(hooks.attention(q, k, v)), ATTENTION_NAMES[3])
+    attn = _mm("bshk,hkd->bsd", o, p["wo"])
     x = hooks.act(x + (attn + p["bo"] if cfg.biases else attn))
     h = _norm(p["mlp_norm"], x, cfg)
     if cfg.glu:
-        u = jax.nn.silu(jnp.einsum("bsd,df->bsf", h, p["w_gate"])) * jnp.einsum("bsd,df->bsf", h, p["w_up"])
-        out = jnp.einsum("bsf,fd->bsd", hooks.mlp(u), p["w_down"])
+        u = jax.nn.silu(_mm("bsd,df->bsf", h, p["w_gate"])) * _mm("bsd,df->bsf", h, p["w_up"])
+        out = _mm("bsf,fd->bsd", hooks.mlp(u), p["w_down"])
     else:
-        u = jax.nn.gelu(jnp.einsum("bsd,df->bsf", h, p["w_in"]) + p["b_in"], approximate=True)
-        out = jnp.einsum("bsf,fd->bsd", hooks.mlp(u), p["w_out"]) + p["b_out"]
+        u = jax.nn.gelu(_mm("bsd,df->bsf", h, p["w_in"]) + p["b_in"], approximate=True)
+        out = _mm("bsf,fd->bsd", hooks.mlp(u), p["w_out"]) + p["b_out"]
     return hooks.act(x + out)
 
 
+_policies = jax.checkpoint_policies
+# The jax.checkpoint policy of each remat name but "none" (the names: workloads/train.py REMAT; what
+# each buys: docs/train.md). A policy says which intermediates of a layer the backward pass keeps; the
+# rest it recomputes from what it kept. No policy but none keeps naive attention's S x S scores or
+# probabilities: they are outputs of batched matmuls and elementwise ops, which only none keeps.
 REMAT_POLICIES: dict[str, Optional[Callable]] = {
     "full": None,  # save nothing inside a layer: recompute the whole layer in the backward pass
-    "dots": jax.checkpoint_policies.dots_with_no_batch_dims_saveable,  # keep weight matmul outputs
+    "dots": _policies.dots_with_no_batch_dims_saveable,  # keep the weight matmuls' outputs
+    "attention": _policies.save_only_these_names(*ATTENTION_NAMES),  # keep q, k, v and the attention output
+    "dots_attention": _policies.save_from_both_policies(  # both: recompute only elementwise work and S x S
+        _policies.dots_with_no_batch_dims_saveable, _policies.save_only_these_names(*ATTENTION_NAMES)),
 }
+# remat "none" under scan_layers: the scanned body's residuals are stacked over layers as loop outputs,
+# which XLA cannot drop or fuse away as it does in an unrolled step; keeping everything there, naive
+# attention's S x S scores and probabilities among it, doubled the step's memory (docs/train.md).
+SCAN_NONE_POLICY = "dots_attention"
 
 
-def logits(params: dict[str, Any], tokens: jax.Array, cfg: ModelConfig, hooks: Hooks,
+def _layer_fn(remat: str, scanned: bool) -> Callable:
+    """The layer as the step runs it: ``_block``, checkpointed by ``remat``'s policy."""
+    name = SCAN_NONE_POLICY if remat == "none" and scanned else remat
+    if name == "none":
+        return _block
+    # Under scan the forward and its recomputation sit in different loops (the forward and the
+    # backward scan), so XLA cannot merge them: no CSE barrier needed there (JAX's advice for scan).
+    return jax.checkpoint(_block, policy=REMAT_POLICIES[name], static_argnums=(2, 3), prevent_cse=not scanned)
+
+
+def hidden(params: dict[str, Any], tokens: jax.Array, cfg: ModelConfig, hooks: Hooks,
            remat: str = "none") -> jax.Array:
-    """tokens [B, S] int32 -> float32 logits [B, S, padded_vocab] (padding columns at -inf).
+    """tokens [B, S] int32 -> the final norm's output [B, S, d_model], what the vocabulary projection takes.
 
     ``remat`` applies per layer: to each unrolled layer, or to the scanned body.
     """
@@ -148,30 +179,98 @@ def logits(params: dict[str, Any], tokens: jax.Array, cfg: ModelConfig, hooks: H
         x = x + params["pos"][:s]
     x = hooks.act(x)
     layers = params["layers"]
-    block = _block
-    if remat != "none":
-        # Under scan the forward and its recomputation sit in different loops (the forward and the
-        # backward scan), so XLA cannot merge them: no CSE barrier needed there (JAX's advice for scan).
-        block = jax.checkpoint(_block, policy=REMAT_POLICIES[remat], static_argnums=(2, 3),
-                               prevent_cse=not is_stacked(layers))
+    block = _layer_fn(remat, is_stacked(layers))
     if is_stacked(layers):
         x, _ = jax.lax.scan(lambda h, layer: (block(layer, h, cfg, hooks), None), x, layers)
     else:
         for layer in layers:
             x = block(layer, x, cfg, hooks)
-    x = _norm(params["final_norm"], x, cfg)
-    w = params["embed"].T if cfg.tied_embeddings else params["unembed"]
+    return _norm(params["final_norm"], x, cfg)
+
+
+def _unembedding(params: dict[str, Any], cfg: ModelConfig) -> jax.Array:
+    return params["embed"].T if cfg.tied_embeddings else params["unembed"]
+
+
+def _project(x: jax.Array, w: jax.Array, cfg: ModelConfig, hooks: Hooks) -> jax.Array:
+    """x [B, S, D] -> float32 logits [B, S, padded_vocab] (float32 accumulation; padding columns at -inf)."""
     out = hooks.logits(jnp.einsum("bsd,dv->bsv", x, w, preferred_element_type=jnp.float32))
     if cfg.padded_vocab != cfg.vocab_size:
         out = jnp.where(jnp.arange(cfg.padded_vocab) < cfg.vocab_size, out, -jnp.inf)
     return out
 
 
+def logits(params: dict[str, Any], tokens: jax.Array, cfg: ModelConfig, hooks: Hooks,
+           remat: str = "none") -> jax.Array:
+    """tokens [B, S] int32 -> float32 logits [B, S, padded_vocab] (padding columns at -inf)."""
+    return _project(hidden(params, tokens, cfg, hooks, remat), _unembedding(params, cfg), cfg, hooks)
+
+
+def cross_entropy(z: jax.Array, targets: jax.Array) -> jax.Array:
+    """Per-token softmax cross-entropy of float32 logits z [..., V] against int targets [...]."""
+    return jax.nn.logsumexp(z, axis=-1) - jnp.take_along_axis(z, targets[..., None], axis=-1)[..., 0]
+
+
+def chunked_cross_entropy(x: jax.Array, w: jax.Array, targets: jax.Array, cfg: ModelConfig, hooks: Hooks,
+                          chunk: int) -> jax.Array:
+    """Per-token cross-entropy [B, S] of the logits ``x @ w`` (x [B, S, D], w [D, padded_vocab]),
+    computed ``chunk`` positions of every sequence at a time: the float32 [B, S, V] logits never exist.
+
+    The same value and gradient as ``cross_entropy(_project(x, w))`` (a custom VJP): the forward keeps
+    each token's logsumexp, the backward recomputes one chunk's logits at a time and accumulates the
+    weight gradient in float32 across chunks. Chunks split the sequence, never the batch, so they keep
+    the batch's sharding.
+    """
+    b, s, d = x.shape
+    chunk = min(chunk, s)
+    n = -(-s // chunk)
+    if n * chunk != s:  # pad the sequence to whole chunks; the pad positions' losses are dropped below
+        x = jnp.pad(x, ((0, 0), (0, n * chunk - s), (0, 0)))
+        targets = jnp.pad(targets, ((0, 0), (0, n * chunk - s)))
+    xs = x.reshape(b, n, chunk, d).swapaxes(0, 1)  # [n, B, c, D]
+    ts = targets.reshape(b, n, chunk).swapaxes(0, 1)  # [n, B, c]
+
+    def fwd(xs: jax.Array, w: jax.Array, ts: jax.Array) -> tuple[jax.Array, tuple]:
+        def body(_: None, xt: tuple[jax.Array, jax.Array]) -> tuple[None, tuple[jax.Array, jax.Array]]:
+            z = _project(xt[0], w, cfg, hooks)
+            lse = jax.nn.logsumexp(z, axis=-1)
+            return None, (lse - jnp.take_along_axis(z, xt[1][..., None], axis=-1)[..., 0], lse)
+
+        _, (per_token, lse) = jax.lax.scan(body, None, (xs, ts))
+        return per_token, (xs, w, ts, lse)
+
+    def bwd(res: tuple, g: jax.Array) -> tuple[jax.Array, jax.Array, None]:
+        xs, w, ts, lse = res
+
+        def body(dw: jax.Array, args: tuple) -> tuple[jax.Array, jax.Array]:
+            xc, tc, lc, gc = args
+            z = _project(xc, w, cfg, hooks)
+            # d loss / d z = softmax(z) - onehot(target), times the token's cotangent
+            dz = (jnp.exp(z - lc[..., None]) - jax.nn.one_hot(tc, z.shape[-1], dtype=z.dtype)) * gc[..., None]
+            dz = dz.astype(w.dtype)
+            dx = jnp.einsum("bcv,dv->bcd", dz, w, preferred_element_type=jnp.float32).astype(xc.dtype)
+            return dw + jnp.einsum("bcd,bcv->dv", xc, dz, preferred_element_type=jnp.float32), dx
+
+        dw, dxs = jax.lax.scan(body, jnp.zeros(w.shape, jnp.float32), (xs, ts, lse, g))
+        return dxs, dw.astype(w.dtype), None
+
+    per_token = jax.custom_vjp(lambda xs, w, ts: fwd(xs, w, ts)[0])
+    per_token.defvjp(fwd, bwd)
+    return per_token(xs, w, ts).swapaxes(0, 1).reshape(b, n * chunk)[:, :s]
+
+
 def loss(params: dict[str, Any], tokens: jax.Array, cfg: ModelConfig, hooks: Hooks,
-         remat: str = "none") -> tuple[jax.Array, jax.Array]:
-    """Next-token cross-entropy of tokens [B, S+1]: (mean loss, per-sequence mean loss [B])."""
-    z = logits(params, tokens[:, :-1], cfg, hooks, remat)
-    target = jnp.take_along_axis(z, tokens[:, 1:, None], axis=-1)[..., 0]
-    per_token = jax.nn.logsumexp(z, axis=-1) - target
+         remat: str = "none", loss_chunk: int = 0) -> tuple[jax.Array, jax.Array]:
+    """Next-token cross-entropy of tokens [B, S+1]: (mean loss, per-sequence mean loss [B]).
+
+    ``loss_chunk`` > 0: ``chunked_cross_entropy`` over that many positions at a time; 0: the whole
+    float32 logits at once (the plain reference).
+    """
+    x = hidden(params, tokens[:, :-1], cfg, hooks, remat)
+    w, targets = _unembedding(params, cfg), tokens[:, 1:]
+    if loss_chunk:
+        per_token = chunked_cross_entropy(x, w, targets, cfg, hooks, loss_chunk)
+    else:
+        per_token = cross_entropy(_project(x, w, cfg, hooks), targets)
     per_seq = per_token.mean(-1)
     return per_seq.mean(), per_seq

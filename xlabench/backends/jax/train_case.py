@@ -14,13 +14,14 @@ import optax
 
 from xlabench.backends.jax import attention_impls as impls
 from xlabench.backends.jax import model, sharding
-from xlabench.backends.jax import hlo_cost
+from xlabench.backends.jax import aot, hlo_cost
 from xlabench.backends.jax.common import compile_timed, peak_memory, trace_pass
 from xlabench.measure.timing import TimingPlan, summarize, time_calls, with_timer
 from xlabench.measure.messages import CaseResult, CaseSkipped
 from xlabench.workloads.attention import AttentionParams
 from xlabench.workloads.model_presets import ModelConfig
-from xlabench.workloads.train import ADAMW, MESH_AXES, PARAM_SEED, TOKEN_SEED, TrainParams, make_tokens, train_result
+from xlabench.workloads.train import (ADAMW, MESH_AXES, PARAM_SEED, TOKEN_SEED, TrainParams, largest_batch, make_tokens,
+                                      train_result)
 
 OPTIMIZER = optax.adamw(**ADAMW)
 MeshKey = tuple[int, int, int]  # (data, fsdp, tensor) sizes
@@ -71,8 +72,9 @@ def attention_fn(impl: str, cfg: ModelConfig, p: TrainParams, mesh: jax.sharding
     Raises CaseSkipped when the impl cannot run these (per-shard) shapes at all.
     """
     im = impls.get(impl)
-    acfg = impls.AttnConfig(causal=True, sm_scale=impls.default_scale(cfg.head_dim), interpret=interpret)
-    shape = (p.global_batch, p.seq_len, cfg.num_heads, cfg.head_dim)
+    acfg = impls.AttnConfig(causal=True, sm_scale=impls.default_scale(cfg.head_dim), block_q=p.block_q,
+                            block_k=p.block_k, interpret=interpret)
+    shape = (p.batch(), p.seq_len, cfg.num_heads, cfg.head_dim)
     if sharding.per_shard(impl):  # the kernel sees one shard
         shape = sharding.local_shape(shape, tuple(sharding.heads_spec(p.sharding)), mesh)
     b, s, hq, d = shape
@@ -116,7 +118,7 @@ class StepProgram:
         """ShapeDtypeStructs of (params, opt_state, tokens)."""
         p = self.params
         params = abstract_params(p.config(), p.dtype, p.scan())
-        tokens = jax.ShapeDtypeStruct((p.global_batch, p.seq_len + 1), jnp.int32)
+        tokens = jax.ShapeDtypeStruct((p.batch(), p.seq_len + 1), jnp.int32)
         return params, jax.eval_shape(OPTIMIZER.init, params), tokens
 
     def interpret_ctx(self) -> Any:
@@ -131,14 +133,27 @@ class StepProgram:
         with self.interpret_ctx():
             return fwd.lower(params, tokens).compile()
 
-    def compile(self, donate: bool) -> tuple[Any, float, float]:
+    def jit_kwargs(self, donate: bool) -> dict[str, Any]:
+        """The step's jax.jit arguments: shardings in and out, parameters and optimizer state donated
+        (updated in place) when ``donate``."""
         rep = sharding.replicated(self.mesh)
+        return dict(in_shardings=(self.param_shardings, self.opt_shardings, self.token_sharding),
+                    out_shardings=(self.param_shardings, self.opt_shardings, rep, rep),
+                    donate_argnums=(0, 1) if donate else ())
+
+    def compile(self, donate: bool) -> tuple[Any, float, float]:
         with self.interpret_ctx():
-            return compile_timed(
-                self.fn, self.abstract_args,
-                in_shardings=(self.param_shardings, self.opt_shardings, self.token_sharding),
-                out_shardings=(self.param_shardings, self.opt_shardings, rep, rep),
-                donate_argnums=(0, 1) if donate else ())
+            return compile_timed(self.fn, self.abstract_args, **self.jit_kwargs(donate))
+
+    def peak_bytes(self, donate: bool, device: Any = None) -> int | None:
+        """Per-device bytes of the compiled step (XLA memory_analysis), compiled and never run; for a
+        program XLA refuses for want of memory, the figure it gave (None: it gave none)."""
+        try:
+            with self.interpret_ctx():
+                compiled, _, _ = aot.lower_and_compile(self.fn, self.abstract_args, device, **self.jit_kwargs(donate))
+        except aot.CompileOom as oom:
+            return oom.used or None
+        return peak_memory(compiled, device)[0]
 
 
 def program(p: TrainParams, impl: str, interpret: bool, platform: str,
@@ -157,12 +172,12 @@ def program(p: TrainParams, impl: str, interpret: bool, platform: str,
 
     def step(params, opt_state, tokens):
         (loss, per_seq), grads = jax.value_and_grad(
-            lambda w: model.loss(w, tokens, cfg, hooks, p.remat), has_aux=True)(params)
+            lambda w: model.loss(w, tokens, cfg, hooks, p.remat, p.loss_chunk), has_aux=True)(params)
         updates, opt_state = OPTIMIZER.update(grads, opt_state, params)
         return optax.apply_updates(params, updates), opt_state, loss, per_seq
 
     def forward(params, tokens):
-        return model.loss(params, tokens, cfg, hooks, p.remat)[0]
+        return model.loss(params, tokens, cfg, hooks, p.remat, p.loss_chunk)[0]
 
     return StepProgram(p, mesh, step, p_shard, o_shard, tok_shard, interpret, forward)
 
@@ -217,25 +232,70 @@ def reference_losses(setup: TrainSetup) -> np.ndarray:
         return np.asarray(_reference_fn(p.config(), p.sharding, _mesh_key(p), p.scan())(setup.state[0], tokens))
 
 
+GIB = float(1 << 30)
+
+
+def resolve_batch(p: TrainParams, impl: str, interpret: bool, platform: str, limit: int | None,
+                  devices: Sequence[jax.Device] | None = None, donate: bool = True) -> tuple[TrainParams, str]:
+    """``p`` with ``global_batch: auto`` replaced by the largest batch whose step fits ``limit`` bytes per
+    device (p.memory_limit_gib when given), found by compiling the step (never running it); and a note
+    saying so. CaseSkipped when no limit is known or not even the smallest batch fits."""
+    if not p.auto_batch:
+        return p, ""
+    if p.memory_limit_gib is not None:
+        limit = int(p.memory_limit_gib * GIB)
+    if not limit:
+        raise CaseSkipped(f"global_batch auto needs a memory limit: this {platform} device reports none; "
+                          "set memory_limit_gib")
+    device = None if devices is None else devices[0]
+    batch, seen = largest_batch(
+        lambda b: program(p.with_batch(b), impl, interpret, platform, devices).peak_bytes(donate, device),
+        limit, p.batch_step())
+    probes = ", ".join(f"{b}: {'?' if v is None else f'{v / GIB:.2f}'}" for b, v in sorted(seen.items()))
+    if not batch:
+        raise CaseSkipped(f"global_batch auto: not even batch {p.batch_step()} fits {limit / GIB:.2f} GiB per "
+                          f"device (GiB by batch: {probes})")
+    return p.with_batch(batch), (f"global_batch auto: {batch}, the largest multiple of {p.batch_step()} whose step "
+                                 f"fits {limit / GIB:.2f} GiB per device (compile-only GiB by batch: {probes})")
+
+
+def device_limit(device: Any) -> int | None:
+    """The bytes a device lets a program use (TPU, GPU: bytes_limit), None where it reports none (CPU)."""
+    try:
+        return (device.memory_stats() or {}).get("bytes_limit")
+    except Exception:
+        return None
+
+
 def run_train_case(params: dict[str, Any], impl: str, plan: TimingPlan, interpret: bool,
                    platform: str) -> CaseResult:
     p = TrainParams(**params)
+    donate = platform != "cpu"  # CPU cannot donate buffers
+    p, batch_note = resolve_batch(p, impl, interpret, platform, device_limit(jax.devices()[0]), donate=donate)
     setup = build(p, impl, interpret, platform)
     ref = reference_losses(setup)
     device = next(d for d in setup.prog.mesh.devices.flat if d.process_index == jax.process_index())
     outs: list[tuple[jax.Array, jax.Array]] = []
+    n = p.steps_per_sample
 
-    def call() -> tuple[jax.Array, jax.Array]:
-        outs.append(setup.step())
-        return outs[-1], setup.state  # synced whole: the update must finish inside the sample
+    def call() -> tuple[Any, Any]:
+        # A training loop's dispatch: n steps queued back to back (each takes the last one's state, still
+        # on the device), then one sync on the losses and the final state (every update inside the sample).
+        for _ in range(n):
+            outs.append(setup.step())
+        return outs[-n:], setup.state
 
     with setup.prog.interpret_ctx():
-        samples, _ = time_calls(call, jax.block_until_ready, plan)
-        # The trace pass's steps are not timed steps: their losses are not the row's.
-        traced = trace_pass(setup.compiled, lambda: (setup.step(), setup.state), plan, len(samples))
+        loops, _ = time_calls(call, jax.block_until_ready, plan)
+        # The trace pass's steps are not timed steps: their losses are not the row's. Device seconds are
+        # per step, whatever the host does between steps.
+        traced = trace_pass(setup.compiled, lambda: (setup.step(), setup.state), plan, len(loops))
+    samples = [t / n for t in loops]  # a sample: one loop's mean step time
     mem, mem_note = peak_memory(setup.compiled, device)
     xla, xla_notes = hlo_cost.xla_figures(setup.compiled, p.devices)
     result = train_result(p, summarize(samples), samples, plan, setup.lower_s, setup.compile_s, mem,
-                          [float(loss) for loss, _ in outs], plan.warmup, np.asarray(outs[0][1])[: len(ref)],
-                          ref, [mem_note, *xla_notes])
-    return with_timer(result.replace(metrics={**result.metrics, **xla}), plan, traced)
+                          [float(loss) for loss, _ in outs], plan.warmup * n, np.asarray(outs[0][1])[: len(ref)],
+                          ref, [mem_note, *xla_notes, f"step time: {n} steps dispatched per sample, one sync, "
+                                                      f"sample = loop time / {n}"], [batch_note] if batch_note else [])
+    found = {"global_batch": p.batch(), "max_batch": p.batch()} if batch_note else {}
+    return with_timer(result.replace(metrics={**result.metrics, **xla, **found}), plan, traced)

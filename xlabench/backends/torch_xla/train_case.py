@@ -143,8 +143,11 @@ def run_train_case(params: dict[str, Any], impl: str, plan: TimingPlan, interpre
 
     p = TrainParams(**params)
     cfg = p.config()
-    if p.remat == "dots":
-        raise CaseSkipped("remat 'dots' (save weight matmul outputs) has no torch_xla counterpart here; "
+    if p.auto_batch:
+        raise CaseSkipped("global_batch auto: the largest-batch search compiles the JAX step (torch_xla has no "
+                          "compile-only memory analysis here); give torch_xla an integer batch")
+    if p.remat not in ("none", "full"):
+        raise CaseSkipped(f"remat {p.remat!r} (a jax.checkpoint policy) has no torch_xla counterpart here; "
                           "use none or full")
     mesh = make_mesh(p)
     model = Transformer(cfg, TORCH_DTYPES[p.dtype], PARAM_SEED,
@@ -176,6 +179,9 @@ def run_train_case(params: dict[str, Any], impl: str, plan: TimingPlan, interpre
     m = measure(call, plan, compiling_calls=COMPILING_STEPS)
     mem, mem_note = peak_memory(device)
     remarks = []
+    if p.loss_chunk:
+        remarks.append("loss_chunk: the torch_xla step takes the whole float32 logits (the chunked "
+                       "cross-entropy is the JAX step's)")
     if p.scan():
         remarks.append("scan_layers: torch_xla loops over layers in Python (per-layer weights, as with "
                        "scan_layers=false: the same model and losses); only the JAX step scans")

@@ -1,0 +1,134 @@
+"""The largest batch that fits (train `global_batch: auto`): the search itself, on a CPU memory budget,
+and compiled for a TPU v5e (libtpu's compile-only devices) through `xlabench compile`."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+
+from xlabench import results
+from xlabench.measure.messages import CaseSkipped
+from xlabench.measure.plan import TimingPlan
+from xlabench.workloads.train import TrainParams, largest_batch
+
+from conftest import require_libtpu, run_cli
+
+GIB = 1 << 30
+
+
+def _truth(peak, limit: int, step: int, cap: int = 1 << 16) -> int:
+    best, b = 0, step
+    while b <= cap and peak(b) <= limit:
+        best, b = b, b + step
+    return best
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_search_finds_the_boundary_of_any_growing_memory(seed: int) -> None:
+    """Linear (activations), curved and stepped (XLA changing its plan) memory, any batch step; probes
+    that fail without a figure (None); the cap; a batch step that does not fit at all."""
+    rng = random.Random(seed)
+    for _ in range(300):
+        step, fixed, per = rng.choice([1, 2, 8]), rng.randint(0, 10**9), rng.randint(1, 10**8)
+        shape = rng.choice(["linear", "curved", "stepped"])
+
+        def peak(b: int) -> int:
+            return fixed + per * b + {"linear": 0, "curved": per * b * b // 400, "stepped": (b // 64) * 10**8}[shape]
+
+        limit = rng.randint(0, 2 * 10**10)
+        silent = lambda b: None if peak(b) > limit and b % 3 == 0 else peak(b)  # noqa: E731
+        got, seen = largest_batch(silent, limit, step)
+        assert got == _truth(peak, limit, step), (shape, step, fixed, per, limit)
+        assert got == 0 or seen[got] <= limit
+
+
+def test_search_needs_few_compiles_where_memory_is_linear() -> None:
+    rng = random.Random(0)
+    probes = []
+    for _ in range(200):
+        fixed, per = rng.randint(10**8, 10**9), rng.randint(10**5, 10**7)
+        got, seen = largest_batch(lambda b: fixed + per * b, 16 * GIB, 1)
+        assert got == min((16 * GIB - fixed) // per, 1 << 16)  # the search's cap
+        probes.append(len(seen))
+    assert max(probes) <= 8, max(probes)  # a doubling search then bisection: ~2 log2(batch) = 20-28
+
+
+def _cpu_params(**kw) -> TrainParams:
+    return TrainParams(**{**dict(model="gpt2-tiny", global_batch="auto", seq_len=128, dtype="float32",
+                                 sharding="dp", devices=1, steps_per_sample=1), **kw})
+
+
+def test_cpu_budget_boundary_on_a_small_model() -> None:
+    """The budget set between two batches' needs: the search lands on the boundary, and the step at
+    one more sequence needs more than the budget."""
+    from xlabench.backends.jax import train_case
+
+    def need(b: int) -> int:
+        return train_case.program(_cpu_params().with_batch(b), "naive", False, "cpu").peak_bytes(donate=False)
+
+    limit = (need(6) + need(7)) // 2
+    p, note = train_case.resolve_batch(_cpu_params(memory_limit_gib=limit / GIB), "naive", False, "cpu", None,
+                                       donate=False)
+    assert p.global_batch == 6 and need(6) <= limit < need(7)
+    assert "global_batch auto: 6" in note
+    with pytest.raises(CaseSkipped, match="needs a memory limit"):
+        train_case.resolve_batch(_cpu_params(), "naive", False, "cpu", None)
+    with pytest.raises(CaseSkipped, match="not even batch 1 fits"):
+        train_case.resolve_batch(_cpu_params(memory_limit_gib=1e-4), "naive", False, "cpu", None, donate=False)
+
+
+def test_auto_batch_row_carries_the_batch_it_found() -> None:
+    from xlabench.backends.jax import train_case
+
+    limit = train_case.program(_cpu_params().with_batch(4), "naive", False, "cpu").peak_bytes(donate=False)
+    result = train_case.run_train_case(_cpu_params(memory_limit_gib=limit / GIB).model_dump(), "naive",
+                                       TimingPlan(warmup=0, iters=1), False, "cpu")
+    assert result.metrics["global_batch"] == result.metrics["max_batch"] == 4
+    assert result.tokens_per_step == 4 * 128 and "global_batch auto: 4" in result.notes
+    assert result.correct
+
+
+def test_auto_batch_is_validated_like_a_number() -> None:
+    with pytest.raises(ValueError, match="global_batch"):
+        TrainParams(model="gpt2-tiny", global_batch="max", seq_len=128)
+    with pytest.raises(ValueError, match="memory_limit_gib must be > 0"):
+        _cpu_params(memory_limit_gib=0)
+    with pytest.raises(ValueError, match="known once the worker"):
+        _cpu_params().flops()
+    assert _cpu_params().resolved().global_batch == "auto"
+
+
+SUITE = """
+name: batch_auto
+workload: train
+backends: [jax]
+impls: [naive]
+params: {{model: gpt2-tiny, seq_len: 256, dtype: bfloat16, remat: none, devices: 1, sharding: fsdp,
+          memory_limit_gib: 0.5}}
+matrix: {{global_batch: {batches}}}
+measure: {{timeout_s: 900}}
+"""
+
+
+@pytest.mark.slow
+def test_compile_only_v5e_boundary_on_a_small_model(tmp_path: Path, write_suite) -> None:
+    """`xlabench compile --target v5e-1` with global_batch auto: the row holds the largest batch under the
+    0.5 GiB budget; compiled at that batch and one more, the step needs <= and > the budget."""
+    require_libtpu()
+    rows = []
+    for i, batches in enumerate(["[auto]", None]):
+        if batches is None:
+            found = int(rows[0]["global_batch"].iloc[0])
+            batches = f"[{found}, {found + 1}]"
+        res = run_cli("compile", str(write_suite(SUITE.format(batches=batches), f"s{i}.yaml")), "--target", "v5e-1",
+                      "--out", str(tmp_path / str(i)), timeout=1500)
+        assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+        (csv,) = (tmp_path / str(i)).rglob("*.compile.csv")
+        rows.append(results.read_rows(csv))
+    auto = rows[0].iloc[0]
+    assert auto["status"] == "compiled" and auto["max_batch"] == auto["global_batch"] > 8
+    assert "global_batch auto" in auto["notes"]
+    need = rows[1].set_index("global_batch")["peak_memory_bytes"]
+    assert need[found] <= 0.5 * GIB < need[found + 1]
