@@ -51,9 +51,10 @@ for arg in "$@"; do
       xb info --peaks 2>&1 | tee "$OUT/info.log"
       run_step smoke suites/attention.yaml "$limit" -k seq_len=4096 -k mode=fwd -k causal=false ;;
     attention) run_step attention suites/attention.yaml "$limit" ;;  # tuned (the default on a TPU)
-    attention-cached)  # S=4096 again: every tuned case from the cache; then the same untuned, for the cost
-      run_step attention-cached suites/attention.yaml "$limit" -k seq_len=4096
-      run_step attention-notune suites/attention.yaml "$limit" -k seq_len=4096 --no-tune ;;
+    attention-cached)  # one S again (CACHED_S, default 4096): every tuned case from the cache; then the same
+      # cases untuned, for what the cache costs against a run that does not tune
+      run_step attention-cached suites/attention.yaml "$limit" -k seq_len=${CACHED_S:-4096}
+      run_step attention-notune suites/attention.yaml "$limit" -k seq_len=${CACHED_S:-4096} --no-tune ;;
     attention-default)  # the default-block column: every case at 128 x 128 (--no-tune)
       run_step attention-default suites/attention.yaml "$limit" --no-tune ;;
     paged)  # one page size (64, 8 pages per 512-token block) and batch 16: contexts 1k..32k, three impls

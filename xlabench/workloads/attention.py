@@ -155,18 +155,18 @@ def tile_candidates(sq: int, sk: int, names: tuple[str, str] = BLOCK_PARAMS) -> 
 
 def block_stages(p: "AttentionParams", fwd: list[dict[str, int]], bwd: Optional[list[dict[str, int]]] = None,
                  default_extra: Optional[dict[str, int]] = None) -> list[Stage]:
-    """A kernel's search for case ``p``: the forward blocks (``fwd``) on the forward program; for fwd_bwd,
-    then the backward blocks (``bwd``) on the whole program, or the forward blocks on it when the kernel has
-    no backward ones. The default is today's: 128 x 128, clipped, every other field at the kernel's own
+    """A kernel's search for case ``p``: the forward blocks (``fwd``) on the case's own program; for fwd_bwd,
+    then the backward blocks (``bwd``) on it, the forward ones fixed. The forward stage of a fwd_bwd case
+    runs the fwd_bwd program, not the forward one: a forward winner can exceed VMEM there (on the v5e,
+    flash's 2048 x 1024 forward blocks at S=4096 fit the forward program and not the forward-with-residuals
+    kernel of fwd_bwd). The default is today's: 128 x 128, clipped, every other field at the kernel's own
     default (``default_extra``), the backward blocks equal to the forward ones (what ``default_s`` times)."""
     default = {"block_q": min(DEFAULT_BLOCK, p.seq_len), "block_k": min(DEFAULT_BLOCK, p.kv_len),
                **(default_extra or {})}
-    if p.mode == "fwd":
-        return [Stage("fwd", tuple(fwd), default)]
-    if not bwd:
-        return [Stage("fwd_bwd", tuple(fwd), default)]
+    if p.mode == "fwd" or not bwd:
+        return [Stage(p.mode, tuple(fwd), default)]
     bwd_default = {**default, BWD_BLOCK_PARAMS[0]: default["block_q"], BWD_BLOCK_PARAMS[1]: default["block_k"]}
-    return [Stage("fwd", tuple(fwd), default), Stage("fwd_bwd", tuple(bwd), bwd_default)]
+    return [Stage(p.mode, tuple(fwd), default), Stage(p.mode, tuple(bwd), bwd_default)]
 
 
 def kernel_blocks(cfg, sq: int, sk: int) -> tuple[int, int]:

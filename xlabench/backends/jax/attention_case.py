@@ -87,12 +87,8 @@ def tune_for(p: AttentionParams, im: impls.JaxAttentionImpl, cfg: impls.AttnConf
             raise Dropped("constraint", reason)
         return step_fn(q, im, c), args[:3] if program == "fwd" else args
 
-    def fwd_winner() -> dict[str, int]:  # fwd_bwd: the forward blocks are the fwd case's, tuned under its key
-        fwd_cfg, _, _ = tune_for(p.model_copy(update={"mode": "fwd"}), im, cfg, plan, impl, platform, args[:3])
-        return {"block_q": fwd_cfg.block_q, "block_k": fwd_cfg.block_k, **dict(fwd_cfg.blocks)}
-
     key = cache_key(jax.devices()[0].device_kind, "jax", impl, tune_key_fields(p), tune_case.versions())
-    t = tune_case.tuned_blocks(im.tune_space(p), key, build, plan.tune_dir, fwd_winner)
+    t = tune_case.tuned_blocks(im.tune_space(p), key, build, plan.tune_dir)
     cfg = cfg.with_blocks(t.blocks)
     return cfg, {**t.fields, "block_q": cfg.block_q, "block_k": cfg.block_k,
                  "blocks": blocks_text(dict(cfg.blocks))}, t.note

@@ -147,11 +147,8 @@ class Tuned:
     note: str = ""
 
 
-def tuned_blocks(stages: list[Stage], key: dict, build: Build, tune_dir: Optional[str],
-                 fixed_first: Optional[Callable[[], dict[str, int]]] = None) -> Tuned:
-    """The winner of ``stages`` for the case ``key`` names: from the cache, else searched (and stored).
-    ``fixed_first``: for a two-stage search, the first stage's winner found another way (the fwd case's own
-    tuning, cached under its own key), so only the last stage is searched here."""
+def tuned_blocks(stages: list[Stage], key: dict, build: Build, tune_dir: Optional[str]) -> Tuned:
+    """The winner of ``stages`` for the case ``key`` names: from the cache, else searched (and stored)."""
     started = time.perf_counter()
     cache = tune.TuneCache(tune_dir or tune.default_dir())
     candidates = [c for st in stages for c in st.candidates]
@@ -161,10 +158,8 @@ def tuned_blocks(stages: list[Stage], key: dict, build: Build, tune_dir: Optiona
         e = found.entry
         return Tuned(e["blocks"], {"tuned": "cache", "tune_s": time.perf_counter() - started, "tune_tried": 0,
                                    "default_s": e["default_s"], "tune_best_s": e["best_s"], "tune_clock": e["clock"]})
-    fixed = fixed_first() if fixed_first is not None and len(stages) > 1 else None
-    todo = stages[1:] if fixed is not None else stages
     try:
-        out = tune.search(todo, lambda program, cands: compile_many(build, program, cands), time_many, fixed=fixed)
+        out = tune.search(stages, lambda program, cands: compile_many(build, program, cands), time_many)
     except NoCandidate as e:
         raise CaseSkipped(f"tuning: {e}") from None
     cache.store(key, space, out)
