@@ -28,7 +28,7 @@ if ! python3 -c 'import click, yaml, pydantic, rich, pandas, matplotlib, optax, 
 fi
 # at exit, whatever happened: every step's files in one tar (the device tool brings back few files)
 # (and the tuning cache's winners: small JSON files, one per tuned case)
-trap 'cp -r "$XLABENCH_CACHE_DIR/tune" "$OUT/results/tune-cache" 2>/dev/null; tar -C "$OUT" -czf "$OUT/results.tgz" results && rm -rf "$OUT/results" && echo "results: $OUT/results.tgz"' EXIT
+trap 'mkdir -p "$OUT/results/tune-cache"; cp "$XLABENCH_CACHE_DIR"/tune/*.json "$OUT/results/tune-cache/" 2>/dev/null; tar -C "$OUT" -czf "$OUT/results.tgz" results && rm -rf "$OUT/results" && echo "results: $OUT/results.tgz"' EXIT
 xb() { python3 -m xlabench "$@"; }
 
 run_step() {  # run_step NAME SUITE [xlabench run options...]

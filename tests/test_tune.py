@@ -273,3 +273,24 @@ def test_a_forward_winner_that_does_not_fit_the_backward_program_is_not_forced_o
     out = search(stages, compile_many, dev.time_many)
     assert out.blocks["block_q"] * out.blocks["block_k"] <= 1024 * 1024
     assert out.blocks != stages[1].default and out.best_s < out.default_s
+
+
+def test_the_speedup_chart_draws_tuned_kernels_beside_their_default_blocks():
+    """The committed v5e rows (docs/data/tpu-v5e/2026-12-06): every tuned kernel has a line at its tuned
+    blocks and one at the default blocks, the latter from default_s against the same naive time."""
+    import numpy as np
+
+    from xlabench import results
+    from xlabench.report import plots
+
+    csv = Path(__file__).parent.parent / "docs/data/tpu-v5e/2026-12-06/attention/20261206-035143-9b56.csv"
+    df = results.read_rows(csv)
+    chart = plots.attention_speedup(df)
+    labels = {label for _, label in chart.artists}
+    assert {"flash · tuned", "flash · untuned: default 128 x 128", "splash · tuned",
+            "splash · untuned: default 128 x 128"} <= labels
+    panel = next(p for p, label in chart.artists if label == "flash · tuned" and "non-causal" in p and "fwd_bwd" not in p)
+    tuned = np.asarray(chart.artists[(panel, "flash · tuned")].get_ydata(), dtype=float)
+    default = np.asarray(chart.artists[(panel, "flash · untuned: default 128 x 128")].get_ydata(), dtype=float)
+    rows = df[(df.impl == "flash") & (df["mode"] == "fwd") & (~df.causal)].sort_values("seq_len")
+    assert np.allclose(tuned / default, (rows.default_s / rows.median_s).to_numpy(), rtol=1e-6)

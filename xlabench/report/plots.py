@@ -82,12 +82,29 @@ def attention_tflops(df: pd.DataFrame) -> Chart:
 
 
 def attention_speedup(df: pd.DataFrame) -> Chart:
-    """Attention rows: speedup of every impl over naive for the same shape, by mode and causal."""
+    """Attention rows: speedup of every impl over naive for the same shape, by mode and causal; a tuned
+    kernel's row also draws its default blocks' time (``default_s``, timed in the same search) dashed, so
+    the chart says what tuning bought."""
     rows = _rows(df, "attention", ["seq_len", "median_s"])
     speed = cd.speedup_over_baseline(rows)
     others = rows[rows["impl"] != cd.BASELINE_IMPL]
     if speed.dropna().empty or others.empty:
         raise NoData(f"no attention shape has both a usable {cd.BASELINE_IMPL} row and another impl")
+    tuned = others["tuned"].isin(["search", "cache"]) if "tuned" in others else pd.Series(False, index=others.index)
+    if tuned.any():
+        default = others[tuned & cd.metric(others, "default_s").notna()]
+        base = speed * cd.metric(rows, "median_s")  # the naive time of each row's shape
+        others = pd.concat([others.assign(blocks_at=np.where(tuned, "tuned", "as the suite says")),
+                            default.assign(blocks_at="untuned: default 128 x 128")], ignore_index=True)
+        speed = pd.concat([speed[tuned.index], base[default.index] / cd.metric(default, "default_s")],
+                          ignore_index=True)
+        return _line_chart("speedup", others, x="seq_len", y=speed, panel_keys=["causal", "mode"],
+                           first=["impl", "blocks_at"], colour_by="impl", dash_by="blocks_at",
+                           ncols=len(cd.distinct(rows["mode"])) or 1, xlabel="sequence length (tokens)",
+                           ylabel=f"speedup over {cd.BASELINE_IMPL} (×, log)",
+                           what=f"Attention speedup over {cd.BASELINE_IMPL}, tuned and at default blocks",
+                           hline=(1.0, cd.BASELINE_IMPL, f"{cd.BASELINE_IMPL} = 1"),
+                           gap_reason=f"failed, skipped, wrong or without a usable {cd.BASELINE_IMPL} row", log_y=True)
     return _line_chart("speedup", others, x="seq_len", y=speed, panel_keys=["causal", "mode"], first=["impl"],
                        colour_by="impl", dash_by="impl", ncols=len(cd.distinct(rows["mode"])) or 1,
                        xlabel="sequence length (tokens)", ylabel=f"speedup over {cd.BASELINE_IMPL} (×, log)",
