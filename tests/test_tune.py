@@ -294,3 +294,29 @@ def test_the_speedup_chart_draws_tuned_kernels_beside_their_default_blocks():
     default = np.asarray(chart.artists[(panel, "flash · untuned: default 128 x 128")].get_ydata(), dtype=float)
     rows = df[(df.impl == "flash") & (df["mode"] == "fwd") & (~df.causal)].sort_values("seq_len")
     assert np.allclose(tuned / default, (rows.default_s / rows.median_s).to_numpy(), rtol=1e-6)
+
+
+def test_the_train_step_runs_its_attention_at_the_tuned_blocks_from_the_same_cache(tmp_path, chunky):
+    """A train case with tuning on: the step's attention (per-shard [B, S, H, D], causal, fwd_bwd) is tuned
+    as an attention case of that shape, the kernel in the step runs at the winner, the row says so, and a
+    second case of the same shape reads the winner from the cache."""
+    from xlabench.backends.jax import attention_impls as impls
+    from xlabench.backends.jax import train_case
+    from xlabench.measure.plan import TimingPlan
+
+    seen = []
+    attend = impls.attend
+    params = dict(model="gpt2-tiny", global_batch=2, seq_len=128, dtype="float32", sharding="dp", devices=1,
+                  steps_per_sample=1)
+    plan = TimingPlan(warmup=1, iters=1, tune=True, tune_dir=str(tmp_path))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(impls, "attend", lambda q, k, v, impl, cfg: seen.append((impl, cfg)) or attend(q, k, v, impl, cfg))
+        r = train_case.run_train_case(params, chunky, plan, False, "cpu")
+    m = r.metrics
+    assert m["tuned"] == "search" and m["block_k"] in (32, 64, 128) and m["tune_tried"] == 3
+    assert {c.block_k for impl, c in seen if impl == chunky} == {m["block_k"]}  # (naive: the reference loss)
+    assert "attention tuned at its per-shard shape 2x128x4x32" in r.notes and r.correct is not False
+    again = train_case.run_train_case(params, chunky, plan, False, "cpu")
+    assert again.metrics["tuned"] == "cache" and again.metrics["block_k"] == m["block_k"]
+    off = train_case.run_train_case(params, chunky, TimingPlan(warmup=1, iters=1), False, "cpu")
+    assert off.metrics["tuned"] == "off" and "block_k" not in off.metrics

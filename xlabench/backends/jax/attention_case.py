@@ -66,7 +66,7 @@ def step_fn(p: AttentionParams, im: impls.JaxAttentionImpl, cfg: impls.AttnConfi
 
 
 def tune_for(p: AttentionParams, im: impls.JaxAttentionImpl, cfg: impls.AttnConfig, plan: TimingPlan, impl: str,
-             platform: str, args: tuple) -> tuple[impls.AttnConfig, dict[str, Any], str]:
+             platform: str, get_args: Callable[[], tuple]) -> tuple[impls.AttnConfig, dict[str, Any], str]:
     """(the config to run at, the row's tuning columns, a note): the case's own blocks when its suite fixes
     them (``fixed``), tuning is off (``off``) or the kernel is interpreted (refused: an interpreter's timings
     say nothing of a chip); else the winner of the kernel's search, from the tuning cache or searched now."""
@@ -80,18 +80,34 @@ def tune_for(p: AttentionParams, im: impls.JaxAttentionImpl, cfg: impls.AttnConf
     if not plan.tune:
         return cfg, {"tuned": "off"}, ""
 
+    args = functools.cache(get_args)  # the inputs are made once, and only when a search needs them
+
     def build(program: str, blocks: dict[str, int]) -> tuple[Callable, tuple]:
         c, q = cfg.with_blocks(blocks), p.model_copy(update={"mode": program})
         reason = skip_reason(q, im, c, platform)
         if reason:
             raise Dropped("constraint", reason)
-        return step_fn(q, im, c), args[:3] if program == "fwd" else args
+        return step_fn(q, im, c), args()[:3] if program == "fwd" else args()
 
     key = cache_key(jax.devices()[0].device_kind, "jax", impl, tune_key_fields(p), tune_case.versions())
     t = tune_case.tuned_blocks(im.tune_space(p), key, build, plan.tune_dir)
     cfg = cfg.with_blocks(t.blocks)
     return cfg, {**t.fields, "block_q": cfg.block_q, "block_k": cfg.block_k,
                  "blocks": blocks_text(dict(cfg.blocks))}, t.note
+
+
+def tuned_config(p: AttentionParams, impl: str, cfg: impls.AttnConfig, plan: TimingPlan,
+                 platform: str) -> tuple[impls.AttnConfig, dict[str, Any], str]:
+    """tune_for on inputs of case ``p`` made here (the train step's attention, tuned at its per-shard shape
+    through the same search and cache as an attention case)."""
+    im = impls.get(impl)
+
+    def args() -> tuple:
+        device = jax.local_devices()[0]
+        return tuple(jax.device_put(impls.to_layout(jnp.asarray(x, jnp.dtype(p.dtype)), im.layout), device)
+                     for x in make_inputs(p).values())
+
+    return tune_for(p, im, cfg, plan, impl, platform, args)
 
 
 def run_attention_case(params: dict[str, Any], impl: str, plan: TimingPlan, interpret: bool,
@@ -108,7 +124,7 @@ def run_attention_case(params: dict[str, Any], impl: str, plan: TimingPlan, inte
     host = make_inputs(p)
     # The impl's native layout, prepared outside the timed region.
     args = tuple(jax.device_put(impls.to_layout(jnp.asarray(x, dtype), im.layout), device) for x in host.values())
-    cfg, tuned, tune_note = tune_for(p, im, cfg, plan, impl, platform, args)
+    cfg, tuned, tune_note = tune_for(p, im, cfg, plan, impl, platform, functools.partial(tuple, args))
     fn = step_fn(p, im, cfg)
 
     with impls.tpu_interpret(cfg):  # interpret mode is fixed at trace time: trace inside it

@@ -66,10 +66,13 @@ def initializer(cfg: ModelConfig, dtype: str, mode: str, mesh_key: MeshKey,
 
 
 def attention_fn(impl: str, cfg: ModelConfig, p: TrainParams, mesh: jax.sharding.Mesh, interpret: bool,
-                 platform: str) -> Callable:
+                 platform: str, tune: TimingPlan | None = None, tuned: dict[str, Any] | None = None) -> Callable:
     """The per-shard attention call for ``impl``; kernels without GQA get K/V heads repeated.
 
-    Raises CaseSkipped when the impl cannot run these (per-shard) shapes at all.
+    With ``tune`` (a run's plan: tuning on) and no block sizes in the suite, the kernel's blocks are its
+    search's winner for the step's per-shard attention shape (causal, fwd_bwd), from the tuning cache or
+    searched now; ``tuned`` receives the row's tuning columns. Raises CaseSkipped when the impl cannot run
+    these (per-shard) shapes at all.
     """
     im = impls.get(impl)
     acfg = impls.AttnConfig(causal=True, sm_scale=impls.default_scale(cfg.head_dim), block_q=p.block_q,
@@ -91,6 +94,18 @@ def attention_fn(impl: str, cfg: ModelConfig, p: TrainParams, mesh: jax.sharding
         repeat = hq // hkv  # the kernel needs equal heads: give every query head its K/V copy
     elif reason:
         raise CaseSkipped(reason)
+    if tune is not None and im.tune_space is not None:
+        from xlabench.backends.jax.attention_case import tuned_config
+
+        case = AttentionParams(batch=b, num_heads=hq, num_kv_heads=hq if repeat > 1 else hkv, seq_len=s, head_dim=d,
+                               causal=True, dtype=p.dtype, mode="fwd_bwd", block_q=p.block_q, block_k=p.block_k)
+        acfg, fields, note = tuned_config(case, impl, acfg, tune, platform)
+        if tuned is not None:
+            best, default = fields.pop("tune_best_s", None), fields.pop("default_s", None)
+            tuned.update(fields)
+            tuned["notes"] = "; ".join(filter(None, [note, (
+                f"attention tuned at its per-shard shape {b}x{s}x{hq}x{d} (fwd_bwd): {best * 1e3:.3f} ms against "
+                f"{default * 1e3:.3f} ms at the default blocks") if best and default else ""]))
 
     def attend(q: jax.Array, k: jax.Array, v: jax.Array) -> jax.Array:
         if repeat > 1:
@@ -157,7 +172,8 @@ class StepProgram:
 
 
 def program(p: TrainParams, impl: str, interpret: bool, platform: str,
-            devices: Sequence[jax.Device] | None = None) -> StepProgram:
+            devices: Sequence[jax.Device] | None = None, tune: TimingPlan | None = None,
+            tuned: dict[str, Any] | None = None) -> StepProgram:
     """Mesh, shardings and the step function of a case (raises CaseSkipped where it cannot run).
 
     ``devices``: what the mesh spans (default: this process's jax.devices()); pass a TPU topology's
@@ -168,7 +184,8 @@ def program(p: TrainParams, impl: str, interpret: bool, platform: str,
     cfg = p.config()
     mesh, p_shard, o_shard, tok_shard = layouts(cfg, p.sharding, _mesh_key(p), p.scan(),
                                                 None if devices is None else tuple(devices))
-    hooks = sharding.hooks(mesh, p.sharding, attention_fn(impl, cfg, p, mesh, interpret, platform), impl)
+    hooks = sharding.hooks(mesh, p.sharding, attention_fn(impl, cfg, p, mesh, interpret, platform, tune, tuned),
+                           impl)
 
     def step(params, opt_state, tokens):
         (loss, per_seq), grads = jax.value_and_grad(
@@ -199,9 +216,11 @@ class TrainSetup:
         return loss, per_seq
 
 
-def build(p: TrainParams, impl: str, interpret: bool, platform: str) -> TrainSetup:
-    """The case's program compiled, with parameters, optimizer state and tokens placed on the mesh."""
-    prog = program(p, impl, interpret, platform)
+def build(p: TrainParams, impl: str, interpret: bool, platform: str, tune: TimingPlan | None = None,
+          tuned: dict[str, Any] | None = None) -> TrainSetup:
+    """The case's program compiled, with parameters, optimizer state and tokens placed on the mesh (its
+    attention tuned as ``tune`` says: see attention_fn)."""
+    prog = program(p, impl, interpret, platform, tune=tune, tuned=tuned)
     state = initializer(p.config(), p.dtype, p.sharding, _mesh_key(p), p.scan())()
     tokens = jax.device_put(make_tokens(p, TOKEN_SEED), prog.token_sharding)
     compiled, lower_s, compile_s = prog.compile(donate=platform != "cpu")  # CPU cannot donate buffers
@@ -272,7 +291,9 @@ def run_train_case(params: dict[str, Any], impl: str, plan: TimingPlan, interpre
     p = TrainParams(**params)
     donate = platform != "cpu"  # CPU cannot donate buffers
     p, batch_note = resolve_batch(p, impl, interpret, platform, device_limit(jax.devices()[0]), donate=donate)
-    setup = build(p, impl, interpret, platform)
+    tuned: dict[str, Any] = {}
+    setup = build(p, impl, interpret, platform, tune=plan, tuned=tuned)
+    tune_note = tuned.pop("notes", "")
     ref = reference_losses(setup)
     device = next(d for d in setup.prog.mesh.devices.flat if d.process_index == jax.process_index())
     outs: list[tuple[jax.Array, jax.Array]] = []
@@ -298,4 +319,6 @@ def run_train_case(params: dict[str, Any], impl: str, plan: TimingPlan, interpre
                           ref, [mem_note, *xla_notes, f"step time: {n} steps dispatched per sample, one sync, "
                                                       f"sample = loop time / {n}"], [batch_note] if batch_note else [])
     found = {"global_batch": p.batch(), "max_batch": p.batch()} if batch_note else {}
-    return with_timer(result.replace(metrics={**result.metrics, **xla, **found}), plan, traced)
+    if tune_note:
+        result = result.replace(notes="; ".join(filter(None, [result.notes, tune_note])))
+    return with_timer(result.replace(metrics={**result.metrics, **xla, **found, **tuned}), plan, traced)
