@@ -320,3 +320,45 @@ def test_the_train_step_runs_its_attention_at_the_tuned_blocks_from_the_same_cac
     assert again.metrics["tuned"] == "cache" and again.metrics["block_k"] == m["block_k"]
     off = train_case.run_train_case(params, chunky, TimingPlan(warmup=1, iters=1), False, "cpu")
     assert off.metrics["tuned"] == "off" and "block_k" not in off.metrics
+
+
+def test_the_paged_kernels_search_pages_per_block_that_divide_the_page_table():
+    from xlabench.backends.jax import paged_impls
+    from xlabench.workloads.paged import PagedParams
+
+    p = PagedParams(batch=16, context_lens="16384", num_heads=32, num_kv_heads=8, head_dim=128, page_size=64)
+    (paged,) = paged_impls.REGISTRY["paged"].tune_space(p)
+    assert [c["pages_per_compute_block"] for c in paged.candidates] == [1, 2, 4, 8, 16, 32, 64, 128]
+    (ragged,) = paged_impls.REGISTRY["ragged_paged"].tune_space(p)
+    assert {c["queries_per_block"] for c in ragged.candidates} == {8, 16}  # 16 query tokens in all
+    assert all(256 % c["pages_per_compute_block"] == 0 for c in ragged.candidates)
+    assert paged_impls.REGISTRY["naive"].tune_space is None
+    assert p.compute_pages == 1 and p.resolved().pages_per_compute_block is None  # untuned: the old default
+
+
+def test_an_interpreted_paged_kernel_is_not_tuned_and_a_fixed_block_stays(tmp_path):
+    from xlabench.backends.jax.paged_case import run_paged_case
+    from xlabench.measure.plan import TimingPlan
+
+    base = dict(batch=2, context_lens="256", num_heads=4, num_kv_heads=2, head_dim=128, page_size=16,
+                dtype="float32")
+    plan = TimingPlan(warmup=1, iters=2, tune=True, tune_dir=str(tmp_path))
+    r = run_paged_case(base, "paged", plan, True, "cpu")
+    assert r.metrics["tuned"] == "off" and "refused" in r.notes and r.metrics["pages_per_compute_block"] == 1
+    fixed = run_paged_case({**base, "pages_per_compute_block": 4}, "paged", plan, True, "cpu")
+    assert fixed.metrics["tuned"] == "fixed" and fixed.metrics["pages_per_compute_block"] == 4
+
+
+def test_the_tune_command_fills_no_results_file_and_says_what_it_did_not_tune(tmp_path):
+    from click.testing import CliRunner
+
+    from xlabench.cli import main
+
+    suite = tmp_path / "s.yaml"
+    suite.write_text("name: t\nworkload: attention\nbackends: [jax]\nimpls: [naive, flash]\n"
+                     "params: {batch: 1, num_heads: 2, head_dim: 32, dtype: float32, seq_len: 128}\n")
+    res = CliRunner().invoke(main, ["tune", str(suite)], env={"XLABENCH_CACHE_DIR": str(tmp_path / "cache"),
+                                                              "COLUMNS": "80"})
+    assert res.exit_code == 0, res.output
+    assert "1 case(s) not tuned" in res.output and "0 searched, 0 from the cache" in res.output
+    assert not (tmp_path / "results").exists() and not list((tmp_path / "cache").glob("tune/*.json"))

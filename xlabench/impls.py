@@ -129,6 +129,7 @@ class PagedImplRecord:
     fn: Callable[..., Any]  # fn(*args, cfg) -> out [B, nq, Hq, D]
     unsupported: PagedRule
     kv_round: KvRound = no_kv_round
+    tune_space: Optional[Callable[[Any], list]] = None  # params -> its block-size search (tune.Stage list)
 
 
 Record = TypeVar("Record")

@@ -28,6 +28,7 @@ from xlabench import flops as flop_formulas
 from xlabench.workloads import checks
 from xlabench.measure.timing import TimingPlan, case_result, max_normalised_error
 from xlabench.measure.messages import CaseResult
+from xlabench.tune.search import Stage
 from xlabench.workloads.attention import DTYPES, ERR_TOL, default_scale
 
 LENGTHS_SEED = 0  # context lengths are drawn from this seed: a case has the same lengths everywhere
@@ -97,6 +98,7 @@ class PagedConfig:
     interpret: bool  # run the Pallas kernel in the CPU interpreter
     platform: str
     device_kind: Optional[str] = None  # compile-only runs: the target's chip, for the kernels' tuned tables
+    queries_per_block: Optional[int] = None  # ragged paged: query tokens per block (None: the kernel's table)
 
 
 class PagedParams(BaseModel):
@@ -110,7 +112,7 @@ class PagedParams(BaseModel):
     num_kv_heads: Optional[int] = None
     head_dim: int
     page_size: int
-    pages_per_compute_block: int = 1
+    pages_per_compute_block: Optional[int] = None  # None: tuned on TPU/GPU (xlabench/tune), else 1
     max_context: Optional[int] = None  # page-table capacity per sequence (tokens); default: see resolved()
     total_pages: Optional[int] = None  # pages in the cache; default: batch * pages_per_sequence
     dtype: Literal["bfloat16", "float32"] = "bfloat16"
@@ -125,8 +127,8 @@ class PagedParams(BaseModel):
 
     @model_validator(mode="after")
     def _check(self) -> "PagedParams":
-        checks.at_least_one(self, ("batch", "num_heads", "head_dim", "page_size", "pages_per_compute_block",
-                                   "q_tokens"), ("num_kv_heads", "max_context", "total_pages"))
+        checks.at_least_one(self, ("batch", "num_heads", "head_dim", "page_size", "q_tokens"),
+                            ("num_kv_heads", "max_context", "total_pages", "pages_per_compute_block"))
         if self.devices != 1:
             raise ValueError(f"devices must be 1: paged_attention runs on one device (got {self.devices})")
         checks.heads_divide(self.num_heads, self.kv_heads)
@@ -143,7 +145,7 @@ class PagedParams(BaseModel):
             if self.max_context % self.page_size:
                 raise ValueError(f"page_size ({self.page_size}) must divide max_context ({self.max_context}): "
                                  "the page table holds whole pages")
-            if self.pages_per_sequence % self.pages_per_compute_block:
+            if self.pages_per_sequence % self.compute_pages:
                 raise ValueError(
                     f"pages_per_compute_block ({self.pages_per_compute_block}) must divide the pages per "
                     f"sequence (max_context / page_size = {self.pages_per_sequence}): kernels walk the page "
@@ -173,8 +175,13 @@ class PagedParams(BaseModel):
         compute block (page_size * pages_per_compute_block)."""
         if self.max_context is not None:
             return self.max_context
-        block = self.page_size * self.pages_per_compute_block
+        block = self.page_size * self.compute_pages
         return math.ceil(_spec_bounds(self.context_lens)[1] / block) * block
+
+    @property
+    def compute_pages(self) -> int:
+        """Pages per kernel compute block: the case's, else 1 (what an untuned run uses)."""
+        return self.pages_per_compute_block or 1
 
     @property
     def pages_per_sequence(self) -> int:
@@ -211,8 +218,34 @@ class PagedParams(BaseModel):
 
     def paged_config(self, interpret: bool, platform: str) -> PagedConfig:
         """How any backend's impl runs this case (the run and the compile-only path share it)."""
-        return PagedConfig(sm_scale=default_scale(self.head_dim), pages_per_compute_block=self.pages_per_compute_block,
+        return PagedConfig(sm_scale=default_scale(self.head_dim), pages_per_compute_block=self.compute_pages,
                            megacore_mode=self.megacore_mode, interpret=interpret, platform=platform)
+
+
+# The kernels' block-size searches (xlabench/tune): pages per compute block over the powers of two that
+# divide the page table (at most MOST_PAGES), and for ragged paged also the query tokens per block.
+MOST_PAGES = 128
+QUERY_BLOCKS = (8, 16, 32, 64, 128)
+
+
+def page_blocks(p: PagedParams) -> list[int]:
+    return [n for n in (1 << i for i in range(8)) if n <= MOST_PAGES and p.pages_per_sequence % n == 0]
+
+
+def paged_space(p: PagedParams) -> list[Stage]:
+    return [Stage("fwd", tuple({"pages_per_compute_block": n} for n in page_blocks(p)), {"pages_per_compute_block": 1})]
+
+
+def ragged_space(p: PagedParams) -> list[Stage]:
+    tokens = p.batch * p.q_tokens
+    queries = [q for q in QUERY_BLOCKS if q <= max(QUERY_BLOCKS[0], tokens)]
+    return [Stage("fwd", tuple({"pages_per_compute_block": n, "queries_per_block": q} for n in page_blocks(p)
+                               for q in queries), {"pages_per_compute_block": 1})]
+
+
+def tune_key_fields(p: PagedParams) -> dict[str, Any]:
+    """What a paged winner depends on: the case without its block (and devices)."""
+    return p.resolved().model_dump(exclude={"pages_per_compute_block", "devices"})
 
 
 def megacore_only_paged(p: PagedParams, platform: str = "", device_kind: str = "") -> Optional[str]:

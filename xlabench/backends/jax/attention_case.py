@@ -13,7 +13,7 @@ from xlabench.backends.jax import attention_impls as impls
 from xlabench.backends.jax import hlo_cost, tune_case
 from xlabench.backends.jax.common import compile_timed, measure, peak_memory, trace_pass
 from xlabench.measure.timing import TimingPlan, with_timer
-from xlabench.tune import blocks_text, cache_key
+from xlabench.tune import blocks_text
 from xlabench.tune.search import Dropped
 from xlabench.workloads.attention import AttentionParams, attention_result, input_shapes, make_inputs, tune_key_fields
 from xlabench.measure.messages import CaseResult, CaseSkipped
@@ -70,16 +70,6 @@ def tune_for(p: AttentionParams, im: impls.JaxAttentionImpl, cfg: impls.AttnConf
     """(the config to run at, the row's tuning columns, a note): the case's own blocks when its suite fixes
     them (``fixed``), tuning is off (``off``) or the kernel is interpreted (refused: an interpreter's timings
     say nothing of a chip); else the winner of the kernel's search, from the tuning cache or searched now."""
-    if im.tune_space is None:
-        return cfg, {}, ""
-    if p.block_q is not None or p.block_k is not None:
-        return cfg, {"tuned": "fixed"}, ""
-    if cfg.interpret:
-        return cfg, {"tuned": "off"}, (f"not tuned{' (--tune refused)' if plan.tune else ''}: the kernel runs in "
-                                       "the Pallas interpreter, whose timings say nothing of a chip")
-    if not plan.tune:
-        return cfg, {"tuned": "off"}, ""
-
     args = functools.cache(get_args)  # the inputs are made once, and only when a search needs them
 
     def build(program: str, blocks: dict[str, int]) -> tuple[Callable, tuple]:
@@ -89,8 +79,11 @@ def tune_for(p: AttentionParams, im: impls.JaxAttentionImpl, cfg: impls.AttnConf
             raise Dropped("constraint", reason)
         return step_fn(q, im, c), args()[:3] if program == "fwd" else args()
 
-    key = cache_key(jax.devices()[0].device_kind, "jax", impl, tune_key_fields(p), tune_case.versions())
-    t = tune_case.tuned_blocks(im.tune_space(p), key, build, plan.tune_dir)
+    space = None if im.tune_space is None else functools.partial(im.tune_space, p)
+    t = tune_case.decide(plan, space, p.block_q is not None or p.block_k is not None, cfg.interpret, impl,
+                         tune_key_fields(p), build)
+    if not t.blocks:
+        return cfg, t.fields, t.note
     cfg = cfg.with_blocks(t.blocks)
     return cfg, {**t.fields, "block_q": cfg.block_q, "block_k": cfg.block_k,
                  "blocks": blocks_text(dict(cfg.blocks))}, t.note

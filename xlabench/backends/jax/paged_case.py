@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from typing import Any
 
@@ -10,10 +11,12 @@ import jax.numpy as jnp
 import numpy as np
 
 from xlabench.backends.jax import paged_impls as impls
-from xlabench.backends.jax import hlo_cost
+from xlabench.backends.jax import hlo_cost, tune_case
 from xlabench.backends.jax.common import compile_timed, measure, peak_memory, trace_pass
 from xlabench.measure.timing import TimingPlan, with_timer
-from xlabench.workloads.paged import PagedParams, cached_inputs, paged_result
+from xlabench.tune import blocks_text
+from xlabench.tune.search import Dropped
+from xlabench.workloads.paged import PagedParams, cached_inputs, paged_result, tune_key_fields
 from xlabench.measure.messages import CaseResult, CaseSkipped
 
 
@@ -39,6 +42,27 @@ def run_paged_case(params: dict[str, Any], impl: str, plan: TimingPlan, interpre
     args = im.prepare(*shared, cfg)  # the impl's native layout, outside the timed region
     del shared
 
+    held = [args]  # for the search only (the case frees args after its timing)
+
+    def build(program: str, blocks: dict[str, int]) -> tuple[Any, tuple]:
+        c = dataclasses.replace(cfg, **blocks)
+        reason = im.unsupported(p.model_copy(update={"pages_per_compute_block": c.pages_per_compute_block}),
+                                platform, device.device_kind)
+        if reason:
+            raise Dropped("constraint", reason)
+        return (lambda *a: im.fn(*a, c)), held[0]
+
+    space = None if im.tune_space is None else functools.partial(im.tune_space, p)
+    t = tune_case.decide(plan, space, p.pages_per_compute_block is not None, interpret, impl,
+                         tune_key_fields(p), build)
+    held.clear()
+    if t.blocks:
+        cfg = dataclasses.replace(cfg, **t.blocks)
+        tuned = {**t.fields, "pages_per_compute_block": cfg.pages_per_compute_block,
+                 "blocks": blocks_text(t.blocks, ["pages_per_compute_block"])}
+    else:  # the block it runs at, whatever decided it
+        tuned = {**t.fields, "pages_per_compute_block": cfg.pages_per_compute_block} if space else t.fields
+
     def fn(*a):
         return im.fn(*a, cfg)
 
@@ -57,5 +81,5 @@ def run_paged_case(params: dict[str, Any], impl: str, plan: TimingPlan, interpre
     del args
 
     result = paged_result(p, stats, samples, plan, lower_s, compile_s, mem, np.asarray(out),
-                          im.kv_round(platform), [mem_note, *xla_notes])
-    return with_timer(result.replace(metrics={**result.metrics, **xla}), plan, traced)
+                          im.kv_round(platform), [t.note, mem_note, *xla_notes])
+    return with_timer(result.replace(metrics={**result.metrics, **xla, **tuned}), plan, traced)

@@ -18,7 +18,7 @@ import jax.numpy as jnp
 from xlabench import hardware
 from xlabench.backends.jax.attention_impls import tpu_interpret
 from xlabench.impls import PagedImplRecord, kv_round_to, lookup
-from xlabench.workloads.paged import PagedConfig, PagedParams, megacore_only_paged
+from xlabench.workloads.paged import PagedConfig, PagedParams, megacore_only_paged, paged_space, ragged_space
 
 
 @dataclass(frozen=True)
@@ -129,8 +129,8 @@ def _tuned_for(device_kind: Optional[str]) -> Iterator[None]:
 
 
 def _ragged_blocks(args: tuple, cfg: PagedConfig) -> dict[str, int]:
-    """KV pages per block = the case's pages_per_compute_block; queries per block from the kernel's
-    tuned table on TPU (it needs a TPU to look up), else at most 32."""
+    """KV pages per block = the case's pages_per_compute_block; queries per block tuned (the config's), else
+    from the kernel's tuned table on TPU (it needs a TPU to look up), else at most 32."""
     from jax.experimental.pallas.ops.tpu import ragged_paged_attention as rpa
     from jax.experimental.pallas.ops.tpu.ragged_paged_attention import kernel as rpa_kernel
 
@@ -142,7 +142,7 @@ def _ragged_blocks(args: tuple, cfg: PagedConfig) -> dict[str, int]:
         with _tuned_for(cfg.device_kind):
             _, bq = rpa.get_tuned_block_sizes(q.dtype, kv.dtype, hq_blk, hkv2_blk // 2, q.shape[2], kv.shape[1],
                                               tokens, table.shape[1])
-    return {"num_kv_pages_per_block": cfg.pages_per_compute_block, "num_queries_per_block": bq}
+    return {"num_kv_pages_per_block": cfg.pages_per_compute_block, "num_queries_per_block": cfg.queries_per_block or bq}
 
 
 def ragged_paged(q, kv, lengths, table, cu_q_lens, num_seqs, cfg: PagedConfig):
@@ -199,9 +199,10 @@ _RAGGED_CPU = f"ragged_paged_attention does not run in the CPU Pallas interprete
 
 REGISTRY: dict[str, JaxPagedImpl] = {
     "naive": JaxPagedImpl("naive", _shared, naive, megacore_only_paged),
-    "paged": JaxPagedImpl("paged", _shared, paged, _paged_unsupported, kv_round=kv_round_to("bfloat16")),
+    "paged": JaxPagedImpl("paged", _shared, paged, _paged_unsupported, kv_round=kv_round_to("bfloat16"),
+                          tune_space=paged_space),
     "ragged_paged": JaxPagedImpl("ragged_paged", _ragged_prepare, ragged_paged, _ragged_unsupported,
-                                 interpreter_broken=_RAGGED_CPU),
+                                 interpreter_broken=_RAGGED_CPU, tune_space=ragged_space),
     "paged_gpu": JaxPagedImpl("paged_gpu", _shared, paged_gpu, _paged_gpu_unsupported),
 }
 

@@ -168,3 +168,24 @@ def tuned_blocks(stages: list[Stage], key: dict, build: Build, tune_dir: Optiona
                                     "tune_tried": out.tried, "tune_dropped": out.dropped_text(),
                                     "default_s": out.default_s, "tune_best_s": out.best_s, "tune_clock": out.clock},
                  note)
+
+
+INTERPRETED = "the kernel runs in the Pallas interpreter, whose timings say nothing of a chip"
+
+
+def decide(plan: Any, space: Optional[Callable[[], list[Stage]]], fixed: bool, interpret: bool, impl: str,
+           key_fields: dict[str, Any], build: Build) -> Tuned:
+    """Every workload's tuning decision, in one place: not tunable (no space: no columns); ``fixed`` (the
+    suite sets the blocks); off for an interpreted kernel (refused, saying why, when --tune asked) or when
+    ``plan.tune`` is off; else the winner for this device, impl and case (``key_fields``), from the cache or
+    searched now with ``build``."""
+    if space is None:
+        return Tuned({}, {})
+    if fixed:
+        return Tuned({}, {"tuned": "fixed"})
+    if interpret:
+        return Tuned({}, {"tuned": "off"}, f"not tuned{' (--tune refused)' if plan.tune else ''}: {INTERPRETED}")
+    if not plan.tune:
+        return Tuned({}, {"tuned": "off"})
+    key = tune.cache_key(jax.devices()[0].device_kind, "jax", impl, key_fields, versions())
+    return tuned_blocks(space(), key, build, plan.tune_dir)

@@ -104,9 +104,9 @@ def _mq_prepare(q, k_pages, v_pages, lengths, table, cfg: PagedConfig) -> tuple:
 
 
 def _mq_unsupported(p: PagedParams, platform: str, device_kind: str) -> Optional[str]:
-    if platform == "tpu" and (p.page_size * p.pages_per_compute_block) % 128:
+    if platform == "tpu" and (p.page_size * p.compute_pages) % 128:
         return (f"multi_queries_paged_attention needs page_size * pages_per_compute_block to be a multiple of "
-                f"128 (got {p.page_size} * {p.pages_per_compute_block})")
+                f"128 (got {p.page_size} * {p.compute_pages})")
     return megacore_only_paged(p, platform, device_kind)
 
 
