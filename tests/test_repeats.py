@@ -58,7 +58,8 @@ def test_case_result_crosses_the_worker_pipe_unchanged():
     assert msg["type"] == "CaseResult" and msg["version"] == PROTOCOL_VERSION
     back = CaseResult.from_message(msg)
     assert back == r
-    assert list(back.fields) == ["n", "median_s", "mean_s", "min_s", "p10_s", "p90_s", "stdev_s", "cv", "timer",
+    assert list(back.fields) == ["n", "median_s", "mean_s", "min_s", "p10_s", "p90_s", "stdev_s", "cv", "clock",
+                                 "wall_median_s", "timer",
                                  "lower_s", "compile_s", "compile_cached", "warmup", "flops", "peak_memory_bytes", "max_abs_err",
                                  "err_tol", "correct", "notes"]
 

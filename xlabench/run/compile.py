@@ -18,6 +18,7 @@ from typing import Any, Callable, Optional
 
 from xlabench import hardware, results
 from xlabench.run import compile_cache, parallel, scheduler, shard, workers
+from xlabench.run import rows as row_builder
 from xlabench import impls as catalog
 from xlabench import suite as suite_lib
 from xlabench.measure.messages import CompileRequest, CompileResult, ProtocolError
@@ -73,7 +74,7 @@ def _skip_reason(case: suite_lib.Case, target: hardware.Target) -> Optional[str]
 
 def _row(case: suite_lib.Case, ctx: scheduler.RunContext, target: hardware.Target, slices: int,
          env: dict[str, Any]) -> dict[str, Any]:
-    row = scheduler.base_row(case, ctx)
+    row = row_builder.identity(case, ctx)
     row.update(interpret=False, warmup=None, target=target.name, topology=topology_label(target, slices),
                **{k: env.get(k) for k in ("platform", "device_kind", "device_count", "framework_version")})
     row["process_count"] = 1

@@ -1,4 +1,4 @@
-"""Runs cases in workers and writes one row per case as soon as it ends: repeats in passes over the suite, skips planned from the impl catalog, rows derived once from the pooled samples."""
+"""Runs cases in workers and writes one row per case as soon as it ends: repeats in passes over the suite, skips planned from the impl catalog; each row assembled once, from the worker's typed results (run/rows.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ import datetime as dt
 import random
 import secrets
 import socket
-import statistics
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,17 +14,16 @@ from typing import Any, Callable, Iterable, Optional, Sequence
 
 from xlabench import impls as catalog
 from xlabench import results
-from xlabench.run import envs, repeats
+from xlabench.run import envs
+from xlabench.run import rows as row_builder
 from xlabench.run.calibrate import host_calib_s
 from xlabench.run.envs import worker_variant
 from xlabench.run.interrupts import interruptible, uninterrupted
-from xlabench.run.metrics import derive
 from xlabench.run.parallel import in_parallel
 from xlabench.run.workers import Worker, WorkerError, WorkerPool
 from xlabench.suite import Case
 from xlabench.measure.messages import CaseResult, ProtocolError, RunRequest
 from xlabench.measure.plan import default_tune
-from xlabench.measure.timing import device_headline
 from xlabench.workloads import TUNED_PARAMS
 from xlabench.measure.status import FAILED, OK, SKIPPED
 
@@ -68,19 +66,6 @@ class RunContext:
         return str((self.trace_root / case.case_id / (f"repeat-{repeat + 1}" if case.measure.repeats > 1 else "")).resolve())
 
 
-def base_row(case: Case, ctx: RunContext) -> dict[str, Any]:
-    row: dict[str, Any] = {
-        "schema_version": results.SCHEMA_VERSION, "run_id": ctx.run_id, "suite": case.suite,
-        "profile": case.profile, "case_id": case.case_id, "workload": case.workload,
-        "backend": case.backend, "impl": case.impl, "hostname": ctx.hostname, "git_sha": ctx.git_sha,
-        "platform": ctx.platform, "warmup": case.measure.warmup,
-    }
-    row.update({k: v for k, v in case.params.items() if k in results.CASE_COLUMN_NAMES})
-    info = catalog.find(case.backend, case.impl, case.workload)
-    row["interpret"] = bool(info and info.interpreted(ctx.platform))
-    return row
-
-
 def plan_skip(case: Case, platform: str) -> Optional[str]:
     """Why a case cannot run on this platform at all (decided without a worker), or None."""
     info = catalog.find(case.backend, case.impl, case.workload)
@@ -93,100 +78,65 @@ def plan_skip(case: Case, platform: str) -> Optional[str]:
 
 @dataclass
 class CaseRun:
-    """One case in flight: its row so far and the replies of the repeats done."""
+    """One case in flight: what its row will be built from (run/rows.py case_row)."""
 
     case: Case
-    row: dict[str, Any]
     replies: list[CaseResult] = field(default_factory=list)  # one per repeat done
-    final: Optional[dict[str, Any]] = None  # the worker's last reply when the case ended early (failed)
+    ended: Optional[tuple[str, Optional[str]]] = None  # (status, error) when it ended without a result
     env: dict[str, Any] = field(default_factory=dict)  # the worker's environment (device kind, CPU peaks)
     calib: list[float] = field(default_factory=list)  # calibration kernel seconds before and after each repeat
-    done: bool = False
 
     @property
     def wanted(self) -> int:
         return self.case.measure.repeats
 
-
-def _now() -> str:
-    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+    @property
+    def done(self) -> bool:
+        return self.ended is not None or len(self.replies) >= self.wanted
 
 
 def start_case(case: Case, pool: WorkerPool, ctx: RunContext) -> CaseRun:
     """A case about to run; one that cannot run here at all is done at once (a skipped row)."""
-    state = CaseRun(case, base_row(case, ctx))
+    state = CaseRun(case)
     reason = plan_skip(case, ctx.platform) or pool.missing(case.backend)
     if reason:
-        state.row.update(status=SKIPPED, error=reason, timestamp=_now())
-        state.done = True
+        state.ended = (SKIPPED, reason)
     return state
 
 
 def run_repeat(state: CaseRun, pool: WorkerPool, ctx: RunContext) -> None:
     """One independent run of the case (fresh inputs, trace and, for JAX, compile; its own warm-up).
 
-    Never raises for the case's own failures: they end the case with a failed row."""
-    case, row = state.case, state.row
+    Never raises for the case's own failures: they end the case (a failed row)."""
+    case = state.case
     i, n = len(state.replies), state.wanted
     attempt = f"repeat {i + 1} of {n}: " if n > 1 else ""  # which repeat a failure happened in
     worker: Optional[Worker] = None
     try:
         worker = pool.get(case.backend, case.devices, worker_variant(case.backend, case.workload, case.params))
-        env = worker.env
-        if case.devices > int(env.get("device_count", 1)):
+        state.env = state.env or dict(worker.env)
+        if case.devices > int(worker.env.get("device_count", 1)):
             raise WorkerError(f"case needs {case.devices} devices; the {case.backend} worker sees "
-                              f"{env.get('device_count')} ({env.get('process_count', 1)} process(es))")
-        row.update({k: env.get(k) for k in ("device_kind", "device_count", "process_count", "framework_version")})
-        row["platform"] = env.get("platform", ctx.platform)
-        plan = dataclasses.replace(case.measure.plan(row["platform"], ctx.trace_dir(case, i)), tune_dir=ctx.tune_dir,
-                                   tune=default_tune(row["platform"]) if ctx.tune is None else ctx.tune)
-        req = RunRequest.from_case(case, plan, interpret=row["interpret"], platform=row["platform"])
+                              f"{worker.env.get('device_count')} ({worker.env.get('process_count', 1)} process(es))")
+        platform = worker.env.get("platform", ctx.platform)
+        plan = dataclasses.replace(case.measure.plan(platform, ctx.trace_dir(case, i)), tune_dir=ctx.tune_dir,
+                                   tune=default_tune(platform) if ctx.tune is None else ctx.tune)
+        req = RunRequest.from_case(case, plan, interpret=row_builder.interpreted(case, platform), platform=platform)
         reply = worker.request(req.to_message(), ctx.timeout_override or case.measure.timeout_s)
         result = CaseResult.from_message(reply["result"]) if reply["status"] == OK else None
     except ProtocolError as e:  # a worker of another xlabench version: the case fails, saying what differs
-        row.update(status=FAILED, error=f"{attempt}worker reply: {e}", timestamp=_now())
-        state.done = True
+        state.ended = (FAILED, f"{attempt}worker reply: {e}")
         return
     except WorkerError as e:
         if worker is not None and not worker.alive():
             pool.discard(worker)
-        row.update(status=FAILED, error=f"{attempt}{e}", timestamp=_now())
-        state.done = True
+        state.ended = (FAILED, f"{attempt}{e}")
         return
-    if reply["status"] != OK:
-        if reply["status"] == FAILED:
-            reply = {**reply, "error": f"{attempt}{reply.get('error')}"}
-        state.final = reply
-        state.done = True
+    if result is None:
+        error = reply.get("error")
+        state.ended = (reply["status"], f"{attempt}{error}" if reply["status"] == FAILED else error)
     else:
-        state.env = state.env or worker.env
         state.replies.append(result)
-        state.done = len(state.replies) >= n
-
-
-def finish_case(state: CaseRun, ctx: RunContext) -> tuple[dict[str, Any], list[float]]:
-    """The row (and samples) of a case that has ended: its repeats pooled, the metrics derived."""
-    row = state.row
-    if "status" in row:  # skipped, or the worker failed outright
-        return row, []
-    if state.final:  # failed or skipped: no result
-        row.update(status=state.final["status"], error=state.final.get("error"), repeats=None, timestamp=_now())
-        return row, []
-    result = device_headline(repeats.pool(state.replies), state.env.get("platform", ctx.platform))
-    row.update(status=OK, error=None, repeats=len(state.replies))
-    row.update(result.fields)
-    if state.calib:
-        row["host_calib_s"] = statistics.median(state.calib)
-    env = {**state.env, **ctx.cpu_peaks} if state.env.get("platform") == "cpu" else state.env
-    row.update(derive(result, env, state.case.devices, ctx.peak_override or state.case.peak_tflops,
-                      bool(row.get("interpret"))))
-    if result.correct is False:
-        row["notes"] = "; ".join(filter(None, [row.get("notes"), "WRONG RESULT: error above tolerance"]))
-    if ctx.jobs > 1:
-        row["notes"] = "; ".join(filter(None, [row.get("notes"), f"timed with {ctx.jobs} jobs at once (--jobs): "
-                                                                 "the host's cores were shared"]))
-    row["timestamp"] = _now()
-    return row, list(result.samples)
 
 
 def _sweep_key(case: Case) -> tuple:
@@ -256,7 +206,7 @@ def run_cases(cases: Iterable[Case], writer: results.RowWriter, ctx: RunContext,
 
     def ended(state: CaseRun) -> None:
         if state.done:
-            row, samples = finish_case(state, ctx)
+            row, samples = row_builder.case_row(state.case, ctx, state.env, state.replies, state.ended, state.calib)
             with uninterrupted():
                 writer.write(row, samples)
                 rows.append((position[id(state.case)], row))

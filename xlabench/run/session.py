@@ -23,7 +23,8 @@ from xlabench.run import compile_cache, distributed, shard
 from xlabench.run.envs import Interpreters, guess_platform
 from xlabench.run.options import Filter, OptionError, RunOptions
 from xlabench.run.interrupts import Interrupted, interruptible
-from xlabench.run.scheduler import RunContext, base_row, new_run_id, plan_skip, run_cases
+from xlabench.run import rows as row_builder
+from xlabench.run.scheduler import RunContext, new_run_id, plan_skip, run_cases
 from xlabench.run.workers import WorkerError, WorkerPool
 from xlabench.workloads.attention_rules import predict_skip as _predict_attention_skip
 from xlabench.measure.status import FAILED
@@ -338,7 +339,7 @@ def _fail_all(s: suite_lib.Suite, profile: Optional[str], files: results.RunFile
     every case gets a failed row naming the cause."""
     prof = s.pick_profile(None, profile) if profile is not None else ""
     ctx = RunContext(run_id=run_id, platform="")
-    rows = [{**base_row(case, ctx), "status": FAILED, "error": error} for case in s.cases(prof)]
+    rows = [row_builder.case_row(case, ctx, ended=(FAILED, error))[0] for case in s.cases(prof)]
     if primary:
         with results.RowWriter(files) as writer:
             for row in rows:
