@@ -362,3 +362,22 @@ def test_the_tune_command_fills_no_results_file_and_says_what_it_did_not_tune(tm
     assert res.exit_code == 0, res.output
     assert "1 case(s) not tuned" in res.output and "0 searched, 0 from the cache" in res.output
     assert not (tmp_path / "results").exists() and not list((tmp_path / "cache").glob("tune/*.json"))
+
+
+def test_a_train_step_keeps_its_pipelined_wall_time_as_the_headline():
+    from xlabench.measure.messages import CaseResult
+    from xlabench.measure.timing import device_headline, summarize
+
+    wall, device = [0.105, 0.104], [0.0995, 0.0996]
+    r = CaseResult(samples=tuple(wall), stats=summarize(wall), timer="trace", device_samples=tuple(device))
+    assert device_headline(r, "tpu", "train") is r
+    assert device_headline(r, "tpu", "paged_attention").fields["clock"] == "device"
+
+
+def test_tables_and_charts_say_which_clock_their_numbers_are_on():
+    from xlabench.results.display import clock_note
+
+    assert "device clock" in clock_note([{"median_s": 1e-3, "clock": "device"}, {"median_s": None, "clock": None}])
+    assert "wall clock" in clock_note([{"median_s": 1e-3, "clock": "wall"}])
+    assert "mixed" in clock_note([{"median_s": 1e-3, "clock": "wall"}, {"median_s": 2e-3, "clock": "device"}])
+    assert clock_note([{"status": "skipped"}]) == ""

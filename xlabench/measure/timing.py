@@ -103,13 +103,19 @@ def with_timer(result: CaseResult, plan: TimingPlan, traced: tuple[float, ...] |
     return result.replace(timer="trace", device_samples=traced, device_stats=stats, notes=notes)
 
 
-def device_headline(result: CaseResult, platform: str) -> CaseResult:
+# The workloads whose headline is the device clock on an accelerator (kernels: what tokamax and xprof
+# report); a train step keeps its pipelined loop's wall time (steps dispatched back to back, one sync: what
+# a training loop pays), the device seconds beside it.
+DEVICE_HEADLINE_WORKLOADS = ("attention", "paged_attention")
+
+
+def device_headline(result: CaseResult, platform: str, workload: str = "attention") -> CaseResult:
     """On an accelerator, a result whose device clock ran (the trace timer) with its device seconds as the
     headline: samples, median_s ... cv, and every rate derived from them, are the device's per-iteration
     seconds, as tokamax and xprof report a kernel and as a training loop that never syncs each step pays;
     the wall clock's median per call stays in ``wall_median_s`` (host_overhead is their ratio). On CPU, or
     without device samples, the result is unchanged (``clock`` wall)."""
-    if platform == "cpu" or not result.device_samples:
+    if platform == "cpu" or not result.device_samples or workload not in DEVICE_HEADLINE_WORKLOADS:
         return result
     return result.replace(samples=tuple(result.device_samples), stats=summarize(list(result.device_samples)),
                           clock="device", wall_median_s=result.stats.get("median_s"))

@@ -17,6 +17,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import FixedLocator, NullLocator
 
 from xlabench.report import chartdata as cd
+from xlabench.results.display import clock_note
 
 
 # --------------------------------------------------------------------------------------------- styles
@@ -161,7 +162,8 @@ def _finish(chart: Chart, rows: pd.DataFrame, what: str, gaps: int = 0,
     if gaps:
         chart.notes.insert(0, f"{gaps} point(s) {gap_reason}: left as gaps (see xlabench report)")
     versions = cd.versions(rows)
-    footer = chart.notes + ([versions] if versions else [])
+    clock = clock_note(rows.to_dict("records"))
+    footer = chart.notes + ([clock] if clock else []) + ([versions] if versions else [])
     if footer:
         fig.supxlabel(_footer(fig, "\n".join(footer)), fontsize=8, color="#444444")
     _stagger_ticks(fig)

@@ -320,3 +320,4 @@ def fit_summary(rows: pd.DataFrame, workload: str) -> pd.DataFrame:
                                     for k in keys))
     return pd.DataFrame(out, columns=keys + ["fit_x", "fit_gib", "fit_fraction", "oom_x", "oom_gib", "capacity_gib",
                                              *results.COMPILE_STATUSES])
+

@@ -22,6 +22,7 @@ from rich.text import Text
 from xlabench import impls as catalog
 from xlabench import results
 from xlabench.measure import status as st
+from xlabench.results.display import clock_note
 
 _STYLE = {st.OK: "green", st.FAILED: "red", st.SKIPPED: "yellow"}
 _NOTE_CHARS = 80
@@ -326,7 +327,8 @@ def build(rows: Sequence[Mapping[str, Any]], params: Sequence[Mapping[str, Any]]
     note = [_note(r) for r in shown]
     if any(n.plain for n in note):
         cols.append(Column("note", note))
-    notes = ([SPREAD_NOTE] if any(c.header == "spread" for c in cols) else []) + \
+    clock = clock_note(shown)
+    notes = ([SPREAD_NOTE + (f"; {clock}" if clock else "")] if any(c.header == "spread" for c in cols) else []) + \
         ([INTERPRET_NOTE] if any(t.plain.endswith(INTERPRET_MARK) for t in impl) else [])
     sections = {} if len(backends) < 2 else {
         next(i for i, r in enumerate(shown) if str(r.get("backend")) == b): b for b in backends}

@@ -45,3 +45,19 @@ def fmt_number(value: Any, spec: str, scale: float = 1.0) -> str:
     except (TypeError, ValueError):
         return ""
     return "" if math.isnan(f) else format(f * scale, spec)
+
+
+CLOCK_WORDS = {"device": "the device clock (the trace's per-iteration device seconds)",
+               "wall": "the wall clock (host time around each synced call)"}
+
+
+def clock_note(rows: Iterable[Mapping[str, Any]]) -> str:
+    """Which clock the timed rows' times and rates are on (their ``clock`` column), as one line for a
+    chart's footer or a table's notes; empty when no row was timed."""
+    clocks = sorted({str(r.get("clock")) for r in rows
+                     if _comparable(r.get("median_s")) is not None and _comparable(r.get("clock")) is not None})
+    if not clocks:
+        return ""
+    if len(clocks) == 1:
+        return f"times and rates on {CLOCK_WORDS.get(clocks[0], clocks[0])}"
+    return "times and rates on mixed clocks (the rows' clock column: " + ", ".join(clocks) + ")"

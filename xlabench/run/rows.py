@@ -66,7 +66,7 @@ def case_row(case: Case, ctx: Any, env: Mapping[str, Any] | None = None, replies
         status, error = ended
         row.update(status=status, error=error, timestamp=now())
         return row, []
-    result = device_headline(repeats.pool(replies), platform)
+    result = device_headline(repeats.pool(replies), platform, case.workload)
     row.update(status=OK, error=None, repeats=len(replies))
     row.update(result.fields)
     if calib:
