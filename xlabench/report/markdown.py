@@ -16,6 +16,7 @@ import pandas as pd
 
 from xlabench.report import best as best_lib
 from xlabench.report import chartdata as cd
+from xlabench.results.display import clock_note
 from xlabench.report import summary as summary_lib
 from xlabench import results
 from xlabench.results import fmt_number
@@ -286,7 +287,8 @@ def build(df: pd.DataFrame, sources: Sequence[Path], charts: dict[str, list[Path
             rows = s_rows[s_rows["workload"] == workload]
             md += [f"## {suite}" + (f" ({workload})" if workload != suite else ""), "",
                    f"Best impl per shape: the fastest row that ran and matched its reference; speedup = "
-                   f"{cd.BASELINE_IMPL} median / best median for the same shape.", "", summary(rows), ""]
+                   f"{cd.BASELINE_IMPL} median / best median for the same shape"
+                   + (f"; {clock}." if (clock := clock_note(rows.to_dict("records"))) else "."), "", summary(rows), ""]
     picks = best_lib.best_configs(runs, best_lib.load_samples(sources))
     if picks:
         headers, rows = best_lib.table_rows(picks)
