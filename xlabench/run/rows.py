@@ -29,16 +29,21 @@ def now() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
 
 
-def interpreted(case: Case, platform: str) -> bool:
-    """Whether the case's impl runs in the Pallas interpreter on ``platform`` (the worker is told so)."""
-    info = catalog.find(case.backend, case.impl, case.workload)
+def interpreted(info: Optional[catalog.ImplInfo], platform: str) -> bool:
+    """Whether an impl (its catalog entry) runs in the Pallas interpreter on ``platform`` (the worker is
+    told so)."""
     return bool(info and info.interpreted(platform))
 
 
-def identity(case: Case, ctx: Any, platform: Optional[str] = None) -> dict[str, Any]:
+_FIND = object()
+
+
+def identity(case: Case, ctx: Any, platform: Optional[str] = None, info: Any = _FIND) -> dict[str, Any]:
     """The columns every row of the case has, whatever happened to it: ids, the case's parameters, where
-    and by which xlabench it ran."""
+    and by which xlabench it ran (``info``: the impl's catalog entry, looked up here when not given)."""
     platform = platform or ctx.platform
+    if info is _FIND:
+        info = catalog.find(case.backend, case.impl, case.workload)
     row: dict[str, Any] = {
         "schema_version": results.SCHEMA_VERSION, "run_id": ctx.run_id, "suite": case.suite,
         "profile": case.profile, "case_id": case.case_id, "workload": case.workload,
@@ -46,12 +51,12 @@ def identity(case: Case, ctx: Any, platform: Optional[str] = None) -> dict[str, 
         "platform": platform, "warmup": case.measure.warmup,
     }
     row.update({k: v for k, v in case.params.items() if k in results.CASE_COLUMN_NAMES})
-    row["interpret"] = interpreted(case, platform)
+    row["interpret"] = interpreted(info, platform)
     return row
 
 
 def case_row(case: Case, ctx: Any, env: Mapping[str, Any] | None = None, replies: Sequence[CaseResult] = (),
-             ended: Optional[tuple[str, Optional[str]]] = None, calib: Sequence[float] = ()
+             ended: Optional[tuple[str, Optional[str]]] = None, calib: Sequence[float] = (), info: Any = _FIND
              ) -> tuple[dict[str, Any], list[float]]:
     """(row, samples) of a case that has ended: ``ended`` = (status, error) when it ended without a result
     (skipped before a worker, a worker failure, a failed or skipped reply), else its ``replies`` pooled,
@@ -59,7 +64,7 @@ def case_row(case: Case, ctx: Any, env: Mapping[str, Any] | None = None, replies
     kernel seconds beside its repeats; ``env``: the worker's environment (empty: no worker was reached)."""
     env = dict(env or {})
     platform = env.get("platform") or ctx.platform
-    row = identity(case, ctx, platform)
+    row = identity(case, ctx, platform, info)
     if env:
         row.update({k: env.get(k) for k in ENV_KEYS})
     if ended is not None:

@@ -66,9 +66,10 @@ class RunContext:
         return str((self.trace_root / case.case_id / (f"repeat-{repeat + 1}" if case.measure.repeats > 1 else "")).resolve())
 
 
-def plan_skip(case: Case, platform: str) -> Optional[str]:
-    """Why a case cannot run on this platform at all (decided without a worker), or None."""
-    info = catalog.find(case.backend, case.impl, case.workload)
+def plan_skip(case: Case, platform: str, info: Optional[catalog.ImplInfo] = None) -> Optional[str]:
+    """Why a case cannot run on this platform at all (decided without a worker), or None; ``info``: its
+    catalog entry, when the caller has it."""
+    info = info or catalog.find(case.backend, case.impl, case.workload)
     if info is None:
         return f"impl {case.impl!r} does not exist for backend {case.backend!r}"
     if not info.runs_on(platform):
@@ -81,6 +82,7 @@ class CaseRun:
     """One case in flight: what its row will be built from (run/rows.py case_row)."""
 
     case: Case
+    info: Optional[catalog.ImplInfo] = None  # its impl's catalog entry (looked up once)
     replies: list[CaseResult] = field(default_factory=list)  # one per repeat done
     ended: Optional[tuple[str, Optional[str]]] = None  # (status, error) when it ended without a result
     env: dict[str, Any] = field(default_factory=dict)  # the worker's environment (device kind, CPU peaks)
@@ -97,8 +99,8 @@ class CaseRun:
 
 def start_case(case: Case, pool: WorkerPool, ctx: RunContext) -> CaseRun:
     """A case about to run; one that cannot run here at all is done at once (a skipped row)."""
-    state = CaseRun(case)
-    reason = plan_skip(case, ctx.platform) or pool.missing(case.backend)
+    state = CaseRun(case, catalog.find(case.backend, case.impl, case.workload))
+    reason = plan_skip(case, ctx.platform, state.info) or pool.missing(case.backend)
     if reason:
         state.ended = (SKIPPED, reason)
     return state
@@ -121,7 +123,7 @@ def run_repeat(state: CaseRun, pool: WorkerPool, ctx: RunContext) -> None:
         platform = worker.env.get("platform", ctx.platform)
         plan = dataclasses.replace(case.measure.plan(platform, ctx.trace_dir(case, i)), tune_dir=ctx.tune_dir,
                                    tune=default_tune(platform) if ctx.tune is None else ctx.tune)
-        req = RunRequest.from_case(case, plan, interpret=row_builder.interpreted(case, platform), platform=platform)
+        req = RunRequest.from_case(case, plan, interpret=row_builder.interpreted(state.info, platform), platform=platform)
         reply = worker.request(req.to_message(), ctx.timeout_override or case.measure.timeout_s)
         result = CaseResult.from_message(reply["result"]) if reply["status"] == OK else None
     except ProtocolError as e:  # a worker of another xlabench version: the case fails, saying what differs
@@ -206,7 +208,8 @@ def run_cases(cases: Iterable[Case], writer: results.RowWriter, ctx: RunContext,
 
     def ended(state: CaseRun) -> None:
         if state.done:
-            row, samples = row_builder.case_row(state.case, ctx, state.env, state.replies, state.ended, state.calib)
+            row, samples = row_builder.case_row(state.case, ctx, state.env, state.replies, state.ended, state.calib,
+                                                state.info)
             with uninterrupted():
                 writer.write(row, samples)
                 rows.append((position[id(state.case)], row))

@@ -129,9 +129,11 @@ def run_suite(s: suite_lib.Suite, opts: RunOptions = RunOptions(), hooks: RunHoo
     primary = dist is None or dist.is_primary
     if (opts.jobs or 1) > 1 and dist is not None:
         raise RunInputError(f"--jobs {opts.jobs}: a multi-host run times one case at a time on every host")
-    if opts.profile is not None:  # check the filters before a worker starts or a folder is made
+    chosen = None  # (profile, cases): decided here, before a worker starts or a folder is made, when named
+    if opts.profile is not None:
         try:
-            select_cases(s, s.pick_profile(None, opts.profile), opts, shard_of)
+            prof = s.pick_profile(None, opts.profile)
+            chosen = prof, select_cases(s, prof, opts, shard_of)
         except suite_lib.SuiteError as e:
             raise RunInputError(str(e)) from None
     files, done, run_id = open_run(s, opts.out_dir, opts.resume_csv, opts.run_id)
@@ -150,7 +152,7 @@ def run_suite(s: suite_lib.Suite, opts: RunOptions = RunOptions(), hooks: RunHoo
     try:
         with interruptible():
             return _run_with_pool(s, pool, files, opts, run_id=run_id, done=done, tally=tally, dist=dist,
-                                  shard_of=shard_of, hooks=hooks)
+                                  shard_of=shard_of, hooks=hooks, chosen=chosen)
     except Interrupted as e:
         pool.kill_all()
         e.done, e.total = tally["done"], tally["total"]
@@ -250,9 +252,10 @@ def select_cases(s: suite_lib.Suite, prof: str, opts: RunOptions = RunOptions(),
 
 def _run_with_pool(s: suite_lib.Suite, pool: WorkerPool, files: results.RunFiles, opts: RunOptions, *, run_id: str,
                    done: set[str], tally: dict[str, int | None], dist: Any, shard_of: tuple[int, int] | None,
-                   hooks: RunHooks) -> RunOutcome:
-    """run_suite once its workers can start: probe, pick the cases, run them. ``tally`` counts the cases
-    with a row (done) out of the run's cases (total), for the interrupt message."""
+                   hooks: RunHooks, chosen: Optional[tuple[str, list[suite_lib.Case]]] = None) -> RunOutcome:
+    """run_suite once its workers can start: probe, pick the cases (unless ``chosen``: a named profile's,
+    picked before), run them. ``tally`` counts the cases with a row (done) out of the run's cases (total),
+    for the interrupt message."""
     primary = dist is None or dist.is_primary
     process_id = 0 if dist is None else dist.process_id
     interpreters = pool.interpreters
@@ -269,8 +272,10 @@ def _run_with_pool(s: suite_lib.Suite, pool: WorkerPool, files: results.RunFiles
         pool.close()
         raise RunInputError(refused)
     try:
-        prof = s.pick_profile(platform, opts.profile)
-        cases = select_cases(s, prof, opts, shard_of)
+        if chosen is None:
+            prof = s.pick_profile(platform, opts.profile)
+            chosen = prof, select_cases(s, prof, opts, shard_of)
+        prof, cases = chosen
     except (suite_lib.SuiteError, RunInputError) as e:
         pool.close()
         raise RunInputError(str(e)) from None
