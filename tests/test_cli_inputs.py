@@ -379,7 +379,7 @@ def test_the_plan_and_the_worker_decide_a_skip_by_the_same_rule(backend):
     from xlabench.backends import user_impl
     from xlabench.backends.jax import attention_impls as registry
     from xlabench.workloads.attention import AttentionParams
-    from xlabench.workloads.attention_rules import predict_skip
+    from xlabench.impls.attention_rules import predict_skip
 
     for impl in registry.REGISTRY:
         for platform in ("cpu", "tpu", "gpu"):

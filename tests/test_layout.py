@@ -130,7 +130,8 @@ def test_worker_is_imported_only_by_the_process_entry():
 FLOORS = (
     {"measure", "flops", "roofline"},
     {"tune"},  # framework-free block-size search and its cache; the workloads declare their spaces with it
-    {"workloads", "results", "hardware", "impls"},
+    {"workloads", "results", "hardware"},
+    {"impls"},  # the impl catalog and the built-in kernels' rules and search spaces, over the workloads' params
     {"suite"},
     {"backends", "run"},
     {"gate", "worker"},

@@ -7,7 +7,6 @@ failed row, the run goes on. Framework-free: each backend wraps what this return
 
 from __future__ import annotations
 
-import dataclasses
 import importlib
 import inspect
 import os
@@ -15,6 +14,7 @@ import sys
 from typing import Any, Callable, Optional, Sequence
 
 from xlabench import impls as catalog
+from xlabench.impls import attention_rules as rules
 from xlabench.measure.worker_env import IMPL_PATH_VAR
 from xlabench.workloads import attention
 
@@ -110,18 +110,5 @@ def attention_parts(path: str, obj: Any) -> dict[str, Any]:
                 params_rule=hook(path, obj, "unsupported", ("params", "platform")))
 
 
-def skip_reason(im: catalog.AttentionImplRecord, p: Any, cfg: Any, platform: str) -> Optional[str]:
-    """Why attention impl ``im`` (a built-in or a user impl, any backend) cannot run case ``p``
-    (AttentionParams) here (its rule), or None."""
-    if im.params_rule is not None:
-        return im.params_rule(p, platform)
-    return im.unsupported(p.batch, p.seq_len, p.kv_len, p.num_heads, p.kv_heads, p.dtype, cfg, platform)
-
-
-def for_impl(im: catalog.AttentionImplRecord, cfg: Any) -> tuple[Any, str]:
-    """(``cfg`` with the block sizes ``im`` does not take cleared, the row's note saying so or ''): an impl
-    sees only the block parameters it declares, and a sweep of the others runs it with its defaults."""
-    ignored = [b for b in BLOCK_PARAMS if getattr(cfg, b) is not None and b not in im.block_params]
-    if not ignored:
-        return cfg, ""
-    return dataclasses.replace(cfg, **{b: None for b in ignored}), f"{' and '.join(ignored)} not taken by {im.name}"
+skip_reason = rules.skip_reason  # the contract's checks live with the built-in rules (xlabench/impls)
+for_impl = rules.for_impl

@@ -29,7 +29,7 @@ def _c(group: str, rows: list[tuple[str, str, str]]) -> list[Column]:
 CASE_COLUMNS = _c("case", [
     ("workload", "", "attention | train | paged_attention"),
     ("backend", "", "framework that ran the case: jax | torch_xla"),
-    ("impl", "", "implementation name from the impl catalog (xlabench/impls.py)"),
+    ("impl", "", "implementation name from the impl catalog (xlabench/impls/)"),
     ("batch", "", "attention/paged: batch size (sequences)"),
     ("num_heads", "", "query heads"),
     ("num_kv_heads", "", "key/value heads (== num_heads: MHA; 1: MQA; otherwise GQA)"),

@@ -26,7 +26,7 @@ from xlabench.run.interrupts import Interrupted, interruptible
 from xlabench.run import rows as row_builder
 from xlabench.run.scheduler import RunContext, new_run_id, plan_skip, run_cases
 from xlabench.run.workers import WorkerError, WorkerPool
-from xlabench.workloads.attention_rules import predict_skip as _predict_attention_skip
+from xlabench.impls.attention_rules import predict_skip as _predict_attention_skip
 from xlabench.measure.status import FAILED
 from xlabench.tune import default_dir as tune_cache_dir
 
@@ -172,7 +172,7 @@ class RunPlan:
 
 
 def predict_skip(c: Any, platform: str) -> Optional[str]:
-    """The skip a built-in kernel's own rule gives an attention case in its worker (workloads.attention_rules)."""
+    """The skip a built-in kernel's own rule gives an attention case in its worker (impls.attention_rules)."""
     return _predict_attention_skip(c.backend, c.impl, c.params, platform) if c.workload == "attention" else None
 
 

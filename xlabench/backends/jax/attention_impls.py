@@ -18,7 +18,7 @@ from xlabench.backends import user_impl
 from xlabench.impls import AttentionImplRecord, lookup, no_rule
 from xlabench.workloads.attention import REF_MAX_SCORE_BYTES, chunked_reference
 from xlabench.workloads.attention import AttnConfig, default_scale  # noqa: F401 (re-exported for models)
-from xlabench.workloads import attention_rules as rules
+from xlabench.impls import attention_rules as rules
 from xlabench.workloads.attention import extra_block
 from xlabench.workloads.attention import kernel_blocks as _blocks
 

@@ -22,7 +22,7 @@ from xlabench.backends import user_impl
 from xlabench.backends.torch_xla import jax_kernels
 from xlabench.impls import AttentionImplRecord, lookup, no_rule
 from xlabench.workloads.attention import AttnConfig, default_scale  # noqa: F401 (re-exported for models)
-from xlabench.workloads import attention_rules as rules
+from xlabench.impls import attention_rules as rules
 from xlabench.workloads.attention import kernel_blocks as _blocks
 
 

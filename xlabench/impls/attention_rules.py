@@ -7,6 +7,7 @@ A rule is ``unsupported(batch, seq_len, kv_len, num_heads, kv_heads, dtype, cfg,
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Optional
 
 from xlabench import impls as catalog
@@ -15,7 +16,7 @@ from xlabench.tune.space import pow2_tiles
 from xlabench.workloads.attention import (BWD_BLOCK_PARAMS, AttentionParams, block_stages, block_unsupported,
                                           kernel_blocks, tile_candidates)
 
-BLOCKS = TUNED_PARAMS["attention"]
+BLOCKS = BLOCK_PARAMS = TUNED_PARAMS["attention"]
 
 
 def cudnn(b, sq, sk, hq, hkv, dtype, cfg, platform) -> Optional[str]:
@@ -103,14 +104,29 @@ def rule(backend: str, impl: str) -> dict[str, Any]:
 
 def predict_skip(backend: str, impl: str, params: dict[str, Any], platform: str) -> Optional[str]:
     """Why a built-in attention impl will skip this attention case on ``platform``, decided as its worker
-    decides it (user_impl.for_impl and skip_reason on the case's config); None for a user impl (its rule
+    decides it (for_impl and skip_reason on the case's config); None for a user impl (its rule
     is its own code, which only the worker imports)."""
-    from xlabench.backends import user_impl
-
     info = catalog.find(backend, impl, "attention")
     if info is None or catalog.is_user(impl):
         return None
     im = catalog.AttentionImplRecord(impl, "", None, **rule(backend, impl))
     p = AttentionParams(**params)
-    cfg, _ = user_impl.for_impl(im, p.attn_config(info.interpreted(platform)))
-    return user_impl.skip_reason(im, p, cfg, platform)
+    cfg, _ = for_impl(im, p.attn_config(info.interpreted(platform)))
+    return skip_reason(im, p, cfg, platform)
+
+
+def skip_reason(im: catalog.AttentionImplRecord, p: Any, cfg: Any, platform: str) -> Optional[str]:
+    """Why attention impl ``im`` (a built-in or a user impl, any backend) cannot run case ``p``
+    (AttentionParams) here (its rule), or None."""
+    if im.params_rule is not None:
+        return im.params_rule(p, platform)
+    return im.unsupported(p.batch, p.seq_len, p.kv_len, p.num_heads, p.kv_heads, p.dtype, cfg, platform)
+
+
+def for_impl(im: catalog.AttentionImplRecord, cfg: Any) -> tuple[Any, str]:
+    """(``cfg`` with the block sizes ``im`` does not take cleared, the row's note saying so or ''): an impl
+    sees only the block parameters it declares, and a sweep of the others runs it with its defaults."""
+    ignored = [b for b in BLOCK_PARAMS if getattr(cfg, b) is not None and b not in im.block_params]
+    if not ignored:
+        return cfg, ""
+    return dataclasses.replace(cfg, **{b: None for b in ignored}), f"{' and '.join(ignored)} not taken by {im.name}"
