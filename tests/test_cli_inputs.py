@@ -66,6 +66,7 @@ def _args(cmd: str, f: dict[str, Path], tmp_path: Path) -> list[str]:
     """Arguments that make a command valid but for the option under test (runs stay cheap: --profile base)."""
     return {
         "run": [str(f["suite"]), "--profile", "base"], "list": [str(f["suite"]), "--profile", "base"],
+        "tune": [str(f["suite"]), "--profile", "base"],
         "validate": [str(f["suite"])], "compile": [str(f["suite"]), "--target", "v4-8", "--profile", "base"],
         "gate": [str(f["suite"]), "--baseline", str(tmp_path / "new-base.csv"), "--save-baseline",
                  "--profile", "base"],
@@ -149,14 +150,14 @@ def test_every_option_of_every_command_refuses_a_bad_value_with_exit_2(cmd, para
 
 def test_the_walk_covers_every_command():
     cmds = {c for c, _ in _cases()}
-    assert {"run", "gate", "compile", "list", "compare", "plot", "report", "best", "info", "merge"} <= cmds
+    assert {"run", "tune", "gate", "compile", "list", "compare", "plot", "report", "best", "info", "merge"} <= cmds
 
 
-@pytest.mark.parametrize("cmd", ["run", "gate", "compile", "list", "validate", "compare", "merge", "best",
+@pytest.mark.parametrize("cmd", ["run", "tune", "gate", "compile", "list", "validate", "compare", "merge", "best",
                                  "plot", "report"])
 def test_every_command_refuses_a_bad_path_argument_with_exit_2(cmd, files, tmp_path):
     missing = str(tmp_path / "nope" / "x.csv")
-    args = {"run": [missing], "gate": [missing, "--baseline", str(files["run"])], "compile": [missing, "--target", "v4-8"],
+    args = {"run": [missing], "tune": [missing], "gate": [missing, "--baseline", str(files["run"])], "compile": [missing, "--target", "v4-8"],
             "list": [missing], "validate": [missing], "compare": [missing, str(files["run"])],
             "merge": [missing, "-o", str(tmp_path / "m.csv")], "best": [missing], "plot": [missing],
             "report": [missing]}[cmd]
