@@ -93,11 +93,22 @@ def test_gate_and_run_record_their_runs(write_suite, tmp_path):
     assert r.returncode == 2 and "not an xlabench history store" in r.stderr
 
 
-@pytest.mark.xfail(strict=True, reason="issue 35 item 4 not yet held: these histories failed gate --history "
-                   "under the detector before 5df597a (git show 3b8d807:xlabench/history/changes.py) and pass now")
 def test_what_the_old_detector_failed_still_fails():
     """Histories of 30 runs (a step at run 15 or 24, seeds 500-502) that `gate --history` failed under the
     detector before the run-to-run one (5df597a): of 51 steps and creeps tried, the old detector failed 36;
-    the present one passes these 3 of them."""
+    the run-to-run detector alone passes these 3 of them, the gate with the old criterion as its floor none
+    (it fails when either fails)."""
     for size, at, seed in ((0.02, 15, 502), (0.03, 15, 500), (0.05, 24, 500)):
         assert _judge([1.0] * at + [1.0 + size] * (30 - at), seed=seed).regression, (size, at, seed)
+
+
+def test_the_floor_is_the_old_criterion_and_says_so():
+    """The gate's floor (history/floor.py) is the old rank-test criterion: on the 2 % step at run 15 (seed
+    502) it finds the step at commit 16 that the run-to-run detector does not report, and the gate's line
+    says which criterion failed it."""
+    from xlabench.history import floor
+    g = hd.group([1.0] * 15 + [1.02] * 15, seed=502)
+    at, p, size = floor.last_change(g)
+    assert at == 16 and p <= 0.01 and size.low > 1
+    v = judge.judge(g, g.runs[-1]["run_id"])
+    assert v.regression and "since commit c000000016" in v.lines[0] and "earlier criterion" in v.lines[0]

@@ -46,6 +46,8 @@ from xlabench.history import ALPHA
 MIN_SIZE = 3       # runs on each side of a split (fewer: a side has next to no variance to test against)
 MAX_BUMP = 30      # longest window of runs scanned as a regression and its fix (longer ones: two steps)
 WINDOW = 30        # runs on each side a change is confirmed and measured on (up to the neighbouring changes)
+SPIKE_K = 10.0     # a run this many sigma from the median of its 5 neighbours is a bad run: set to that median
+SPIKES = 1         # at most this many bad runs (or 5 %: one run in 20) are set aside before heavy tails are judged
 HUBER_K = 3.0      # a run is clipped to this many sigma from the running median of its neighbours
 RAMP_ALPHA = 0.05  # a run before a change still counts as changed while it is this significantly beyond the runs before it
 SPREAD_RUNS = 5    # a side with fewer runs: its spread is floored by the runs' within-run samples
@@ -95,7 +97,31 @@ def clip_outliers(y: np.ndarray, sigma: float, k: float = HUBER_K) -> np.ndarray
     if len(y) < 5:
         return y.copy()
     m = ndimage.median_filter(y, size=5, mode="mirror")
-    return m + np.clip(y - m, -k * sigma, k * sigma)
+    r = y - m
+    return m + np.where(np.abs(r) > SPIKE_K * sigma, 0.0, np.clip(r, -k * sigma, k * sigma))
+
+
+def despike(y: np.ndarray, sigma: float) -> np.ndarray:
+    """y with its bad runs set to the median of the 5 runs around them, where it has at most max(SPIKES,
+    5 %) of them (else y): a bad run lies beyond SPIKE_K sigma of that median with both its neighbours
+    within HUBER_K sigma of theirs, every one slower than that median (bad runs are slow), and the runs left
+    without a run beyond 4 sigma of their neighbours' median or more than 2 jumps beyond 4 sigma sqrt 2 (a
+    step or a regression and its fix: heavy-tailed noise, or a case jumping between modes, has more). A few of them are not noise; a case whose median jumps between modes has more,
+    or several in a row."""
+    y = np.asarray(y, float)
+    if len(y) < 5:
+        return y.copy()
+    m = ndimage.median_filter(y, size=5, mode="mirror")
+    r = np.abs(y - m)
+    near = np.concatenate([[True], r[:-1] <= HUBER_K * sigma]) & np.concatenate([r[1:] <= HUBER_K * sigma, [True]])
+    bad = (r > SPIKE_K * sigma) & near
+    if not bad.any() or bad.sum() > max(SPIKES, 0.05 * len(y)) or np.any(y[bad] < m[bad]):
+        return y  # none, too many, or a fast one: not bad runs (a slow machine, a noisy neighbour)
+    out = np.where(bad, m, y)
+    rest = np.abs(out - ndimage.median_filter(out, size=5, mode="mirror"))
+    if np.any(rest > 4 * sigma) or np.sum(np.abs(np.diff(out)) > 4 * np.sqrt(2) * sigma) > 2:
+        return y  # the rest has tails too: heavy-tailed noise, not a few bad runs in normal noise
+    return out
 
 
 def spread(z: np.ndarray) -> float:
@@ -195,13 +221,15 @@ def scores(y: np.ndarray) -> np.ndarray:
     return stats.norm.ppf(stats.rankdata(y) / (len(y) + 1))
 
 
-def heavy_tailed(y: np.ndarray, sigma: float) -> bool:
+def heavy_tailed(y: np.ndarray, sigma: float, set_aside: bool = True) -> bool:
     """Whether the runs stray from their neighbours' median more often than normal noise would (at least
     FAR_RUNS runs and 1 % of them beyond 4 sigma; normal noise: about 0.02 % of runs), or jump from run to run more
     often than changes would (at least JUMPS and 2 % of the differences beyond 4 sigma sqrt 2: a regression
     and its fix make 2, four changes 4; a case whose median jumps between two modes, more)."""
     if len(y) < 5:
         return False
+    if set_aside:  # a few bad runs (despike) are not heavy tails
+        y = despike(y, sigma)
     r = np.abs(y - ndimage.median_filter(y, size=5, mode="mirror"))
     far = int(np.sum(r > 4 * sigma))
     jumps = int(np.sum(np.abs(np.diff(y)) > 4 * np.sqrt(2) * sigma))
@@ -232,8 +260,10 @@ def segment(y: np.ndarray, alpha: float = ALPHA, allowed: Optional[np.ndarray] =
     if n < 2 * min_size:
         return []
     clipped = clip_outliers(y, noise(y))
+    spiky = False  # a few bad runs made the series look heavy-tailed: mean family, each change confirmed by ranks too
     if family == "auto":
         family = "rank" if heavy_tailed(y, noise(y)) or spread(clipped) > NOT_NORMAL * noise(y) else "mean"
+        spiky = family == "mean" and heavy_tailed(y, noise(y), set_aside=False)
     z = scores(y) if family == "rank" else clipped
     if family == "rank":  # the scores' spread is known: the same for every order of the runs
         sigma = float(np.sqrt(np.mean(z ** 2)))
@@ -247,8 +277,8 @@ def segment(y: np.ndarray, alpha: float = ALPHA, allowed: Optional[np.ndarray] =
     bounds = refine(z, clipped, sorted(found), sigma, allowed, min_size)
     found = {k: min((p for j, p in found.items() if abs(j - k) <= 2), default=min(found.values())) for k in bounds}
     while bounds:  # confirm: the weakest unconfirmed change goes, then its neighbours are tested again
-        ps = [confirm_p(z[s:k], z[k:e], family) for s, k, e in (window_of(bounds, i, n, WINDOW)
-                                                                 for i in range(len(bounds)))]
+        ps = [max(confirm_p(z[s:k], z[k:e], family), confirm_p(y[s:k], y[k:e], "rank") if spiky else 0.0)
+              for s, k, e in (window_of(bounds, i, n, WINDOW) for i in range(len(bounds)))]
         worst = int(np.argmax(ps))
         if ps[worst] <= alpha:
             break

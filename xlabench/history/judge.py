@@ -1,7 +1,10 @@
 """The gate's judgement from the history: a candidate run against the recent runs of its suite and
 environment, not one baseline file. Two findings fail it: a suite-wide change point that the candidate's
 run lies after and that made the suite slower, and a creeping trend (every commit a little slower, each
-step under the pairwise threshold) that ends at the candidate."""
+step under the pairwise threshold) that ends at the candidate. The suite's change is judged twice: by the
+run-to-run detector (xlabench.history.changes) and, as a floor, by the criterion the gate used before it
+(xlabench.history.floor): the gate fails when either fails, so the new detector never makes it pass a
+history it failed before (issue 35)."""
 
 from __future__ import annotations
 
@@ -12,6 +15,7 @@ import numpy as np
 from scipy import stats
 
 from xlabench.history import changes as cp
+from xlabench.history import floor
 from xlabench.history.series import GEOMEAN, Change, Group, detect
 
 MIN_TREND_RUNS = 4   # a trend needs this many runs (3 commits of it)
@@ -98,6 +102,16 @@ def judge(group: Group, run_id: str, alpha: float = cp.ALPHA, threshold: float =
         out.lines.append(f"history: {group.env.suite} is {(last.ratio - 1) * 100:+.1f}% "
                          f"({(last.low - 1) * 100:+.1f}% to {(last.high - 1) * 100:+.1f}%) since commit {last.first_bad} "
                          f"(last good {last.last_good}, p {last.p:.2g}), {last.runs_after} run(s) ago")
+    else:  # the floor: what the gate failed before the run-to-run detector, it fails still
+        old = floor.last_change(group, alpha)
+        if old is not None and old[2].low > 1 + threshold:
+            at, p, size = old
+            out.regression = True
+            out.lines.append(f"history: {group.env.suite} is {(size.ratio - 1) * 100:+.1f}% "
+                             f"({(size.low - 1) * 100:+.1f}% to {(size.high - 1) * 100:+.1f}%) since commit "
+                             f"{group.runs[at]['git_sha'] or group.runs[at]['run_id']} (last good "
+                             f"{group.runs[at - 1]['git_sha'] or group.runs[at - 1]['run_id']}, rank test p {p:.2g}, "
+                             f"the gate's earlier criterion), {len(group.runs) - at} run(s) ago")
     t = trend(group, alpha)
     if t is not None:
         out.trend = t
