@@ -115,7 +115,8 @@ def compile_cmd(suite_file: str, target_name: str, slices: int, run_opts: RunOpt
                     if row.get("bound_by") and row.get("mfu_ceiling") is not None else "")
                  if st in (COMPILED, OOM) else
                  f"lowered in {row.get('lower_s') or 0:.1f}s" if st == LOWERED else (row.get("error") or "")[:120])
-        progress.console.print(status_line(st, _STYLE[st], 8, f"{case.label()}  {extra}"), soft_wrap=True)
+        progress.console.print(status_line(st, _STYLE[st], 8, f"{case.label()}  {extra}", progress.console.width),
+                               soft_wrap=True)
 
     try:
         outcome = compile_session.compile_suite(

@@ -119,13 +119,13 @@ def _write(path: Optional[str], text: str, option: str) -> None:
 
 
 def _report(cmp: gate_lib.Comparison, markdown_path: Optional[str], json_path: Optional[str], title: str) -> None:
-    console.print(gate_report.table(cmp))
+    console.print(gate_report.table(cmp, console.width))
     for w in cmp.warnings:
         warn(w)
     for line in gate_report.summary_lines(cmp):
-        console.print(line, soft_wrap=True)
+        console.print(line)  # wrapped between words at the console's width
     colour = {gate_lib.EXIT_PASS: "green", gate_lib.EXIT_FAIL: "bold red"}.get(cmp.exit_code, "bold yellow")
-    console.print(gate_report.headline(cmp), style=colour, soft_wrap=True)
+    console.print(gate_report.headline(cmp), style=colour)
     _write(markdown_path, gate_report.markdown(cmp, title), "--markdown")
     _write(json_path, gate_report.to_json(cmp), "--json")
 

@@ -179,7 +179,8 @@ def run_with_progress(s: Any, opts: RunOptions, summary: bool = True) -> Any:
     def row(case: Any, r: dict[str, Any]) -> None:
         status = r["status"]
         extra = f"{float(r['median_s']) * 1e3:.3f} ms" if status == st.OK else (r.get("error") or "")[:120]
-        progress.console.print(status_line(status, _STYLE[status], 7, f"{case.label(shown_keys[0])}  {extra}"), soft_wrap=True)
+        progress.console.print(status_line(status, _STYLE[status], 7, case.label(shown_keys[0]),
+                                           progress.console.width, extra), soft_wrap=True)
         progress.advance(task[0], case.measure.repeats - runs_done.get(case.case_id, 0))  # runs it will not take
 
     hooks = session.RunHooks(warning=warn, start=start, repeat=repeat, row=row)
