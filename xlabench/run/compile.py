@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 from xlabench import hardware, results
+from xlabench.results.files import software
 from xlabench.run import compile_cache, parallel, scheduler, shard, workers
 from xlabench import impls as catalog
 from xlabench import suite as suite_lib
@@ -80,6 +81,13 @@ def _row(case: suite_lib.Case, ctx: scheduler.RunContext, target: hardware.Targe
     return row
 
 
+def _framework_version(jax_versions: Optional[str], target: hardware.Target) -> Optional[str]:
+    """'jax 0.10.2 / jaxlib 0.10.2 / libtpu 0.0.42.1' for a TPU target: libtpu compiled the program, and a
+    new libtpu changes its memory and FLOP figures as much as a new jaxlib does."""
+    libtpu = software()["libtpu_version"] if target.platform == "tpu" else None
+    return f"{jax_versions} / libtpu {libtpu}" if jax_versions and libtpu else jax_versions
+
+
 def _now() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
 
@@ -137,7 +145,7 @@ def compile_suite(s: suite_lib.Suite, target_name: str, slices: int = 1, opts: R
     try:
         worker = pool.get("jax", 1, COMPILE_VARIANT)
         env = {**worker.request({"op": "target", "target": spec.to_message()}, pool.PROBE_TIMEOUT_S)["env"],
-               "framework_version": worker.env.get("framework_version")}
+               "framework_version": _framework_version(worker.env.get("framework_version"), target)}
     except workers.WorkerError as e:
         pool.close()
         raise CompileError(f"cannot compile for {target.name}: {e}") from None
