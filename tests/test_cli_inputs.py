@@ -215,6 +215,15 @@ def test_an_out_of_range_option_is_refused_by_run_options_too():
     assert RunOptions(trace_dir="t").timer == "trace"
 
 
+def test_an_integer_option_refuses_a_fraction_and_every_option_nan():
+    """#36: Limit is a pydantic range; the hand-written check let --jobs 1.5 through."""
+    with pytest.raises(ValueError, match=r"^--jobs 1.5: expected an integer >= 1$"):
+        RunOptions(jobs=1.5)
+    with pytest.raises(ValueError, match=r"^--timeout nan: expected a number > 0$"):
+        RunOptions(timeout_s=float("nan"))
+    assert RunOptions(jobs=2, timeout_s=0.5).jobs == 2
+
+
 # ------------------------------------------------------------------- one set of run options
 
 
