@@ -16,8 +16,8 @@ from click.testing import CliRunner
 from _gate_data import case, draw, write_run
 from conftest import TINY_SUITE
 from xlabench.cli import main
-from xlabench.run import session as run_session
-from xlabench.run.options import LIMITS, RunOptions
+from xlabench.run import suite_runner as run_session
+from xlabench.run.run_options import LIMITS, RunOptions
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -257,7 +257,7 @@ def test_every_command_help_has_examples():
 
 
 def test_brackets_in_an_error_are_printed_as_written(files, monkeypatch):
-    from xlabench.run import compile as compile_session
+    from xlabench.run import compile_runner as compile_session
 
     hint = "no libtpu: pip install -e '.[tpu-compile]' (or `make tpu-compile`)"
 

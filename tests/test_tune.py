@@ -234,7 +234,7 @@ def test_no_tune_runs_the_kernels_defaults(tmp_path, chunky):
 
 
 def test_on_an_accelerator_the_device_clock_is_the_headline_and_the_wall_clock_stays_beside_it():
-    from xlabench.measure.messages import CaseResult
+    from xlabench.measure.worker_messages import CaseResult
     from xlabench.measure.timing import device_headline, device_summary, summarize
     from xlabench.run.metrics import derive
 

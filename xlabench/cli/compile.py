@@ -1,4 +1,4 @@
-"""`xlabench compile`: parse, call xlabench.run.compile, print."""
+"""`xlabench compile`: parse, call xlabench.run.compile_runner, print."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from rich.text import Text
 
 from xlabench import hardware, results, roofline
 from xlabench.cli.common import BadInput, console, err_console, examples, load_suite, status_line
-from xlabench.cli.options import run_options
-from xlabench.run.options import RunOptions
+from xlabench.cli.click_options import run_options
+from xlabench.run.run_options import RunOptions
 from xlabench.measure.status import COMPILED, FAILED, LOWERED, OOM, SKIPPED
 
 _STYLE = {COMPILED: "green", LOWERED: "green", OOM: "magenta", FAILED: "red", SKIPPED: "yellow"}
@@ -80,7 +80,7 @@ def compile_cmd(suite_file: str, target_name: str, slices: int, run_opts: RunOpt
     come from the compilation cache (rows say compile_cached; --no-cache to compile afresh). Exit 0 when nothing failed (oom rows are findings, not
     failures), 1 when a case failed, 2 for bad input or a host without libtpu.
     """
-    from xlabench.run import compile as compile_session
+    from xlabench.run import compile_runner
 
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -122,10 +122,10 @@ def compile_cmd(suite_file: str, target_name: str, slices: int, run_opts: RunOpt
                                soft_wrap=True)
 
     try:
-        outcome = compile_session.compile_suite(
+        outcome = compile_runner.compile_suite(
             s, target_name, slices, run_opts, on_start=on_start, on_row=on_row, on_case_start=on_case_start,
             on_warning=lambda text: err_console.print(text, style="yellow", soft_wrap=True))
-    except compile_session.CompileError as e:
+    except compile_runner.CompileError as e:
         raise BadInput(str(e)) from None
     finally:
         progress.stop()

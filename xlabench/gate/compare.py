@@ -14,7 +14,7 @@ from xlabench.gate.config import (
     GateInputError, IMPROVEMENT, INCONCLUSIVE, MISSING, NEW, REGRESSION, SKIPPED, UNCONFIRMED, UNJUDGED, UNJUDGED_FAILING,
     VERDICTS,
 )
-from xlabench.gate.load import RunData
+from xlabench.gate.run_data import RunData
 from xlabench.gate.stats import Assessment, assess, min_samples_per_side
 from xlabench.gate.suite_shift import SuiteShift, assess_suite
 from xlabench.measure import status as st

@@ -8,7 +8,7 @@ from typing import Any, Callable, Optional
 
 import numpy as np
 
-from xlabench.measure.power import DEFAULT_ALPHA
+from xlabench.measure.sample_size import DEFAULT_ALPHA
 
 # Verdicts. REGRESSION and FAILED fail the gate; the rest are reported.
 REGRESSION = "regression"

@@ -23,7 +23,7 @@ from xlabench.run.metrics import derive
 from xlabench.run.parallel import in_parallel
 from xlabench.run.workers import Worker, WorkerError, WorkerPool
 from xlabench.suite import Case
-from xlabench.measure.messages import CaseResult, ProtocolError, RunRequest
+from xlabench.measure.worker_messages import CaseResult, ProtocolError, RunRequest
 from xlabench.measure.plan import default_tune
 from xlabench.measure.timing import device_headline
 from xlabench.workloads import TUNED_PARAMS

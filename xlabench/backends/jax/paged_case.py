@@ -14,7 +14,7 @@ from xlabench.backends.jax import hlo_cost
 from xlabench.backends.jax.common import compile_timed, measure, peak_memory, trace_pass
 from xlabench.measure.timing import TimingPlan, with_timer
 from xlabench.workloads.paged import PagedParams, cached_inputs, paged_result
-from xlabench.measure.messages import CaseResult, CaseSkipped
+from xlabench.measure.worker_messages import CaseResult, CaseSkipped
 
 
 def config(p: PagedParams, interpret: bool, platform: str) -> impls.PagedConfig:

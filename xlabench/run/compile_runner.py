@@ -18,14 +18,14 @@ from typing import Any, Callable, Optional
 
 from xlabench import hardware, results
 from xlabench.results.files import software
-from xlabench.run import compile_cache, parallel, scheduler, shard, workers
+from xlabench.run import cache_folder, parallel, scheduler, shard, workers
 from xlabench import impls as catalog
 from xlabench import suite as suite_lib
-from xlabench.measure.messages import CompileRequest, CompileResult, ProtocolError
+from xlabench.measure.worker_messages import CompileRequest, CompileResult, ProtocolError
 from xlabench.measure.target import TargetSpec
 from xlabench.run.envs import COMPILE_VARIANT
-from xlabench.run.options import RunOptions
-from xlabench.run.session import RunInputError, open_run, select_cases
+from xlabench.run.run_options import RunOptions
+from xlabench.run.suite_runner import RunInputError, open_run, select_cases
 from xlabench.measure.status import COMPILED, FAILED, SKIPPED
 
 DEFAULT_PROFILE = "tpu"
@@ -137,7 +137,7 @@ def compile_suite(s: suite_lib.Suite, target_name: str, slices: int = 1, opts: R
 
     # JAX's persistent cache cannot serve libtpu's compile-only client (docs/compile.md): the worker keeps
     # its own figures per program under the same folder (xlabench/measure/figure_store.py).
-    cache_dir, cache_warning = compile_cache.resolve(opts, s)
+    cache_dir, cache_warning = cache_folder.resolve(opts, s)
     if cache_warning:
         on_warning(cache_warning)
     pool = workers.WorkerPool(files.log, search_path=(str(Path(s.path).resolve().parent),), compile_cache=cache_dir)

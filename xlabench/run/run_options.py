@@ -1,6 +1,6 @@
 """The options of a run, once: which cases (profile, impls, backends, ``-k KEY=VALUE``, shard), how to
 measure them (timeout, repeats, timer, peak) and where the rows go. ``run``, ``gate``, ``compile`` and
-``list`` build one frozen RunOptions from the same click decorator (xlabench/cli/options.py); run_suite,
+``list`` build one frozen RunOptions from the same click decorator (xlabench/cli/click_options.py); run_suite,
 the worker pool and the resume hint read it whole, so an option is declared, checked and named once.
 
 The range of every numeric option is here (LIMITS): the CLI turns it into click ranges (exit 2 before
