@@ -101,8 +101,8 @@ class CaseLike(Protocol):
 
 
 @dataclass(frozen=True)
-class RunRequest:
-    """Run one case (op ``run``): what the worker needs, the timing plan included."""
+class _CaseRequest:
+    """What every request says of its case (its fields come first, in this order)."""
 
     __pydantic_config__ = FORBID_EXTRA
 
@@ -111,6 +111,12 @@ class RunRequest:
     backend: str
     impl: str
     params: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class RunRequest(_CaseRequest):
+    """Run one case (op ``run``): what the worker needs, the timing plan included."""
+
     interpret: bool
     platform: str
     plan: TimingPlan
@@ -131,16 +137,9 @@ class RunRequest:
 
 
 @dataclass(frozen=True)
-class CompileRequest:
+class CompileRequest(_CaseRequest):
     """Compile one case for a target this host does not have (op ``compile``)."""
 
-    __pydantic_config__ = FORBID_EXTRA
-
-    case_id: str
-    workload: str
-    backend: str
-    impl: str
-    params: Mapping[str, Any]
     target: TargetSpec
 
     @classmethod
