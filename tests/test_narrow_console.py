@@ -50,3 +50,20 @@ def test_the_compare_table_at_80_columns_breaks_no_word(tmp_path):
     # a wide console: one line per case
     wide = [x for x in _render(report.table(cmp, 200), 200) if "20/20" in x]
     assert len(wide) == len(cmp.cases) and all(any(c.label in x for x in wide) for c in cmp.cases)
+
+
+def test_a_warning_wraps_between_words_on_a_terminal_and_is_one_line_in_a_log(monkeypatch):
+    import io
+
+    from xlabench.cli import common
+
+    text = ("suite gpt2 profile cpu: 3 sample(s) per case (measure.iters x measure.repeats), but `compare`/`gate` "
+            "need >= 7 per side for any of its 36 case(s) to reach significance after Holm (alpha 0.05)")
+    for terminal in (True, False):
+        out = io.StringIO()
+        monkeypatch.setattr(common, "err_console", Console(file=out, width=80, force_terminal=terminal,
+                                                           color_system=None))
+        common.warn(text)
+        lines = out.getvalue().splitlines()
+        assert " ".join(" ".join(lines).split()) == f"warning: {text}"
+        assert (all(len(x) <= 80 for x in lines) and len(lines) > 1) if terminal else len(lines) == 1, lines

@@ -54,8 +54,9 @@ def load_suite(path: str) -> Any:
 
 
 def warn(text: str) -> None:
-    """A warning line on stderr."""
-    err_console.print(Text.assemble(("warning:", "yellow"), " ", text), soft_wrap=True)
+    """A warning on stderr: one line in a log or a pipe; on a terminal, wrapped between words at its width
+    (the terminal's own wrap broke words: 'r|epeats')."""
+    err_console.print(Text.assemble(("warning:", "yellow"), " ", text), soft_wrap=not err_console.is_terminal)
 
 
 _WHOLE = "\u00a0"  # joins the words of a figure ("167.413 ms"): textwrap breaks only at ASCII whitespace
