@@ -118,7 +118,8 @@ def compile_cmd(suite_file: str, target_name: str, slices: int, run_opts: RunOpt
                     else ", no MFU ceiling (XLA cannot count the kernel's FLOPs)" if roofline.uncounted(row) else "")
                  if st in (COMPILED, OOM) else
                  f"lowered in {row.get('lower_s') or 0:.1f}s" if st == LOWERED else (row.get("error") or "")[:120])
-        progress.console.print(status_line(st, _STYLE[st], 8, f"{case.label()}  {extra}", progress.console.width),
+        progress.console.print(status_line(st, _STYLE[st], 8, f"{case.label()}  {extra}",
+                                           progress.console.width if progress.console.is_terminal else None),
                                soft_wrap=True)
 
     try:

@@ -166,9 +166,10 @@ def run_with_progress(s: Any, opts: RunOptions, summary: bool = True) -> Any:
     def start(lines: list[str], runs: int, cases: Sequence[Any] = (), jobs: int = 1) -> None:
         if len(cases) > 1:
             shown_keys[0] = results.varying([c.params for c in cases])
-        console.print(lines[0], soft_wrap=True)
+        one_line = not console.is_terminal  # a log keeps each line whole; a terminal wraps between words
+        console.print(lines[0], soft_wrap=one_line)
         for line in lines[1:]:
-            console.print(line, style="dim", soft_wrap=True)
+            console.print(line, style="dim", soft_wrap=one_line)
         progress.start()
         task.append(progress.add_task(s.name + (f" ({jobs} jobs)" if jobs > 1 else ""), total=runs))  # counts runs: a case with repeats K is K runs
 
@@ -179,8 +180,10 @@ def run_with_progress(s: Any, opts: RunOptions, summary: bool = True) -> Any:
     def row(case: Any, r: dict[str, Any]) -> None:
         status = r["status"]
         extra = f"{float(r['median_s']) * 1e3:.3f} ms" if status == st.OK else (r.get("error") or "")[:120]
-        progress.console.print(status_line(status, _STYLE[status], 7, case.label(shown_keys[0]),
-                                           progress.console.width, extra), soft_wrap=True)
+        label = case.label(shown_keys[0])  # a time is kept whole; a skip's reason may break between words
+        width = progress.console.width if progress.console.is_terminal else None  # a log: one line per case
+        progress.console.print(status_line(status, _STYLE[status], 7, label if status == st.OK else f"{label}  {extra}",
+                                           width, extra if status == st.OK else ""), soft_wrap=True)
         progress.advance(task[0], case.measure.repeats - runs_done.get(case.case_id, 0))  # runs it will not take
 
     hooks = suite_runner.RunHooks(warning=warn, start=start, repeat=repeat, row=row)
