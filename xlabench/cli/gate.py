@@ -122,10 +122,11 @@ def _report(cmp: gate_lib.Comparison, markdown_path: Optional[str], json_path: O
     console.print(gate_report.table(cmp, console.width))
     for w in cmp.warnings:
         warn(w)
+    one_line = not console.is_terminal  # a log keeps each line whole; a terminal wraps between words
     for line in gate_report.summary_lines(cmp):
-        console.print(line)  # wrapped between words at the console's width
+        console.print(line, soft_wrap=one_line)
     colour = {gate_lib.EXIT_PASS: "green", gate_lib.EXIT_FAIL: "bold red"}.get(cmp.exit_code, "bold yellow")
-    console.print(gate_report.headline(cmp), style=colour)
+    console.print(gate_report.headline(cmp), style=colour, soft_wrap=one_line)
     _write(markdown_path, gate_report.markdown(cmp, title), "--markdown")
     _write(json_path, gate_report.to_json(cmp), "--json")
 

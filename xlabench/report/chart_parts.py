@@ -280,7 +280,10 @@ def _drop_empty(facets: list[tuple[str, pd.DataFrame]], usable: pd.Series) -> tu
     kept = [(t, p) for t, p in facets if usable[p.index].any()]
     if not kept:
         return facets, []
-    return kept, [f"not drawn: {t or 'the rest'}, none of its {len(p)} row(s) usable ({_statuses(p)})"
+    def name(title: str) -> str:  # skipped rows planned by the parent have no device kind: no '-' part
+        return " · ".join(w for w in title.split(" · ") if w not in ("-", "nan")) or "the rest"
+
+    return kept, [f"not drawn: {name(t)}, none of its {len(p)} row(s) usable ({_statuses(p)})"
                   for t, p in facets if not usable[p.index].any()]
 
 
