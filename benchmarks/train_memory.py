@@ -23,7 +23,7 @@ os.environ.update(COMPILE_ENV)  # CPU JAX plus libtpu's compile-only client, wit
 
 from xlabench import hardware  # noqa: E402
 from xlabench.backends.jax import aot, model, sharding, train_case  # noqa: E402
-from xlabench.run.compile import target_spec  # noqa: E402
+from xlabench.run.compile_runner import target_spec  # noqa: E402
 from xlabench.workloads.train import TrainParams  # noqa: E402
 
 # (label, params over the base, scanned step keeps naive's S x S as before)

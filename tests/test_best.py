@@ -15,7 +15,7 @@ from _gate_data import case, draw, write_run
 from conftest import run_cli
 from xlabench import results, suite
 from xlabench.cli import main
-from xlabench.report import best, chartdata as cd
+from xlabench.report import best_config as best, chartdata as cd
 from xlabench.report import markdown
 from xlabench.suite import tuned
 

@@ -16,8 +16,8 @@ from click.testing import CliRunner
 from _gate_data import case, draw, write_run
 from conftest import TINY_SUITE
 from xlabench.cli import main
-from xlabench.run import session as run_session
-from xlabench.run.options import LIMITS, RunOptions
+from xlabench.run import suite_runner as run_session
+from xlabench.run.run_options import LIMITS, RunOptions
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -216,6 +216,15 @@ def test_an_out_of_range_option_is_refused_by_run_options_too():
     assert RunOptions(trace_dir="t").timer == "trace"
 
 
+def test_an_integer_option_refuses_a_fraction_and_every_option_nan():
+    """#36: Limit is a pydantic range; the hand-written check let --jobs 1.5 through."""
+    with pytest.raises(ValueError, match=r"^--jobs 1.5: expected an integer >= 1$"):
+        RunOptions(jobs=1.5)
+    with pytest.raises(ValueError, match=r"^--timeout nan: expected a number > 0$"):
+        RunOptions(timeout_s=float("nan"))
+    assert RunOptions(jobs=2, timeout_s=0.5).jobs == 2
+
+
 # ------------------------------------------------------------------- one set of run options
 
 
@@ -249,7 +258,7 @@ def test_every_command_help_has_examples():
 
 
 def test_brackets_in_an_error_are_printed_as_written(files, monkeypatch):
-    from xlabench.run import compile as compile_session
+    from xlabench.run import compile_runner as compile_session
 
     hint = "no libtpu: pip install -e '.[tpu-compile]' (or `make tpu-compile`)"
 

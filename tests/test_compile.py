@@ -187,3 +187,19 @@ def test_bad_target_and_missing_libtpu_exit_2(tmp_path: Path) -> None:
     logs = "".join(p.read_text() for p in tmp_path.rglob("*.log"))
     assert res.returncode == 2, res.stdout[-3000:] + res.stderr + logs[-3000:]
     assert "libtpu" in res.stderr and "tpu-compile" in res.stderr and "Traceback" not in res.stderr
+
+
+def test_a_compile_row_names_libtpu_and_no_ceiling_beside_a_kernel_xla_cannot_count(tmp_path: Path) -> None:
+    """#36 item 13: libtpu compiled the program, so its version is in the rows; splash has no cost
+    estimate (XLA/analytic FLOPs 0.00), and its 'compute-bound, MFU ceiling 100%' said nothing."""
+    from importlib import metadata
+
+    res, df = _compile(tmp_path, "suites/attention.yaml", "--target", "v5e-8", "--impl", "splash", "--backend", "jax",
+                       "-k", "seq_len=512", "-k", "causal=false", "-k", "mode=fwd", "--no-cache")
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    (row,) = df.to_dict("records")
+    assert row["framework_version"].endswith(f" / libtpu {metadata.version('libtpu')}"), row["framework_version"]
+    assert row["status"] == "compiled" and row["flops_ratio"] < 0.5
+    out = " ".join(res.stdout.split())
+    assert "MFU ceiling 100" not in out and "no MFU ceiling" in out, out
+    assert "100.0" not in out.split("compile summary")[1]

@@ -11,8 +11,8 @@ import pytest
 
 from conftest import run_cli
 from xlabench import suite as suite_lib
-from xlabench.run.options import RunOptions
-from xlabench.run.session import RunHooks, run_suite
+from xlabench.run.run_options import RunOptions
+from xlabench.run.suite_runner import RunHooks, run_suite
 
 ONE_CASE = """
 name: cachetiny

@@ -408,3 +408,35 @@ def test_a_rerun_the_hosts_slowdown_explains_stays_could_not_judge(tmp_path, rng
     cmp = gate.confirm(first, base, rerun_loaded, gate.GateConfig())
     assert cmp.cases[0].verdict == gate.CONFOUNDED and cmp.cases[0].confirmation.verdict == gate.CONFOUNDED
     assert cmp.exit_code == gate.EXIT_UNJUDGED
+
+
+def test_an_improvement_passes_the_same_multiplicity_correction_as_a_regression():
+    """#36 item 14: one case at raw p 0.035 is a change alone, and nothing among ten cases (Holm), either way."""
+    from xlabench.gate.stats import assess
+    b = np.linspace(1.0, 1.2, 12)
+    c = b * 0.7
+    c[-3:] = b[-3:] * 1.02  # overlaps enough that the raw p is 0.035
+    same = [(b, b.copy()) for _ in range(9)]
+    cfg = gate.GateConfig()
+    for pair, alone in (((b, c), gate.IMPROVEMENT), ((c, b), gate.REGRESSION)):
+        assert assess([pair], cfg)[0].verdict == alone
+        among = assess([pair] + same, cfg)[0]
+        assert among.p_value < cfg.alpha < among.p_holm and among.verdict == gate.UNCHANGED, among
+
+
+def test_an_aa_improvement_the_hosts_own_speedup_explains_is_confounded_not_listed(tmp_path, rng):
+    """#36 item 14: an A/A compare whose baseline ran on a loaded host (its calibration kernel 1.7x as long)
+    listed 'significant improvement' (0.586x); the host's speed-up explains it, as a slowdown explains a
+    regression. It is confounded, listed as such, and does not fail the comparison."""
+    cases = _cases(8)
+    loaded = gate.load_run(write_run(tmp_path / "a.csv", [(c, draw(rng, 20, 1.7)) for c in cases],
+                                     host_calib_s=0.017))
+    idle = gate.load_run(write_run(tmp_path / "b.csv", [(c, draw(rng, 20)) for c in cases], host_calib_s=0.010))
+    cmp = gate.compare(loaded, idle, gate.GateConfig())
+    assert {c.verdict for c in cmp.cases} == {gate.CONFOUNDED}, [c.reason for c in cmp.cases]
+    assert "sped up" in cmp.cases[0].reason and "0.59x as long" in cmp.cases[0].reason
+    assert cmp.suite.verdict == gate.CONFOUNDED and "sped up" in cmp.suite.reason
+    assert cmp.count(gate.IMPROVEMENT) == 0 and cmp.exit_code == gate.EXIT_PASS
+    # a speed-up well beyond the host's is still an improvement: 0.3x where the host is 0.59x
+    fast = gate.load_run(write_run(tmp_path / "c.csv", [(c, draw(rng, 20, 0.5)) for c in cases], host_calib_s=0.010))
+    assert {c.verdict for c in gate.compare(loaded, fast, gate.GateConfig()).cases} == {gate.IMPROVEMENT}

@@ -257,8 +257,8 @@ def test_the_gate_raises_iters_for_the_cases_its_filters_select(write_suite):
     """Holm runs over the cases the gate compares: -k / --backend / --impl shrink that family, so fewer
     samples per case are needed (8 cases need 6 per side at alpha 0.05, 2 cases need 5)."""
     from xlabench import suite
-    from xlabench.gate import session as gate_session
-    from xlabench.run.options import RunOptions
+    from xlabench.gate import gate_steps as gate_session
+    from xlabench.run.run_options import RunOptions
 
     s = suite.load(write_suite("""
         name: f

@@ -11,7 +11,7 @@ import pytest
 from xlabench import hardware
 from xlabench.measure import host_peak
 from xlabench.run.metrics import derive
-from xlabench.measure.messages import CaseResult
+from xlabench.measure.worker_messages import CaseResult
 from xlabench.measure.timing import summarize
 
 DAY = dt.date(2026, 12, 4)

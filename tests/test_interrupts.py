@@ -17,7 +17,7 @@ from click.testing import CliRunner
 
 from xlabench import cli
 from xlabench.worker import parent_watch as worker
-from xlabench.run import session as run_session
+from xlabench.run import suite_runner as run_session
 from xlabench.run import interrupts, scheduler
 from xlabench import suite as suite_lib
 

@@ -127,7 +127,7 @@ def test_compile_jobs_crash_costs_one_row_and_resume_finishes(write_suite, tmp_p
 
 
 def test_timed_runs_on_an_accelerator_refuse_more_than_one_job():
-    from xlabench.run.session import jobs_refused
+    from xlabench.run.suite_runner import jobs_refused
 
     assert jobs_refused(1, "tpu") is None and jobs_refused(4, "cpu") is None
     for platform in ("tpu", "gpu"):

@@ -73,11 +73,12 @@ def test_failed_and_skipped_points_are_gaps_never_zero(train):
     assert list(np.isnan(fsdp_flash)) == [False, True, False]  # batch 16 failed: an interior gap
     tp = chart.artists[(TRAIN_PANEL, "tp · naive")].get_ydata()
     assert np.isnan(tp[-1]) and np.all(np.isfinite(tp[:-1]))
-    auto = chart.artists[(TRAIN_PANEL, "auto · naive (no usable point)")].get_ydata()
-    assert np.isnan(auto).all() and len(auto) == 3
+    # a series with no usable point is no line (#36 item 10): the footer names it, apart from the gaps
+    assert not any("auto" in label for _, label in chart.artists)
+    assert any(n.startswith("auto: no usable point (3 ") for n in chart.notes), chart.notes
     for line in chart.artists.values():
         assert not np.any(np.asarray(line.get_ydata(), dtype=float) == 0)
-    assert any("5 point(s) failed, skipped or wrong" in n for n in chart.notes)
+    assert any("2 point(s) failed, skipped or wrong" in n for n in chart.notes)
 
 
 def test_single_point_series_is_drawn_with_a_marker(train):
@@ -127,9 +128,10 @@ def test_backend_with_only_skipped_rows_gets_no_panel_and_no_nan_in_title(train)
         assert {p.split(" · ")[0] for p, _ in chart.artists} == {"jax"}
         title = chart.figure._suptitle.get_text()
         assert "nan" not in title and "cpu ×8" in title
-    footnote = plots.mfu_vs_batch(both).figure.texts[-1].get_text()
-    gaps = int(footnote.split()[0])
-    assert gaps >= len(skipped)  # the hidden panel's rows still count in the footnote
+    notes = plots.mfu_vs_batch(both).notes
+    # the hidden panel's rows are named apart from the gaps of the panels drawn (#36 item 10)
+    assert f"none of its {len(skipped)} row(s) usable ({len(skipped)} skipped)" in " ".join(notes), notes
+    assert not any(n.startswith(f"{len(skipped)} point(s)") for n in notes)
 
 
 # ------------------------------------------------------------------------------------------- sharding
@@ -248,7 +250,8 @@ def test_paged_lines_hold_gbytes_per_s_with_gaps(paged):
     assert np.isnan(naive4.get_ydata()[-1])  # failed
     single = chart.artists[("batch=4", "paged (interpret)")]
     assert len(single.get_xdata()) == 1 and np.isfinite(single.get_ydata()[0])
-    assert np.isnan(chart.artists[("batch=1", "ragged_paged (interpret) (no usable point)")].get_ydata()).all()
+    assert ("batch=1", "ragged_paged (interpret) (no usable point)") not in chart.artists  # no line: a footer note
+    assert any(n.startswith("ragged_paged") and ": no usable point" in n for n in chart.notes), chart.notes
     ax4 = [ax for ax in chart.figure.axes if ax.get_title() == "batch=4"][0]
     assert [t.get_text() for t in ax4.get_xticklabels()] == ["256-1024", "2048", "8192"]  # the numbers of the spec
     assert ax4.child_axes[0].get_ylabel() == "MBU (%)"

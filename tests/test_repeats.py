@@ -9,7 +9,7 @@ import pytest
 from xlabench.measure.timing import TimingPlan, case_result, summarize
 from xlabench.run import repeats
 from xlabench.run.metrics import derive
-from xlabench.measure.messages import PROTOCOL_VERSION, CaseResult, ProtocolError
+from xlabench.measure.worker_messages import PROTOCOL_VERSION, CaseResult, ProtocolError
 
 ENV = {"platform": "cpu", "device_kind": "cpu", "device_count": 1}
 
@@ -78,3 +78,13 @@ def test_a_reply_with_an_unknown_or_missing_field_or_another_version_is_an_error
         CaseResult.from_message({**msg, "type": "CompileResult"})
 
 
+
+
+def test_a_field_of_the_wrong_type_is_an_error_naming_it():
+    """#36: pydantic decodes the messages; the hand-written decoder let samples ['x'] or a text warmup through."""
+    msg = json.loads(json.dumps(_reply([1.0, 2.0]).to_message()))
+    with pytest.raises(ProtocolError, match=r"^CaseResult: field samples\.0: "):
+        CaseResult.from_message({**msg, "samples": ["x"]})
+    with pytest.raises(ProtocolError, match=r"^CaseResult: field warmup: "):
+        CaseResult.from_message({**msg, "warmup": "two"})
+    assert CaseResult.from_message(msg).samples == (1.0, 2.0)

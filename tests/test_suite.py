@@ -240,3 +240,13 @@ def test_bad_case_is_reported_where_the_bad_value_is_set(write_suite, text, key,
         suite_lib.load(path)
     line = next(i for i, ln in enumerate(path.read_text().splitlines(), 1) if key in ln)
     assert f"suite.yaml:{line}: {where}:" in str(e.value), str(e.value)
+
+
+def test_the_quick_start_profile_sweeps_three_global_batches_or_more():
+    """#36 item 10: `make run`'s headline chart (MFU vs global batch) needs a line, not a column of dots:
+    the gpt2 cpu profile sweeps at least 3 global batches under every sharding mode and impl."""
+    s = suite_lib.load(Path(__file__).parent.parent / "suites" / "gpt2.yaml")
+    per_series: dict[tuple, set] = {}
+    for c in s.cases("cpu"):
+        per_series.setdefault((c.backend, c.impl, c.params["sharding"]), set()).add(c.params["global_batch"])
+    assert per_series and all(len(b) >= 3 for b in per_series.values()), per_series

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from xlabench import results
-from xlabench.measure.messages import CaseSkipped
+from xlabench.measure.worker_messages import CaseSkipped
 from xlabench.measure.plan import TimingPlan
 from xlabench.workloads.train import TrainParams, largest_batch
 

@@ -234,7 +234,7 @@ def test_no_tune_runs_the_kernels_defaults(tmp_path, chunky):
 
 
 def test_on_an_accelerator_the_device_clock_is_the_headline_and_the_wall_clock_stays_beside_it():
-    from xlabench.measure.messages import CaseResult
+    from xlabench.measure.worker_messages import CaseResult
     from xlabench.measure.timing import device_headline, device_summary, summarize
     from xlabench.run.metrics import derive
 
@@ -365,7 +365,7 @@ def test_the_tune_command_fills_no_results_file_and_says_what_it_did_not_tune(tm
 
 
 def test_a_train_step_keeps_its_pipelined_wall_time_as_the_headline():
-    from xlabench.measure.messages import CaseResult
+    from xlabench.measure.worker_messages import CaseResult
     from xlabench.measure.timing import device_headline, summarize
 
     wall, device = [0.105, 0.104], [0.0995, 0.0996]

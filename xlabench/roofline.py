@@ -57,6 +57,18 @@ def work(row: Mapping[str, Any]) -> tuple[Optional[float], Optional[float], str]
     return None, None, "no FLOP and byte counts for this row"
 
 
+def uncounted(row: Mapping[str, Any]) -> bool:
+    """Whether XLA counted under UNCOUNTED of the row's FLOPs (``flops_ratio``): a Pallas kernel without a
+    cost estimate. Its roofline is the analytic FLOPs over XLA's bytes (the kernel's operands), so a
+    compute-bound MFU ceiling is 100% by construction and says nothing about the kernel."""
+    ratio = _num(row, "flops_ratio")
+    return ratio is not None and ratio < UNCOUNTED
+
+
+UNCOUNTED_NOTE = ("no MFU ceiling: XLA has no cost estimate for the kernel (XLA/analytic FLOPs {ratio:.2f}), so "
+                  "its roofline would be the analytic FLOPs over the operands' bytes (100% when compute-bound)")
+
+
 def roofline(row: Mapping[str, Any], ici_gbytes_per_s: Optional[float]) -> dict[str, Any]:
     """The roofline columns of one row (schema ROOFLINE_COLUMNS); empty where the inputs are missing."""
     flops, nbytes, source = work(row)

@@ -1,6 +1,6 @@
 """The ``xlabench`` command: one module per command group parses, calls the library, prints and picks
 the exit code. No logic and no framework imports here; no library module imports from xlabench.cli.
-The run options are declared once (options.py). Command modules import pandas, scipy and matplotlib
+The run options are declared once (click_options.py). Command modules import pandas, scipy and matplotlib
 inside the commands that need them, so `--help`, `list`, `validate` and `info --peaks` start fast
 (tests/test_startup.py).
 

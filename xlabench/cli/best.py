@@ -22,7 +22,7 @@ def best(csv_files: tuple[str, ...], output: Optional[str]) -> None:
     """Best block sizes per impl and shape: the fastest ok, correct configuration of each sweep (>= 2
     configurations) that beats the kernel's default (block sizes unset) by the gate's test on the raw
     samples; else "no significant winner" (the default is kept). Interpreted rows are never tuned from."""
-    from xlabench.report import best as best_lib
+    from xlabench.report import best_config as best_lib
     from xlabench.report import chartdata as cd
 
     found = inputs_lib.collect(csv_files, compiles=False)  # folders, and the glob's .samples.csv left out
@@ -54,7 +54,7 @@ def best(csv_files: tuple[str, ...], output: Optional[str]) -> None:
 
 def _write(picks: list, output: str) -> None:
     """The tuned file of the winners (one workload), or exit 2 saying why there is none."""
-    from xlabench.report import best as best_lib
+    from xlabench.report import best_config as best_lib
     from xlabench.suite import tuned
 
     configs = best_lib.tuned_configs(picks)

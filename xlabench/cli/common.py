@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import sys
+import textwrap
 from typing import Any, Optional
 
 import click
@@ -53,13 +54,27 @@ def load_suite(path: str) -> Any:
 
 
 def warn(text: str) -> None:
-    """A warning line on stderr."""
-    err_console.print(Text.assemble(("warning:", "yellow"), " ", text), soft_wrap=True)
+    """A warning on stderr: one line in a log or a pipe; on a terminal, wrapped between words at its width
+    (the terminal's own wrap broke words: 'r|epeats')."""
+    err_console.print(Text.assemble(("warning:", "yellow"), " ", text), soft_wrap=not err_console.is_terminal)
 
 
-def status_line(status: str, style: Optional[str], width: int, rest: str) -> Text:
-    """``status`` coloured, padded to ``width``, then ``rest`` as written (a case's progress line)."""
-    return Text.assemble((f"{status:{width}}", style or ""), " ", rest)
+_WHOLE = "\u00a0"  # joins the words of a figure ("167.413 ms"): textwrap breaks only at ASCII whitespace
+
+
+def status_line(status: str, style: Optional[str], width: int, rest: str, columns: Optional[int] = None,
+                tail: str = "") -> Text:
+    """``status`` coloured, padded to ``width``, then ``rest`` and ``tail`` (a case's progress line).
+
+    With ``columns`` (the console's width) a line too long for it breaks between words, never inside a
+    figure, and goes on under ``rest``; ``tail`` (e.g. "167.413 ms") is never broken. Without, as written.
+    """
+    text = f"{rest}  {tail.replace(' ', _WHOLE)}" if tail else rest
+    if columns is not None and width + 1 + len(text) > columns:
+        indent = " " * (width + 1)
+        text = "\n".join(textwrap.wrap(text, max(20, columns - width - 1), subsequent_indent=indent,
+                                        break_long_words=False, break_on_hyphens=False)).lstrip()
+    return Text.assemble((f"{status:{width}}", style or ""), " ", text.replace(_WHOLE, " "))
 
 
 def examples(*lines: str) -> str:

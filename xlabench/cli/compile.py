@@ -1,4 +1,4 @@
-"""`xlabench compile`: parse, call xlabench.run.compile, print."""
+"""`xlabench compile`: parse, call xlabench.run.compile_runner, print."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ import click
 from rich.table import Table
 from rich.text import Text
 
-from xlabench import hardware, results
+from xlabench import hardware, results, roofline
 from xlabench.cli.common import BadInput, console, err_console, examples, load_suite, status_line
-from xlabench.cli.options import run_options
-from xlabench.run.options import RunOptions
+from xlabench.cli.click_options import run_options
+from xlabench.run.run_options import RunOptions
 from xlabench.measure.status import COMPILED, FAILED, LOWERED, OOM, SKIPPED
 
 _STYLE = {COMPILED: "green", LOWERED: "green", OOM: "magenta", FAILED: "red", SKIPPED: "yellow"}
@@ -40,12 +40,14 @@ def summary_table(rows: list[dict[str, Any]], cases: dict[str, Any]) -> Table:
     for r in shown:
         params = cases[r["case_id"]].params
         frac = r.get("hbm_fraction")
+        blind = roofline.uncounted(r)  # no bound or ceiling beside a kernel XLA cannot see into
         t.add_row(r["impl"], *[str(params.get(k)) for k in varying], Text(r["status"], style=_STYLE[r["status"]]),
                   _gib(r.get("peak_memory_bytes")), _gib(r.get("hbm_capacity_bytes")),
                   "" if frac is None else f"{100 * frac:.0f}",
                   "" if r.get("compile_s") is None else f"{r['compile_s']:.1f}",
                   "" if r.get("flops_ratio") is None else f"{r['flops_ratio']:.2f}",
-                  r.get("bound_by") or "", _pct(r.get("mfu_ceiling")), (r.get("error") or "")[:100])
+                  "" if blind else r.get("bound_by") or "", "" if blind else _pct(r.get("mfu_ceiling")),
+                  (r.get("error") or (roofline.UNCOUNTED_NOTE.format(ratio=r["flops_ratio"]) if blind else ""))[:200])
     return t
 
 
@@ -78,7 +80,7 @@ def compile_cmd(suite_file: str, target_name: str, slices: int, run_opts: RunOpt
     come from the compilation cache (rows say compile_cached; --no-cache to compile afresh). Exit 0 when nothing failed (oom rows are findings, not
     failures), 1 when a case failed, 2 for bad input or a host without libtpu.
     """
-    from xlabench.run import compile as compile_session
+    from xlabench.run import compile_runner
 
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -112,16 +114,19 @@ def compile_cmd(suite_file: str, target_name: str, slices: int, run_opts: RunOpt
         extra = (f"{_gib(row.get('peak_memory_bytes'))} GiB of {_gib(row.get('hbm_capacity_bytes'))} per device, "
                  + ("figures from the cache" if row.get("compile_cached") else f"compile {row.get('compile_s') or 0:.1f}s")
                  + (f", {row['bound_by']}-bound, MFU ceiling {_pct(row.get('mfu_ceiling'))}%"
-                    if row.get("bound_by") and row.get("mfu_ceiling") is not None else "")
+                    if row.get("bound_by") and row.get("mfu_ceiling") is not None and not roofline.uncounted(row)
+                    else ", no MFU ceiling (XLA cannot count the kernel's FLOPs)" if roofline.uncounted(row) else "")
                  if st in (COMPILED, OOM) else
                  f"lowered in {row.get('lower_s') or 0:.1f}s" if st == LOWERED else (row.get("error") or "")[:120])
-        progress.console.print(status_line(st, _STYLE[st], 8, f"{case.label()}  {extra}"), soft_wrap=True)
+        progress.console.print(status_line(st, _STYLE[st], 8, f"{case.label()}  {extra}",
+                                           progress.console.width if progress.console.is_terminal else None),
+                               soft_wrap=True)
 
     try:
-        outcome = compile_session.compile_suite(
+        outcome = compile_runner.compile_suite(
             s, target_name, slices, run_opts, on_start=on_start, on_row=on_row, on_case_start=on_case_start,
             on_warning=lambda text: err_console.print(text, style="yellow", soft_wrap=True))
-    except compile_session.CompileError as e:
+    except compile_runner.CompileError as e:
         raise BadInput(str(e)) from None
     finally:
         progress.stop()

@@ -28,11 +28,11 @@ from xlabench.gate import report as gate_report
 from xlabench import suite as suite_lib
 from xlabench.cli import history as history_commands
 from xlabench.cli.common import BadInput, console, err_console, examples, load_suite, output_dir, warn
-from xlabench.cli.options import run_options
-from xlabench.run.options import RunOptions
+from xlabench.cli.click_options import run_options
+from xlabench.run.run_options import RunOptions
 from xlabench.cli.run import run_with_progress
-from xlabench.gate import session as gate_session
-from xlabench.run.session import RunOutcome
+from xlabench.gate import gate_steps
+from xlabench.run.suite_runner import RunOutcome
 
 
 
@@ -119,13 +119,14 @@ def _write(path: Optional[str], text: str, option: str) -> None:
 
 
 def _report(cmp: gate_lib.Comparison, markdown_path: Optional[str], json_path: Optional[str], title: str) -> None:
-    console.print(gate_report.table(cmp))
+    console.print(gate_report.table(cmp, console.width))
     for w in cmp.warnings:
         warn(w)
+    one_line = not console.is_terminal  # a log keeps each line whole; a terminal wraps between words
     for line in gate_report.summary_lines(cmp):
-        console.print(line, soft_wrap=True)
+        console.print(line, soft_wrap=one_line)
     colour = {gate_lib.EXIT_PASS: "green", gate_lib.EXIT_FAIL: "bold red"}.get(cmp.exit_code, "bold yellow")
-    console.print(gate_report.headline(cmp), style=colour, soft_wrap=True)
+    console.print(gate_report.headline(cmp), style=colour, soft_wrap=one_line)
     _write(markdown_path, gate_report.markdown(cmp, title), "--markdown")
     _write(json_path, gate_report.to_json(cmp), "--json")
 
@@ -157,7 +158,7 @@ def _first_baseline(outcome: RunOutcome, bpath: Path, markdown_path: Optional[st
     """--save-baseline without a baseline: keep the run as the baseline unless a case failed."""
     ok = not (outcome.failed or outcome.wrong)
     if ok:
-        gate_session.write_baseline(outcome.files.csv, bpath)
+        gate_steps.write_baseline(outcome.files.csv, bpath)
     msg = (f"baseline {bpath} created from {outcome.files.csv}" if ok else
            f"baseline {bpath} NOT created: {len(outcome.failed)} failed, {len(outcome.wrong)} wrong case(s)")
     console.print(msg, style="green" if ok else "bold red", soft_wrap=True)
@@ -171,7 +172,7 @@ def _first_baseline(outcome: RunOutcome, bpath: Path, markdown_path: Optional[st
 def _replace_baseline(cmp: gate_lib.Comparison, run_csv: Path, bpath: Path) -> None:
     """--save-baseline over an existing baseline: only a run that passed the gate replaces it."""
     if cmp.passed:
-        gate_session.write_baseline(run_csv, bpath)
+        gate_steps.write_baseline(run_csv, bpath)
         console.print(f"baseline {bpath} updated from {run_csv}", soft_wrap=True)
         return
     src, dst = results.RunFiles(run_csv), results.RunFiles(bpath)
@@ -243,17 +244,17 @@ def _gate(suite_file: str, baseline: Optional[str], save_baseline: bool, confirm
             raise BadInput(f"baseline: {bpath}: no such file (create it with --save-baseline)")
         base = _load(bpath, "baseline")
         try:
-            gate_session.check_suite(base, s.name)
+            gate_steps.check_suite(base, s.name)
         except gate_lib.GateInputError as e:
             raise BadInput(str(e)) from None
         if profile is None:
-            profile = gate_session.baseline_profile(base)
+            profile = gate_steps.baseline_profile(base)
     try:
-        s, raised = gate_session.raise_iters(s, profile, run_opts, base, cfg.alpha)
+        s, raised = gate_steps.raise_iters(s, profile, run_opts, base, cfg.alpha)
     except suite_lib.SuiteError as e:
         raise BadInput(str(e)) from None
     notes = [f"gate {r}" for r in raised]
-    short = gate_session.baseline_shortfall(base, cfg.alpha) if base is not None else None
+    short = gate_steps.baseline_shortfall(base, cfg.alpha) if base is not None else None
     for msg in notes + ([short] if short else []):
         warn(msg)
     outcome = run_with_progress(s, run_opts.replace(profile=profile))

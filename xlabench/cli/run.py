@@ -1,4 +1,4 @@
-"""`xlabench validate`, `list`, `run` and `merge`: parse, call xlabench.run.session, print progress and the summary.
+"""`xlabench validate`, `list`, `run` and `merge`: parse, call xlabench.run.suite_runner, print progress and the summary.
 
 Imports stay light (no pandas, scipy or framework): `list` and `validate` must start fast; what only a
 run needs is imported inside it.
@@ -18,8 +18,8 @@ from rich.table import Table
 from xlabench import results
 from xlabench.cli import history as history_commands
 from xlabench.cli.common import BadInput, console, err_console, examples, load_suite, status_line, warn
-from xlabench.cli.options import run_options
-from xlabench.run.options import RunOptions, resume_words
+from xlabench.cli.click_options import run_options
+from xlabench.run.run_options import RunOptions, resume_words
 from xlabench.measure import status as st
 
 _STYLE = {st.OK: "green", st.FAILED: "red", st.SKIPPED: "yellow"}
@@ -29,7 +29,7 @@ _STYLE = {st.OK: "green", st.FAILED: "red", st.SKIPPED: "yellow"}
 @click.argument("suite_files", nargs=-1, required=True, type=click.Path())
 def validate(suite_files: tuple[str, ...]) -> None:
     """Check suite files; print how many cases each profile expands to."""
-    from xlabench.run.session import samples_warning
+    from xlabench.run.suite_runner import samples_warning
 
     bad = 0
     for path in suite_files:
@@ -61,15 +61,15 @@ def validate(suite_files: tuple[str, ...]) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the cases as JSON (profile, platform, cases with params).")
 def list_cases(suite_file: str, run_opts: RunOptions, as_json: bool) -> None:
     """The expanded cases as a table (or JSON); the filters are those of `run`."""
-    from xlabench.run import session, shard
+    from xlabench.run import shard, suite_runner
     from xlabench.suite import SuiteError
 
     s = load_suite(suite_file)
     try:
-        prof, platform = session.resolve_profile(s, run_opts.profile)
+        prof, platform = suite_runner.resolve_profile(s, run_opts.profile)
         shard_of = shard.parse_shard(run_opts.shard_spec) if run_opts.shard_spec else None
-        cases = session.select_cases(s, prof, run_opts, shard_of)
-    except (session.RunInputError, SuiteError) as e:
+        cases = suite_runner.select_cases(s, prof, run_opts, shard_of)
+    except (suite_runner.RunInputError, SuiteError) as e:
         raise BadInput(str(e)) from None
     if as_json:
         click.echo(json.dumps({"suite": s.name, "profile": prof or "base", "detected_platform": platform,
@@ -123,11 +123,11 @@ def run(suite_file: str, run_opts: RunOptions, history_url: Optional[str]) -> No
 
 def print_plan(s: Any, opts: RunOptions) -> None:
     """`run --dry-run`: each case that would run, each that would be skipped with why; nothing runs."""
-    from xlabench.run import session
+    from xlabench.run import suite_runner
 
     try:
-        plan = session.plan_run(s, opts)
-    except session.RunInputError as e:
+        plan = suite_runner.plan_run(s, opts)
+    except suite_runner.RunInputError as e:
         raise BadInput(str(e)) from None
     todo = [(c, why) for c, why in plan.cases if c.case_id not in plan.done]
     console.print(f"dry run: suite {s.name} profile {plan.profile or 'base'} on {plan.platform} (guessed from the "
@@ -149,13 +149,13 @@ def print_plan(s: Any, opts: RunOptions) -> None:
 
 
 def run_with_progress(s: Any, opts: RunOptions, summary: bool = True) -> Any:
-    """session.run_suite with a progress bar, a line per case, the summary table and the counts (also the
+    """suite_runner.run_suite with a progress bar, a line per case, the summary table and the counts (also the
     gate's runs). Bad input is BadInput (exit 2); a run whose workers cannot start exits 1."""
     from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
                                TimeRemainingColumn)
 
     from xlabench.report import summary as summary_table
-    from xlabench.run import session
+    from xlabench.run import suite_runner
 
     progress = Progress(TextColumn("{task.description}", markup=False), BarColumn(), MofNCompleteColumn(),
                         TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn(), console=console, transient=True)
@@ -166,9 +166,10 @@ def run_with_progress(s: Any, opts: RunOptions, summary: bool = True) -> Any:
     def start(lines: list[str], runs: int, cases: Sequence[Any] = (), jobs: int = 1) -> None:
         if len(cases) > 1:
             shown_keys[0] = results.varying([c.params for c in cases])
-        console.print(lines[0], soft_wrap=True)
+        one_line = not console.is_terminal  # a log keeps each line whole; a terminal wraps between words
+        console.print(lines[0], soft_wrap=one_line)
         for line in lines[1:]:
-            console.print(line, style="dim", soft_wrap=True)
+            console.print(line, style="dim", soft_wrap=one_line)
         progress.start()
         task.append(progress.add_task(s.name + (f" ({jobs} jobs)" if jobs > 1 else ""), total=runs))  # counts runs: a case with repeats K is K runs
 
@@ -179,15 +180,18 @@ def run_with_progress(s: Any, opts: RunOptions, summary: bool = True) -> Any:
     def row(case: Any, r: dict[str, Any]) -> None:
         status = r["status"]
         extra = f"{float(r['median_s']) * 1e3:.3f} ms" if status == st.OK else (r.get("error") or "")[:120]
-        progress.console.print(status_line(status, _STYLE[status], 7, f"{case.label(shown_keys[0])}  {extra}"), soft_wrap=True)
+        label = case.label(shown_keys[0])  # a time is kept whole; a skip's reason may break between words
+        width = progress.console.width if progress.console.is_terminal else None  # a log: one line per case
+        progress.console.print(status_line(status, _STYLE[status], 7, label if status == st.OK else f"{label}  {extra}",
+                                           width, extra if status == st.OK else ""), soft_wrap=True)
         progress.advance(task[0], case.measure.repeats - runs_done.get(case.case_id, 0))  # runs it will not take
 
-    hooks = session.RunHooks(warning=warn, start=start, repeat=repeat, row=row)
+    hooks = suite_runner.RunHooks(warning=warn, start=start, repeat=repeat, row=row)
     try:
-        outcome = session.run_suite(s, opts, hooks=hooks)
-    except session.RunInputError as e:
+        outcome = suite_runner.run_suite(s, opts, hooks=hooks)
+    except suite_runner.RunInputError as e:
         raise BadInput(str(e)) from None
-    except session.RunStartError as e:
+    except suite_runner.RunStartError as e:
         raise click.ClickException(str(e)) from None
     finally:
         progress.stop()

@@ -10,8 +10,8 @@ import click
 from rich.table import Table
 
 from xlabench.cli.common import console, examples, load_suite
-from xlabench.cli.options import run_options
-from xlabench.run.options import RunOptions
+from xlabench.cli.click_options import run_options
+from xlabench.run.run_options import RunOptions
 
 
 @click.command(epilog=examples(

@@ -65,7 +65,7 @@ _LAZY = {
                      "shortfall_message", "smallest_p"), "stats"),
     **dict.fromkeys(("SuiteShift", "assess_suite", "geomean_interval", "log_ratios", "machine_shift",
                      "signed_rank_p", "smallest_signed_rank_p"), "suite_shift"),
-    **dict.fromkeys(("RunData", "load_run"), "load"),
+    **dict.fromkeys(("RunData", "load_run"), "run_data"),
     **dict.fromkeys(("CaseVerdict", "Comparison", "compare", "confirm"), "compare"),
 }
 

@@ -11,10 +11,10 @@ import numpy as np
 from xlabench import results
 from xlabench.gate.config import (
     EXIT_FAIL, EXIT_NOTHING, EXIT_PASS, EXIT_UNJUDGED, num, CONFOUNDED, EnvMismatchError, FAILED, FAILING, GateConfig,
-    GateInputError, INCONCLUSIVE, MISSING, NEW, REGRESSION, SKIPPED, UNCONFIRMED, UNJUDGED, UNJUDGED_FAILING,
+    GateInputError, IMPROVEMENT, INCONCLUSIVE, MISSING, NEW, REGRESSION, SKIPPED, UNCONFIRMED, UNJUDGED, UNJUDGED_FAILING,
     VERDICTS,
 )
-from xlabench.gate.load import RunData
+from xlabench.gate.run_data import RunData
 from xlabench.gate.stats import Assessment, assess, min_samples_per_side
 from xlabench.gate.suite_shift import SuiteShift, assess_suite
 from xlabench.measure import status as st
@@ -78,8 +78,14 @@ class Comparison:
     def unjudged_failing(self) -> bool:
         """Something that looks like a regression but could not be judged: an underpowered case, or a
         case or suite-wide shift the host's own slowdown explains (confounded)."""
-        return any(c.verdict in UNJUDGED_FAILING for c in self.cases) or (
-            self.suite is not None and self.suite.verdict == CONFOUNDED)
+        return any(c.verdict in UNJUDGED_FAILING and self._bad_way(c.ratio) for c in self.cases) or (
+            self.suite is not None and self.suite.verdict == CONFOUNDED and self._bad_way(self.suite.ratio))
+
+    def _bad_way(self, ratio: Optional[float]) -> bool:
+        """A change the bad way (slower; lower throughput): a confounded speed-up fails nothing."""
+        if ratio is None:
+            return True
+        return ratio < 1 if self.config.metric_info.higher_is_better else ratio > 1
 
     @property
     def exit_code(self) -> int:
@@ -319,30 +325,44 @@ class HostProbe:
         got = [h for h in (self.per_case.get(case_id) if case_id else None, self.run) if h is not None]
         return max(got) if got else None
 
-    def explains(self, lo: float, hi: float, h: Optional[float], cfg: GateConfig) -> bool:
-        """Whether the bad-way interval [lo, hi], with the host's slowdown h taken out, reaches the threshold."""
-        if h is None or h <= 1:
+    def speedup(self, case_id: Optional[str] = None) -> Optional[float]:
+        """How much faster the host ran (the smaller of the case's bracket and the run's), None unknown."""
+        got = [h for h in (self.per_case.get(case_id) if case_id else None, self.run) if h is not None]
+        return min(got) if got else None
+
+    def explains(self, lo: float, hi: float, h: Optional[float], cfg: GateConfig, worse: bool = True) -> bool:
+        """Whether the interval [lo, hi] of a change (``worse``: the bad way, else the good way), with the
+        host's change of speed h taken out, reaches back within the threshold."""
+        if h is None or (h <= 1 if worse else h >= 1):
             return False
-        if cfg.metric_info.higher_is_better:  # a slower host lowers throughput
-            return hi * h >= 1 - cfg.threshold
-        return lo / h <= 1 + cfg.threshold
+        t, hib = cfg.threshold, cfg.metric_info.higher_is_better
+        if hib:  # a slower host lowers throughput, a faster one raises it
+            return hi * h >= 1 - t if worse else lo * h <= 1 + t
+        return lo / h <= 1 + t if worse else hi / h >= 1 - t
+
+    @staticmethod
+    def _because(h: float) -> str:
+        how = "slowed down" if h > 1 else "sped up"
+        return f"the host {how} by as much; two runs cannot tell that from the code"
 
     def check_case(self, a: Assessment, case_id: str, cfg: GateConfig) -> Assessment:
-        h = self.slowdown(case_id)
-        if a.verdict != REGRESSION or not self.explains(a.ci_low, a.ci_high, h, cfg):
+        """A regression the host's slowdown explains, or an improvement its speed-up explains: confounded."""
+        h = self.slowdown(case_id) if a.verdict == REGRESSION else self.speedup(case_id)
+        if a.verdict not in (REGRESSION, IMPROVEMENT) or not self.explains(
+                a.ci_low, a.ci_high, h, cfg, worse=a.verdict == REGRESSION):
             return a
         return replace(a, verdict=CONFOUNDED, reason=(
             f"{a.reason}, but the host's calibration kernel ran {h:.2f}x as long (beside this case "
-            f"{self.per_case.get(case_id, float('nan')):.2f}x, over the run {self.run:.2f}x): the host slowed "
-            "down by as much; two runs cannot tell that from the code"))
+            f"{self.per_case.get(case_id, float('nan')):.2f}x, over the run {self.run:.2f}x): {self._because(h)}"))
 
     def check_suite(self, s: SuiteShift, cfg: GateConfig) -> SuiteShift:
         s = replace(s, calib_ratio=self.run)
-        if s.verdict != REGRESSION or not self.explains(s.ci_low, s.ci_high, self.run, cfg):
+        if s.verdict not in (REGRESSION, IMPROVEMENT) or not self.explains(
+                s.ci_low, s.ci_high, self.run, cfg, worse=s.verdict == REGRESSION):
             return s
         return replace(s, verdict=CONFOUNDED, reason=(
             f"beyond the {cfg.threshold:.0%} threshold, but the host's calibration kernel ran {self.run:.2f}x as "
-            "long: the host slowed down by as much; two runs cannot tell that from the code"))
+            f"long: {self._because(self.run)}"))
 
     def warnings(self, suite: Optional[SuiteShift], cfg: GateConfig) -> list[str]:
         out = []

@@ -8,7 +8,7 @@ from typing import Any, Callable, Optional
 
 import numpy as np
 
-from xlabench.measure.power import DEFAULT_ALPHA
+from xlabench.measure.sample_size import DEFAULT_ALPHA
 
 # Verdicts. REGRESSION and FAILED fail the gate; the rest are reported.
 REGRESSION = "regression"
@@ -16,7 +16,7 @@ IMPROVEMENT = "improvement"
 UNCHANGED = "unchanged"
 INCONCLUSIVE = "inconclusive"
 UNDERPOWERED = "underpowered"  # too few samples to be significant, but the interval is wholly beyond the threshold
-CONFOUNDED = "confounded"      # a slowdown the host's own change of speed can explain (calibration, compile times)
+CONFOUNDED = "confounded"      # a change the host's own change of speed can explain (calibration, compile times)
 UNCONFIRMED = "unconfirmed"  # flagged as a regression, not reproduced by gate's re-run
 FAILED = "failed"            # the candidate case failed or gave a wrong result
 NEW = "new"                  # no baseline measurement for the case

@@ -12,7 +12,7 @@ from typing import Any, Optional, Sequence
 import numpy as np
 from scipy import stats
 
-from xlabench.measure.power import min_samples_per_side, sample_shortfall, shortfall_message  # noqa: F401 (re-exported)
+from xlabench.measure.sample_size import min_samples_per_side, sample_shortfall, shortfall_message  # noqa: F401 (re-exported)
 from xlabench.gate.config import (
     GateConfig, IMPROVEMENT, INCONCLUSIVE, REGRESSION, STATISTICS, UNCHANGED, UNDERPOWERED,
 )

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator, Optional
 
 from xlabench import results
-from xlabench.gate.load import load_run
+from xlabench.gate.run_data import load_run
 from xlabench.history.gitlog import GitLog
 from xlabench.history.store import CaseResult, HistoryError, RunRecord, Store
 from xlabench.results.schema import CASE_COLUMN_NAMES, COLUMNS

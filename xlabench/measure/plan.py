@@ -11,6 +11,8 @@ from xlabench.measure.timers import Timer
 class TimingPlan:
     """Warm-up calls, then at least ``iters`` timed ones and ``min_time_s`` seconds (at most ``max_iters``)."""
 
+    __pydantic_config__ = {"extra": "forbid"}  # a field the worker does not know is refused, named
+
     warmup: int = 2
     iters: int = 10
     min_time_s: float = 0.0

@@ -13,7 +13,7 @@ import numpy as np
 
 from xlabench.measure.plan import TimingPlan, default_timer
 from xlabench.measure.timers import TIMERS
-from xlabench.measure.messages import CaseResult
+from xlabench.measure.worker_messages import CaseResult
 
 __all__ = ["TIMERS", "TimingPlan", "default_timer"]  # re-exported: measure.timers, measure.plan
 

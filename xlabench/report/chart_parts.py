@@ -275,13 +275,47 @@ def _facets(rows: pd.DataFrame, keys: Sequence[str], orders: dict[str, Sequence[
             for values, p in _series(rows, keys, [], orders)]
 
 
-def _drop_empty(facets: list[tuple[str, pd.DataFrame]], usable: pd.Series) -> tuple[list[tuple[str, pd.DataFrame]], int]:
-    """Panels with at least one usable point, and how many rows the dropped panels held (for the
-    footnote): a backend whose rows were all skipped (say, no torch_xla environment) gets no empty panel."""
+def _drop_empty(facets: list[tuple[str, pd.DataFrame]], usable: pd.Series) -> tuple[list[tuple[str, pd.DataFrame]], list[str]]:
+    """Panels with at least one usable point, and a footer note per dropped panel: a backend whose rows
+    were all skipped (say, no torch_xla environment) gets no empty panel, and its rows are no gap of
+    the panels drawn."""
     kept = [(t, p) for t, p in facets if usable[p.index].any()]
     if not kept:
-        return facets, 0
-    return kept, sum(len(p) for t, p in facets if not usable[p.index].any())
+        return facets, []
+    def name(title: str) -> str:  # skipped rows planned by the parent have no device kind: no '-' part
+        return " · ".join(w for w in title.split(" · ") if w not in ("-", "nan")) or "the rest"
+
+    return kept, [f"not drawn: {name(t)}, none of its {len(p)} row(s) usable ({_statuses(p)})"
+                  for t, p in facets if not usable[p.index].any()]
+
+
+def _statuses(rows: pd.DataFrame) -> str:
+    """'18 skipped', '2 failed, 1 ok': the rows' statuses, most first."""
+    return ", ".join(f"{n} {s}" for s, n in rows["status"].astype(str).value_counts().items())
+
+
+def unusable_note(name: str, rows: pd.DataFrame) -> str:
+    """'auto: no usable point (6 skipped: JAX has no public ...)': a series drawn as nothing, named in the
+    footer rather than in the legend."""
+    errors = [e for e in rows["error"] if isinstance(e, str) and e] if "error" in rows else []
+    why = f": {textwrap.shorten(errors[0], 80, placeholder=' …')}" if errors else ""
+    return f"{name}: no usable point ({_statuses(rows)}{why})"
+
+
+def peak_note(rows: pd.DataFrame) -> Optional[str]:
+    """'MFU against 0.0295 TFLOP/s per device (cpu: measured on this host: float32 matmul ...)': the peak
+    each device kind's MFU is a fraction of, and where it comes from."""
+    ok = rows[cd.usable(rows)]
+    if "peak_tflops" not in ok or ok.empty:
+        return None
+    parts = []
+    for kind, g in ok.groupby(cd.text(ok["device_kind"]), sort=False):
+        peak = pd.to_numeric(g["peak_tflops"], errors="coerce").median()
+        source = str(g["peak_source"].iloc[0]) if "peak_source" in g and pd.notna(g["peak_source"].iloc[0]) else ""
+        if pd.notna(peak):
+            parts.append(f"{peak:.3g} TFLOP/s per {kind} device"
+                         + (f" ({textwrap.shorten(source, 90, placeholder=' …')})" if source else ""))
+    return "MFU against " + "; ".join(parts) if parts else None
 
 
 def _rows(df: pd.DataFrame, workload: str, need: Sequence[str]) -> pd.DataFrame:

@@ -16,7 +16,7 @@ from matplotlib.patches import Patch
 
 from xlabench.report import chartdata as cd
 from xlabench.report.chart_parts import (
-    MARKERS, Chart, _drop_empty, _facets, _finish, _log2_x, _panels, _series, _series_label, _utilisation_axis, style,
+    MARKERS, Chart, _drop_empty, _facets, unusable_note, _finish, _log2_x, _panels, _series, _series_label, _utilisation_axis, style,
 )
 
 
@@ -69,16 +69,22 @@ def _key(enc: Encoding, series: list[tuple[dict[str, Any], pd.DataFrame]], band:
         lab = cd.label([column], [value], named=[column] if named else [])
         if column == "impl" and cd.interpreted(rows):  # the kernel is what runs interpreted
             lab += " (interpret)"
-        return lab + ("" if (cd.usable(rows) | (rows["status"] == "compiled")).any() else " (no usable point)")
+        return lab
+
+    def drawn(column: str, value: Any) -> bool:  # a value with no usable point is named in the footer
+        rows = pd.concat([s for v, s in series if str(v[column]) == str(value)])
+        return bool((cd.usable(rows) | (rows["status"] == "compiled")).any())
 
     for value in cd.levels(v[enc.colour_by] for v, _ in series):
         dash = style(value).linestyle if enc.dash_by is None else "-"
-        out.append(Line2D([], [], color=style(value).colour, linestyle=dash, linewidth=2,
-                          label=entry(enc.colour_by, value)))
+        if drawn(enc.colour_by, value):
+            out.append(Line2D([], [], color=style(value).colour, linestyle=dash, linewidth=2,
+                              label=entry(enc.colour_by, value)))
     if enc.dash_by and enc.dash_by != enc.colour_by:
         for value in cd.levels(v[enc.dash_by] for v, _ in series):
-            out.append(Line2D([], [], color="#555555", linestyle=enc.dash({enc.dash_by: value}), linewidth=1.6,
-                              label=entry(enc.dash_by, value, named=enc.dash_by in enc.values)))
+            if drawn(enc.dash_by, value):
+                out.append(Line2D([], [], color="#555555", linestyle=enc.dash({enc.dash_by: value}),
+                                  linewidth=1.6, label=entry(enc.dash_by, value, named=enc.dash_by in enc.values)))
     if enc.marker_by:
         for value in enc.values[enc.marker_by]:
             out.append(Line2D([], [], color="#555555", linestyle="none", marker=enc.marker({enc.marker_by: value}),
@@ -135,9 +141,11 @@ def _line_chart(kind: str, rows: pd.DataFrame, *, x: str, y: pd.Series, panel_ke
               "mode": cd.sort_order(rows["mode"], cd.MODE_ORDER), "causal": [True, False]}
     xs_all = pd.to_numeric(x_values if x_values is not None else rows[x], errors="coerce")
     extras = cd.split_keys(rows, x, list(panel_keys) + list(first))
-    facets, gaps = _drop_empty(_facets(rows, panel_keys, orders, named_panels), y.notna())
+    facets, dropped = _drop_empty(_facets(rows, panel_keys, orders, named_panels), y.notna())
     fig, axes = _panels(len(facets), ncols)
     chart = Chart(kind, fig)
+    gaps = 0
+    empty: dict[str, list[tuple[str, pd.DataFrame]]] = {}  # colour value: its series with no usable point
     enc = _encoding(_series(rows, first, extras, orders), colour_by, dash_by, extras)
     lo_all, hi_all = spread_band(rows, y) if spread else (y * np.nan, y * np.nan)
     banded = False
@@ -147,8 +155,11 @@ def _line_chart(kind: str, rows: pd.DataFrame, *, x: str, y: pd.Series, panel_ke
             s = s.assign(_x=xs_all[s.index]).sort_values("_x")
             ys = y[s.index].to_numpy(dtype=float)
             xv = s["_x"].to_numpy(dtype=float)
-            gaps += int(np.isnan(ys).sum())
             lab = _series_label(values, first, s)
+            if np.isnan(ys).all():  # nothing to draw: named in the footer, not in the legend or the gaps
+                empty.setdefault(str(values[colour_by]), []).append((lab, s))
+                continue
+            gaps += int(np.isnan(ys).sum())
             colour = style(values[colour_by]).colour
             (line,) = ax.plot(xv, ys, label=lab, marker=enc.marker(values), markersize=5, linewidth=1.6,
                               color=colour, linestyle=enc.dash(values))
@@ -170,6 +181,11 @@ def _line_chart(kind: str, rows: pd.DataFrame, *, x: str, y: pd.Series, panel_ke
         ax.set_xlabel(xlabel)
         ax.set_ylabel(ylabel)
         ax.grid(True, alpha=0.3)
+    drawn_values = {str(v[colour_by]) for v, s in _series(rows, first, extras, orders) if y[s.index].notna().any()}
+    for value, parts in empty.items():  # one note per colour: 'auto', 'flash (8 of its series)'
+        name = value if value not in drawn_values else f"{value} ({len(parts)} of its series)"
+        chart.notes.append(unusable_note(name, pd.concat([s for _, s in parts])))
+    chart.notes += dropped
     if extras or enc.dash_by not in (None, colour_by):  # several keys: a legend per key, not per combination
         chart.key = _key(enc, _series(rows, first, extras, orders), banded)
     elif banded:

@@ -14,7 +14,7 @@ from typing import Any, Sequence
 import numpy as np
 import pandas as pd
 
-from xlabench.report import best as best_lib
+from xlabench.report import best_config as best_lib
 from xlabench.report import chartdata as cd
 from xlabench.results.display import clock_note
 from xlabench.report import summary as summary_lib

@@ -26,7 +26,7 @@ from xlabench.report.bar_labels import _place_bar_labels
 from xlabench.report.chart_parts import (  # noqa: F401 (grid: the charts' API for tests)
     grid, wrap_title, add_note,
     Chart, MARKERS, NoData, _drop_empty, _facets, _finish, _log2_x, _panels, _rows, _series,
-    _series_label, style,
+    _series_label, peak_note, style,
 )
 from xlabench.report.line_chart import _line_chart, spread_band  # noqa: F401 (spread_band: for tests)
 from xlabench.measure import status as st
@@ -43,6 +43,9 @@ def mfu_vs_batch(df: pd.DataFrame) -> Chart:
                         panel_keys=["backend", "device_kind", "model"], first=["sharding", "impl"],
                         colour_by="sharding", dash_by="impl", ncols=2, xlabel="global batch (sequences)",
                         ylabel="MFU (%)", what="MFU vs global batch")
+    note = peak_note(rows)
+    if note:
+        add_note(chart, note)
     _mark_largest_batch(chart, rows, y)
     return chart
 
@@ -164,9 +167,11 @@ def sharding_bars(df: pd.DataFrame, global_batch: Optional[float] = None) -> Cha
     orders = {"impl": cd.impl_order(rows["impl"]), "sharding": cd.sort_order(rows["sharding"], cd.SHARDING_ORDER)}
     panel_keys = ["backend", "device_kind", "model"]
     extras = cd.split_keys(rows, "global_batch", panel_keys + ["sharding", "impl"])
-    facets, gaps = _drop_empty(_facets(rows, panel_keys, orders), pd.to_numeric(rows["mfu"], errors="coerce").notna())
+    facets, dropped = _drop_empty(_facets(rows, panel_keys, orders), pd.to_numeric(rows["mfu"], errors="coerce").notna())
     fig, axes = _panels(len(facets), 2, width=5.2)
     chart = Chart("sharding", fig)
+    chart.notes += dropped
+    gaps = 0
     batches = []
     panels: list[tuple[Axes, list[tuple[Any, np.ndarray]], list[Line2D]]] = []
     legend: dict[str, tuple[str, list[bool]]] = {}
@@ -217,6 +222,8 @@ def sharding_bars(df: pd.DataFrame, global_batch: Optional[float] = None) -> Cha
         chart.proxies.append(Patch(facecolor="white", edgecolor="#333333", hatch=hatch,
                                    label=f"MFU: {base}" + ("" if any(usable) else " (no usable point)")))
     shown = ", ".join(cd.fmt_value("", b) for b in cd.distinct(batches))
+    note = peak_note(rows[rows["global_batch"].astype(float).isin(batches)])
+    chart.notes += [note] if note else []
     chart = _finish(chart, rows, f"MFU and step time per sharding mode at global batch {shown}", gaps)
     _place_bar_labels(fig, panels)
     return chart
@@ -292,11 +299,13 @@ def fit_memory(df: pd.DataFrame) -> Chart:
     orders = {"impl": cd.impl_order(rows["impl"]), "sharding": cd.sort_order(rows["sharding"], cd.SHARDING_ORDER),
               "mode": cd.sort_order(rows["mode"], cd.MODE_ORDER), "causal": [True, False]}
     extras = cd.split_keys(rows, x_col, lay["panels"] + first)
-    facets, gaps = _drop_empty(_facets(rows, lay["panels"], orders, lay["named"]), mem.notna())
+    facets, dropped = _drop_empty(_facets(rows, lay["panels"], orders, lay["named"]), mem.notna())
+    gaps = 0
     ncols = 2 if workload != "attention" else max(len(cd.distinct(rows["mode"])), 1)
     # room for five-digit batches an octave apart (16384, 32768) side by side on the log2 axis
     fig, axes = _panels(len(facets), ncols, width=6.2 if len(facets) == 1 else 4.6)
     chart = Chart("fit", fig)
+    chart.notes += dropped
     any_oom = False
     for ax, (ptitle, p) in zip(axes, facets):
         top, missing, oomed = _fit_lines(ax, chart, ptitle, p, mem, xs_all, first, extras, orders, lay)

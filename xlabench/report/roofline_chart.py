@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 from matplotlib.lines import Line2D
+from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
 from xlabench import roofline as rl
 from xlabench.report import chartdata as cd
@@ -61,6 +62,7 @@ def roofline(df: pd.DataFrame) -> Chart:
     fig, axes = _panels(len(panels), 2 if len(panels) > 1 else 1, width=5.2, height=3.8)
     chart = Chart("roofline", fig)
     impls = cd.impl_order(rows["impl"])
+    above = measured = 0
     for ax, kind in zip(axes, panels):
         p = rows[rows["device_kind"].astype(str) == kind]
         peak_tf = float(_num(p, "peak_tflops").median())
@@ -91,6 +93,10 @@ def roofline(df: pd.DataFrame) -> Chart:
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xlim(lo, hi)
+        _log_ticks(ax.xaxis, lo, hi)
+        roof_y = np.minimum(peak_tf, p["x"] * peak_gb / 1e3)
+        above += int((p["measured"] & (p["y"] > roof_y * 1.05)).sum())
+        measured += int(p["measured"].sum())
         low_y = min(float(p["y"].min()), peak_tf) / 5
         ax.set_ylim(low_y, peak_tf * 4)
         ax.annotate(f"ridge {ridge:.0f} FLOP/B", (ridge, 0.03), xycoords=("data", "axes fraction"),
@@ -106,17 +112,40 @@ def roofline(df: pd.DataFrame) -> Chart:
              "grey lines join the impls of one shape"]
     if cd.interpreted(rows):
         notes.append("interpreted Pallas kernels: XLA's figures are the interpreter's program, not the kernel's")
+    if above:
+        notes.append(_above_note(rows, above, measured))
     chart.notes += notes
     return _finish(chart, rows, "roofline", title=cd.title(rows, "roofline: FLOP/s vs arithmetic intensity"))
 
 
+def _log_ticks(axis: Any, lo: float, hi: float) -> None:
+    """Labels on a log axis that never overlap: none on the minor ticks (matplotlib labels some of them,
+    '2x10^1 3x10^1 4x10^1', on a range of about a decade, and they ran into one smear); on a range under
+    two decades, major ticks at 1, 2 and 5 of each decade, as plain numbers."""
+    axis.set_minor_formatter(NullFormatter())
+    if np.log10(hi / lo) < 2:
+        axis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
+        axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+
+
+def _above_note(rows: pd.DataFrame, above: int, measured: int) -> str:
+    """Why measured points sit above the roof, and what the chart still says."""
+    cpu = rows["measured"] & (cd.text(rows.get("platform", rows["device_kind"])) == "cpu")
+    why = ("the CPU roof is a probe of this host (one matmul, one streaming copy), and caches serve a "
+           "small step's bytes faster than the copy's memory" if cpu.any() else
+           "the row's FLOP or byte counts (XLA's cost analysis) are not what the device executed")
+    return (f"{above} of {measured} measured point(s) above the roof: {why}; read the points against "
+            "each other (left-right: intensity, up-down: FLOP/s), not against the roof")
+
+
 def _key(rows: pd.DataFrame, impls: list[Any]) -> list[Any]:
+    """A colour per impl; filled and hollow (measured and compile rows) in black, no impl's colour, and
+    only where both kinds are drawn (the footer says which is which)."""
     key: list[Any] = [Line2D([], [], linestyle="none", marker="o", color=style(i).colour, label=str(i)) for i in impls]
-    if rows["measured"].any():
-        key.append(Line2D([], [], linestyle="none", marker="o", color="#666666", label="measured"))
-    if (~rows["measured"]).any():
-        key.append(Line2D([], [], linestyle="none", marker="o", markerfacecolor="none", color="#666666",
-                          label="compile (ceiling)"))
+    if rows["measured"].any() and (~rows["measured"]).any():
+        key.append(Line2D([], [], linestyle="none", marker="o", color="black", label="filled: measured"))
+        key.append(Line2D([], [], linestyle="none", marker="o", markerfacecolor="none", color="black",
+                          label="hollow: compile (ceiling)"))
     return key
 
 

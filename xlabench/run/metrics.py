@@ -8,7 +8,7 @@ from typing import Any, Optional
 from xlabench import flops as flop_formulas
 from xlabench import roofline
 from xlabench.hardware import device_peak, interconnect
-from xlabench.measure.messages import CaseResult
+from xlabench.measure.worker_messages import CaseResult
 
 
 def derive(result: CaseResult, env: dict[str, Any], devices: int,
@@ -47,7 +47,7 @@ def derive(result: CaseResult, env: dict[str, Any], devices: int,
 
 
 def roofline_fields(row: dict[str, Any], device_kind: str, topology: Optional[str]) -> dict[str, Any]:
-    """The roofline columns of a row that has its peaks (run rows here, compile rows in run/compile.py)."""
+    """The roofline columns of a row that has its peaks (run rows here, compile rows in run/compile_runner.py)."""
     ici = interconnect(device_kind, topology, row.get("peak_gbytes_per_s"))
     out = roofline.roofline(row, ici.gbytes_per_s)
     if "ici_gbytes_per_s" in out:

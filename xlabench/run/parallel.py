@@ -3,6 +3,11 @@ with one job), results handed back in the order they finish so that each row is 
 
 The default number of jobs is what the host can hold: its cores, and its available memory divided by
 what one compile job was measured to hold at its peak (JOB_PEAK_BYTES; docs/compile.md). Framework-free.
+
+``in_parallel`` stays on threads and queues rather than concurrent.futures (#36 looked): each job owns a
+worker process, started and closed by the job's own thread, and its index names that worker; an
+executor runs each submitted item on whichever thread is free, so the same slot bookkeeping, the
+finish-in-the-job's-thread rule and the early-stop abort would have to be written around it again.
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ from typing import Any, Mapping, Optional, Sequence
 
 from xlabench import impls as catalog
 from xlabench import results
-from xlabench.measure.messages import CaseResult
+from xlabench.measure.worker_messages import CaseResult
 from xlabench.measure.status import OK
 from xlabench.measure.timing import device_headline
 from xlabench.run import repeats

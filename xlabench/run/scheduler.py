@@ -22,7 +22,7 @@ from xlabench.run.interrupts import interruptible, uninterrupted
 from xlabench.run.parallel import in_parallel
 from xlabench.run.workers import Worker, WorkerError, WorkerPool
 from xlabench.suite import Case
-from xlabench.measure.messages import CaseResult, ProtocolError, RunRequest
+from xlabench.measure.worker_messages import CaseResult, ProtocolError, RunRequest
 from xlabench.measure.plan import default_tune
 from xlabench.workloads import TUNED_PARAMS
 from xlabench.measure.status import FAILED, OK, SKIPPED

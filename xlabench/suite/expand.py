@@ -15,7 +15,7 @@ from xlabench import impls as catalog
 from xlabench import results
 from xlabench.workloads import PARAMS as WORKLOAD_PARAMS
 from xlabench.suite import tuned
-from xlabench.suite.messages import _pydantic_message, _where
+from xlabench.suite.yaml_errors import _pydantic_message, _where
 from xlabench.suite.spec import Case, Impls, MAX_CASES, Measure, SuiteError, SuiteSpec, matrix_keys
 
 

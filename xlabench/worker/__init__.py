@@ -3,7 +3,7 @@
 requests over a pipe.
 
 Modules: ``main`` (the request loop and its ops), ``parent_watch`` (dying with the parent), ``faults``
-(fault injection for tests). What crosses the pipe is typed in ``xlabench.measure.messages``; the
+(fault injection for tests). What crosses the pipe is typed in ``xlabench.measure.worker_messages``; the
 parent imports ``measure``, never this package.
 """
 

@@ -15,7 +15,7 @@ import sys
 import traceback
 from typing import Any, Optional
 
-from xlabench.measure.messages import CaseSkipped, CompileRequest, ProtocolError, RunRequest
+from xlabench.measure.worker_messages import CaseSkipped, CompileRequest, ProtocolError, RunRequest
 from xlabench.measure.target import TargetSpec
 from xlabench.worker.faults import inject_fault
 from xlabench.worker.parent_watch import die_with_parent

@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, model_validator
 from xlabench import flops as flop_formulas
 from xlabench.workloads import checks
 from xlabench.measure.timing import TimingPlan, case_result, max_normalised_error
-from xlabench.measure.messages import CaseResult
+from xlabench.measure.worker_messages import CaseResult
 from xlabench.tune.search import Stage
 from xlabench.tune.space import pow2_tiles
 

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from xlabench.backends.jax import compile_cache
+from xlabench.backends.jax import jax_compile_cache
 from xlabench.backends.jax.aot import take_compile_cached
 from xlabench.backends.jax.env import init_distributed_from_env, probe
 from xlabench.backends.runners import runner_table
 
 init_distributed_from_env()  # first thing in a worker: a multi-process run joins its peers here
-compile_cache.configure()  # before any compile: JAX decides once per process whether its cache is used
+jax_compile_cache.configure()  # before any compile: JAX decides once per process whether its cache is used
 
 
 runner_for = runner_table(__name__, {"attention": "attention_case:run_attention_case",

@@ -20,9 +20,9 @@ from typing import Any, Callable, Sequence
 import jax
 import jax.numpy as jnp
 
-from xlabench.backends.jax import compile_cache, hlo_cost
+from xlabench.backends.jax import hlo_cost, jax_compile_cache
 from xlabench.measure import figure_store
-from xlabench.measure.messages import CaseSkipped
+from xlabench.measure.worker_messages import CaseSkipped
 from xlabench.measure.worker_env import FIGURE_CACHE_VAR
 from xlabench.measure.target import TargetSpec
 
@@ -156,10 +156,10 @@ def lower_and_compile(fn: Callable, args: Sequence[Any], device: Any = None,
     Raises CompileOom when XLA refuses the program for want of device memory."""
     global _last_cached
     lowered, lower_s = _lower(fn, args, device, **jit_kwargs)
-    cache_on = compile_cache.configure()
-    hits = compile_cache.hits()
+    cache_on = jax_compile_cache.configure()
+    hits = jax_compile_cache.hits()
     compiled, compile_s = _compile(lowered, lower_s)
-    _last_cached = (compile_cache.hits() > hits) if cache_on else False
+    _last_cached = (jax_compile_cache.hits() > hits) if cache_on else False
     return compiled, lower_s, compile_s
 
 

@@ -21,7 +21,7 @@ from xlabench.backends.jax.common import oom_text
 from xlabench.backends.jax.paged_case import config as paged_config
 from xlabench.workloads import attention as attention_workload
 from xlabench.workloads import paged as paged_workload
-from xlabench.measure.messages import CaseSkipped, CompileResult
+from xlabench.measure.worker_messages import CaseSkipped, CompileResult
 from xlabench.measure.status import COMPILED, LOWERED, OOM
 from xlabench.measure.target import TargetSpec
 

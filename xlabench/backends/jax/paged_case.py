@@ -17,7 +17,7 @@ from xlabench.measure.timing import TimingPlan, with_timer
 from xlabench.tune import blocks_text
 from xlabench.tune.search import Dropped
 from xlabench.workloads.paged import PagedParams, cached_inputs, paged_result, tune_key_fields
-from xlabench.measure.messages import CaseResult, CaseSkipped
+from xlabench.measure.worker_messages import CaseResult, CaseSkipped
 
 
 def config(p: PagedParams, interpret: bool, platform: str) -> impls.PagedConfig:

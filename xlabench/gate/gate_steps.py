@@ -12,11 +12,11 @@ from typing import Optional
 from xlabench import results
 from xlabench import suite as suite_lib
 from xlabench.gate.config import GateInputError
-from xlabench.gate.load import RunData
-from xlabench.measure.power import min_samples_per_side, sample_shortfall
+from xlabench.gate.run_data import RunData
+from xlabench.measure.sample_size import min_samples_per_side, sample_shortfall
 from xlabench.run import interrupts
 from xlabench.measure.status import OK
-from xlabench.run.options import Filter, OptionError, RunOptions
+from xlabench.run.run_options import Filter, OptionError, RunOptions
 
 
 def write_baseline(run_csv: Path, baseline: Path) -> None:

@@ -18,10 +18,10 @@ from typing import Any, Callable, Iterable, Optional
 from xlabench import impls as catalog
 from xlabench import results
 from xlabench import suite as suite_lib
-from xlabench.measure import power
-from xlabench.run import compile_cache, distributed, shard
+from xlabench.measure import sample_size
+from xlabench.run import cache_folder, distributed, shard
 from xlabench.run.envs import Interpreters, guess_platform
-from xlabench.run.options import Filter, OptionError, RunOptions
+from xlabench.run.run_options import Filter, OptionError, RunOptions
 from xlabench.run.interrupts import Interrupted, interruptible
 from xlabench.run import rows as row_builder
 from xlabench.run.scheduler import RunContext, new_run_id, plan_skip, run_cases
@@ -86,8 +86,8 @@ class RunOutcome:
 
 def samples_warning(where: str, cases: list[suite_lib.Case]) -> Optional[str]:
     """A warning when the cases time too few samples to be judged by the gate (gate.sample_shortfall)."""
-    short = power.sample_shortfall([c.measure.iters * c.measure.repeats for c in cases])
-    return power.shortfall_message(where, len(cases), *short) if short else None
+    short = sample_size.sample_shortfall([c.measure.iters * c.measure.repeats for c in cases])
+    return sample_size.shortfall_message(where, len(cases), *short) if short else None
 
 
 def jobs_refused(jobs: int, platform: str) -> Optional[str]:
@@ -143,7 +143,7 @@ def run_suite(s: suite_lib.Suite, opts: RunOptions = RunOptions(), hooks: RunHoo
     if opts.python_torch_xla and interpreters.missing("torch_xla"):
         raise RunInputError(f"--python-torch-xla: {interpreters.missing('torch_xla')}")
     log = files.log if primary else files.log.with_name(f"{files.csv.stem}.p{dist.process_id}.log")
-    cache_dir, cache_warning = compile_cache.resolve(opts, s)
+    cache_dir, cache_warning = cache_folder.resolve(opts, s)
     if cache_warning:
         hooks.warning(cache_warning)
     pool = WorkerPool(log, interpreters, dist=dist, local_devices=opts.local_devices,

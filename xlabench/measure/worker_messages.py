@@ -9,8 +9,11 @@ parent and a worker of different versions fail loudly, never by dropping a colum
 from __future__ import annotations
 
 import dataclasses
+import functools
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional, Protocol, TypeVar
+
+from pydantic import ConfigDict, TypeAdapter, ValidationError
 
 from xlabench.measure.target import TargetSpec
 from xlabench.measure.plan import TimingPlan
@@ -42,8 +45,19 @@ def _encode(obj: Any, **nested: Any) -> dict[str, Any]:
             **{k: list(v) if isinstance(v, tuple) else v for k, v in body.items()}}
 
 
-def _decode_fields(cls: type[T], msg: Mapping[str, Any]) -> dict[str, Any]:
-    """The constructor arguments of ``cls`` in ``msg``: every field it needs, none it does not know."""
+# Every message type refuses a field it does not know (pydantic's extra="forbid"), TimingPlan too.
+FORBID_EXTRA = ConfigDict(extra="forbid")
+
+
+@functools.lru_cache(maxsize=None)
+def _adapter(cls: type) -> TypeAdapter:
+    return TypeAdapter(cls)
+
+
+def _decode(cls: type[T], msg: Mapping[str, Any], **given: Any) -> T:
+    """``cls`` from ``msg``, checked by pydantic: the type tag and protocol version, every field it needs,
+    none it does not know, each of its type (``given``: fields already decoded, e.g. by their own
+    from_message). A mismatch is a ProtocolError naming the field."""
     name = cls.__name__
     if not isinstance(msg, Mapping):
         raise ProtocolError(f"{name}: expected a JSON object, got {type(msg).__name__}")
@@ -52,16 +66,28 @@ def _decode_fields(cls: type[T], msg: Mapping[str, Any]) -> dict[str, Any]:
     if msg.get("version") != PROTOCOL_VERSION:
         raise ProtocolError(f"{name}: protocol version {msg.get('version')!r}, this side speaks {PROTOCOL_VERSION} "
                             "(the parent and the worker run different xlabench versions)")
-    fields = {f.name: f for f in dataclasses.fields(cls)}
     body = {k: v for k, v in msg.items() if k not in ("type", "version")}
-    unknown = sorted(set(body) - set(fields))
-    if unknown:
-        raise ProtocolError(f"{name}: unknown field(s) {', '.join(unknown)}")
-    missing = sorted(k for k, f in fields.items() if k not in body and f.default is dataclasses.MISSING
-                     and f.default_factory is dataclasses.MISSING)
-    if missing:
-        raise ProtocolError(f"{name}: missing field(s) {', '.join(missing)}")
-    return body
+    try:
+        return _adapter(cls).validate_python({**body, **given})
+    except ValidationError as e:
+        raise ProtocolError(_says(name, e)) from None
+
+
+def _says(name: str, e: ValidationError) -> str:
+    """One line for a message pydantic refused: the unknown fields, else the missing ones, else the first
+    field of a wrong type (nested fields dotted: plan.iters)."""
+    errors = e.errors()
+
+    def where(err: Any) -> str:
+        return ".".join(str(p) for p in err["loc"])
+
+    for kinds, what in ((("extra_forbidden", "unexpected_keyword_argument"), "unknown"),
+                        (("missing", "missing_argument"), "missing")):
+        found = sorted(where(x) for x in errors if x["type"] in kinds)
+        if found:
+            return f"{name}: {what} field(s) {', '.join(found)}"
+    first = errors[0]
+    return f"{name}: field {where(first)}: {first['msg']} (got {first.get('input')!r})"
 
 
 class CaseLike(Protocol):
@@ -75,14 +101,22 @@ class CaseLike(Protocol):
 
 
 @dataclass(frozen=True)
-class RunRequest:
-    """Run one case (op ``run``): what the worker needs, the timing plan included."""
+class _CaseRequest:
+    """What every request says of its case (its fields come first, in this order)."""
+
+    __pydantic_config__ = FORBID_EXTRA
 
     case_id: str
     workload: str
     backend: str
     impl: str
     params: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class RunRequest(_CaseRequest):
+    """Run one case (op ``run``): what the worker needs, the timing plan included."""
+
     interpret: bool
     platform: str
     plan: TimingPlan
@@ -97,19 +131,15 @@ class RunRequest:
 
     @classmethod
     def from_message(cls, msg: Mapping[str, Any]) -> "RunRequest":
-        body = _decode_fields(cls, {k: v for k, v in msg.items() if k != "op"})
-        return cls(**{**body, "plan": TimingPlan(**_decode_fields(TimingPlan, body["plan"]))})
+        plan = msg.get("plan") if isinstance(msg, Mapping) else None
+        given = {"plan": _decode(TimingPlan, plan)} if plan is not None else {}
+        return _decode(cls, {k: v for k, v in msg.items() if k != "op"}, **given)
 
 
 @dataclass(frozen=True)
-class CompileRequest:
+class CompileRequest(_CaseRequest):
     """Compile one case for a target this host does not have (op ``compile``)."""
 
-    case_id: str
-    workload: str
-    backend: str
-    impl: str
-    params: Mapping[str, Any]
     target: TargetSpec
 
     @classmethod
@@ -121,8 +151,9 @@ class CompileRequest:
 
     @classmethod
     def from_message(cls, msg: Mapping[str, Any]) -> "CompileRequest":
-        body = _decode_fields(cls, {k: v for k, v in msg.items() if k != "op"})
-        return cls(**{**body, "target": TargetSpec.from_message(body["target"])})
+        target = msg.get("target") if isinstance(msg, Mapping) else None
+        given = {"target": TargetSpec.from_message(target)} if isinstance(target, Mapping) else {}
+        return _decode(cls, {k: v for k, v in msg.items() if k != "op"}, **given)
 
 
 @dataclass(frozen=True)
@@ -133,6 +164,8 @@ class CaseResult:
     rate (TFLOP/s, GB/s, tokens/s) is derived once in the parent after the repeats are pooled
     (xlabench.run.metrics.derive).
     """
+
+    __pydantic_config__ = FORBID_EXTRA
 
     samples: tuple[float, ...]  # per-iteration seconds, every one kept
     stats: Mapping[str, Any]  # timing.summarize(samples): n, median_s, ...
@@ -181,18 +214,18 @@ class CaseResult:
 
     @classmethod
     def from_message(cls, msg: Mapping[str, Any]) -> "CaseResult":
-        body = _decode_fields(cls, msg)
-        stats = body["stats"]
-        missing = [k for k in STAT_FIELDS if k not in stats]
+        result = _decode(cls, msg)
+        missing = [k for k in STAT_FIELDS if k not in result.stats]
         if missing:
             raise ProtocolError(f"CaseResult: stats lack {', '.join(missing)}")
-        return cls(**{**body, "samples": tuple(body["samples"]),
-                      "device_samples": tuple(body.get("device_samples", ()))})
+        return result
 
 
 @dataclass(frozen=True)
 class CompileResult:
     """The reply of a compile-only case: compiled / lowered (CUDA) / oom, and XLA's figures as row columns."""
+
+    __pydantic_config__ = FORBID_EXTRA
 
     status: str
     fields: Mapping[str, Any] = field(default_factory=dict)
@@ -210,4 +243,4 @@ class CompileResult:
 
     @classmethod
     def from_message(cls, msg: Mapping[str, Any]) -> "CompileResult":
-        return cls(**_decode_fields(cls, msg))
+        return _decode(cls, msg)

@@ -17,15 +17,16 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 from xlabench import hardware, results
-from xlabench.run import compile_cache, parallel, scheduler, shard, workers
+from xlabench.results.files import software
+from xlabench.run import cache_folder, parallel, scheduler, shard, workers
 from xlabench.run import rows as row_builder
 from xlabench import impls as catalog
 from xlabench import suite as suite_lib
-from xlabench.measure.messages import CompileRequest, CompileResult, ProtocolError
+from xlabench.measure.worker_messages import CompileRequest, CompileResult, ProtocolError
 from xlabench.measure.target import TargetSpec
 from xlabench.run.envs import COMPILE_VARIANT
-from xlabench.run.options import RunOptions
-from xlabench.run.session import RunInputError, open_run, select_cases
+from xlabench.run.run_options import RunOptions
+from xlabench.run.suite_runner import RunInputError, open_run, select_cases
 from xlabench.measure.status import COMPILED, FAILED, SKIPPED
 
 DEFAULT_PROFILE = "tpu"
@@ -81,6 +82,13 @@ def _row(case: suite_lib.Case, ctx: scheduler.RunContext, target: hardware.Targe
     return row
 
 
+def _framework_version(jax_versions: Optional[str], target: hardware.Target) -> Optional[str]:
+    """'jax 0.10.2 / jaxlib 0.10.2 / libtpu 0.0.42.1' for a TPU target: libtpu compiled the program, and a
+    new libtpu changes its memory and FLOP figures as much as a new jaxlib does."""
+    libtpu = software()["libtpu_version"] if target.platform == "tpu" else None
+    return f"{jax_versions} / libtpu {libtpu}" if jax_versions and libtpu else jax_versions
+
+
 def _now() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
 
@@ -130,7 +138,7 @@ def compile_suite(s: suite_lib.Suite, target_name: str, slices: int = 1, opts: R
 
     # JAX's persistent cache cannot serve libtpu's compile-only client (docs/compile.md): the worker keeps
     # its own figures per program under the same folder (xlabench/measure/figure_store.py).
-    cache_dir, cache_warning = compile_cache.resolve(opts, s)
+    cache_dir, cache_warning = cache_folder.resolve(opts, s)
     if cache_warning:
         on_warning(cache_warning)
     pool = workers.WorkerPool(files.log, search_path=(str(Path(s.path).resolve().parent),), compile_cache=cache_dir)
@@ -138,7 +146,7 @@ def compile_suite(s: suite_lib.Suite, target_name: str, slices: int = 1, opts: R
     try:
         worker = pool.get("jax", 1, COMPILE_VARIANT)
         env = {**worker.request({"op": "target", "target": spec.to_message()}, pool.PROBE_TIMEOUT_S)["env"],
-               "framework_version": worker.env.get("framework_version")}
+               "framework_version": _framework_version(worker.env.get("framework_version"), target)}
     except workers.WorkerError as e:
         pool.close()
         raise CompileError(f"cannot compile for {target.name}: {e}") from None

@@ -12,7 +12,7 @@ from xlabench import impls as catalog
 from xlabench.workloads import PARAMS as WORKLOAD_PARAMS
 from xlabench.suite import tuned as tuned_lib
 from xlabench.suite.expand import Suite, expand
-from xlabench.suite.messages import _fields_for, _pydantic_message, _where
+from xlabench.suite.yaml_errors import _fields_for, _pydantic_message, _where
 from xlabench.suite.spec import (
     Impls, SuiteError, SuiteSpec, _check_backends, matrix_keys,
 )

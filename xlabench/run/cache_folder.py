@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Optional
 
 from xlabench.measure.host_peak import cache_root
-from xlabench.run.options import RunOptions
+from xlabench.run.run_options import RunOptions
 from xlabench.suite import Suite
 
 SUBDIR = "compile"

@@ -1,6 +1,6 @@
 """The run options as click options, declared once: ``run``, ``gate``, ``compile`` and ``list`` take the
 ones they need from ``run_options(...)`` and receive one frozen RunOptions (``run_opts``), so the same
-flag has the same name, type, range and help everywhere. Ranges come from xlabench.run.options.LIMITS:
+flag has the same name, type, range and help everywhere. Ranges come from xlabench.run.run_options.LIMITS:
 a bad value is exit 2 before anything starts."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import click
 
 from xlabench.impls import BACKENDS
 from xlabench.measure.timers import TIMERS
-from xlabench.run.options import LIMITS, OptionError, RunOptions, parse_where
+from xlabench.run.run_options import LIMITS, OptionError, RunOptions, parse_where
 
 PROFILE_HELP = "Profile to use (default: picked from the detected platform; 'base' for none)."
 

@@ -1,6 +1,6 @@
 """The options of a run, once: which cases (profile, impls, backends, ``-k KEY=VALUE``, shard), how to
 measure them (timeout, repeats, timer, peak) and where the rows go. ``run``, ``gate``, ``compile`` and
-``list`` build one frozen RunOptions from the same click decorator (xlabench/cli/options.py); run_suite,
+``list`` build one frozen RunOptions from the same click decorator (xlabench/cli/click_options.py); run_suite,
 the worker pool and the resume hint read it whole, so an option is declared, checked and named once.
 
 The range of every numeric option is here (LIMITS): the CLI turns it into click ranges (exit 2 before
@@ -10,9 +10,11 @@ anything starts), and RunOptions checks it again for callers that build one by h
 from __future__ import annotations
 
 import dataclasses
-import math
+import functools
 from dataclasses import dataclass
-from typing import Any, Iterable, Optional, Sequence
+from typing import Annotated, Any, Iterable, Optional, Sequence
+
+from pydantic import Field, TypeAdapter, ValidationError
 
 from xlabench.measure.timers import TIMERS
 
@@ -23,7 +25,8 @@ class OptionError(ValueError):
 
 @dataclass(frozen=True)
 class Limit:
-    """A numeric option's range: ``low`` (exclusive when ``open_low``), optional ``high``."""
+    """A numeric option's range: ``low`` (exclusive when ``open_low``), optional ``high``; checked by a
+    pydantic constrained type (an integer option refuses 1.5, every option NaN and inf)."""
 
     flag: str
     low: float
@@ -31,13 +34,19 @@ class Limit:
     high: Optional[float] = None
     integer: bool = False
 
+    @functools.cached_property
+    def _type(self) -> TypeAdapter:
+        bounds: dict[str, Any] = {"gt" if self.open_low else "ge": self.low, "le": self.high}
+        return TypeAdapter(Annotated[int if self.integer else float, Field(allow_inf_nan=False, **bounds)])
+
     def check(self, value: Optional[float]) -> None:
         if value is None:
             return
-        bad = (not math.isfinite(float(value)) or value < self.low or (self.open_low and value <= self.low)
-               or (self.high is not None and value > self.high))
-        if bad:
-            raise OptionError(f"{self.flag} {value:g}: expected {self.describe()}")
+        try:
+            self._type.validate_python(value)
+        except ValidationError:
+            shown = f"{value:g}" if isinstance(value, (int, float)) else repr(value)
+            raise OptionError(f"{self.flag} {shown}: expected {self.describe()}") from None
 
     def describe(self) -> str:
         low = f"> {self.low:g}" if self.open_low else f">= {self.low:g}"

@@ -1,0 +1,94 @@
+"""What the charts say (#36 item 10): roofline tick labels that never smear and a fill key in no impl's
+colour, a note where measured points sit above the roof; mfu_batch names a series with no usable point
+in the footer, not as a line, and says which peak its MFU is against; the sharding chart's footer counts
+only the gaps of what it draws."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from _chart_overlaps import overlaps
+
+from xlabench.report import chartdata as cd
+from xlabench.report import plots
+from xlabench.report.chart_parts import style
+
+FIX = Path(__file__).parent / "fixtures"
+
+
+def _footer(chart) -> str:
+    return chart.figure._supxlabel.get_text().replace("\n", " ")
+
+
+def _legend_labels(chart) -> list[str]:
+    return [t.get_text() for leg in chart.figure.legends + [a.get_legend() for a in chart.figure.axes if a.get_legend()]
+            for t in leg.get_texts()]
+
+
+@pytest.fixture(scope="module")
+def attention_roofline() -> pd.DataFrame:
+    return cd.load([FIX / "run_attention_roofline_cpu.csv"])
+
+
+@pytest.mark.parametrize("scale", [0.5, 1.0, 3.0])
+def test_roofline_tick_labels_never_overlap_near_the_ridge(attention_roofline, scale):
+    """Points about a decade around the ridge: matplotlib labelled minor ticks 2x10^1 3x10^1 4x10^1 into one smear."""
+    df = attention_roofline.copy()
+    ridge = float((pd.to_numeric(df["peak_tflops"]) * 1e3 / pd.to_numeric(df["peak_gbytes_per_s"])).median())
+    x = pd.to_numeric(df["arith_intensity"], errors="coerce")
+    df["arith_intensity"] = ridge * scale * (1 + x.rank(pct=True))  # all within 2x, at or above the ridge
+    chart = plots.roofline_chart.roofline(df)
+    assert overlaps(chart) == []
+    ax = chart.figure.axes[0]
+    assert not any(t.get_text() for t in ax.get_xticklabels(minor=True))
+    assert sum(bool(t.get_text()) for t in ax.get_xticklabels()) >= 2
+
+
+def test_roofline_fill_key_is_in_no_impls_colour_and_points_above_the_roof_are_explained(attention_roofline):
+    chart = plots.roofline_chart.roofline(attention_roofline)
+    impl_colours = {style(i).colour.lower() for i in attention_roofline["impl"].unique()}
+    for h in chart.key:
+        if h.get_label() not in set(attention_roofline["impl"].astype(str)):
+            assert str(h.get_color()).lower() not in impl_colours, h.get_label()
+    assert "measured" not in _legend_labels(chart)  # measured rows only: the footer says filled = measured
+    pts = plots.roofline_chart.points(attention_roofline)
+    peak_tf = float(pd.to_numeric(pts["peak_tflops"]).median())
+    peak_gb = float(pd.to_numeric(pts["peak_gbytes_per_s"]).median())
+    above = int((pts["y"] > np.minimum(peak_tf, pts["x"] * peak_gb / 1e3) * 1.05).sum())
+    assert above > 0
+    assert f"{above} of {len(pts)} measured point(s) above the roof" in _footer(chart)
+    assert "against each other" in _footer(chart)
+
+
+@pytest.fixture(scope="module")
+def train_torch_xla_missing() -> pd.DataFrame:
+    """The quick start without a torch_xla environment: every torch_xla row skipped; JAX's auto skipped."""
+    df = cd.load([FIX / "run_gpt2_cpu.csv"])
+    tx = df["backend"] == "torch_xla"
+    df.loc[tx, "status"] = "skipped"
+    df.loc[tx, "error"] = "torch_xla environment missing (make torch-xla-env)"
+    for c in ("mfu", "median_s", "tflops_per_s"):
+        df.loc[tx, c] = np.nan
+    return df
+
+
+def test_mfu_batch_names_an_empty_series_in_the_footer_and_says_its_peak(train_torch_xla_missing):
+    chart = plots.mfu_vs_batch(train_torch_xla_missing)
+    labels = _legend_labels(chart)
+    assert not any("no usable point" in x for x in labels) and "auto" not in labels, labels
+    foot = _footer(chart)
+    assert "auto: no usable point (6 skipped" in foot, foot
+    assert "not drawn: torch_xla" in foot and "18 skipped" in foot, foot
+    peak = pd.to_numeric(train_torch_xla_missing.loc[train_torch_xla_missing["status"] == "ok", "peak_tflops"]).median()
+    assert f"MFU against {peak:.3g} TFLOP/s per cpu device" in foot, foot
+    assert "point(s) failed" not in foot  # the only gaps were the empty series and the dropped panel
+
+
+def test_sharding_footer_counts_the_gaps_it_draws(train_torch_xla_missing):
+    chart = plots.sharding_bars(train_torch_xla_missing)
+    foot = _footer(chart)
+    assert foot.startswith("2 point(s) failed, skipped or wrong"), foot  # auto's naive and flash at batch 32
+    assert "not drawn: torch_xla" in foot and "MFU against" in foot, foot
