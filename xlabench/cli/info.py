@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Optional
 
 import click
+
+from xlabench.cli.click_options import OPTIONS
 from rich.table import Table
 
 from xlabench import hardware, results
@@ -24,8 +26,7 @@ from xlabench.impls import BACKENDS
 @click.option("--impls", "list_impls", is_flag=True,
               help="List the impls a suite may name, built-in and installed (entry point group "
                    "xlabench.impls), with their source (no worker is started, nothing is imported).")
-@click.option("--python-torch-xla", "python_torch_xla", default=None, type=click.Path(dir_okay=False),
-              help="Python of the torch_xla environment (see `run --help`).")
+@OPTIONS["python_torch_xla"]()
 @click.option("--remeasure-peak", is_flag=True,
               help="CPU: measure the host's peak afresh (best of 3 tries) and replace the cached one "
                    "(the same as XLABENCH_REMEASURE_PEAK=1 for a run).")

@@ -16,6 +16,7 @@ from typing import Annotated, Any, Iterable, Optional, Sequence
 
 from pydantic import Field, TypeAdapter, ValidationError
 
+from xlabench.impls import BACKENDS
 from xlabench.measure.timers import TIMERS
 
 
@@ -54,17 +55,40 @@ class Limit:
         return f"{kind} {low}" + (f" and <= {self.high:g}" if self.high is not None else "")
 
 
-# field -> range: the one place a numeric run option's limits are written.
-LIMITS: dict[str, Limit] = {
-    "timeout_s": Limit("--timeout", 0, open_low=True),
-    "peak_tflops": Limit("--peak-tflops", 0, open_low=True),
-    "repeats": Limit("--repeats", 1, integer=True),
-    "num_processes": Limit("--num-processes", 1, integer=True),
-    "process_id": Limit("--process-id", 0, integer=True),
-    "local_devices": Limit("--local-devices", 1, integer=True),
-    "init_timeout": Limit("--init-timeout", 1, integer=True),
-    "jobs": Limit("--jobs", 1, integer=True),
-}
+@dataclass(frozen=True)
+class Flag:
+    """How a RunOptions field is given on the command line, declared once beside the field (its type and
+    default): flag(s), help, metavar, the kind of value (the CLI maps it to a click type), its range, and
+    whether a --resume must repeat it. The click options, LIMITS and RESUME_FLAGS are derived from these."""
+
+    flags: tuple[str, ...]
+    help: str
+    metavar: Optional[str] = None
+    kind: str = "text"  # text | number | path_dir | path_file | choice | multiple | flag | onoff | where | shard
+    choices: tuple[str, ...] = ()
+    low: Optional[float] = None  # kind number: the range (Limit)
+    open_low: bool = False
+    high: Optional[float] = None
+    integer: bool = False
+    resume: bool = False  # choosing or measuring the cases: a resume repeats it
+    show_default: bool = False
+
+    @property
+    def name(self) -> str:
+        """The flag a user types ('--tune' of '--tune/--no-tune', '--jobs' of '--jobs'/'-j')."""
+        return max(self.flags, key=len).split("/")[0]
+
+    @property
+    def limit(self) -> Optional[Limit]:
+        return None if self.low is None else Limit(self.name, self.low, self.open_low, self.high, self.integer)
+
+
+def option(default: Any, *flags: str, help: str, **kw: Any) -> Any:
+    """A RunOptions field with its command-line declaration (Flag) as metadata."""
+    kind = kw.pop("kind", "number" if "low" in kw else "text")
+    return dataclasses.field(default=default, metadata={"flag": Flag(tuple(flags), help, kind=kind, **kw)})
+
+PROFILE_HELP = "Profile to use (default: picked from the detected platform; 'base' for none)."
 
 # Selector keys that are not workload parameters.
 CASE_KEYS = ("backend", "impl")
@@ -98,31 +122,77 @@ class RunOptions:
     """Everything `run` (and the gate's runs, `compile`, `list`) is told besides the suite; checked once
     when built."""
 
-    profile: Optional[str] = None
-    out_dir: str = "results"
-    resume_csv: Optional[str] = None
-    timeout_s: Optional[float] = None
-    peak_tflops: Optional[float] = None
-    only_impls: tuple[str, ...] = ()
-    backends: tuple[str, ...] = ()
-    where: tuple[tuple[str, str], ...] = ()  # -k KEY=VALUE: same key OR, different keys AND
-    repeats: Optional[int] = None
-    timer: Optional[str] = None
-    shard_spec: Optional[str] = None
-    python_torch_xla: Optional[str] = None
-    trace_dir: Optional[str] = None
-    coordinator: Optional[str] = None
-    num_processes: Optional[int] = None
-    process_id: Optional[int] = None
-    local_devices: Optional[int] = None
-    init_timeout: int = 120
-    dry_run: bool = False
+    profile: Optional[str] = option(None, "--profile", help=PROFILE_HELP)
+    out_dir: str = option("results", "--out", kind="path_dir", show_default=True,
+                          help="Results folder: rows go to OUT/<suite>/<run-id>.csv.")
+    resume_csv: Optional[str] = option(None, "--resume", kind="path_file",
+                                       help="Continue RUN.csv: skip cases that already have a row (any status).")
+    timeout_s: Optional[float] = option(None, "--timeout", metavar="SECONDS", low=0, open_low=True, resume=True,
+                                        help="Per-case limit in seconds (overrides the suite's measure.timeout_s).")
+    peak_tflops: Optional[float] = option(None, "--peak-tflops", metavar="TFLOPS", low=0, open_low=True, resume=True,
+                                          help="Per-device peak TFLOP/s for MFU (overrides the table).")
+    only_impls: tuple[str, ...] = option((), "--impl", kind="multiple", metavar="IMPL", resume=True,
+                                         help="Only these impls (repeatable).")
+    backends: tuple[str, ...] = option((), "--backend", kind="choice", choices=BACKENDS, resume=True,
+                                       help="Only these backends (repeatable).")
+    where: tuple[tuple[str, str], ...] = option(  # same key OR, different keys AND
+        (), "-k", kind="where", metavar="KEY=VALUE", resume=True,
+        help="Only cases whose KEY (a parameter, impl or backend) is VALUE; repeatable: the same key again "
+             "widens (OR), another key narrows (AND), e.g. -k seq_len=512 -k impl=flash.")
+    repeats: Optional[int] = option(None, "--repeats", metavar="N", low=1, integer=True, resume=True,
+                                    help="Independent runs of each case, taken in passes over the suite and pooled "
+                                         "into its row (overrides measure.repeats; see docs/gate.md).")
+    timer: Optional[str] = option(None, "--timer", kind="choice", choices=TIMERS, resume=True,
+                                  help="wallclock | trace: also per-iteration device seconds from a profiler trace, a "
+                                       "separate pass, and on TPU/GPU the headline (overrides measure.timer; "
+                                       "default: trace on TPU/GPU, wallclock on CPU; JAX only).")
+    shard_spec: Optional[str] = option(None, "--shard", kind="shard", metavar="I/N", resume=True,
+                                       help="Only shard I of N (0-based): a deterministic, cost-balanced split for "
+                                            "fanning a suite out over machines; combine with `xlabench merge`.")
+    python_torch_xla: Optional[str] = option(
+        None, "--python-torch-xla", kind="path_file", resume=True,
+        help="Python of the torch_xla environment (default: $XLABENCH_TORCH_XLA_PYTHON, else "
+             ".venv-torch-xla/bin/python; create it with `make torch-xla-env`).")
+    trace_dir: Optional[str] = option(
+        None, "--trace", kind="path_dir", resume=True,
+        help="Keep each case's profile in DIR/<case_id>/ (.xplane.pb for xprof / TensorBoard, "
+             "perfetto_trace.json.gz for ui.perfetto.dev), listed in the run's meta JSON and linked by "
+             "`xlabench report`; implies --timer trace (JAX).")
+    coordinator: Optional[str] = option(
+        None, "--coordinator", metavar="HOST:PORT",
+        help="Multi-host run: address of process 0's coordinator (with --num-processes, --process-id). "
+             "Without these, a SLURM or multi-host TPU launch is detected from the environment.")
+    num_processes: Optional[int] = option(None, "--num-processes", metavar="N", low=1, integer=True,
+                                          help="Multi-host run: number of processes.")
+    process_id: Optional[int] = option(None, "--process-id", metavar="I", low=0, integer=True,
+                                       help="Multi-host run: this process's index (0 writes the CSV).")
+    local_devices: Optional[int] = option(None, "--local-devices", metavar="N", low=1, integer=True, resume=True,
+                                          help="Virtual CPU devices per process (CPU only; default: the case's "
+                                               "device count).")
+    init_timeout: int = option(120, "--init-timeout", metavar="SECONDS", low=1, integer=True, show_default=True,
+                               help="Seconds to wait for all processes to join a multi-host run.")
+    dry_run: bool = option(False, "--dry-run", kind="flag",
+                           help="Print what would run and what would be skipped and why; run nothing.")
     only_case_ids: Optional[tuple[str, ...]] = None  # the gate's re-run of flagged cases
     run_id: Optional[str] = None
-    cache_dir: Optional[str] = None  # the compilation cache (default: $XLABENCH_CACHE_DIR/compile)
-    no_cache: bool = False
-    jobs: Optional[int] = None  # cases at once, each in its own worker (default: from the host's cores and memory)
-    tune: Optional[bool] = None  # search block sizes first (None: on for TPU/GPU, off on CPU: measure.plan.default_tune)
+    cache_dir: Optional[str] = option(
+        None, "--cache-dir", kind="path_dir", metavar="DIR",
+        help="Persistent compilation cache: a program compiled once is loaded from DIR the next time "
+             "(rows say compile_cached): JAX's executables for run and gate, the compiled figures for "
+             "compile. Default: $XLABENCH_CACHE_DIR/compile, else ~/.cache/xlabench/compile.")
+    no_cache: bool = option(False, "--no-cache", kind="flag",
+                            help="Compile every case afresh: no persistent compilation cache.")
+    jobs: Optional[int] = option(
+        None, "--jobs", "-j", metavar="N", low=1, integer=True,
+        help="Cases at once, each in a worker process of its own. compile: default from the host's cores "
+             "and free memory. run: default 1, CPU runs only (the cases then share the host's cores, and their "
+             "rows say so); timed runs on an accelerator run one at a time, so --jobs > 1 is refused there.")
+    tune: Optional[bool] = option(
+        None, "--tune/--no-tune", kind="onoff", resume=True,
+        help="Search each Pallas kernel's block sizes first (where the suite does not fix them), compiled in "
+             "parallel and timed on the device clock; winners are kept in the tuning cache "
+             "($XLABENCH_CACHE_DIR/tune) and reused. Default: on for TPU and GPU, off on CPU (interpreted "
+             "kernels: their timings say nothing of a chip). --no-tune runs the kernels' defaults (128 x 128).")
     tune_only: bool = False  # `xlabench tune`: the search and one timed call per case, to fill the tuning cache
 
     def __post_init__(self) -> None:
@@ -147,10 +217,10 @@ class RunOptions:
 
 
 # The options that choose or measure the cases: a resume must repeat them (the profile is in the meta).
-RESUME_FLAGS = {"only_impls": "--impl", "backends": "--backend", "where": "-k", "shard_spec": "--shard",
-                "repeats": "--repeats", "timer": "--timer", "timeout_s": "--timeout", "peak_tflops": "--peak-tflops",
-                "local_devices": "--local-devices", "python_torch_xla": "--python-torch-xla", "trace_dir": "--trace",
-                "tune": "--tune"}
+FLAGS: dict[str, Flag] = {f.name: f.metadata["flag"] for f in dataclasses.fields(RunOptions) if "flag" in f.metadata}
+# field -> range (from the fields' declarations): RunOptions checks them, the CLI turns them into click ranges.
+LIMITS: dict[str, Limit] = {name: flag.limit for name, flag in FLAGS.items() if flag.limit is not None}
+RESUME_FLAGS = {name: flag.name for name, flag in FLAGS.items() if flag.resume}
 
 
 def resume_words(opts: RunOptions) -> list[str]:
