@@ -100,7 +100,7 @@ name: train_compile
 workload: train
 backends: [jax]
 impls: [naive, flash]
-params: {{model: {model}, seq_len: {seq}, dtype: bfloat16, remat: full, devices: 4{extra}}}
+params: {{model: {model}, seq_len: {seq}, dtype: bfloat16, remat: {remat}, devices: 4{extra}}}
 matrix:
   global_batch: {batches}
   sharding: {shardings}
@@ -109,7 +109,7 @@ measure: {{timeout_s: 900}}
 
 
 def test_train_step_compiles_under_every_sharding(tmp_path: Path, write_suite) -> None:
-    suite = write_suite(TRAIN.format(model="gpt2-124m", seq=1024, extra=", scan_layers: true", batches="[16]",
+    suite = write_suite(TRAIN.format(model="gpt2-124m", seq=1024, remat="full", extra=", scan_layers: true", batches="[16]",
                                      shardings="[dp, fsdp, tp, 2d]"))
     res, df = _compile(tmp_path, str(suite), "--target", "v4-8")
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
@@ -137,7 +137,7 @@ def test_train_step_compiles_under_every_sharding(tmp_path: Path, write_suite) -
 
 
 def test_batch_that_cannot_fit_is_an_oom_row_not_a_failure(tmp_path: Path, write_suite) -> None:
-    suite = write_suite(TRAIN.format(model="gpt2-tiny", seq=256, extra=", remat: none", batches="[8, 65536]",
+    suite = write_suite(TRAIN.format(model="gpt2-tiny", seq=256, remat="none", extra="", batches="[8, 65536]",
                                      shardings="[fsdp]"))
     res, df = _compile(tmp_path, str(suite), "--target", "v5e-4", "--impl", "naive")
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
