@@ -71,7 +71,7 @@ def test_attention_tpu_profile_compiles_for_target(tmp_path: Path, target: str) 
     assert "torch_xla 2.9 has no compile-only TPU client" in df[df["backend"] == "torch_xla"]["error"].iloc[0]
 
 
-@pytest.mark.parametrize("target", ["v5e-8", "v4-8"])
+@pytest.mark.parametrize("target", ["v5e-8"])  # v4-8's paged programs: test_megacore_modes_compile_on_v4_and_skip_on_v5e
 def test_paged_tpu_profile_compiles_for_target(tmp_path: Path, target: str) -> None:
     res, df = _compile(tmp_path, "suites/paged_attention.yaml", "--target", target)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
@@ -109,7 +109,8 @@ measure: {{timeout_s: 900}}
 
 
 def test_train_step_compiles_under_every_sharding(tmp_path: Path, write_suite) -> None:
-    suite = write_suite(TRAIN.format(model="gpt2-124m", seq=1024, remat="full", extra=", scan_layers: true", batches="[16]",
+    """GPT-2 124M, seq 256, batch 8 (seq 1024 batch 16 took 284 s of CI for the same assertions)."""
+    suite = write_suite(TRAIN.format(model="gpt2-124m", seq=256, remat="full", extra=", scan_layers: true", batches="[8]",
                                      shardings="[dp, fsdp, tp, 2d]"))
     res, df = _compile(tmp_path, str(suite), "--target", "v4-8")
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
