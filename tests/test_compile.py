@@ -46,12 +46,18 @@ def _score_bytes(row: pd.Series) -> float:
     return 4.0 * p.batch * p.num_heads * p.seq_len * p.kv_len
 
 
+# v5e-8: the whole tpu profile (72 JAX cases); v4-8: its S=4096 cases (12: every impl, mode and mask),
+# which kept the test's assertions at a sixth of the compiles (CI time, issue 36).
+SHAPES = {"v5e-8": ((), 72), "v4-8": (("-k", "seq_len=4096"), 12)}
+
+
 @pytest.mark.parametrize("target", ["v5e-8", "v4-8"])
 def test_attention_tpu_profile_compiles_for_target(tmp_path: Path, target: str) -> None:
-    res, df = _compile(tmp_path, "suites/attention.yaml", "--target", target)
+    where, n = SHAPES[target]
+    res, df = _compile(tmp_path, "suites/attention.yaml", "--target", target, *where)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     jax_rows = df[df["backend"] == "jax"]
-    assert len(jax_rows) == 72 and not (jax_rows["status"] == "failed").any(), \
+    assert len(jax_rows) == n and not (jax_rows["status"] == "failed").any(), \
         jax_rows[jax_rows["status"] == "failed"]["error"].tolist()[:3]
     kernels = jax_rows[jax_rows["impl"].isin(["flash", "splash"])]
     assert (kernels["status"] == "compiled").all(), kernels[kernels["status"] != "compiled"]["error"].tolist()[:3]
@@ -93,60 +99,6 @@ def test_megacore_modes_compile_on_v4_and_skip_on_v5e(tmp_path: Path) -> None:
     res, df = _compile(tmp_path / "v5e", "suites/paged_attention.yaml", "--target", "v5e-4", "--profile", "tpu_megacore")
     moded = df[(df["backend"] == "jax") & df["megacore_mode"].notna()]
     assert (moded["status"] == "skipped").all() and moded["error"].str.contains("needs a megacore chip").all()
-
-
-TRAIN = """
-name: train_compile
-workload: train
-backends: [jax]
-impls: [naive, flash]
-params: {{model: {model}, seq_len: {seq}, dtype: bfloat16, remat: {remat}, devices: 4{extra}}}
-matrix:
-  global_batch: {batches}
-  sharding: {shardings}
-measure: {{timeout_s: 900}}
-"""
-
-
-def test_train_step_compiles_under_every_sharding(tmp_path: Path, write_suite) -> None:
-    """GPT-2 124M, seq 256, batch 8 (seq 1024 batch 16 took 284 s of CI for the same assertions)."""
-    suite = write_suite(TRAIN.format(model="gpt2-124m", seq=256, remat="full", extra=", scan_layers: true", batches="[8]",
-                                     shardings="[dp, fsdp, tp, 2d]"))
-    res, df = _compile(tmp_path, str(suite), "--target", "v4-8")
-    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
-    assert len(df) == 8 and (df["status"] == "compiled").all(), df["error"].tolist()[:3]
-    assert set(df["sharding"]) == {"dp", "fsdp", "tp", "2d"}
-    # Sharded weights take less memory per device than replicated ones (dp).
-    args = df.groupby("sharding")["mem_args_bytes"].min()
-    assert args["fsdp"] < args["dp"] and args["2d"] < args["dp"]
-    # A scanned step's XLA FLOPs count the loop body x its trip count: against the model FLOPs they are
-    # about 4/3 (remat full recomputes the forward), and the row says the loops were counted.
-    assert df["flops_ratio"].between(1.0, 1.6).all(), df["flops_ratio"].tolist()
-    assert df["notes"].str.contains("counted x their trip count").all()
-    assert set(df["scan_layers"]) == {True}
-    # The roofline of each compiled step: its bound, its MFU ceiling, the collectives of its sharding.
-    assert df["bound_by"].isin(["compute", "memory", "collective"]).all()
-    assert df["mfu_ceiling"].between(0.01, 1.0).all(), df["mfu_ceiling"].tolist()
-    assert (df["ici_gbytes_per_s"] == 90.0).all() and df["ici_source"].str.contains("2 axis").all()
-    coll = {(r.sharding, r.impl): json.loads(r.collectives) for r in df.itertuples()}
-    for impl in ("naive", "flash"):
-        gathered = {m: coll[(m, impl)].get("all-gather", {}).get("bytes", 0) for m in ("dp", "fsdp", "2d")}
-        reduced = {m: coll[(m, impl)].get("all-reduce", {}).get("bytes", 0) for m in ("dp", "fsdp", "2d", "tp")}
-        assert gathered["fsdp"] > 1.5 * gathered["2d"] > 0  # fsdp=4 gathers each weight from 4 shards, 2d from 2
-        assert gathered["dp"] < 0.05 * gathered["fsdp"]  # dp keeps whole weights: nothing to gather
-        assert reduced["dp"] > 0 and reduced["tp"] > 0  # dp: the gradients; tp: the activations
-
-
-def test_batch_that_cannot_fit_is_an_oom_row_not_a_failure(tmp_path: Path, write_suite) -> None:
-    suite = write_suite(TRAIN.format(model="gpt2-tiny", seq=256, remat="none", extra="", batches="[8, 65536]",
-                                     shardings="[fsdp]"))
-    res, df = _compile(tmp_path, str(suite), "--target", "v5e-4", "--impl", "naive")
-    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
-    by_batch = df.set_index("global_batch")
-    assert by_batch.loc[8, "status"] == "compiled" and by_batch.loc[8, "hbm_fraction"] < 1
-    big = by_batch.loc[65536]
-    assert big["status"] == "oom" and big["peak_memory_bytes"] > big["hbm_capacity_bytes"] > 15 * GIB
-    assert "needs" in big["error"] and "oom" in res.stdout
 
 
 def test_gpu_target_lowers_the_triton_kernel(tmp_path: Path) -> None:
