@@ -15,7 +15,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Optional, Sequence
 
-from xlabench.tune.space import Blocks, frozen
+from xlabench.tune.space import Blocks, blocks_text, frozen
 
 # Iterations per candidate in the first (all survivors) and the last (the fastest share) round.
 ROUNDS = (3, 10)
@@ -116,7 +116,7 @@ def search(stages: Sequence[Stage], compile_many: CompileMany, time_many: TimeMa
         chosen = dict(winner)
         if default_key is not None:
             default_s = next((t for c, t in final if c == default_key), None)
-        log(f"stage {st.program}: {blocks_line(chosen)} {best_s * 1e3:.4g} ms")
+        log(f"stage {st.program}: {blocks_text(chosen)} {best_s * 1e3:.4g} ms")
     return TuneOutcome(blocks=chosen, best_s=best_s, default_s=default_s, tried=tried, timed=timed,
                        dropped=dict(dropped), tune_s=now() - started, clock=clock)
 
@@ -134,7 +134,3 @@ def _timed(alive: list[tuple[tuple, Any]], iters: int, time_many: TimeMany, drop
         ranked.append((t, c, h))
     ranked.sort(key=lambda x: (x[0], x[1]))
     return ([(c, t) for t, c, _ in ranked] if keep_times else [(c, h) for _, c, h in ranked]), clock
-
-
-def blocks_line(blocks: Blocks) -> str:
-    return " ".join(f"{k}={v}" for k, v in frozen(blocks))
