@@ -38,12 +38,16 @@ def test_the_kernels_spaces_keep_their_constraints():
         assert impls.skip_reason(impls.REGISTRY["flash"], p, cfg, "tpu") is None
     assert {tuple(sorted(c)) for c in flash[1].candidates} == {("block_k_bwd", "block_q_bwd")}
     assert flash[1].default == {"block_q": 128, "block_k": 128, "block_q_bwd": 128, "block_k_bwd": 128}
+    assert flash[0].seeds == tuple({"block_q": b, "block_k": b} for b in (128, 256, 512, 1024, 2048))
     splash = impls.REGISTRY["splash"].tune_space(p.model_copy(update={"mode": "fwd"}))
-    assert len(splash) == 1
+    assert len(splash) == 2  # the blocks (block_kv_compute = block_kv), then block_kv_compute
     for c in splash[0].candidates:
-        assert c["block_k"] % c["block_kv_compute"] == 0 and c["block_kv_compute"] >= 128
+        assert c["block_kv_compute"] == c["block_k"]
         assert 4096 % c["block_q"] == 0 and 4096 % c["block_k"] == 0
-    assert splash[0].default == {"block_q": 128, "block_k": 128, "block_kv_compute": 128}
+    assert [c["block_kv_compute"] for c in splash[1].candidates] == [128, 256, 512, 1024, 2048]
+    assert splash[1].default == {"block_q": 128, "block_k": 128, "block_kv_compute": 128}
+    cfg = p.attn_config(False).with_blocks({"block_q": 1024, "block_k": 512, "block_kv_compute": 1024})
+    assert "block_kv_compute to divide block_k" in impls.skip_reason(impls.REGISTRY["splash"], p, cfg, "tpu")
     assert impls.REGISTRY["naive"].tune_space is None
 
 
@@ -112,6 +116,63 @@ def test_a_staged_search_fixes_the_forward_winner_before_the_backward_blocks():
     assert out.blocks == {"block_q": 512, "block_k": 256, "block_q_bwd": 256, "block_k_bwd": 512}
     assert all(c["block_q"] == 512 and c["block_k"] == 256 for c in dev.compiled[len(stages[0].candidates):-1])  # stage 2
     assert out.default_s == pytest.approx(_cost("fwd_bwd", stages[1].default))
+
+
+def test_a_descent_finds_a_unimodal_optimum_compiling_fewer_candidates_than_the_grid():
+    """The attention kernels' stages descend from the square blocks: at S=4096 flash's 25 candidates, the
+    optimum (512 x 256) found by compiling the 5 squares and the neighbours of the fastest."""
+    from xlabench.backends.jax import attention_impls as impls
+
+    dev = FakeDevice(_cost)
+    p = AttentionParams(batch=4, num_heads=16, seq_len=4096, head_dim=128, mode="fwd")
+    stages = impls.REGISTRY["flash"].tune_space(p)
+    out = search(stages, dev.compile_many, dev.time_many)
+    grid = search([Stage("fwd", stages[0].candidates, stages[0].default)], FakeDevice(_cost).compile_many,
+                  dev.time_many)
+    assert out.blocks == grid.blocks == {"block_q": 512, "block_k": 256}
+    assert out.default_s == pytest.approx(_cost("fwd", {"block_q": 128, "block_k": 128}))
+    assert out.tried < 12 < grid.tried == 25
+    squares = [c for c in dev.compiled[:5]]
+    assert squares == [{"block_q": b, "block_k": b} for b in (128, 256, 512, 1024, 2048)]
+
+
+def test_a_descent_moves_one_block_one_size_at_a_time():
+    from xlabench.tune.search import neighbours
+    from xlabench.tune.space import frozen
+
+    cands = [frozen(c) for c in tile_candidates(1024, 1024)]
+    got = {tuple(sorted(dict(n).items())) for n in neighbours(frozen({"block_q": 256, "block_k": 1024}), cands,
+                                                               ["block_q", "block_k"])}
+    assert got == {(("block_k", 1024), ("block_q", 128)), (("block_k", 1024), ("block_q", 512)),
+                   (("block_k", 512), ("block_q", 256))}
+
+
+def test_a_descent_whose_seeds_all_fail_searches_the_grid():
+    dev = FakeDevice(_cost)
+    cands = tuple(tile_candidates(2048, 2048))
+    seeds = ({"block_q": 2048, "block_k": 2048},)  # over the fake VMEM
+    out = search([Stage("fwd", cands, {}, seeds)], dev.compile_many, dev.time_many)
+    assert out.blocks == {"block_q": 512, "block_k": 256} and out.tried == len(cands)
+
+
+def test_splash_searches_block_kv_compute_after_its_blocks_and_drops_what_cannot_divide():
+    from xlabench.backends.jax import attention_impls as impls
+    from xlabench.tune.search import Dropped
+
+    p = AttentionParams(batch=4, num_heads=16, seq_len=4096, head_dim=128, mode="fwd")
+    im = impls.REGISTRY["splash"]
+
+    def compile_many(program, cands):
+        out = []
+        for c in cands:
+            reason = impls.skip_reason(im, p, p.attn_config(False).with_blocks(c), "tpu")
+            out.append(Dropped("constraint", reason) if reason else (program, c))
+        return out
+
+    cost = lambda program, c: _cost(program, c) * (1 + abs(c["block_kv_compute"] - 128) / 1e4)  # noqa: E731
+    out = search(im.tune_space(p), compile_many, FakeDevice(cost).time_many)
+    assert out.blocks == {"block_q": 512, "block_k": 256, "block_kv_compute": 128}
+    assert out.dropped["constraint"] == 3  # 512, 1024 and 2048 do not divide block_k 256
 
 
 def test_a_search_where_nothing_compiles_says_why():

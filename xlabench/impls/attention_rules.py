@@ -14,7 +14,7 @@ from xlabench import impls as catalog
 from xlabench.workloads import TUNED_PARAMS
 from xlabench.tune.space import pow2_tiles
 from xlabench.workloads.attention import (BWD_BLOCK_PARAMS, AttentionParams, block_stages, block_unsupported,
-                                          kernel_blocks, tile_candidates)
+                                          extra_block, kernel_blocks, tile_candidates)
 
 BLOCKS = BLOCK_PARAMS = TUNED_PARAMS["attention"]
 
@@ -36,6 +36,10 @@ def jax_flash(b, sq, sk, hq, hkv, dtype, cfg, platform) -> Optional[str]:
 
 
 def jax_splash(b, sq, sk, hq, hkv, dtype, cfg, platform) -> Optional[str]:
+    _, bk = kernel_blocks(cfg, sq, sk)
+    compute = extra_block(cfg, "block_kv_compute", bk)
+    if bk % compute:
+        return f"splash needs block_kv_compute to divide block_k (got {compute} for {bk})"
     return block_unsupported("splash", sq, sk, cfg)
 
 
@@ -54,15 +58,14 @@ def flash_space(p: AttentionParams) -> list:
                         tile_candidates(p.seq_len, p.kv_len, BWD_BLOCK_PARAMS))
 
 
-SPLASH_COMPUTE_SPLITS = 3  # block_kv_compute: block_kv, /2, /4 (at least 128)
-
-
 def splash_space(p: AttentionParams) -> list:
-    """block_q x block_kv as flash's, each with block_kv_compute dividing block_kv; then the backward blocks."""
-    fwd = [{**c, "block_kv_compute": c["block_k"] >> i} for c in tile_candidates(p.seq_len, p.kv_len)
-           for i in range(SPLASH_COMPUTE_SPLITS) if i == 0 or c["block_k"] >> i >= 128]
+    """block_q x block_kv as flash's (block_kv_compute = block_kv, the kernel's own default); then
+    block_kv_compute over the powers of two that divide the chosen block_kv (the rule drops the others
+    before they compile); then the backward blocks."""
+    fwd = [{**c, "block_kv_compute": c["block_k"]} for c in tile_candidates(p.seq_len, p.kv_len)]
+    compute = [{"block_kv_compute": b} for b in pow2_tiles(p.kv_len)]
     return block_stages(p, fwd, tile_candidates(p.seq_len, p.kv_len, BWD_BLOCK_PARAMS),
-                        {"block_kv_compute": min(128, p.kv_len)})
+                        {"block_kv_compute": min(128, p.kv_len)}, between=[compute])
 
 
 def pallas_gpu_space(p: AttentionParams) -> list:

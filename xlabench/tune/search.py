@@ -1,8 +1,13 @@
-"""The staged search, framework-free: compile every candidate of a stage (the backend compiles them in
+"""The staged search, framework-free: compile a stage's candidates (the backend compiles each batch in
 parallel), drop those that do not compile, counting each reason, time the survivors with few iterations,
 keep the fastest share, time those again with more, keep the winner; the next stage (e.g. the backward
 pass's blocks) searches with the earlier winners fixed. The default candidate is carried to the last
 round, so the outcome says what tuning bought (``default_s``).
+
+A stage compiles every candidate (the grid), or, when it names seeds, descends from them: compiling is
+what a search costs (on the v5e, 15 s per case for grids of 25-60 candidates, lowering one at a time), so
+a descent compiles the seeds and then only the neighbours of the fastest so far (one block one size up or
+down) until none is faster.
 
 What compiles and times a candidate is passed in (``compile_many``, ``time_many``): tests drive the search
 on a fake device clock, the JAX backend on the chip's (backends/jax/tune_case.py)."""
@@ -44,6 +49,8 @@ class Stage:
     program: str
     candidates: tuple[Blocks, ...]
     default: Blocks = field(default_factory=dict)
+    # Where a descent starts (e.g. the square blocks); empty: every candidate is compiled and timed (the grid)
+    seeds: tuple[Blocks, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -78,59 +85,129 @@ def search(stages: Sequence[Stage], compile_many: CompileMany, time_many: TimeMa
     full_default: dict[str, int] = {}
     for st in stages:
         full_default.update(st.default)
-    dropped: Counter[str] = Counter()
-    tried = timed = 0
+    run = _Run(compile_many, time_many)
     best_s: float = math.inf
     default_s: Optional[float] = None
-    clock = "wall"
     for i, st in enumerate(stages):
         last = i == len(stages) - 1
         cands = list(dict.fromkeys(frozen({**chosen, **c}) for c in st.candidates))
         default_key = frozen({**chosen, **full_default}) if last and full_default else None
         if default_key is not None and default_key not in cands:
             cands.append(default_key)
-        handles = compile_many(st.program, [dict(c) for c in cands])
-        tried += len(cands)
-        alive: list[tuple[tuple, Any]] = []
-        for c, h in zip(cands, handles):
-            if isinstance(h, Dropped):
-                dropped[h.kind] += 1
-            else:
-                alive.append((c, h))
-        log(f"stage {st.program}: {len(alive)} of {len(cands)} candidates compiled")
-        if not alive:
-            raise NoCandidate(f"stage {st.program}: none of {len(cands)} candidates runs "
-                              f"({' '.join(f'{k}={v}' for k, v in sorted(dropped.items()))})")
-        first, clock = _timed(alive, rounds[0], time_many, dropped) if len(alive) > min_keep else (alive, clock)
-        timed += len(alive) if len(alive) > min_keep else 0
-        n_keep = max(min_keep, math.ceil(keep * len(first)))
-        finalists = [c for c, _ in first[:n_keep]]
-        if default_key is not None and default_key not in finalists and any(c == default_key for c, _ in first):
-            finalists.append(default_key)
-        final_in = [(c, h) for c, h in alive if c in finalists]
-        final, clock = _timed(final_in, rounds[1], time_many, dropped, keep_times=True)
-        timed += len(final_in)
-        if not final:
-            raise NoCandidate(f"stage {st.program}: every finalist failed to run")
-        (winner, best_s) = final[0]
+        winner, best_s, default_s = _stage(st, cands, default_key, chosen, run, rounds, keep, min_keep, log)
         chosen = dict(winner)
-        if default_key is not None:
-            default_s = next((t for c, t in final if c == default_key), None)
         log(f"stage {st.program}: {blocks_text(chosen)} {best_s * 1e3:.4g} ms")
-    return TuneOutcome(blocks=chosen, best_s=best_s, default_s=default_s, tried=tried, timed=timed,
-                       dropped=dict(dropped), tune_s=now() - started, clock=clock)
+    return TuneOutcome(blocks=chosen, best_s=best_s, default_s=default_s, tried=run.tried, timed=run.timed,
+                       dropped=dict(run.dropped), tune_s=now() - started, clock=run.clock)
 
 
-def _timed(alive: list[tuple[tuple, Any]], iters: int, time_many: TimeMany, dropped: Counter,
-           keep_times: bool = False) -> tuple[list, str]:
-    """The candidates sorted by their median time (a failed run is dropped as 'run'); with ``keep_times``
-    (candidate, seconds) pairs, else (candidate, handle) pairs."""
-    seconds, clock = time_many([h for _, h in alive], iters)
-    ranked = []
-    for (c, h), t in zip(alive, seconds):
-        if t is None or not math.isfinite(t) or t <= 0:
-            dropped["run"] += 1
+@dataclass
+class _Run:
+    """What a search has compiled and timed so far, and what it dropped (every stage adds to it)."""
+
+    compile_many: CompileMany
+    time_many: TimeMany
+    dropped: Counter = field(default_factory=Counter)
+    tried: int = 0
+    timed: int = 0
+    clock: str = "wall"
+
+    def compile(self, program: str, keys: list[tuple], handles: dict[tuple, Any], seen: set[tuple]) -> list[tuple]:
+        """Compile the ``keys`` not ``seen`` yet; the ones that compiled (their handles into ``handles``)."""
+        keys = [k for k in dict.fromkeys(keys) if k not in seen]
+        seen.update(keys)
+        if not keys:
+            return []
+        self.tried += len(keys)
+        alive = []
+        for k, h in zip(keys, self.compile_many(program, [dict(k) for k in keys])):
+            if isinstance(h, Dropped):
+                self.dropped[h.kind] += 1
+            else:
+                handles[k] = h
+                alive.append(k)
+        return alive
+
+    def time(self, keys: list[tuple], iters: int, handles: dict[tuple, Any], into: dict[tuple, float]) -> None:
+        """Median seconds of each key into ``into``; one that fails to run is dropped ('run') and forgotten."""
+        if not keys:
+            return
+        seconds, self.clock = self.time_many([handles[k] for k in keys], iters)
+        self.timed += len(keys)
+        for k, t in zip(keys, seconds):
+            if t is None or not math.isfinite(t) or t <= 0:
+                self.dropped["run"] += 1
+                handles.pop(k, None)
+                into.pop(k, None)
+            else:
+                into[k] = t
+
+
+def _fastest(times: Mapping[tuple, float]) -> list[tuple]:
+    return sorted(times, key=lambda k: (times[k], k))
+
+
+def neighbours(key: tuple, cands: Sequence[tuple], names: Sequence[str]) -> list[tuple]:
+    """The candidates one step away from ``key``: one of ``names`` moved to the next smaller or larger size
+    that the candidates hold for it, every other field the same."""
+    have = set(cands)
+    values = {n: sorted({dict(c)[n] for c in cands if n in dict(c)}) for n in names}
+    d, out = dict(key), []
+    for n in names:
+        vs = values[n]
+        if n not in d or d[n] not in vs:
             continue
-        ranked.append((t, c, h))
-    ranked.sort(key=lambda x: (x[0], x[1]))
-    return ([(c, t) for t, c, _ in ranked] if keep_times else [(c, h) for _, c, h in ranked]), clock
+        i = vs.index(d[n])
+        for j in (i - 1, i + 1):
+            if 0 <= j < len(vs) and frozen({**d, n: vs[j]}) in have:
+                out.append(frozen({**d, n: vs[j]}))
+    return out
+
+
+def _stage(st: Stage, cands: list[tuple], default_key: Optional[tuple], chosen: Blocks, run: _Run, rounds: tuple[int, int],
+           keep: float, min_keep: int, log: Callable[[str], None]) -> tuple[tuple, float, Optional[float]]:
+    """(winner, its seconds, the default's seconds or None) of one stage.
+
+    Without seeds every candidate is compiled (the grid). With seeds (``Stage.seeds``) the stage descends:
+    the seeds (and the default) are compiled and timed, then the untried neighbours of the fastest so far
+    (``neighbours``: one field one size up or down), until the fastest has no untried neighbour or none of
+    them is faster. Either way the fastest share is timed again with more iterations, the default with it."""
+    handles: dict[tuple, Any] = {}
+    seen: set[tuple] = set()
+    first: dict[tuple, float] = {}
+    extra = [default_key] if default_key is not None else []
+    seeds = [s for s in dict.fromkeys(frozen({**chosen, **s}) for s in st.seeds) if s in set(cands)]
+    if seeds:
+        alive = run.compile(st.program, seeds + extra, handles, seen)
+        if not any(k in handles for k in seeds):  # every seed dropped: the grid after all
+            alive += run.compile(st.program, cands, handles, seen)
+        run.time(alive, rounds[0], handles, first)
+        names = sorted({n for c in st.candidates for n in c})
+        while first:
+            best = _fastest(first)[0]
+            fresh = run.compile(st.program, neighbours(best, cands, names), handles, seen)
+            run.time(fresh, rounds[0], handles, first)
+            if not fresh or _fastest(first)[0] == best:
+                break
+        log(f"stage {st.program}: descended over {len(seen)} of {len(cands)} candidates")
+        finalists_from = _fastest(first)
+    else:
+        alive = run.compile(st.program, cands, handles, seen)
+        log(f"stage {st.program}: {len(alive)} of {len(cands)} candidates compiled")
+        if len(alive) > min_keep:
+            run.time(alive, rounds[0], handles, first)
+            finalists_from = _fastest(first)
+        else:
+            finalists_from = alive
+    if not handles:
+        raise NoCandidate(f"stage {st.program}: none of {len(seen)} candidates runs "
+                          f"({' '.join(f'{k}={v}' for k, v in sorted(run.dropped.items()))})")
+    finalists = finalists_from[:max(min_keep, math.ceil(keep * len(finalists_from)))]
+    if default_key is not None and default_key in handles and default_key not in finalists:
+        finalists.append(default_key)
+    final: dict[tuple, float] = {}
+    run.time([k for k in finalists if k in handles], rounds[1], handles, final)
+    if not final:
+        raise NoCandidate(f"stage {st.program}: every finalist failed to run")
+    winner = _fastest(final)[0]
+    return winner, final[winner], (final.get(default_key) if default_key is not None else None)

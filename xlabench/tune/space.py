@@ -24,6 +24,13 @@ def pow2_tiles(n: int, low: int = SMALLEST_BLOCK, high: int = LARGEST_BLOCK) -> 
     return out or [n]
 
 
+def diagonal(candidates: Iterable[Blocks], names: Iterable[str]) -> tuple[Blocks, ...]:
+    """The candidates whose ``names`` are all one size (the square blocks: 128 x 128 .. 2048 x 2048): where a
+    descent over block sizes starts, one seed per scale."""
+    names = tuple(names)
+    return tuple(c for c in candidates if len({c[n] for n in names if n in c}) == 1)
+
+
 def frozen(blocks: Blocks) -> tuple[tuple[str, int], ...]:
     """A hashable, order-free form of a candidate (dict keys, cache entries, AttnConfig.blocks)."""
     return tuple(sorted((str(k), int(v)) for k, v in blocks.items()))

@@ -16,7 +16,7 @@ from xlabench.workloads import checks
 from xlabench.measure.timing import TimingPlan, case_result, max_normalised_error
 from xlabench.measure.worker_messages import CaseResult
 from xlabench.tune.search import Stage
-from xlabench.tune.space import pow2_tiles
+from xlabench.tune.space import diagonal, pow2_tiles
 
 DTYPES = ("bfloat16", "float32")
 
@@ -154,19 +154,23 @@ def tile_candidates(sq: int, sk: int, names: tuple[str, str] = BLOCK_PARAMS) -> 
 
 
 def block_stages(p: "AttentionParams", fwd: list[dict[str, int]], bwd: Optional[list[dict[str, int]]] = None,
-                 default_extra: Optional[dict[str, int]] = None) -> list[Stage]:
-    """A kernel's search for case ``p``: the forward blocks (``fwd``) on the case's own program; for fwd_bwd,
-    then the backward blocks (``bwd``) on it, the forward ones fixed. The forward stage of a fwd_bwd case
-    runs the fwd_bwd program, not the forward one: a forward winner can exceed VMEM there (on the v5e,
-    flash's 2048 x 1024 forward blocks at S=4096 fit the forward program and not the forward-with-residuals
-    kernel of fwd_bwd). The default is today's: 128 x 128, clipped, every other field at the kernel's own
-    default (``default_extra``), the backward blocks equal to the forward ones (what ``default_s`` times)."""
+                 default_extra: Optional[dict[str, int]] = None, between: Sequence[list[dict[str, int]]] = ()) -> list[Stage]:
+    """A kernel's search for case ``p``: the forward blocks (``fwd``) on the case's own program, descending
+    from the square blocks; then each of ``between`` (a kernel's other fields, e.g. splash's
+    block_kv_compute: a grid of a few sizes, the blocks fixed); for fwd_bwd, then the backward blocks
+    (``bwd``) on it, the forward ones fixed. The forward stage of a fwd_bwd case runs the fwd_bwd program,
+    not the forward one: a forward winner can exceed VMEM there (on the v5e, flash's 2048 x 1024 forward
+    blocks at S=4096 fit the forward program and not the forward-with-residuals kernel of fwd_bwd). The
+    default is today's: 128 x 128, clipped, every other field at the kernel's own default
+    (``default_extra``), the backward blocks equal to the forward ones (what ``default_s`` times)."""
     default = {"block_q": min(DEFAULT_BLOCK, p.seq_len), "block_k": min(DEFAULT_BLOCK, p.kv_len),
                **(default_extra or {})}
-    if p.mode == "fwd" or not bwd:
-        return [Stage(p.mode, tuple(fwd), default)]
-    bwd_default = {**default, BWD_BLOCK_PARAMS[0]: default["block_q"], BWD_BLOCK_PARAMS[1]: default["block_k"]}
-    return [Stage(p.mode, tuple(fwd), default), Stage(p.mode, tuple(bwd), bwd_default)]
+    stages = [Stage(p.mode, tuple(fwd), default, diagonal(fwd, BLOCK_PARAMS)),
+              *(Stage(p.mode, tuple(cands), default) for cands in between)]
+    if p.mode != "fwd" and bwd:
+        bwd_default = {**default, BWD_BLOCK_PARAMS[0]: default["block_q"], BWD_BLOCK_PARAMS[1]: default["block_k"]}
+        stages.append(Stage(p.mode, tuple(bwd), bwd_default, diagonal(bwd, BWD_BLOCK_PARAMS)))
+    return stages
 
 
 def kernel_blocks(cfg, sq: int, sk: int) -> tuple[int, int]:
