@@ -224,3 +224,68 @@ def test_trace_dir_keeps_a_profile_per_case_listed_in_the_meta_and_linked_by_the
     assert proc.returncode == 0, proc.stderr
     text = report.read_text()
     assert "## Traces" in text and text.count(".xplane.pb](") == len(kept)
+
+
+def test_where_the_device_clock_is_the_headline_min_time_goes_to_the_device_pass():
+    """On an accelerator a kernel's headline is its device seconds: the wall loop (the column beside it)
+    takes ``iters`` synced calls, and the device pass the calls that ``min_time_s`` asks for."""
+    from xlabench.measure.timing import device_is_headline, device_iters, passes
+
+    plan = TimingPlan(warmup=1, iters=20, min_time_s=1.0, max_iters=1000, timer="trace")
+    assert device_is_headline("tpu", "attention", plan) and device_is_headline("gpu", "paged_attention", plan)
+    assert not device_is_headline("cpu", "attention", plan)  # CPU: the wall clock stays the headline
+    assert not device_is_headline("tpu", "train", plan)  # a train step: its pipelined loop's wall time
+    assert not device_is_headline("tpu", "attention", TimingPlan(min_time_s=1.0, timer="wallclock"))
+    assert passes(plan, True).min_time_s == 0.0 and passes(plan, True).iters == 20
+    assert passes(plan, False) == plan
+    wall = [4e-3] * 20
+    assert device_iters(plan, wall, True) == 250  # 1 s at 4 ms a call
+    assert device_iters(plan, wall, False) == 20  # as many as the wall loop took
+    assert device_iters(plan, [1e-5] * 20, True) == 1000  # at most max_iters
+    assert device_iters(plan, [2.0] * 20, True) == 20  # at least the wall loop's
+
+
+def test_a_pipelined_pass_dispatches_before_it_syncs_and_times_every_call():
+    import jax
+    import jax.numpy as jnp
+
+    from xlabench.backends.jax import trace_timer
+
+    compiled = jax.jit(lambda x: jnp.tanh(x @ x)).lower(jnp.ones((64, 64))).compile()
+    x = jnp.ones((64, 64))
+    events: list[str] = []
+
+    def call():
+        events.append("call")
+        return compiled(x)
+
+    def sync(out):
+        events.append("sync")
+        jax.block_until_ready(out)
+
+    device = trace_timer.profiled_seconds(call, sync, 5, trace_timer.module_name(compiled), pipelined=True)
+    assert len(device) == 5 and all(d > 0 for d in device)
+    assert events == ["call", "call", "sync", "call", "sync", "call", "sync", "call", "sync", "sync"]
+
+
+def test_cases_of_one_shape_share_their_inputs_and_each_mask_and_mode_its_reference(monkeypatch):
+    """A suite runs naive, flash and splash of a case back to back: the inputs are drawn once per shape
+    (fwd's q, k, v are fwd_bwd's) and the float32 reference computed once per shape, mode and mask."""
+    from xlabench.backends.jax import attention_case, attention_impls
+    from xlabench.workloads.attention import AttentionParams, make_inputs
+
+    p = AttentionParams(**{**TINY, "mode": "fwd_bwd"})
+    fwd = make_inputs(p.model_copy(update={"mode": "fwd"}))
+    both = make_inputs(p)
+    assert set(fwd) == {"q", "k", "v"} and set(both) == {"q", "k", "v", "do"}
+    assert all(fwd[n] is both[n] for n in fwd)
+    calls = []
+    real = attention_impls.reference_outputs
+    monkeypatch.setattr(attention_impls, "reference_outputs", lambda *a, **k: calls.append(1) or real(*a, **k))
+    first = attention_case.reference(p, both, 0.125)
+    again = attention_case.reference(p, both, 0.125)
+    assert len(calls) == 1 and all(a is b for a, b in zip(first, again)) and len(first) == 4
+    attention_case.reference(p.model_copy(update={"causal": not p.causal}), both, 0.125)
+    assert len(calls) == 2
+    want = real(*(np.asarray(both[n]) for n in ("q", "k", "v", "do")), p.causal, 0.125)
+    np.testing.assert_allclose(attention_case.reference(p, both, 0.125)[1], np.asarray(want[1]), rtol=1e-6)

@@ -5,6 +5,8 @@ Knows nothing about attention or any framework: it gets a zero-argument call and
 
 from __future__ import annotations
 
+import dataclasses
+import math
 import statistics
 import time
 from typing import Any, Callable, Sequence
@@ -107,6 +109,31 @@ def with_timer(result: CaseResult, plan: TimingPlan, traced: tuple[float, ...] |
 # report); a train step keeps its pipelined loop's wall time (steps dispatched back to back, one sync: what
 # a training loop pays), the device seconds beside it.
 DEVICE_HEADLINE_WORKLOADS = ("attention", "paged_attention")
+
+
+def device_is_headline(platform: str, workload: str, plan: TimingPlan) -> bool:
+    """Whether the case's headline will be its device seconds (device_headline): a kernel workload timed by
+    the device clock on an accelerator."""
+    return plan.device_timed and platform != "cpu" and workload in DEVICE_HEADLINE_WORKLOADS
+
+
+def passes(plan: TimingPlan, device_head: bool) -> TimingPlan:
+    """The wall-clock loop's plan. Where the device clock is the headline, the wall clock is the column
+    beside it (wall_median_s, host_overhead): ``iters`` synced calls, and ``min_time_s`` goes to the device
+    pass (device_iters), which dispatches its calls back to back and costs the device's time, not the
+    host's sync per call as well."""
+    return dataclasses.replace(plan, min_time_s=0.0) if device_head else plan
+
+
+def device_iters(plan: TimingPlan, wall_samples: Sequence[float], device_head: bool) -> int:
+    """Calls in the device clock's pass: as many as the wall loop took; where the device clock is the
+    headline, enough for ``min_time_s`` at the wall loop's median (an upper bound of the device's time per
+    call), between ``iters`` and ``max_iters``."""
+    n = len(wall_samples)
+    if not device_head or plan.min_time_s <= 0 or not n:
+        return n
+    per_call = max(float(np.median(np.asarray(wall_samples, dtype=np.float64))), 1e-9)
+    return max(n, min(plan.max_iters, math.ceil(plan.min_time_s / per_call)))
 
 
 def device_headline(result: CaseResult, platform: str, workload: str = "attention") -> CaseResult:

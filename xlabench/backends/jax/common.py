@@ -81,15 +81,30 @@ def measure(compiled: Any, args: Sequence[Any], plan: TimingPlan) -> tuple[dict[
     return summarize(samples), samples, out
 
 
-def trace_pass(compiled: Any, call: Callable[[], Any], plan: TimingPlan, iters: int) -> tuple[float, ...] | str:
-    """``measure.timer: trace``: ``iters`` more synced calls under the profiler (after the wallclock
-    loop, see backends/jax/trace_timer.py for why a separate pass), their device seconds; or, when the
-    trace has none for this executable, the reason (a string). () with the wallclock timer."""
+def kernel_passes(compiled: Any, args: Sequence[Any], plan: TimingPlan, platform: str,
+                  workload: str) -> tuple[dict[str, Any], list[float], Any, tuple[float, ...] | str]:
+    """A kernel's wall-clock loop, then its device clock's pass (trace_pass): (stats, samples, the last
+    output, the device seconds). Where the device clock is the headline (measure/timing.device_is_headline),
+    the wall loop takes ``iters`` calls and the device pass ``min_time_s``, its calls back to back."""
+    head = harness.device_is_headline(platform, workload, plan)
+    stats, samples, out = measure(compiled, args, harness.passes(plan, head))
+    iters = harness.device_iters(plan, samples, head)
+    traced = trace_pass(compiled, lambda: compiled(*args), plan, iters, pipelined=head)
+    return stats, samples, out, traced
+
+
+def trace_pass(compiled: Any, call: Callable[[], Any], plan: TimingPlan, iters: int,
+               pipelined: bool = False) -> tuple[float, ...] | str:
+    """``measure.timer: trace``: ``iters`` more calls under the profiler (after the wallclock loop, see
+    backends/jax/trace_timer.py for why a separate pass), synced one by one or ``pipelined`` (back to back),
+    their device seconds; or, when the trace has none for this executable, the reason (a string). () with
+    the wallclock timer."""
     if not plan.device_timed:
         return ()
     try:
         return tuple(trace_timer.profiled_seconds(call, jax.block_until_ready, iters,
-                                                  trace_timer.module_name(compiled), keep_dir=plan.trace_dir))
+                                                  trace_timer.module_name(compiled), keep_dir=plan.trace_dir,
+                                                  pipelined=pipelined))
     except trace_timer.TraceTimerError as e:
         return str(e)
 

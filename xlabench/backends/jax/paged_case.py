@@ -12,7 +12,7 @@ import numpy as np
 
 from xlabench.backends.jax import paged_impls as impls
 from xlabench.backends.jax import hlo_cost, tune_case
-from xlabench.backends.jax.common import compile_timed, measure, peak_memory, trace_pass
+from xlabench.backends.jax.common import compile_timed, kernel_passes, peak_memory
 from xlabench.measure.timing import TimingPlan, with_timer
 from xlabench.tune import blocks_text
 from xlabench.tune.search import Dropped
@@ -69,8 +69,7 @@ def run_paged_case(params: dict[str, Any], impl: str, plan: TimingPlan, interpre
     try:
         with impls.tpu_interpret(cfg):  # interpret mode is fixed at trace time: trace inside it
             compiled, lower_s, compile_s = compile_timed(fn, args)
-            stats, samples, out = measure(compiled, args, plan)
-            traced = trace_pass(compiled, functools.partial(compiled, *args), plan, len(samples))
+            stats, samples, out, traced = kernel_passes(compiled, args, plan, platform, "paged_attention")
     except Exception as e:
         if interpret and im.interpreter_broken:
             first = str(e).strip().splitlines()[0] if str(e).strip() else ""

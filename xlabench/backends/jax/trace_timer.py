@@ -63,15 +63,28 @@ def module_name(compiled: Any) -> str:
 
 
 def profiled_seconds(call: Callable[[], Any], sync: Callable[[Any], Any], iters: int, module: str,
-                     keep_dir: str | None = None) -> list[float]:
+                     keep_dir: str | None = None, pipelined: bool = False) -> list[float]:
     """Run ``call`` + ``sync`` ``iters`` times under the JAX profiler; the device seconds of each execution
     of ``module`` found in the trace, in execution order. Raises TraceTimerError if there are none.
+
+    ``pipelined``: each call is dispatched before the previous one is synced (at most two in flight, so
+    at most two outputs are alive): the device runs them back to back and the pass costs the device's
+    time, as a loop that never waits on each call; each execution's device seconds are its own either way.
 
     ``keep_dir`` (``xlabench run --trace DIR``): write the trace there, to keep: the ``.xplane.pb`` that
     xprof and TensorBoard open and a ``perfetto_trace.json.gz`` for ui.perfetto.dev."""
     def run() -> None:
+        if not pipelined:
+            for _ in range(iters):
+                sync(call())
+            return
+        prev = None
         for _ in range(iters):
-            sync(call())
+            out = call()
+            if prev is not None:
+                sync(prev)
+            prev = out
+        sync(prev)
 
     return device_seconds(profiled_planes(run, keep_dir), module)
 
