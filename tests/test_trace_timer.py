@@ -289,3 +289,21 @@ def test_cases_of_one_shape_share_their_inputs_and_each_mask_and_mode_its_refere
     assert len(calls) == 2
     want = real(*(np.asarray(both[n]) for n in ("q", "k", "v", "do")), p.causal, 0.125)
     np.testing.assert_allclose(attention_case.reference(p, both, 0.125)[1], np.asarray(want[1]), rtol=1e-6)
+
+
+def test_a_case_logs_where_its_time_went_phase_by_phase():
+    import io
+
+    from xlabench.measure.phases import Phases
+
+    ticks = iter([0.0, 1.5, 1.5, 1.75, 2.0, 3.0])
+    phase = Phases(clock=lambda: next(ticks))
+    with phase("inputs"):
+        pass
+    with phase("tune"):
+        pass
+    with phase("inputs"):  # a phase entered twice adds up
+        pass
+    out = io.StringIO()
+    phase.log("flash S=4096", out)
+    assert out.getvalue() == "flash S=4096: inputs 2.50 s, tune 0.25 s (total 2.75 s)\n"

@@ -13,6 +13,7 @@ from xlabench.backends import user_impl
 from xlabench.backends.jax import attention_impls as impls
 from xlabench.backends.jax import hlo_cost, tune_case
 from xlabench.backends.jax.common import compile_timed, kernel_passes, peak_memory
+from xlabench.measure.phases import Phases
 from xlabench.measure.timing import TimingPlan, with_timer
 from xlabench.tune import blocks_text
 from xlabench.tune.search import Dropped
@@ -132,17 +133,24 @@ def run_attention_case(params: dict[str, Any], impl: str, plan: TimingPlan, inte
 
     device = jax.local_devices()[0]
     dtype = jnp.dtype(p.dtype)
-    host = make_inputs(p)
-    # The impl's native layout, prepared outside the timed region.
-    args = tuple(jax.device_put(impls.to_layout(jnp.asarray(x, dtype), im.layout), device) for x in host.values())
-    cfg, tuned, tune_note = tune_for(p, im, cfg, plan, impl, platform, functools.partial(tuple, args))
+    phase = Phases()
+    with phase("inputs"):
+        host = make_inputs(p)
+        # The impl's native layout, prepared outside the timed region.
+        args = tuple(jax.device_put(impls.to_layout(jnp.asarray(x, dtype), im.layout), device) for x in host.values())
+        jax.block_until_ready(args)
+    with phase("tune"):
+        cfg, tuned, tune_note = tune_for(p, im, cfg, plan, impl, platform, functools.partial(tuple, args))
     fn = step_fn(p, im, cfg)
 
     with impls.tpu_interpret(cfg):  # interpret mode is fixed at trace time: trace inside it
-        compiled, lower_s, compile_s = compile_timed(fn, args)
-        stats, samples, out, traced = kernel_passes(compiled, args, plan, platform, "attention")
-    mem, mem_note = peak_memory(compiled, device)
-    xla, xla_notes = hlo_cost.xla_figures(compiled, 1)
+        with phase("compile"):
+            compiled, lower_s, compile_s = compile_timed(fn, args)
+        with phase("timing"):
+            stats, samples, out, traced = kernel_passes(compiled, args, plan, platform, "attention")
+    with phase("xla figures"):
+        mem, mem_note = peak_memory(compiled, device)
+        xla, xla_notes = hlo_cost.xla_figures(compiled, 1)
 
     outs = out if isinstance(out, tuple) else (out,)
     outs = [impls.to_layout(o, im.layout) if getattr(o, "ndim", 0) == 4 else o for o in outs]  # to [B, S, H, D]
@@ -153,11 +161,13 @@ def run_attention_case(params: dict[str, Any], impl: str, plan: TimingPlan, inte
         refs, outs = [], []
         notes.insert(0, f"wrong output: {problem}")
     else:
-        refs = reference(p, host, cfg.sm_scale)
+        with phase("reference"):
+            refs = reference(p, host, cfg.sm_scale)
     result = attention_result(p, stats, samples, plan, lower_s, compile_s, mem, outs, refs, [n for n in notes if n])
     if problem:
         result = result.replace(max_abs_err=float("inf"), correct=False)
     result = result.replace(metrics={**result.metrics, **xla, **tuned})
     if im.kernel_flops is not None:
         result = result.replace(metrics={**result.metrics, "kernel_flops": kernel_flops(p, im)})
+    phase.log(f"{impl} S={p.seq_len} b={p.batch} {p.mode} causal={p.causal}")
     return with_timer(result, plan, traced)

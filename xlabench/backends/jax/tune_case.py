@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import statistics
+import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -159,7 +160,8 @@ def tuned_blocks(stages: list[Stage], key: dict, build: Build, tune_dir: Optiona
         return Tuned(e["blocks"], {"tuned": "cache", "tune_s": time.perf_counter() - started, "tune_tried": 0,
                                    "default_s": e["default_s"], "tune_best_s": e["best_s"], "tune_clock": e["clock"]})
     try:
-        out = tune.search(stages, lambda program, cands: compile_many(build, program, cands), time_many)
+        out = tune.search(stages, lambda program, cands: compile_many(build, program, cands), time_many,
+                          log=lambda line: print(f"tune {key['impl']}: {line}", file=sys.stderr, flush=True))
     except NoCandidate as e:
         raise CaseSkipped(f"tuning: {e}") from None
     cache.store(key, space, out)
