@@ -13,9 +13,13 @@ STEP_S=${STEP_S:-480}  # each step's limit (the device tool allows 600 s a comma
 mkdir -p "$OUT/results"
 # FROM=path/results.tgz: an earlier call's files, so that its steps resume where they stopped
 [ -n "${FROM:-}" ] && tar -C "$OUT" -xzf "$FROM"
+export XLABENCH_CACHE_DIR=${XLABENCH_CACHE_DIR:-/tmp/xlabench-cache}
+# ... and the tuning cache's winners it stored (a fresh machine starts with an empty cache)
+if [ -d "$OUT/results/tune-cache" ]; then
+  mkdir -p "$XLABENCH_CACHE_DIR/tune" && cp "$OUT/results/tune-cache/"*.json "$XLABENCH_CACHE_DIR/tune/" 2>/dev/null
+fi
 export PYTHONUNBUFFERED=1 COLUMNS=${COLUMNS:-160}
 export JAX_PLATFORMS=${JAX_PLATFORMS:-tpu,cpu}
-export XLABENCH_CACHE_DIR=${XLABENCH_CACHE_DIR:-/tmp/xlabench-cache}
 export PYTHONPATH="${PYTHONPATH:+$PYTHONPATH:}$PWD"
 if ! python3 -c 'import click, yaml, pydantic, rich, pandas, matplotlib, optax, threadpoolctl' 2>/dev/null; then
   t0=$(date +%s)
@@ -61,6 +65,8 @@ for arg in "$@"; do
       run_step paged suites/paged_attention.yaml "$limit" -k page_size=64 -k batch=16 ;;
     train)  # the model suites' shapes are for 4 devices: one chip takes a GPT-2 124M step
       run_step train benchmarks/tpu/gpt2_one_chip.yaml "$limit" ;;
-    *) echo "unknown step $step (smoke, attention, attention-cached, attention-default, paged, train)"; exit 2 ;;
+    train-mfu)  # issue 34: GPT-2 124M and 355M, seq 1024 and 4096, naive / flash / splash, up to the largest batch
+      run_step train-mfu benchmarks/tpu/train_mfu_v5e.yaml "$limit" ;;
+    *) echo "unknown step $step (smoke, attention, attention-cached, attention-default, paged, train, train-mfu)"; exit 2 ;;
   esac
 done
