@@ -58,3 +58,20 @@ def test_no_module_declares_a_run_option_by_hand():
             if set(m.group(1).split("/")) & flags and where not in OWN:
                 hand.append(f"{where[0]}: {where[1]}")
     assert hand == []
+
+
+def test_an_on_off_option_left_out_is_none_whatever_clicks_flag_default():
+    """Measured on the v5e: its package index's click (before 8.2) turned --tune/--no-tune's None default
+    into False, so `run` on the chip read --no-tune and tuned nothing. Left out, it is None (the platform
+    decides); typed, it is what was typed."""
+    import click
+    from click.core import ParameterSource
+
+    from xlabench.cli.click_options import _onoff
+
+    ctx = click.Context(click.Command("run"))
+    param = click.Option(["--tune/--no-tune", "tune"])
+    ctx.set_parameter_source("tune", ParameterSource.DEFAULT)
+    assert _onoff(ctx, param, False) is None
+    ctx.set_parameter_source("tune", ParameterSource.COMMANDLINE)
+    assert _onoff(ctx, param, False) is False and _onoff(ctx, param, True) is True

@@ -27,6 +27,14 @@ def _where(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) -
         raise click.BadParameter(str(e), ctx, param) from None
 
 
+def _onoff(ctx: click.Context, param: click.Parameter, value: Optional[bool]) -> Optional[bool]:
+    """``--x/--no-x`` with no default: None unless typed (click before 8.2 turns a flag's None default into
+    False, and on the v5e's package index `run` then read --no-tune and tuned nothing)."""
+    from click.core import ParameterSource
+
+    return None if ctx.get_parameter_source(param.name) in (ParameterSource.DEFAULT, None) else value
+
+
 def _shard(ctx: click.Context, param: click.Parameter, value: Optional[str]) -> Optional[str]:
     from xlabench.run.shard import parse_shard
 
@@ -53,7 +61,7 @@ def _click(name: str, flag: Flag, default: Any) -> Callable:
     kw["type"] = {"number": lambda: _range(name), "path_dir": lambda: click.Path(file_okay=False),
                   "path_file": lambda: click.Path(dir_okay=False),
                   "choice": lambda: click.Choice(flag.choices)}.get(kind, lambda: None)()
-    kw["callback"] = {"where": _where, "shard": _shard}.get(kind)
+    kw["callback"] = {"where": _where, "shard": _shard, "onoff": _onoff}.get(kind)
     return click.option(*flag.flags, name, **{k: v for k, v in kw.items() if v is not None})
 
 
