@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # One session on a real TPU host (a TPU VM, or the `device` tool's one-chip v5e), from the repo root:
-#   bash benchmarks/tpu_session.sh smoke attention:420 [paged] [train]   (STEP:SECONDS sets a step's limit)
+#   bash benchmarks/tpu_session.sh smoke attention:420 [paged] [train]   (STEP:SECONDS sets a step's limit;
+#   STEP:SECONDS:seq_len=4096,seq_len=16384 runs only those cases: -k each)
 # Each step runs `xlabench run` on the suite's tpu profile (JAX backend) under its own time limit, so a
 # slow step leaves its finished rows and the next steps still run; every step's files land in $OUT
 # (default /tmp/xlabench-tpu) as one tar per step, plus a log. Resuming a step that ran out of time:
@@ -48,13 +49,17 @@ run_step() {  # run_step NAME SUITE [xlabench run options...]
 }
 
 for arg in "$@"; do
-  step=${arg%%:*} limit=$STEP_S
-  [ "$arg" != "$step" ] && limit=${arg#*:}
+  # STEP[:SECONDS[:KEY=VALUE,...]]: the third field filters the step's cases (-k KEY=VALUE each)
+  IFS=: read -r step limit filters <<<"$arg"
+  limit=${limit:-$STEP_S}
+  k=()
+  IFS=, read -ra kv <<<"${filters:-}"
+  for f in "${kv[@]}"; do [ -n "$f" ] && k+=(-k "$f"); done
   case $step in
     smoke)  # the platform, the peaks, and three tuned cases: is the pipeline right on this chip?
       xb info --peaks 2>&1 | tee "$OUT/info.log"
       run_step smoke suites/attention.yaml "$limit" -k seq_len=4096 -k mode=fwd -k causal=false ;;
-    attention) run_step attention suites/attention.yaml "$limit" ;;  # tuned (the default on a TPU)
+    attention) run_step attention suites/attention.yaml "$limit" "${k[@]}" ;;  # tuned (the default on a TPU)
     attention-cached)  # one S again (CACHED_S, default 4096): every tuned case from the cache; then the same
       # cases untuned, for what the cache costs against a run that does not tune
       run_step attention-cached suites/attention.yaml "$limit" -k seq_len=${CACHED_S:-4096}
@@ -62,11 +67,11 @@ for arg in "$@"; do
     attention-default)  # the default-block column: every case at 128 x 128 (--no-tune)
       run_step attention-default suites/attention.yaml "$limit" --no-tune ;;
     paged)  # one page size (64, 8 pages per 512-token block) and batch 16: contexts 1k..32k, three impls
-      run_step paged suites/paged_attention.yaml "$limit" -k page_size=64 -k batch=16 ;;
+      run_step paged suites/paged_attention.yaml "$limit" -k page_size=64 -k batch=16 "${k[@]}" ;;
     train)  # the model suites' shapes are for 4 devices: one chip takes a GPT-2 124M step
       run_step train benchmarks/tpu/gpt2_one_chip.yaml "$limit" ;;
     train-mfu)  # issue 34: GPT-2 124M and 355M, seq 1024 and 4096, naive / flash / splash, up to the largest batch
-      run_step train-mfu benchmarks/tpu/train_mfu_v5e.yaml "$limit" ;;
+      run_step train-mfu benchmarks/tpu/train_mfu_v5e.yaml "$limit" "${k[@]}" ;;
     *) echo "unknown step $step (smoke, attention, attention-cached, attention-default, paged, train, train-mfu)"; exit 2 ;;
   esac
 done
