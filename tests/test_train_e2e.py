@@ -45,6 +45,7 @@ def test_gpt2_suite_cpu_profile_through_the_cli(tmp_path: Path) -> None:
         assert r["flops"] == pytest.approx(p.flops()) and r["flops_palm"] == pytest.approx(p.flops_palm())
         assert r["params_count"] == p.params_count()
         assert r["mfu"] == pytest.approx(r["flops"] / (r["median_s"] * 8 * r["peak_tflops"] * 1e12))
+        assert r["mfu_palm"] == pytest.approx(r["flops_palm"] / (r["median_s"] * 8 * r["peak_tflops"] * 1e12))
         assert r["tokens_per_s"] == pytest.approx(r["global_batch"] * 128 / r["median_s"])
         assert r["tokens_per_s_per_device"] == pytest.approx(r["tokens_per_s"] / 8)
         losses = json.loads(r["losses"])

@@ -179,3 +179,19 @@ def test_model_suites_expand(name: str, profiles: dict) -> None:
     cpu = s.cases("cpu")
     assert {c.params["devices"] for c in cpu} == {8} and max(c.params["seq_len"] for c in cpu) <= 256
     assert {c.params["sharding"] for c in cpu} == {"fsdp", "2d", "auto"}
+
+
+def test_a_train_row_states_its_mfu_under_palms_convention_beside_the_causal_count():
+    """Measured on the v5e (gpt2-355m, seq 1024, batch 8, splash): 212.5 ms a step is MFU 44.5% on the causal
+    count (flops) and 47.4% on PaLM's non-causal 6N + 12LHQT (flops_palm), the convention published MFU
+    figures use: the row gives both."""
+    from xlabench.measure.worker_messages import CaseResult
+    from xlabench.run.metrics import derive
+
+    r = CaseResult(samples=(0.2124595,), stats={"median_s": 0.2124595}, timer="wallclock",
+                   metrics={"flops": 1.861108e13, "flops_palm": 1.986263e13})
+    out = derive(r, {"platform": "tpu", "device_kind": "TPU v5 lite", "device_count": 1}, 1, None)
+    assert out["peak_tflops"] == 197
+    assert out["mfu"] == pytest.approx(0.4447, abs=1e-4) and out["mfu_palm"] == pytest.approx(0.4746, abs=1e-4)
+    attention = CaseResult(samples=(1e-3,), stats={"median_s": 1e-3}, timer="wallclock", metrics={"flops": 1e11})
+    assert "mfu_palm" not in derive(attention, {"platform": "tpu", "device_kind": "TPU v5 lite"}, 1, None)

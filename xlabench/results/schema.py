@@ -133,6 +133,8 @@ METRIC_COLUMNS = _c("metric", [
     ("peak_gbytes_per_s", "GB/s", "peak memory bandwidth per device"),
     ("mbu", "", "gbytes_per_s / (devices * peak_gbytes_per_s): bandwidth utilisation, 0..1"),
     ("flops_palm", "FLOP", "train: PaLM 6N + 12LHQT model FLOPs per step (non-causal attention)"),
+    ("mfu_palm", "", ("train: flops_palm / (median_s * devices * peak): MFU under PaLM's convention (the one "
+                      "published MFU figures use); mfu counts causal attention's visible half, as MaxText")),
     ("params_count", "", "train: model parameters N (true vocabulary, published-checkpoint count)"),
     ("tokens_per_s", "tokens/s", "train: global tokens per second; paged: query tokens (batch * q_tokens) per second"),
     ("tokens_per_s_per_device", "tokens/s", "train: tokens_per_s / devices"),

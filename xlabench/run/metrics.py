@@ -13,7 +13,7 @@ from xlabench.measure.worker_messages import CaseResult
 
 def derive(result: CaseResult, env: dict[str, Any], devices: int,
            peak_override: Optional[float], interpret: bool = False) -> dict[str, Any]:
-    """tflops_per_s, mfu, gbytes_per_s, mbu, tokens_per_s (and per device), host_overhead (trace timer)
+    """tflops_per_s, mfu (and mfu_palm for a train step), gbytes_per_s, mbu, tokens_per_s (and per device), host_overhead (trace timer)
     and the peak used, and the roofline (xlabench/roofline.py), of a successful case's result."""
     fields = result.fields
     out: dict[str, Any] = {}
@@ -32,6 +32,8 @@ def derive(result: CaseResult, env: dict[str, Any], devices: int,
         out["tflops_per_s"] = fields["flops"] / median / 1e12
         if peak.tflops:
             out["mfu"] = flop_formulas.mfu(fields["flops"], median, devices, peak.tflops)
+    if fields.get("flops_palm") and peak.tflops:
+        out["mfu_palm"] = flop_formulas.mfu(fields["flops_palm"], median, devices, peak.tflops)
     if fields.get("bytes"):
         out["gbytes_per_s"] = fields["bytes"] / median / 1e9
         if peak.gbytes_per_s:
