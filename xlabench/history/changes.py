@@ -274,7 +274,7 @@ def segment(y: np.ndarray, alpha: float = ALPHA, allowed: Optional[np.ndarray] =
         for k, p in bisect(z, clipped, sigma, alpha, allowed, min_size, pooled=True).items():
             if all(abs(k - j) > 2 for j in found):
                 found[k] = p
-    bounds = refine(z, clipped, sorted(found), sigma, allowed, min_size)
+    bounds = refine(z, clipped, sorted(found), sigma, allowed, min_size, rank=family == "rank")
     found = {k: min((p for j, p in found.items() if abs(j - k) <= 2), default=min(found.values())) for k in bounds}
     while bounds:  # confirm: the weakest unconfirmed change goes, then its neighbours are tested again
         ps = [max(confirm_p(z[s:k], z[k:e], family), confirm_p(y[s:k], y[k:e], "rank") if spiky else 0.0)
@@ -296,10 +296,17 @@ def bisect(z: np.ndarray, clipped: np.ndarray, sigma: float, alpha: float, allow
     while todo:
         a, b = todo.pop()
         sub = None if allowed is None else allowed[a:b]
-        best = scan(z[a:b], sigma, sub, min_size, pooled=pooled)
+        seg, sig = z[a:b], sigma
+        if rank and (a, b) != (0, n):  # a part's own scores: the whole series' spread wider than a level's
+            seg = scores(seg)
+            sig = float(np.sqrt(np.mean(seg ** 2)))
+        best = scan(seg, sig, sub, min_size, pooled=pooled)
         if best is None:
             continue
-        p = scan_p(best[0], n if a == 0 and b == n else b - a, known_sigma=rank)
+        # sigma is the whole series' (its n - 1 differences): a part's tail keeps the whole series' degrees
+        # of freedom (the pooled scan's spread is the part's own)
+        p = scan_p(best[0], n if a == 0 and b == n else b - a, known_sigma=rank,
+                   df=None if pooled else 0.4 * (n - 1))
         if p > alpha:
             continue
         t, k, end = best
@@ -314,15 +321,16 @@ def bisect(z: np.ndarray, clipped: np.ndarray, sigma: float, alpha: float, allow
 
 
 def refine(z: np.ndarray, clipped: np.ndarray, bounds: list[int], sigma: float, allowed: Optional[np.ndarray],
-           min_size: int = MIN_SIZE) -> list[int]:
+           min_size: int = MIN_SIZE, rank: bool = False) -> list[int]:
     """Each change re-placed between its neighbours (the step of largest |z| there, moved back to where a
-    ramp starts): a change found against a part that held another change sits off by a run or two."""
+    ramp starts): a change found against a part that held another change sits off by a run or two.
+    ``rank``: the part's own normal scores (as bisect's parts)."""
     out = list(bounds)
     for i in range(len(out)):
         lo = out[i - 1] if i > 0 else 0
         hi = out[i + 1] if i + 1 < len(out) else len(z)
         sub = None if allowed is None else allowed[lo:hi]
-        best = scan(z[lo:hi], sigma, sub, min_size, max_bump=0)
+        best = scan(scores(z[lo:hi]) if rank else z[lo:hi], sigma, sub, min_size, max_bump=0)
         if best is not None:
             out[i] = lo + ramp_start(clipped[lo:hi], best[1], min_size, allowed=sub)
     return sorted(set(out))
