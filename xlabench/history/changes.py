@@ -16,7 +16,9 @@ geometric mean of them). The detector (docs/history.md has its figures, side by 
    a segment is not one z: its p-value is scan_p (a fitted effective number of tests times the one-test
    tail, calibrated by simulation on noise-only series with sigma estimated as above; figures in the
    docstring of scan_p). Like Otava's E-divisive, binary segmentation: a significant split cuts the
-   segment and both parts are searched again, at the strictness of the whole series. The mean family
+   segment and both parts are searched again, at the strictness of the whole series (a part's tail keeps
+   the whole series' degrees of freedom, as its sigma is the whole series'; the rank family scans a part on
+   the part's own normal scores: the whole series' scores spread as wide as the series). The mean family
    scans a second time with each split's own pooled spread about its two sides' means in place of sigma
    (Student's t, as Otava's test): where the noise lies in bands the differences overstate it (sigma 1.5
    times the runs' spread about their means); its changes join the first scan's (noise-only series: 0.5-0.6 %
