@@ -16,7 +16,9 @@ geometric mean of them). The detector (docs/history.md has its figures, side by 
    a segment is not one z: its p-value is scan_p (a fitted effective number of tests times the one-test
    tail, calibrated by simulation on noise-only series with sigma estimated as above; figures in the
    docstring of scan_p). Like Otava's E-divisive, binary segmentation: a significant split cuts the
-   segment and both parts are searched again, at the strictness of the whole series. The mean family
+   segment and both parts are searched again, at the strictness of the whole series (a part's tail keeps
+   the whole series' degrees of freedom, as its sigma is the whole series'; the rank family scans a part on
+   the part's own normal scores: the whole series' scores spread as wide as the series). The mean family
    scans a second time with each split's own pooled spread about its two sides' means in place of sigma
    (Student's t, as Otava's test): where the noise lies in bands the differences overstate it (sigma 1.5
    times the runs' spread about their means); its changes join the first scan's (noise-only series: 0.5-0.6 %
@@ -274,7 +276,7 @@ def segment(y: np.ndarray, alpha: float = ALPHA, allowed: Optional[np.ndarray] =
         for k, p in bisect(z, clipped, sigma, alpha, allowed, min_size, pooled=True).items():
             if all(abs(k - j) > 2 for j in found):
                 found[k] = p
-    bounds = refine(z, clipped, sorted(found), sigma, allowed, min_size)
+    bounds = refine(z, clipped, sorted(found), sigma, allowed, min_size, rank=family == "rank")
     found = {k: min((p for j, p in found.items() if abs(j - k) <= 2), default=min(found.values())) for k in bounds}
     while bounds:  # confirm: the weakest unconfirmed change goes, then its neighbours are tested again
         ps = [max(confirm_p(z[s:k], z[k:e], family), confirm_p(y[s:k], y[k:e], "rank") if spiky else 0.0)
@@ -296,10 +298,17 @@ def bisect(z: np.ndarray, clipped: np.ndarray, sigma: float, alpha: float, allow
     while todo:
         a, b = todo.pop()
         sub = None if allowed is None else allowed[a:b]
-        best = scan(z[a:b], sigma, sub, min_size, pooled=pooled)
+        seg, sig = z[a:b], sigma
+        if rank and (a, b) != (0, n):  # a part's own scores: the whole series' spread wider than a level's
+            seg = scores(seg)
+            sig = float(np.sqrt(np.mean(seg ** 2)))
+        best = scan(seg, sig, sub, min_size, pooled=pooled)
         if best is None:
             continue
-        p = scan_p(best[0], n if a == 0 and b == n else b - a, known_sigma=rank)
+        # sigma is the whole series' (its n - 1 differences): a part's tail keeps the whole series' degrees
+        # of freedom (the pooled scan's spread is the part's own)
+        p = scan_p(best[0], n if a == 0 and b == n else b - a, known_sigma=rank,
+                   df=None if pooled else 0.4 * (n - 1))
         if p > alpha:
             continue
         t, k, end = best
@@ -314,15 +323,16 @@ def bisect(z: np.ndarray, clipped: np.ndarray, sigma: float, alpha: float, allow
 
 
 def refine(z: np.ndarray, clipped: np.ndarray, bounds: list[int], sigma: float, allowed: Optional[np.ndarray],
-           min_size: int = MIN_SIZE) -> list[int]:
+           min_size: int = MIN_SIZE, rank: bool = False) -> list[int]:
     """Each change re-placed between its neighbours (the step of largest |z| there, moved back to where a
-    ramp starts): a change found against a part that held another change sits off by a run or two."""
+    ramp starts): a change found against a part that held another change sits off by a run or two.
+    ``rank``: the part's own normal scores (as bisect's parts)."""
     out = list(bounds)
     for i in range(len(out)):
         lo = out[i - 1] if i > 0 else 0
         hi = out[i + 1] if i + 1 < len(out) else len(z)
         sub = None if allowed is None else allowed[lo:hi]
-        best = scan(z[lo:hi], sigma, sub, min_size, max_bump=0)
+        best = scan(scores(z[lo:hi]) if rank else z[lo:hi], sigma, sub, min_size, max_bump=0)
         if best is not None:
             out[i] = lo + ramp_start(clipped[lo:hi], best[1], min_size, allowed=sub)
     return sorted(set(out))
