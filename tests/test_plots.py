@@ -64,7 +64,7 @@ def test_mfu_vs_batch_lines_hold_the_rows_mfu_in_percent(train):
         xs, ys = expected(rows, {"sharding": sharding, "impl": impl}, "global_batch", "mfu", 100)
         assert same(line.get_xdata(), xs) and same(line.get_ydata(), ys), label
         assert line.get_color() == plots.style(sharding).colour
-        assert line.get_marker() == "o"
+        assert line.get_marker() == {"naive": "o", "flash": "s"}[impl]  # the kernel's, as its line style
 
 
 def test_failed_and_skipped_points_are_gaps_never_zero(train):

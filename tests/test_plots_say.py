@@ -92,3 +92,29 @@ def test_sharding_footer_counts_the_gaps_it_draws(train_torch_xla_missing):
     foot = _footer(chart)
     assert foot.startswith("2 point(s) failed, skipped or wrong"), foot  # auto's naive and flash at batch 32
     assert "not drawn: torch_xla" in foot and "MFU against" in foot, foot
+
+
+TPU_TRAIN = Path(__file__).parent.parent / "docs/data/tpu-v5e/2026-12-06-b/train-mfu/20261206-072438-467d.csv"
+
+
+def test_lone_points_of_different_kernels_have_their_own_markers_and_the_key_shows_them():
+    """The v5e's train rows have one batch per model: naive, flash and splash were three identical dots
+    (only line styles told them apart, and a lone point draws no line)."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # pandas' PerformanceWarning reached the user's terminal
+        chart = plots.mfu_vs_batch(cd.load([TPU_TRAIN]))
+    ax = chart.figure.axes[0]
+    markers = {line.get_label(): line.get_marker() for line in ax.get_lines() if line.get_label() in
+               ("naive", "flash", "splash") or "fsdp" in line.get_label()}
+    assert len(set(markers.values())) == 3, markers
+    key = {t.get_text(): h for leg in chart.figure.legends for t, h in zip(leg.get_texts(), leg.legend_handles)}
+    assert {key[k].get_marker() for k in ("naive", "flash", "splash")} == set(markers.values())
+
+
+def test_a_train_charts_footer_says_its_steps_were_dispatched_back_to_back():
+    chart = plots.mfu_vs_batch(cd.load([TPU_TRAIN]))
+    foot = _footer(chart)
+    assert "host time around each synced call" not in foot, foot
+    assert "steps dispatched back to back" in foot, foot

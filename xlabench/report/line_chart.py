@@ -4,7 +4,7 @@ entry per combination of keys), so 18 series per panel still read with a dozen l
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Optional, Sequence
 
 import numpy as np
@@ -42,10 +42,15 @@ class Encoding:
             return DASHES[cd.position(self.values[self.dash_by], values[self.dash_by]) % len(DASHES)]
         return style(values[self.dash_by]).linestyle
 
+    dash_levels: list[Any] = field(default_factory=list)  # the dash key's values, in series order
+
     def marker(self, values: dict[str, Any]) -> str:
-        if self.marker_by is None:
-            return "o"
-        return MARKERS[cd.position(self.values[self.marker_by], values[self.marker_by]) % len(MARKERS)]
+        """The marker key's, else the dash key's (a lone point draws no line: its marker tells it apart)."""
+        if self.marker_by is not None:
+            return MARKERS[cd.position(self.values[self.marker_by], values[self.marker_by]) % len(MARKERS)]
+        if self.dash_by is not None and self.dash_by in values and self.dash_levels:
+            return MARKERS[cd.position(self.dash_levels, values[self.dash_by]) % len(MARKERS)]
+        return "o"
 
 
 def _encoding(series: list[tuple[dict[str, Any], pd.DataFrame]], colour_by: str, dash_by: Optional[str],
@@ -56,7 +61,8 @@ def _encoding(series: list[tuple[dict[str, Any], pd.DataFrame]], colour_by: str,
     dash = dash_by if dash_by and dash_by != colour_by else (free.pop(0) if free else None)
     marker = free.pop(0) if free else None
     values = {k: cd.levels(v[k] for v, _ in series) for k in (dash, marker) if k is not None and k in extras}
-    return Encoding(colour_by, dash, marker, free, values)
+    dash_levels = cd.levels(v[dash] for v, _ in series) if dash is not None else []
+    return Encoding(colour_by, dash, marker, free, values, dash_levels)
 
 
 def _key(enc: Encoding, series: list[tuple[dict[str, Any], pd.DataFrame]], band: bool) -> list[Artist]:
@@ -84,6 +90,7 @@ def _key(enc: Encoding, series: list[tuple[dict[str, Any], pd.DataFrame]], band:
         for value in cd.levels(v[enc.dash_by] for v, _ in series):
             if drawn(enc.dash_by, value):
                 out.append(Line2D([], [], color="#555555", linestyle=enc.dash({enc.dash_by: value}),
+                                  marker=None if enc.marker_by else enc.marker({enc.dash_by: value}), markersize=5,
                                   linewidth=1.6, label=entry(enc.dash_by, value, named=enc.dash_by in enc.values)))
     if enc.marker_by:
         for value in enc.values[enc.marker_by]:
@@ -170,8 +177,9 @@ def _line_chart(kind: str, rows: pd.DataFrame, *, x: str, y: pd.Series, panel_ke
         _log2_x(ax, xs_all[p.index], x_labels)
         if log_y and hline:
             _log_y(ax, shown, hline[0])
-        else:
-            ax.set_ylim(bottom=0)
+        else:  # room above the highest point (a marker at the frame's edge is cut in half)
+            top = max([v for v in shown if np.isfinite(v)] + ([hline[0]] if hline else []), default=0.0)
+            ax.set_ylim(bottom=0, top=top * 1.08 if top > 0 else None)
         if hline:
             ref = ax.axhline(hline[0], color=style(hline[1]).colour, linewidth=1.2, linestyle=":", label=hline[2])
             ref._xlabench_reference = True  # type: ignore[attr-defined]  # in the legend beside the key

@@ -49,15 +49,21 @@ def fmt_number(value: Any, spec: str, scale: float = 1.0) -> str:
 
 CLOCK_WORDS = {"device": "the device clock (the trace's per-iteration device seconds)",
                "wall": "the wall clock (host time around each synced call)"}
+# A train step's wall clock is a training loop's: steps_per_sample steps dispatched, one sync
+TRAIN_WALL = "the wall clock of training steps dispatched back to back (one sync per sample of steps)"
 
 
 def clock_note(rows: Iterable[Mapping[str, Any]]) -> str:
     """Which clock the timed rows' times and rates are on (their ``clock`` column), as one line for a
     chart's footer or a table's notes; empty when no row was timed."""
+    rows = list(rows)
     clocks = sorted({str(r.get("clock")) for r in rows
                      if _comparable(r.get("median_s")) is not None and _comparable(r.get("clock")) is not None})
     if not clocks:
         return ""
     if len(clocks) == 1:
+        if clocks[0] == "wall" and all(str(r.get("workload")) == "train" for r in rows
+                                       if _comparable(r.get("median_s")) is not None):
+            return f"times and rates on {TRAIN_WALL}"
         return f"times and rates on {CLOCK_WORDS.get(clocks[0], clocks[0])}"
     return "times and rates on mixed clocks (the rows' clock column: " + ", ".join(clocks) + ")"
