@@ -16,7 +16,7 @@ import jax.numpy as jnp
 from xlabench import impls as catalog
 from xlabench.backends import user_impl
 from xlabench.impls import AttentionImplRecord, lookup, no_rule
-from xlabench.workloads.attention import REF_MAX_SCORE_BYTES, chunked_reference
+from xlabench.workloads.attention import REF_MAX_SCORE_BYTES, reference_chunk
 from xlabench.workloads.attention import AttnConfig, default_scale  # noqa: F401 (re-exported for models)
 from xlabench.impls import attention_rules as rules
 from xlabench.workloads.attention import extra_block
@@ -181,21 +181,36 @@ def reference(q, k, v, causal: bool, sm_scale: float, q_offset=0):
     return jnp.einsum("bhgqk,bkhd->bqhgd", probs, v, precision=hi).reshape(b, sq, hq, d)
 
 
-@functools.lru_cache(maxsize=None)
-def _ref_chunk_fns(causal: bool, sm_scale: float):
-    fwd = jax.jit(lambda q, k, v, off: reference(q, k, v, causal, sm_scale, off))
-
-    def fwd_bwd(q, k, v, do, off):
-        out, vjp = jax.vjp(lambda q, k, v: reference(q, k, v, causal, sm_scale, off), q, k, v)
-        return (out,) + vjp(do)
-
-    return fwd, jax.jit(fwd_bwd)
-
-
 def reference_outputs(q, k, v, do, causal: bool, sm_scale: float, max_score_bytes: int = REF_MAX_SCORE_BYTES):
-    """Reference out (and dq, dk, dv when do is given) in float32, chunked over queries so the
-    score matrix never exceeds ``max_score_bytes`` (workloads.attention.chunked_reference)."""
-    fwd, fwd_bwd = _ref_chunk_fns(causal, sm_scale)
-    return tuple(chunked_reference(q, k, do, lambda qc, off: fwd(qc, k, v, off),
-                                   lambda qc, doc, off: fwd_bwd(qc, k, v, doc, off),
-                                   lambda xs: jnp.concatenate(xs, axis=1), max_score_bytes))
+    """Reference out (and dq, dk, dv when do is given) in float32, chunked over queries so the score
+    matrix never exceeds ``max_score_bytes`` (workloads.attention.reference_chunk: the chunking rule every
+    backend shares; numpy_reference is the math). One compiled program per shape: the chunks are a loop
+    inside it (on the v5e, slicing them eagerly compiled a program per chunk and the reference took
+    4.5-9.3 s a case)."""
+    b, sq, hq, _ = q.shape
+    rows = reference_chunk(b, hq, sq, k.shape[1], do is not None, max_score_bytes)
+    chunk = max(c for c in range(1, rows + 1) if sq % c == 0)  # a divisor of S: every chunk one shape
+    return tuple(_reference_loop(q, k, v, do, causal=causal, sm_scale=sm_scale, chunk=chunk))
+
+
+@functools.partial(jax.jit, static_argnames=("causal", "sm_scale", "chunk"))
+def _reference_loop(q, k, v, do, *, causal: bool, sm_scale: float, chunk: int):
+    q, k, v = (x.astype(jnp.float32) for x in (q, k, v))
+    steps = q.shape[1] // chunk
+    take = lambda x, i: jax.lax.dynamic_slice_in_dim(x, i * chunk, chunk, axis=1)  # noqa: E731
+    put = lambda acc, x, i: jax.lax.dynamic_update_slice_in_dim(acc, x, i * chunk, axis=1)  # noqa: E731
+    if do is None:
+        def fwd(i, out):
+            return put(out, reference(take(q, i), k, v, causal, sm_scale, i * chunk), i)
+
+        return [jax.lax.fori_loop(0, steps, fwd, jnp.zeros_like(q))]
+    do = do.astype(jnp.float32)
+
+    def fwd_bwd(i, acc):
+        out, dq, dk, dv = acc
+        o, vjp = jax.vjp(lambda qc, kk, vv: reference(qc, kk, vv, causal, sm_scale, i * chunk), take(q, i), k, v)
+        dqc, dkc, dvc = vjp(take(do, i))
+        return put(out, o, i), put(dq, dqc, i), dk + dkc, dv + dvc
+
+    return list(jax.lax.fori_loop(0, steps, fwd_bwd, (jnp.zeros_like(q), jnp.zeros_like(q), jnp.zeros_like(k),
+                                                       jnp.zeros_like(v))))
