@@ -447,3 +447,31 @@ def test_tables_and_charts_say_which_clock_their_numbers_are_on():
     assert "wall clock" in clock_note([{"median_s": 1e-3, "clock": "wall"}])
     assert "mixed" in clock_note([{"median_s": 1e-3, "clock": "wall"}, {"median_s": 2e-3, "clock": "device"}])
     assert clock_note([{"status": "skipped"}]) == ""
+
+
+def test_a_fwd_bwd_search_starts_from_the_fwd_cases_cached_winner(tmp_path, monkeypatch):
+    """A suite runs a shape's fwd case before its fwd_bwd one: the fwd_bwd search's forward stage
+    descends from the fwd winner and its smaller neighbours (which fit where the winner exceeds VMEM in
+    the fwd_bwd program) instead of from every square, and finds the same blocks compiling fewer."""
+    from xlabench.backends.jax import attention_impls as impls
+    from xlabench.backends.jax import tune_case
+    from xlabench.tune.space import near
+
+    assert near({"block_q": 2048, "block_k": 1024, "extra": 1}, tile_candidates(4096, 4096)) == (
+        {"block_q": 2048, "block_k": 1024}, {"block_q": 2048, "block_k": 512}, {"block_q": 1024, "block_k": 1024})
+    assert near({"block_q": 4096, "block_k": 1024}, tile_candidates(4096, 4096)) == ()  # not a candidate
+
+    p = AttentionParams(batch=4, num_heads=16, seq_len=4096, head_dim=128, mode="fwd_bwd")
+    stages = impls.REGISTRY["flash"].tune_space(p)
+    fwd_key = cache_key("TPU v5 lite", "jax", "flash", {"mode": "fwd"}, {"jax": "0.10.2"})
+    key = cache_key("TPU v5 lite", "jax", "flash", {"mode": "fwd_bwd"}, {"jax": "0.10.2"})
+    TuneCache(tmp_path / "hinted").store(fwd_key, "any", _outcome({"block_q": 512, "block_k": 256}))
+    counts = {}
+    for name in ("cold", "hinted"):
+        dev = FakeDevice(_cost)
+        monkeypatch.setattr(tune_case, "compile_many", lambda build, program, cands: dev.compile_many(program, cands))
+        monkeypatch.setattr(tune_case, "time_many", dev.time_many)
+        got = tune_case.tuned_blocks(stages, key, None, str(tmp_path / name), hints=[fwd_key])
+        assert got.blocks == {"block_q": 512, "block_k": 256, "block_q_bwd": 256, "block_k_bwd": 512}
+        counts[name] = got.fields["tune_tried"]
+    assert counts["hinted"] < counts["cold"]

@@ -82,6 +82,18 @@ class TuneCache:
             return Lookup("stale", why=f"{p}: its winner is no longer a candidate")
         return Lookup("hit", {**entry, "blocks": blocks})
 
+    def winner(self, key: Mapping[str, Any]) -> Optional[dict[str, int]]:
+        """The blocks an intact entry holds for ``key``, whatever space it was tuned over (a related case's
+        winner, to start a search from: tune_case.tuned_blocks' hints); None when there is none."""
+        p = self.path(key)
+        try:
+            entry = json.loads(p.read_text())
+            if entry["key"] != json.loads(json.dumps(key, default=str)):
+                return None
+            return {str(k): int(v) for k, v in dict(entry["blocks"]).items()}
+        except (OSError, ValueError, TypeError, KeyError, AttributeError):
+            return None
+
     def store(self, key: Mapping[str, Any], space: str, outcome: Any) -> Path:
         """Write ``outcome`` (a TuneOutcome) for ``key``, atomically (a crash leaves the old file or none)."""
         self.root.mkdir(parents=True, exist_ok=True)

@@ -31,6 +31,24 @@ def diagonal(candidates: Iterable[Blocks], names: Iterable[str]) -> tuple[Blocks
     return tuple(c for c in candidates if len({c[n] for n in names if n in c}) == 1)
 
 
+def near(blocks: Blocks, candidates: Iterable[Blocks]) -> tuple[Blocks, ...]:
+    """``blocks`` (restricted to the candidates' fields) and, one at a time, each of its fields one size
+    smaller, where they are candidates: the seeds of a descent that starts from a related case's winner
+    (a fwd_bwd search from its fwd case's blocks: the forward kernel there also writes the softmax
+    residuals, so the fwd winner can exceed VMEM, and a smaller neighbour fits)."""
+    cands = [dict(c) for c in candidates]
+    names = sorted({n for c in cands for n in c})
+    start = {n: int(blocks[n]) for n in names if n in blocks}
+    if len(start) != len(names) or start not in cands:
+        return ()
+    out = [start]
+    for n in names:
+        smaller = [c[n] for c in cands if c[n] < start[n] and {**start, n: c[n]} in cands]
+        if smaller:
+            out.append({**start, n: max(smaller)})
+    return tuple(out)
+
+
 def frozen(blocks: Blocks) -> tuple[tuple[str, int], ...]:
     """A hashable, order-free form of a candidate (dict keys, cache entries, AttnConfig.blocks)."""
     return tuple(sorted((str(k), int(v)) for k, v in blocks.items()))

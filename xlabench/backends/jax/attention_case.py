@@ -82,8 +82,10 @@ def tune_for(p: AttentionParams, im: impls.JaxAttentionImpl, cfg: impls.AttnConf
         return step_fn(q, im, c), args()[:3] if program == "fwd" else args()
 
     space = None if im.tune_space is None else functools.partial(im.tune_space, p)
+    # a fwd_bwd search starts from the fwd case's winner when the cache has it (a suite runs fwd first)
+    hints = [tune_key_fields(p.model_copy(update={"mode": "fwd"}))] if p.mode == "fwd_bwd" else []
     t = tune_case.decide(plan, space, p.block_q is not None or p.block_k is not None, cfg.interpret, impl,
-                         tune_key_fields(p), build)
+                         tune_key_fields(p), build, hints)
     if not t.blocks:
         return cfg, t.fields, t.note
     cfg = cfg.with_blocks(t.blocks)

@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import statistics
 import sys
@@ -28,6 +29,7 @@ from xlabench.backends.jax.common import check_fits
 from xlabench.measure.worker_messages import CaseSkipped
 from xlabench.tune.cache import space_fingerprint
 from xlabench.tune.search import Dropped, NoCandidate, Stage
+from xlabench.tune.space import near
 
 # Build(program, blocks) -> (the function of one iteration, its arguments); raises Dropped to prune.
 Build = Callable[[str, dict[str, int]], tuple[Callable, Sequence[Any]]]
@@ -148,10 +150,18 @@ class Tuned:
     note: str = ""
 
 
-def tuned_blocks(stages: list[Stage], key: dict, build: Build, tune_dir: Optional[str]) -> Tuned:
-    """The winner of ``stages`` for the case ``key`` names: from the cache, else searched (and stored)."""
+def tuned_blocks(stages: list[Stage], key: dict, build: Build, tune_dir: Optional[str],
+                 hints: Sequence[dict] = ()) -> Tuned:
+    """The winner of ``stages`` for the case ``key`` names: from the cache, else searched (and stored).
+    ``hints``: the keys of related cases (a fwd_bwd case's fwd one); the first cached winner among them
+    seeds the first stage's descent in place of its own seeds (space.near: it and its smaller neighbours)."""
     started = time.perf_counter()
     cache = tune.TuneCache(tune_dir or tune.default_dir())
+    for hint in hints:
+        seeds = near(cache.winner(hint) or {}, stages[0].candidates) if stages and stages[0].seeds else ()
+        if seeds:
+            stages = [dataclasses.replace(stages[0], seeds=seeds), *stages[1:]]
+            break
     candidates = [c for st in stages for c in st.candidates]
     space = space_fingerprint(candidates)
     found = cache.load(key, space, candidates)
@@ -176,11 +186,11 @@ INTERPRETED = "the kernel runs in the Pallas interpreter, whose timings say noth
 
 
 def decide(plan: Any, space: Optional[Callable[[], list[Stage]]], fixed: bool, interpret: bool, impl: str,
-           key_fields: dict[str, Any], build: Build) -> Tuned:
+           key_fields: dict[str, Any], build: Build, hints: Sequence[dict[str, Any]] = ()) -> Tuned:
     """Every workload's tuning decision, in one place: not tunable (no space: no columns); ``fixed`` (the
     suite sets the blocks); off for an interpreted kernel (refused, saying why, when --tune asked) or when
     ``plan.tune`` is off; else the winner for this device, impl and case (``key_fields``), from the cache or
-    searched now with ``build``."""
+    searched now with ``build`` (starting from a related case's cached winner, ``hints``: key fields)."""
     if space is None:
         return Tuned({}, {})
     if fixed:
@@ -189,5 +199,6 @@ def decide(plan: Any, space: Optional[Callable[[], list[Stage]]], fixed: bool, i
         return Tuned({}, {"tuned": "off"}, f"not tuned{' (--tune refused)' if plan.tune else ''}: {INTERPRETED}")
     if not plan.tune:
         return Tuned({}, {"tuned": "off"})
-    key = tune.cache_key(jax.devices()[0].device_kind, "jax", impl, key_fields, versions())
-    return tuned_blocks(space(), key, build, plan.tune_dir)
+    kind, ver = jax.devices()[0].device_kind, versions()
+    key = tune.cache_key(kind, "jax", impl, key_fields, ver)
+    return tuned_blocks(space(), key, build, plan.tune_dir, [tune.cache_key(kind, "jax", impl, h, ver) for h in hints])
