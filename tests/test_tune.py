@@ -475,3 +475,23 @@ def test_a_fwd_bwd_search_starts_from_the_fwd_cases_cached_winner(tmp_path, monk
         assert got.blocks == {"block_q": 512, "block_k": 256, "block_q_bwd": 256, "block_k_bwd": 512}
         counts[name] = got.fields["tune_tried"]
     assert counts["hinted"] < counts["cold"]
+
+
+def test_the_backward_blocks_descend_from_the_forward_winner():
+    """On the v5e the backward kernels' winners were the forward blocks or one size off (1024 x 1024 ->
+    bq1024 bk1024, 2048 x 512 -> bq2048 bk512): the backward stage starts there, not at every square."""
+    from xlabench.backends.jax import attention_impls as impls
+
+    p = AttentionParams(batch=4, num_heads=16, seq_len=4096, head_dim=128, mode="fwd_bwd")
+    stages = impls.REGISTRY["flash"].tune_space(p)
+    seen: list[tuple[str, list[dict]]] = []
+    dev = FakeDevice(_cost)
+
+    def compile_many(program, cands):
+        seen.append((program, cands))
+        return dev.compile_many(program, cands)
+
+    search(stages, compile_many, dev.time_many)
+    first_bwd = next(c for _, c in seen if "block_q_bwd" in c[0])
+    assert {(c["block_q_bwd"], c["block_k_bwd"]) for c in first_bwd} >= {(512, 256), (256, 256), (512, 128)}
+    assert (2048, 2048) not in {(c["block_q_bwd"], c["block_k_bwd"]) for c in first_bwd}

@@ -20,7 +20,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Optional, Sequence
 
-from xlabench.tune.space import Blocks, blocks_text, frozen
+from xlabench.tune.space import Blocks, blocks_text, frozen, near
 
 # Iterations per candidate in the first (all survivors) and the last (the fastest share) round.
 ROUNDS = (3, 10)
@@ -51,6 +51,10 @@ class Stage:
     default: Blocks = field(default_factory=dict)
     # Where a descent starts (e.g. the square blocks); empty: every candidate is compiled and timed (the grid)
     seeds: tuple[Blocks, ...] = ()
+    # This stage's field -> an earlier stage's: the descent starts at the earlier winner's sizes (and each
+    # one size smaller: space.near) where they are candidates, else at ``seeds`` (the backward blocks
+    # start at the forward ones)
+    follow: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -176,7 +180,9 @@ def _stage(st: Stage, cands: list[tuple], default_key: Optional[tuple], chosen: 
     seen: set[tuple] = set()
     first: dict[tuple, float] = {}
     extra = [default_key] if default_key is not None else []
-    seeds = [s for s in dict.fromkeys(frozen({**chosen, **s}) for s in st.seeds) if s in set(cands)]
+    start = near({dst: chosen[src] for dst, src in st.follow.items() if src in chosen}, st.candidates) \
+        if st.follow else ()
+    seeds = [s for s in dict.fromkeys(frozen({**chosen, **s}) for s in (start or st.seeds)) if s in set(cands)]
     if seeds:
         alive = run.compile(st.program, seeds + extra, handles, seen)
         if not any(k in handles for k in seeds):  # every seed dropped: the grid after all
