@@ -177,7 +177,9 @@ def read_rows(path: Path):
         raise ResultsFileError(f"{path}: unknown column(s) {extra} for schema version {SCHEMA_VERSION}")
     # version 1 timed every row on the wall clock (its files have no clock column)
     clock = df["clock"].astype(object) if "clock" in df else pd.Series(None, index=df.index, dtype=object)
-    df = df.assign(clock=clock.where(clock.notna() | (df["status"] != "ok"), "wall"))
+    # .copy(): one block per dtype (the python parser's ~150 columns come as fragments, and pandas warned on
+    # every assign, on the user's terminal)
+    df = df.copy().assign(clock=clock.where(clock.notna() | (df["status"] != "ok"), "wall"))
     for b in ("causal", "interpret", "correct", "scan_layers"):
         if b in df:
             df[b] = df[b].map({True: True, False: False, "true": True, "false": False})
