@@ -240,3 +240,20 @@ def test_thirty_runs_without_a_change_report_nothing(tmp_path):
         (group,) = series.groups(s)
     assert series.detect(group) == []
     assert series.events(group, []) == []
+
+
+def test_many_files_are_read_by_processes_that_do_not_fork_a_jax_process(tmp_path):
+    """CI's log: reading 30 runs forked workers from a pytest process that had started JAX's threads
+    ("os.fork() was called ... JAX is multithreaded, so this will likely lead to a deadlock"). The readers
+    start from a fork server."""
+    import warnings
+
+    import jax.numpy as jnp
+
+    jnp.ones(4).block_until_ready()  # JAX's threads are running
+    paths = hd.write_series(tmp_path / "runs", [1.0] * 24, seed=3)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        runs = list(ingest._read_many(paths, ingest.GitLog()))
+    assert not [w for w in seen if "fork" in str(w.message)], [str(w.message) for w in seen]
+    assert [r.run_id for r in runs] == [ingest.read_run(p).run_id for p in paths]  # in order, every one

@@ -115,9 +115,14 @@ def _read_many(paths: list[Path], git: GitLog) -> Iterator[RunRecord]:
     if len(paths) < 20 or workers < 2:
         yield from (read_run(p, git) for p in paths)
         return
+    import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
-    with ProcessPoolExecutor(workers) as pool:
+    # forkserver, not fork: a process that has imported JAX (a test worker, `run` then `history add`) runs
+    # threads, and a forked child can deadlock on a lock one of them held (Python warns of it)
+    ctx = multiprocessing.get_context("forkserver" if "forkserver" in multiprocessing.get_all_start_methods()
+                                      else "spawn")
+    with ProcessPoolExecutor(workers, mp_context=ctx) as pool:
         yield from pool.map(read_run, paths, [git] * len(paths), chunksize=8)
 
 
