@@ -52,9 +52,7 @@ def load(paths: Sequence[Path]) -> pd.DataFrame:
         return pd.DataFrame(columns=results.COLUMN_NAMES)
     df = pd.concat(frames, ignore_index=True)
     df = df.reindex(columns=list(dict.fromkeys(results.COLUMN_NAMES + list(df.columns))))
-    # .copy(): one block per dtype (read_rows' columns come one by one, and a frame of ~150 fragments makes
-    # pandas warn on every later assign, on the user's terminal)
-    df = df.drop_duplicates(subset=["run_id", "case_id"], keep="last").reset_index(drop=True).copy()
+    df = df.drop_duplicates(subset=["run_id", "case_id"], keep="last").reset_index(drop=True)
     df.attrs["published"] = published(paths)
     return df
 
