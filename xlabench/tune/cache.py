@@ -62,17 +62,22 @@ class TuneCache:
     def path(self, key: Mapping[str, Any]) -> Path:
         return self.root / _name(key)
 
+    def _read(self, key: Mapping[str, Any]) -> tuple[dict, dict[str, int]]:
+        """(the entry, its blocks) for ``key``; OSError or ValueError (TypeError, AttributeError) when the
+        file is missing or damaged."""
+        entry = json.loads(self.path(key).read_text())
+        if not isinstance(entry, dict) or any(f not in entry for f in _FIELDS):
+            raise ValueError("fields missing")
+        if entry["key"] != json.loads(json.dumps(key, default=str)):
+            raise ValueError("the file holds another key")
+        return entry, {str(k): int(v) for k, v in dict(entry["blocks"]).items()}
+
     def load(self, key: Mapping[str, Any], space: str, candidates: Sequence[Blocks]) -> Lookup:
         p = self.path(key)
         if not p.exists():
             return Lookup("miss")
         try:
-            entry = json.loads(p.read_text())
-            if not isinstance(entry, dict) or any(f not in entry for f in _FIELDS):
-                raise ValueError("fields missing")
-            if entry["key"] != json.loads(json.dumps(key, default=str)):
-                raise ValueError("the file holds another key")
-            blocks = {str(k): int(v) for k, v in dict(entry["blocks"]).items()}
+            entry, blocks = self._read(key)
         except (OSError, ValueError, TypeError, AttributeError) as e:
             return Lookup("damaged", why=f"{p}: {e}")
         if entry["space"] != space:
@@ -85,13 +90,9 @@ class TuneCache:
     def winner(self, key: Mapping[str, Any]) -> Optional[dict[str, int]]:
         """The blocks an intact entry holds for ``key``, whatever space it was tuned over (a related case's
         winner, to start a search from: tune_case.tuned_blocks' hints); None when there is none."""
-        p = self.path(key)
         try:
-            entry = json.loads(p.read_text())
-            if entry["key"] != json.loads(json.dumps(key, default=str)):
-                return None
-            return {str(k): int(v) for k, v in dict(entry["blocks"]).items()}
-        except (OSError, ValueError, TypeError, KeyError, AttributeError):
+            return self._read(key)[1]
+        except (OSError, ValueError, TypeError, AttributeError):
             return None
 
     def store(self, key: Mapping[str, Any], space: str, outcome: Any) -> Path:

@@ -182,7 +182,8 @@ def _stage(st: Stage, cands: list[tuple], default_key: Optional[tuple], chosen: 
     extra = [default_key] if default_key is not None else []
     start = near({dst: chosen[src] for dst, src in st.follow.items() if src in chosen}, st.candidates) \
         if st.follow else ()
-    seeds = [s for s in dict.fromkeys(frozen({**chosen, **s}) for s in (start or st.seeds)) if s in set(cands)]
+    have = set(cands)
+    seeds = [s for s in dict.fromkeys(frozen({**chosen, **s}) for s in (start or st.seeds)) if s in have]
     if seeds:
         alive = run.compile(st.program, seeds + extra, handles, seen)
         if not any(k in handles for k in seeds):  # every seed dropped: the grid after all
