@@ -111,10 +111,14 @@ def with_timer(result: CaseResult, plan: TimingPlan, traced: tuple[float, ...] |
 DEVICE_HEADLINE_WORKLOADS = ("attention", "paged_attention")
 
 
+def _kernel_on_accelerator(platform: str, workload: str) -> bool:
+    return platform != "cpu" and workload in DEVICE_HEADLINE_WORKLOADS
+
+
 def device_is_headline(platform: str, workload: str, plan: TimingPlan) -> bool:
     """Whether the case's headline will be its device seconds (device_headline): a kernel workload timed by
     the device clock on an accelerator."""
-    return plan.device_timed and platform != "cpu" and workload in DEVICE_HEADLINE_WORKLOADS
+    return plan.device_timed and _kernel_on_accelerator(platform, workload)
 
 
 def passes(plan: TimingPlan, device_head: bool) -> TimingPlan:
@@ -142,7 +146,7 @@ def device_headline(result: CaseResult, platform: str, workload: str = "attentio
     seconds, as tokamax and xprof report a kernel and as a training loop that never syncs each step pays;
     the wall clock's median per call stays in ``wall_median_s`` (host_overhead is their ratio). On CPU, or
     without device samples, the result is unchanged (``clock`` wall)."""
-    if platform == "cpu" or not result.device_samples or workload not in DEVICE_HEADLINE_WORKLOADS:
+    if not result.device_samples or not _kernel_on_accelerator(platform, workload):
         return result
     return result.replace(samples=tuple(result.device_samples), stats=summarize(list(result.device_samples)),
                           clock="device", wall_median_s=result.stats.get("median_s"))

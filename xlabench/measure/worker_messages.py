@@ -113,6 +113,12 @@ class _CaseRequest:
     params: Mapping[str, Any]
 
 
+def _case_fields(case: CaseLike) -> tuple[Any, ...]:
+    """_CaseRequest's fields of a case, in their order (every request's first arguments)."""
+    return tuple(dict(case.params) if f.name == "params" else getattr(case, f.name)
+                 for f in dataclasses.fields(_CaseRequest))
+
+
 @dataclass(frozen=True)
 class RunRequest(_CaseRequest):
     """Run one case (op ``run``): what the worker needs, the timing plan included."""
@@ -123,8 +129,7 @@ class RunRequest(_CaseRequest):
 
     @classmethod
     def from_case(cls, case: CaseLike, plan: TimingPlan, *, interpret: bool, platform: str) -> "RunRequest":
-        return cls(case.case_id, case.workload, case.backend, case.impl, dict(case.params), bool(interpret),
-                   platform, plan)
+        return cls(*_case_fields(case), bool(interpret), platform, plan)
 
     def to_message(self) -> dict[str, Any]:
         return {"op": "run", **_encode(self, plan=_encode(self.plan))}
@@ -144,7 +149,7 @@ class CompileRequest(_CaseRequest):
 
     @classmethod
     def from_case(cls, case: CaseLike, target: TargetSpec) -> "CompileRequest":
-        return cls(case.case_id, case.workload, case.backend, case.impl, dict(case.params), target)
+        return cls(*_case_fields(case), target)
 
     def to_message(self) -> dict[str, Any]:
         return {"op": "compile", **_encode(self, target=self.target.to_message())}

@@ -34,6 +34,7 @@ class Encoding:
     marker_by: Optional[str]
     named: list[str]
     values: dict[str, list[Any]]  # the values of the dash and marker keys, in series order
+    dash_levels: list[Any] = field(default_factory=list)  # the dash key's values, in series order
 
     def dash(self, values: dict[str, Any]) -> Any:
         if self.dash_by is None:
@@ -41,8 +42,6 @@ class Encoding:
         if self.dash_by in self.values:
             return DASHES[cd.position(self.values[self.dash_by], values[self.dash_by]) % len(DASHES)]
         return style(values[self.dash_by]).linestyle
-
-    dash_levels: list[Any] = field(default_factory=list)  # the dash key's values, in series order
 
     def marker(self, values: dict[str, Any]) -> str:
         """The marker key's, else the dash key's (a lone point draws no line: its marker tells it apart)."""
