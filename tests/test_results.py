@@ -101,3 +101,14 @@ def test_readme_documents_every_column():
 
     readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
     assert upd.table() in readme, "README column table is stale: run python benchmarks/update_readme_columns.py"
+
+
+@pytest.mark.parametrize("text", ["0123456789", "12345e6789", "1234567", "007", "1e5"])
+def test_text_columns_read_back_as_written(tmp_path, text):
+    """A short sha of digits (or digits around an 'e') is text, not a number: read as written, leading zero
+    and all. It flaked CI: a random commit sha made history order runs by start time."""
+    files = results.RunFiles(tmp_path / "r1.csv")
+    with results.RowWriter(files) as w:
+        w.write(_row(0, git_sha=text, hostname=text, suite=text, run_id=text, profile=text))
+    r = results.read_rows(files.csv).iloc[0]
+    assert [r.git_sha, r.hostname, r.suite, r.run_id, r.profile] == [text] * 5

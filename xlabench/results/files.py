@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from xlabench.results.schema import COLUMN_NAMES, SAMPLE_COLUMNS, SCHEMA_VERSION
+from xlabench.results.schema import COLUMN_NAMES, SAMPLE_COLUMNS, SCHEMA_VERSION, TEXT_COLUMN_NAMES
 
 # Version 1 files (before the device clock became the headline) read as rows timed on the wall clock.
 READABLE_VERSIONS = (1, SCHEMA_VERSION)
@@ -162,7 +162,7 @@ def read_rows(path: Path):
     path = Path(path)
     header = check_header(path)
     try:
-        df = pd.read_csv(path, dtype={"case_id": str, "run_id": str}, keep_default_na=True,
+        df = pd.read_csv(path, dtype={c: str for c in TEXT_COLUMN_NAMES}, keep_default_na=True,
                          on_bad_lines="warn", engine="python")
     except Exception as e:  # pandas raises several types for malformed files
         raise ResultsFileError(f"{path}: cannot parse as CSV: {e}") from None

@@ -206,6 +206,11 @@ COLUMNS: list[Column] = (ID_COLUMNS + CASE_COLUMNS + ENV_COLUMNS + MEASURE_COLUM
                          + TUNE_COLUMNS + COMPILE_COLUMNS + ROOFLINE_COLUMNS)
 COLUMN_NAMES: list[str] = [c.name for c in COLUMNS]
 CASE_COLUMN_NAMES: list[str] = [c.name for c in CASE_COLUMNS]
+# Names and labels that may look like numbers (a short sha of digits, '1e5', a hostname '007'): read back as
+# the text written, never parsed (a sha read as a number lost its leading zero and history its commit order).
+TEXT_COLUMN_NAMES: frozenset[str] = frozenset(
+    [c.name for c in ID_COLUMNS if c.name != "schema_version"]
+    + ["platform", "device_kind", "framework_version", "hostname", "git_sha", "timestamp", "error"])
 SAMPLE_COLUMNS = ["run_id", "case_id", "iteration", "seconds"]
 STATUSES = RUN_STATUSES  # a run's rows (measure/status.py: the words a worker's reply uses too)
 
