@@ -42,6 +42,12 @@ def take_compile_cached() -> bool | None:
     return cached
 
 
+def set_compile_cached(cached: bool | None) -> None:
+    """Say which compile the case's row reports, where it is not the last one made (a batch search)."""
+    global _last_cached
+    _last_cached = cached
+
+
 class CompileOom(Exception):
     """The program compiles only past the device's HBM; carries libtpu's figures when it gives them."""
 

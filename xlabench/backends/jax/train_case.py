@@ -255,10 +255,13 @@ GIB = float(1 << 30)
 
 
 def resolve_batch(p: TrainParams, impl: str, interpret: bool, platform: str, limit: int | None,
-                  devices: Sequence[jax.Device] | None = None, donate: bool = True) -> tuple[TrainParams, str]:
+                  devices: Sequence[jax.Device] | None = None, donate: bool = True,
+                  need: Callable[[TrainParams], int | None] | None = None) -> tuple[TrainParams, str]:
     """``p`` with ``global_batch: auto`` replaced by the largest batch whose step fits ``limit`` bytes per
     device (p.memory_limit_gib when given), found by compiling the step (never running it); and a note
-    saying so. CaseSkipped when no limit is known or not even the smallest batch fits."""
+    saying so. CaseSkipped when no limit is known or not even the smallest batch fits. ``need(params)``:
+    the per-device bytes of the step at a batch (default: program(...).peak_bytes), for a caller that
+    keeps what each probe compiled."""
     if not p.auto_batch:
         return p, ""
     if p.memory_limit_gib is not None:
@@ -267,9 +270,9 @@ def resolve_batch(p: TrainParams, impl: str, interpret: bool, platform: str, lim
         raise CaseSkipped(f"global_batch auto needs a memory limit: this {platform} device reports none; "
                           "set memory_limit_gib")
     device = None if devices is None else devices[0]
-    batch, seen = largest_batch(
-        lambda b: program(p.with_batch(b), impl, interpret, platform, devices).peak_bytes(donate, device),
-        limit, p.batch_step())
+    if need is None:
+        need = lambda q: program(q, impl, interpret, platform, devices).peak_bytes(donate, device)  # noqa: E731
+    batch, seen = largest_batch(lambda b: need(p.with_batch(b)), limit, p.batch_step())
     probes = ", ".join(f"{b}: {'?' if v is None else f'{v / GIB:.2f}'}" for b, v in sorted(seen.items()))
     if not batch:
         raise CaseSkipped(f"global_batch auto: not even batch {p.batch_step()} fits {limit / GIB:.2f} GiB per "
