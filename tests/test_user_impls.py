@@ -115,7 +115,7 @@ def test_every_bad_impl_is_one_row_naming_the_problem_and_the_good_one_is_ok(tmp
         (tmp_path / name).write_text(text)
     impls = [GOOD, "raising:fn", "absent_module:fn", "kernels:nothing_here", "kernels:two_args",
              "kernels:wrong_shape", "kernels:wrong_dtype", "kernels:segfault", "kernels:hang"]
-    res = _cli("run", str(_suite(tmp_path, impls, timeout=40)), "--out", str(tmp_path / "out"), cwd=tmp_path,
+    res = _cli("run", str(_suite(tmp_path, impls, timeout=15)), "--out", str(tmp_path / "out"), cwd=tmp_path,
                pythonpath=str(EXAMPLE / "src"))
     assert "Traceback" not in res.stdout, res.stdout
     rows = _rows(tmp_path / "out")
