@@ -119,7 +119,9 @@ def test_compile_only_v5e_boundary_on_a_small_model(tmp_path: Path, write_suite)
     """`xlabench compile --target v5e-1` with global_batch auto: the row holds the largest batch under the
     budget; compiled at that batch and one more, the step needs <= and > the budget. The budget (0.005 GiB)
     puts the boundary at a few dozen sequences: a v5e compile of this step takes ~4 s at batch 8, ~13 s at
-    128 and more above, so a 0.5 GiB budget (boundary ~750) made this one test take 394-900 s."""
+    128 and more above, so a 0.5 GiB budget (boundary ~750) made this one test take 394-900 s.
+    The search's probes go into the figure store: the second run finds both batches there (compile_cached),
+    which holds only where the search compiled the very program `xlabench compile` compiles for a batch."""
     require_libtpu()
     rows = []
     for i, batches in enumerate(["[auto]", None]):
@@ -135,5 +137,6 @@ def test_compile_only_v5e_boundary_on_a_small_model(tmp_path: Path, write_suite)
     auto = rows[0].iloc[0]
     assert auto["status"] == "compiled" and auto["max_batch"] == auto["global_batch"] > 8
     assert "global_batch auto" in auto["notes"]
+    assert rows[1]["compile_cached"].all(), rows[1][["global_batch", "compile_cached"]]
     need = rows[1].set_index("global_batch")["peak_memory_bytes"]
     assert need[found] <= V5E_BUDGET_GIB * GIB < need[found + 1]
