@@ -30,7 +30,17 @@ geometric mean of them). The detector (docs/history.md has its figures, side by 
    with scipy's two-sample test of its family: Student's t on the clipped runs ("mean", the default), or
    Mann-Whitney's U ("rank": the scan then runs on the runs' normal scores, whose spread is known; family
    "auto" picks it when the runs have heavy tails or lie in bands). The weakest unconfirmed change goes and its neighbours are tested again.
-6. **Size.** The ratio after / before over the neighbouring runs with a t interval from the runs' own
+6. **Bands.** Runs often lie in two bands (a fast and a slow mode): their mean wanders with the bands, and
+   the plain scan measures a level only to the runs' whole spread. Where the mean family's runs about the
+   plain scan's segments fit two bands clearly (history/bands.py: a mixture of two normals with a common
+   spread beats one normal by BAND_LR / 2 in twice the log-likelihood ratio), the runs are segmented a
+   second time by the band likelihood (band_segment), and its changes replace the plain ones where they
+   explain the runs better: the band model beats one normal on them by BAND_LR and its log-likelihood, less
+   a penalty per change of the scan's own threshold z*^2 / 2, is the higher (prefer_bands). A band change
+   is confirmed by the band likelihood at the scan's strictness and by Student's t and Mann-Whitney against
+   its neighbouring segments; its p is the largest of the three (the band model alone is overconfident on
+   runs whose modes are not two bands).
+7. **Size.** The ratio after / before over the neighbouring runs with a t interval from the runs' own
    spread; a run's within-run samples enter only where a side has too few runs to measure its spread
    (fewer than SPREAD_RUNS), as a floor on it.
 """
@@ -43,7 +53,7 @@ from typing import Optional, Sequence
 import numpy as np
 from scipy import ndimage, stats
 
-from xlabench.history import ALPHA
+from xlabench.history import ALPHA, bands
 
 MIN_SIZE = 3       # runs on each side of a split (fewer: a side has next to no variance to test against)
 MAX_BUMP = 30      # longest window of runs scanned as a regression and its fix (longer ones: two steps)
@@ -57,6 +67,8 @@ CONFIDENCE = 0.95
 FAMILIES = ("auto", "mean", "rank")
 FAR_RUNS = 2      # heavy tails: at least this many runs (and 1 %) beyond 4 sigma of their neighbours' median
 JUMPS = 4         # or at least this many (and 2 %) differences beyond 4 sigma sqrt 2 (a case jumping between modes)
+BAND_LR = 6.0     # the two-band model is used where it beats one normal by this much (twice the log-likelihood ratio;
+                  # noise-only normal series of 60 runs: 6.5 at the 99th percentile)
 NOT_NORMAL = 1.4   # family auto: rank when the clipped runs' spread exceeds the differences' noise this much
                    # (normal noise, 30 runs: 1.24 at the 90th percentile; runs in two bands: 1.25-1.56)
 # scan_p's effective number of tests by series length (runs, tests), interpolated on log-log, slope 1 beyond
@@ -137,11 +149,12 @@ def spread(z: np.ndarray) -> float:
 
 
 def scan(z: np.ndarray, sigma: float, allowed: Optional[np.ndarray] = None, min_size: int = MIN_SIZE,
-         max_bump: int = MAX_BUMP, pooled: bool = False) -> Optional[tuple[float, int, Optional[int]]]:
+         max_bump: int = MAX_BUMP, pooled: bool = False, steps: bool = True) -> Optional[tuple[float, int, Optional[int]]]:
     """The best split of a segment: (largest |z|, a, b) with b None for a step at a, or the window a..b-1
     (a regression and its fix) against the runs around it; None if the segment is too short.
     ``allowed[k]``: a split may go before run k (run k starts a new commit). ``pooled``: each split's z
-    divides by its own pooled spread about its two sides' means (m - 2 degrees of freedom), not sigma."""
+    divides by its own pooled spread about its two sides' means (m - 2 degrees of freedom), not sigma.
+    ``steps`` False: the windows only."""
     m = len(z)
     if m < 2 * min_size:
         return None
@@ -155,7 +168,7 @@ def scan(z: np.ndarray, sigma: float, allowed: Optional[np.ndarray] = None, min_
     k = np.arange(min_size, m - min_size + 1)
     k = k[ok[k]]
     best: Optional[tuple[float, int, Optional[int]]] = None
-    if len(k):
+    if len(k) and steps:
         d = (total - c[k]) / (m - k) - c[k] / k
         ss = c2[-1] - c[k] ** 2 / k - (total - c[k]) ** 2 / (m - k)
         t = np.abs(d) / (sd(ss) * np.sqrt(1 / k + 1 / (m - k)))
@@ -285,7 +298,89 @@ def segment(y: np.ndarray, alpha: float = ALPHA, allowed: Optional[np.ndarray] =
         if ps[worst] <= alpha:
             break
         bounds.pop(worst)
+    if family == "mean" and bands_likely(z, bounds):  # the runs segmented by the two-band likelihood too
+        banded = band_segment(z, sigma, alpha, allowed, min_size)
+        if sorted(banded) != bounds and prefer_bands(z, bounds, sorted(banded), alpha):
+            bounds, found = sorted(banded), banded
     return [Split(k, found[k]) for k in bounds]
+
+
+def bands_likely(z: np.ndarray, bounds: list[int]) -> bool:
+    """Whether z's runs about the plain scan's segments lie in two bands clearly enough to try the band model
+    (half the evidence prefer_bands asks of the band detector's own segments)."""
+    first = bands.fit(z, bounds, bands.start(z))
+    return 2 * (bands.loglik(z, bounds, first) - bands.normal_loglik(z, bounds)) >= BAND_LR / 2
+
+
+def prefer_bands(z: np.ndarray, plain: list[int], banded: list[int], alpha: float = ALPHA) -> bool:
+    """Whether the two-band detector's changes explain z better than the plain scan's: on its segments the
+    two bands beat one normal by BAND_LR, and its two-band log-likelihood (each with its own band
+    parameters) less a penalty per change of z*^2 / 2 is the higher, z* the scan's own threshold on a
+    series this long (a change is worth what it would take to be found)."""
+    first = bands.start(z)
+    penalty = stats.norm.isf(alpha / (2 * neff(len(z)))) ** 2 / 2
+    ll = bands.loglik(z, banded, first)
+    if 2 * (ll - bands.normal_loglik(z, banded)) < BAND_LR:
+        return False
+    return ll - penalty * len(banded) > bands.loglik(z, plain, first) - penalty * len(plain)
+
+
+def band_segment(z: np.ndarray, sigma: float, alpha: float = ALPHA, allowed: Optional[np.ndarray] = None,
+                 min_size: int = MIN_SIZE) -> dict[int, float]:
+    """The changes of z under noise in two bands (history/bands.py): {first run after a change: its p}.
+    Binary segmentation by the band likelihood's best single change (p from its sqrt(2 log LR) as the
+    scan's z), a window against the rest by the mean scan where no single change is significant (a
+    regression and its fix); once with the band parameters of the runs about their 9-run median, again with
+    those fitted on the first pass's segments; then each change confirmed against its neighbouring segments
+    by the same likelihood, the weakest unconfirmed going first."""
+    n = len(z)
+    b = bands.start(z)
+    found = _band_bisect(z, sigma, b, alpha, allowed, min_size)
+    b = bands.fit(z, sorted(found), b)
+    found = _band_bisect(z, sigma, b, alpha, allowed, min_size)
+    kept, ps = sorted(found), []
+    while kept:
+        ps = []
+        for i in range(len(kept)):
+            s, k, e = window_of(kept, i, n, WINDOW)
+            lr = bands.split_lr(z[s:e], np.array([k - s]), b)[0]
+            ps.append(max(scan_p(float(np.sqrt(lr)), e - s, df=n - 3), confirm_p(z[s:k], z[k:e], "mean"),
+                          confirm_p(z[s:k], z[k:e], "rank")))
+        worst = int(np.argmax(ps))
+        if ps[worst] <= alpha:
+            break
+        kept.pop(worst)
+    return {k: max(found[k], p) for k, p in zip(kept, ps)}
+
+
+def _band_bisect(z: np.ndarray, sigma: float, b: bands.Bands, alpha: float, allowed: Optional[np.ndarray],
+                 min_size: int) -> dict[int, float]:
+    """Binary segmentation by the band likelihood's best single change (its p: sqrt(2 log LR) as the scan's
+    z, Student's tail on the series' n - 3 degrees of freedom: p, d and s are fitted), else the plain scan's
+    best window (a regression and its fix that no single change explains)."""
+    n = len(z)
+    found: dict[int, float] = {}
+    todo = [(0, n)]
+    while todo:
+        a, e = todo.pop()
+        sub = None if allowed is None else allowed[a:e]
+        best = bands.step_scan(z[a:e], b, sub, min_size)
+        p = 1.0 if best is None else scan_p(best[0], e - a, df=n - 3)
+        if p <= alpha:
+            cuts = [best[1]]
+        else:
+            window = scan(z[a:e], sigma, sub, min_size, steps=False)
+            if window is None:
+                continue
+            p = scan_p(window[0], e - a, df=0.4 * (n - 1))
+            if p > alpha:
+                continue
+            cuts = [window[1], window[2]]
+        for cut in cuts:
+            found[a + cut] = min(p, found.get(a + cut, 1.0))
+        edges = [0] + cuts + [e - a]
+        todo += [(a + lo, a + hi) for lo, hi in zip(edges[:-1], edges[1:])]
+    return found
 
 
 def bisect(z: np.ndarray, clipped: np.ndarray, sigma: float, alpha: float, allowed: Optional[np.ndarray],

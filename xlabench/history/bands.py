@@ -1,0 +1,165 @@
+"""Run-to-run noise in two bands, on arrays: the likelihood the mean family's detector also segments by.
+
+A runner's timings often fall in two bands (a run lands on a fast or a slow core, a cache warm or cold): each
+run sits at its segment's level, or ``d`` above it with probability ``p``, both bands spreading ``s`` (a
+mixture of two normals with a common spread). With ``p`` or ``d`` near 0 this is one normal. The mean of
+such runs wanders by the bands as well as by ``s``; the likelihood knows which band a run is likely in, so a
+level is measured to about ``s`` instead of the runs' whole spread (docs/history.md has the figures).
+
+Everything here is fitted by EM (a few dozen vectorised steps): the band parameters over a whole series given
+its segments, and a segment's level given the band parameters.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Optional, Sequence
+
+import numpy as np
+from scipy import ndimage
+
+ITERS = 30          # EM steps for the band parameters and for a level
+LEVEL_ITERS = 15    # EM steps for each candidate split's two levels
+MIN_P = 0.02        # the upper band's probability is kept within MIN_P..MAX_P (0.5: the upper band is the smaller)
+MAX_P = 0.5
+LONG = 120          # a segment longer than this: only the candidate splits (CANDIDATES) get the likelihood
+CANDIDATES = 8      # ... the best this many of the mean scan and of the band-corrected scan, with NEAR runs a side
+NEAR = 2
+
+
+@dataclass(frozen=True)
+class Bands:
+    p: float  # probability of the upper band
+    d: float  # its offset above the level
+    s: float  # each band's spread
+
+
+def start(z: np.ndarray) -> Bands:
+    """First guess from the runs' residuals about the median of the 9 around them: a two-component normal
+    mixture with a common spread, by EM."""
+    r = np.asarray(z, float) - ndimage.median_filter(z, size=9, mode="mirror")
+    m0, m1 = np.quantile(r, [0.3, 0.85])
+    s, p = max(float(np.std(r)) / 2, 1e-12), 0.3
+    for _ in range(ITERS):
+        lo, hi = np.log1p(-p) + _logpdf(r, m0, s), np.log(p) + _logpdf(r, m1, s)
+        w = np.exp(hi - np.logaddexp(lo, hi))
+        p = float(np.clip(w.mean(), MIN_P, MAX_P))
+        m0 = float(np.sum((1 - w) * r) / max(np.sum(1 - w), 1e-12))
+        m1 = float(np.sum(w * r) / max(np.sum(w), 1e-12))
+        s = max(float(np.sqrt(np.sum((1 - w) * (r - m0) ** 2 + w * (r - m1) ** 2) / len(r))), 1e-12)
+    return Bands(p, m1 - m0, s)
+
+
+_HALF_LOG_2PI = 0.5 * np.log(2 * np.pi)
+
+
+def _logpdf(x: np.ndarray, mu: Any, s: float) -> np.ndarray:
+    """The normal log-density (scipy.stats.norm.logpdf without its per-call overhead: EM calls it thousands
+    of times on small arrays)."""
+    return -0.5 * ((x - mu) / s) ** 2 - np.log(s) - _HALF_LOG_2PI
+
+
+def _labels(n: int, bounds: Sequence[int]) -> np.ndarray:
+    """Each run's segment number."""
+    seg = np.zeros(n, int)
+    for k in bounds:
+        seg[k:] += 1
+    return seg
+
+
+def _upper(x: np.ndarray, mu: np.ndarray, b: Bands) -> np.ndarray:
+    """Each run's probability of the upper band, at level mu."""
+    lo = np.log1p(-b.p) + _logpdf(x, mu, b.s)
+    hi = np.log(b.p) + _logpdf(x, mu + b.d, b.s)
+    return np.exp(hi - np.logaddexp(lo, hi))
+
+
+def density(x: np.ndarray, mu: np.ndarray, b: Bands) -> np.ndarray:
+    """Log-density of runs x at level mu."""
+    return np.logaddexp(np.log1p(-b.p) + _logpdf(x, mu, b.s),
+                        np.log(b.p) + _logpdf(x, mu + b.d, b.s))
+
+
+def fit(z: np.ndarray, bounds: Sequence[int], b: Bands) -> Bands:
+    """The band parameters of z with a level per segment (changes before the runs ``bounds``), by EM from b."""
+    z = np.asarray(z, float)
+    seg = _labels(len(z), bounds)
+    count = np.bincount(seg)
+    p, d, s = b.p, b.d, b.s
+    mu = np.bincount(seg, z) / count - p * d
+    for _ in range(ITERS):
+        w = _upper(z, mu[seg], Bands(p, d, s))
+        p = float(np.clip(w.mean(), MIN_P, MAX_P))
+        mu = np.bincount(seg, z - w * d) / count
+        r = z - mu[seg]
+        d = float(np.sum(w * r) / max(w.sum(), 1e-12))
+        s = max(float(np.sqrt(np.sum((1 - w) * r ** 2 + w * (r - d) ** 2) / len(z))), 1e-12)
+    return Bands(p, d, s)
+
+
+def levels(x: np.ndarray, inside: np.ndarray, b: Bands, iters: int = LEVEL_ITERS) -> np.ndarray:
+    """For each row of the mask ``inside`` (rows x runs), the level of the runs x[inside[row]], by EM."""
+    count = np.maximum(inside.sum(1), 1)
+    mu = np.where(inside, x, 0.0).sum(1) / count - b.p * b.d
+    for _ in range(iters):
+        w = _upper(x[None, :], mu[:, None], b)
+        mu = np.where(inside, x[None, :] - w * b.d, 0.0).sum(1) / count
+    return mu
+
+
+def loglik(z: np.ndarray, bounds: Sequence[int], first: Bands) -> float:
+    """The log-likelihood of z with a level per segment, its band parameters fitted from ``first``."""
+    z = np.asarray(z, float)
+    b = fit(z, bounds, first)
+    seg = _labels(len(z), bounds)
+    inside = seg[None, :] == np.arange(seg[-1] + 1)[:, None]
+    mu = levels(z, inside, b, ITERS)
+    return float(np.sum(density(z, mu[seg], b)))
+
+
+def normal_loglik(z: np.ndarray, bounds: Sequence[int]) -> float:
+    """The log-likelihood of z with a level per segment and one normal spread (no bands)."""
+    z = np.asarray(z, float)
+    seg = _labels(len(z), bounds)
+    r = z - (np.bincount(seg, z) / np.bincount(seg))[seg]
+    return float(np.sum(_logpdf(r, 0.0, max(float(np.sqrt(np.mean(r ** 2))), 1e-12))))
+
+
+def split_lr(x: np.ndarray, ks: np.ndarray, b: Bands) -> np.ndarray:
+    """Twice the log-likelihood ratio of a change before run k (each of ks) against none, in x."""
+    left = np.arange(len(x))[None, :] < ks[:, None]
+    mu_l, mu_r = levels(x, left, b), levels(x, ~left, b)
+    one = levels(x, np.ones((1, len(x)), bool), b)[0]
+    ll = np.where(left, density(x[None, :], mu_l[:, None], b), density(x[None, :], mu_r[:, None], b)).sum(1)
+    return np.maximum(2 * (ll - density(x, one, b).sum()), 0.0)
+
+
+def _candidates(x: np.ndarray, ks: np.ndarray, b: Bands) -> np.ndarray:
+    """A long segment's splits worth the likelihood: the best CANDIDATES by the mean difference of the runs
+    and of the runs less their expected band offset, each with NEAR runs a side."""
+    m = len(x)
+    corrected = x - _upper(x, np.median(x), b) * b.d
+    picks = []
+    for v in (x, corrected):
+        c = np.concatenate([[0.0], np.cumsum(v)])
+        t = np.abs((c[-1] - c[ks]) / (m - ks) - c[ks] / ks) * np.sqrt(ks * (m - ks) / m)
+        picks.append(ks[np.argsort(t)[-CANDIDATES:]])
+    near = np.unique(np.concatenate(picks)[:, None] + np.arange(-NEAR, NEAR + 1)[None, :])
+    return np.intersect1d(near, ks)
+
+
+def step_scan(x: np.ndarray, b: Bands, allowed: Optional[np.ndarray] = None,
+              min_size: int = 3) -> Optional[tuple[float, int]]:
+    """The best single change of a segment by the band likelihood: (sqrt of twice the log-likelihood ratio,
+    the first run after it); None if the segment is too short or no split is allowed."""
+    m = len(x)
+    ks = np.arange(min_size, m - min_size + 1)
+    if allowed is not None:
+        ks = ks[np.asarray(allowed, bool)[ks]]
+    if not len(ks):
+        return None
+    if m > LONG:
+        ks = _candidates(x, ks, b)
+    lr = split_lr(np.asarray(x, float), ks, b)
+    i = int(np.argmax(lr))
+    return float(np.sqrt(lr[i])), int(ks[i])
