@@ -257,3 +257,12 @@ def test_many_files_are_read_by_processes_that_do_not_fork_a_jax_process(tmp_pat
         runs = list(ingest._read_many(paths, ingest.GitLog()))
     assert not [w for w in seen if "fork" in str(w.message)], [str(w.message) for w in seen]
     assert [r.run_id for r in runs] == [ingest.read_run(p).run_id for p in paths]  # in order, every one
+
+
+def test_a_change_whose_neighbour_went_is_placed_again():
+    """A 16% step at run 5 whose ramp rule took run 4 (a noise run +1.4 sigma), then a part starting at run 4
+    that put a second change at 7; the confirm drops the change at 4 and kept 7, two runs off the step.
+    The changes left are placed again between their neighbours."""
+    y = np.log1p(np.r_[[-0.005, 0.003, -0.005, -0.007, 0.009], np.full(18, 0.145), np.full(37, 0.2)])
+    y += np.random.default_rng(43).normal(0, 0.01, 60) * np.r_[np.zeros(5), np.ones(55)]
+    assert [s.index for s in cp.segment(y)] in ([4, 23], [5, 23], [6, 23])

@@ -64,6 +64,7 @@ HUBER_K = 3.0      # a run is clipped to this many sigma from the running median
 RAMP_ALPHA = 0.05  # a run before a change still counts as changed while it is this significantly beyond the runs before it
 SPREAD_RUNS = 5    # a side with fewer runs: its spread is floored by the runs' within-run samples
 CONFIDENCE = 0.95
+REPLACE_ROUNDS = 3  # confirm, and where a change went, place the rest again between the changes left (at most this often)
 FAMILIES = ("auto", "mean", "rank")
 FAR_RUNS = 2      # heavy tails: at least this many runs (and 1 %) beyond 4 sigma of their neighbours' median
 JUMPS = 4         # or at least this many (and 2 %) differences beyond 4 sigma sqrt 2 (a case jumping between modes)
@@ -291,13 +292,23 @@ def segment(y: np.ndarray, alpha: float = ALPHA, allowed: Optional[np.ndarray] =
                 found[k] = p
     bounds = refine(z, clipped, sorted(found), sigma, allowed, min_size, rank=family == "rank")
     found = {k: min((p for j, p in found.items() if abs(j - k) <= 2), default=min(found.values())) for k in bounds}
-    while bounds:  # confirm: the weakest unconfirmed change goes, then its neighbours are tested again
-        ps = [max(confirm_p(z[s:k], z[k:e], family), confirm_p(y[s:k], y[k:e], "rank") if spiky else 0.0)
-              for s, k, e in (window_of(bounds, i, n, WINDOW) for i in range(len(bounds)))]
-        worst = int(np.argmax(ps))
-        if ps[worst] <= alpha:
+    for _ in range(REPLACE_ROUNDS):
+        kept = list(bounds)
+        while bounds:  # confirm: the weakest unconfirmed change goes, then its neighbours are tested again
+            ps = [max(confirm_p(z[s:k], z[k:e], family), confirm_p(y[s:k], y[k:e], "rank") if spiky else 0.0)
+                  for s, k, e in (window_of(bounds, i, n, WINDOW) for i in range(len(bounds)))]
+            worst = int(np.argmax(ps))
+            if ps[worst] <= alpha:
+                break
+            bounds.pop(worst)
+        if bounds == kept or not bounds:
             break
-        bounds.pop(worst)
+        # a change gone: its neighbours were placed against a part it cut; placed again between the changes left
+        moved = refine(z, clipped, bounds, sigma, allowed, min_size, rank=family == "rank")
+        found = {k: min((p for j, p in found.items() if abs(j - k) <= 2), default=min(found.values())) for k in moved}
+        if moved == bounds:
+            break
+        bounds = moved
     if family == "mean" and bands_likely(z, bounds):  # the runs segmented by the two-band likelihood too
         banded = band_segment(z, sigma, alpha, allowed, min_size)
         if sorted(banded) != bounds and prefer_bands(z, bounds, sorted(banded), alpha):
