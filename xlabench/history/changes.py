@@ -48,7 +48,7 @@ geometric mean of them). The detector (docs/history.md has its figures, side by 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional, Sequence
+from typing import Callable, Optional, Sequence
 
 import numpy as np
 from scipy import ndimage, stats
@@ -370,28 +370,18 @@ def _band_bisect(z: np.ndarray, sigma: float, b: bands.Bands, alpha: float, allo
     z, Student's tail on the series' n - 3 degrees of freedom: p, d and s are fitted), else the plain scan's
     best window (a regression and its fix that no single change explains)."""
     n = len(z)
-    found: dict[int, float] = {}
-    todo = [(0, n)]
-    while todo:
-        a, e = todo.pop()
-        sub = None if allowed is None else allowed[a:e]
+
+    def cut(a: int, e: int, sub: Optional[np.ndarray]) -> Optional[tuple[float, list[int]]]:
         best = bands.step_scan(z[a:e], b, sub, min_size)
         p = 1.0 if best is None else scan_p(best[0], e - a, df=n - 3)
-        if p <= alpha:
-            cuts = [best[1]]
-        else:
-            window = scan(z[a:e], sigma, sub, min_size, steps=False)
-            if window is None:
-                continue
-            p = scan_p(window[0], e - a, df=0.4 * (n - 1))
-            if p > alpha:
-                continue
-            cuts = [window[1], window[2]]
-        for cut in cuts:
-            found[a + cut] = min(p, found.get(a + cut, 1.0))
-        edges = [0] + cuts + [e - a]
-        todo += [(a + lo, a + hi) for lo, hi in zip(edges[:-1], edges[1:])]
-    return found
+        if best is not None and p <= alpha:
+            return p, [best[1]]
+        window = scan(z[a:e], sigma, sub, min_size, steps=False)
+        if window is None or window[2] is None:
+            return None
+        p = scan_p(window[0], e - a, df=0.4 * (n - 1))
+        return (p, [window[1], window[2]]) if p <= alpha else None
+    return _segmentation(n, allowed, cut)
 
 
 def bisect(z: np.ndarray, clipped: np.ndarray, sigma: float, alpha: float, allowed: Optional[np.ndarray],
@@ -399,30 +389,41 @@ def bisect(z: np.ndarray, clipped: np.ndarray, sigma: float, alpha: float, allow
     """Binary segmentation by the scan: {first run after a change: its scan p}, each part at ``alpha``
     (``pooled``: each split scored by its own pooled spread, not sigma)."""
     n = len(z)
-    found: dict[int, float] = {}
-    todo = [(0, n)]
-    while todo:
-        a, b = todo.pop()
-        sub = None if allowed is None else allowed[a:b]
+
+    def cut(a: int, b: int, sub: Optional[np.ndarray]) -> Optional[tuple[float, list[int]]]:
         seg, sig = z[a:b], sigma
         if rank and (a, b) != (0, n):  # a part's own scores: the whole series' spread wider than a level's
             seg = scores(seg)
             sig = float(np.sqrt(np.mean(seg ** 2)))
         best = scan(seg, sig, sub, min_size, pooled=pooled)
         if best is None:
-            continue
+            return None
         # sigma is the whole series' (its n - 1 differences): a part's tail keeps the whole series' degrees
         # of freedom (the pooled scan's spread is the part's own)
         p = scan_p(best[0], n if a == 0 and b == n else b - a, known_sigma=rank,
                    df=None if pooled else 0.4 * (n - 1))
         if p > alpha:
+            return None
+        _, k, end = best
+        return p, [ramp_start(clipped[a:b], k, min_size, allowed=sub)] if end is None else [k, end]
+    return _segmentation(n, allowed, cut)
+
+
+def _segmentation(n: int, allowed: Optional[np.ndarray],
+                  cut: Callable[[int, int, Optional[np.ndarray]], Optional[tuple[float, list[int]]]]) -> dict[int, float]:
+    """Binary segmentation of runs 0..n-1: ``cut(a, b, allowed[a:b])`` gives a part's significant change(s)
+    (its p and the cuts within the part) or None; each part between cuts is searched again. {first run
+    after a change: the smallest p it was cut at}."""
+    found: dict[int, float] = {}
+    todo = [(0, n)]
+    while todo:
+        a, b = todo.pop()
+        got = cut(a, b, None if allowed is None else allowed[a:b])
+        if got is None:
             continue
-        t, k, end = best
-        cuts = [k] if end is None else [k, end]
-        if end is None:
-            cuts = [ramp_start(clipped[a:b], k, min_size, allowed=sub)]
-        for cut in cuts:
-            found[a + cut] = min(p, found.get(a + cut, 1.0))
+        p, cuts = got
+        for c in cuts:
+            found[a + c] = min(p, found.get(a + c, 1.0))
         edges = [0] + cuts + [b - a]
         todo += [(a + lo, a + hi) for lo, hi in zip(edges[:-1], edges[1:])]
     return found
