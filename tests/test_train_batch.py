@@ -55,6 +55,17 @@ def test_search_needs_few_compiles_where_memory_is_linear() -> None:
     assert max(probes) <= 8, max(probes)  # a doubling search then bisection: ~2 log2(batch) = 20-28
 
 
+def test_search_bisects_where_memory_is_flat_then_jumps() -> None:
+    """The v5e compile of gpt2-tiny at seq 256: ~3.0 MB per device up to batch 26, then 12 MB at 27 and
+    165 MB at 64 (XLA keeps small temporaries off HBM). The line through two probes misleads there; once
+    an interpolated probe leaves the bracket open, the search bisects (13 compiles before, 11 now)."""
+    def peak(b: int) -> int:
+        return 3_000_000 + 1_000 * b if b <= 26 else 12_000_000 + 4_000_000 * (b - 27)
+
+    got, seen = largest_batch(peak, int(0.005 * GIB), 1)
+    assert got == 26 and len(seen) <= 11, sorted(seen)
+
+
 def _cpu_params(**kw) -> TrainParams:
     return TrainParams(**{**dict(model="gpt2-tiny", global_batch="auto", seq_len=128, dtype="float32",
                                  sharding="dp", devices=1, steps_per_sample=1), **kw})

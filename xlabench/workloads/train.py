@@ -260,7 +260,8 @@ def largest_batch(peak_bytes: Callable[[int], Optional[int]], limit: int, step: 
     Memory grows about linearly with the batch (activations). Growing, each probe aims where the line
     through two fitting probes far apart crosses the limit (at most 8x the largest fit), and checks the
     next multiple; once a probe fails, interpolation and bisection alternate, so the bracket at least
-    halves every second probe even where the line misleads (XLA changes its plan with the batch).
+    halves every second probe, and once an aimed probe leaves the bracket open the line misleads there (XLA
+    changes its plan with the batch: memory flat, then a jump) and the search only bisects.
     """
     seen: dict[int, Optional[int]] = {}
 
@@ -292,12 +293,14 @@ def largest_batch(peak_bytes: Callable[[int], Optional[int]], limit: int, step: 
         target = aim(max(wide), lo) if wide else None
         guess = min(8 * lo, cap) if target is None else max(lo + step, min(target, 8 * lo, cap))
         lo, hi = probe(guess, lo, hi, check_next=guess == target)
-    turn = 0
+    turn, linear = 0, True
     while hi is not None and hi - lo > step:
-        target = aim(lo, hi) if turn % 2 == 0 else None
+        target = aim(lo, hi) if linear and turn % 2 == 0 else None
         guess = (target if target is not None else (lo + hi) // 2 // step * step)
         guess = max(lo + step, min(guess, hi - step))
         lo, hi = probe(guess, lo, hi, check_next=target is not None)
+        # on a line the aimed probe and the next close the bracket; where they did not, the line misleads
+        linear = linear and (target is None or hi is None or hi - lo <= step)
         turn += 1
     return lo, seen
 
