@@ -128,8 +128,9 @@ def _pct(x: float) -> str:
 @click.option("--alpha", type=float, default=ALPHA, show_default=True,
               help="Significance per series (cases: family-wise over a suite's cases, Holm).")
 @click.option("--family", type=click.Choice(["auto", "mean", "rank"]), default="auto", show_default=True,
-              help="The detector's test: mean (clipped runs, t), rank (ranks, Mann-Whitney); auto: rank on "
-                   "heavy-tailed or banded series.")
+              help="The detector's test: mean (clipped runs, t; runs in two bands: their two-band likelihood), "
+                   "rank (ranks, Mann-Whitney); auto: rank on heavy-tailed series or runs that stray from their "
+                   "neighbours far more than run to run.")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), default=None,
               help="Also write the events and every change as JSON ({\"events\": [...], \"changes\": [...]}: "
                    "case_id, last_good and first_bad git_sha, ratio, interval, p; event: commit, cases, case_ids).")
