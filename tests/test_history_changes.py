@@ -266,3 +266,10 @@ def test_a_change_whose_neighbour_went_is_placed_again():
     y = np.log1p(np.r_[[-0.005, 0.003, -0.005, -0.007, 0.009], np.full(18, 0.145), np.full(37, 0.2)])
     y += np.random.default_rng(43).normal(0, 0.01, 60) * np.r_[np.zeros(5), np.ones(55)]
     assert [s.index for s in cp.segment(y)] in ([4, 23], [5, 23], [6, 23])
+
+
+def test_exact_timings_find_their_step_without_a_warning(recwarn):
+    """Runs with no noise at all (a cached result, a quantised clock): the step is found, and scipy's
+    precision warning on identical values does not reach the user's terminal."""
+    assert [s.index for s in cp.segment(np.log1p(np.r_[np.zeros(15), np.full(15, 0.05)]))] == [15]
+    assert not [w for w in recwarn if issubclass(w.category, RuntimeWarning)], [str(w.message) for w in recwarn]
