@@ -294,44 +294,65 @@ def segment(y: np.ndarray, alpha: float = ALPHA, allowed: Optional[np.ndarray] =
             if all(abs(k - j) > 2 for j in found):
                 found[k] = p
     bounds = refine(z, clipped, sorted(found), sigma, allowed, min_size, rank=family == "rank")
-    found = {k: min((p for j, p in found.items() if abs(j - k) <= 2), default=min(found.values())) for k in bounds}
+    found = _nearest_p(found, bounds)
+
+    def p_of(s: int, k: int, e: int) -> float:
+        return max(confirm_p(z[s:k], z[k:e], family), confirm_p(y[s:k], y[k:e], "rank") if spiky else 0.0)
     for _ in range(REPLACE_ROUNDS):
-        kept = list(bounds)
-        while bounds:  # confirm: the weakest unconfirmed change goes, then its neighbours are tested again
-            ps = [max(confirm_p(z[s:k], z[k:e], family), confirm_p(y[s:k], y[k:e], "rank") if spiky else 0.0)
-                  for s, k, e in (window_of(bounds, i, n, WINDOW) for i in range(len(bounds)))]
-            worst = int(np.argmax(ps))
-            if ps[worst] <= alpha:
-                break
-            bounds.pop(worst)
-        if bounds == kept or not bounds:
+        kept, _ = confirmed(bounds, n, alpha, p_of)
+        if kept == bounds or not kept:
+            bounds = kept
             break
         # a change gone: its neighbours were placed against a part it cut; placed again between the changes left
-        moved = refine(z, clipped, bounds, sigma, allowed, min_size, rank=family == "rank")
-        found = {k: min((p for j, p in found.items() if abs(j - k) <= 2), default=min(found.values())) for k in moved}
-        if moved == bounds:
-            break
+        moved = refine(z, clipped, kept, sigma, allowed, min_size, rank=family == "rank")
+        found = _nearest_p(found, moved)
         bounds = moved
-    if family == "mean" and bands_likely(z, bounds):  # the runs segmented by the two-band likelihood too
-        banded = band_segment(z, sigma, alpha, allowed, min_size)
-        if sorted(banded) != bounds and prefer_bands(z, bounds, sorted(banded), alpha):
-            bounds, found = sorted(banded), banded
+        if moved == kept:
+            break
+    if family == "mean":  # the runs segmented by the two-band likelihood too
+        first = bands.start(z)
+        if bands_likely(z, bounds, first):
+            banded = band_segment(z, sigma, alpha, allowed, min_size, first)
+            if sorted(banded) != bounds and prefer_bands(z, bounds, sorted(banded), alpha, first):
+                bounds, found = sorted(banded), banded
     return [Split(k, found[k]) for k in bounds]
 
 
-def bands_likely(z: np.ndarray, bounds: list[int]) -> bool:
+def _nearest_p(found: dict[int, float], bounds: list[int]) -> dict[int, float]:
+    """Each change of ``bounds`` with the smallest p found within 2 runs of it (a re-placed change keeps the
+    p of the change it was), else the smallest p of all."""
+    return {k: min((p for j, p in found.items() if abs(j - k) <= 2), default=min(found.values())) for k in bounds}
+
+
+def confirmed(bounds: list[int], n: int, alpha: float, p_of: Callable[[int, int, int], float]
+              ) -> tuple[list[int], list[float]]:
+    """The changes that stand against their neighbouring segments, and their p: ``p_of(start, change, end)``
+    for each change's window (window_of); the weakest goes while its p exceeds alpha, then its neighbours
+    are tested again."""
+    kept = list(bounds)
+    while kept:
+        ps = [p_of(*window_of(kept, i, n, WINDOW)) for i in range(len(kept))]
+        worst = int(np.argmax(ps))
+        if ps[worst] <= alpha:
+            return kept, ps
+        kept.pop(worst)
+    return [], []
+
+
+def bands_likely(z: np.ndarray, bounds: list[int], first: Optional[bands.Bands] = None) -> bool:
     """Whether z's runs about the plain scan's segments lie in two bands clearly enough to try the band model
-    (half the evidence prefer_bands asks of the band detector's own segments)."""
-    first = bands.fit(z, bounds, bands.start(z))
+    (half the evidence prefer_bands asks of the band detector's own segments). ``first``: bands.start(z)."""
+    first = bands.fit(z, bounds, first or bands.start(z))
     return 2 * (bands.loglik(z, bounds, first) - bands.normal_loglik(z, bounds)) >= BAND_LR / 2
 
 
-def prefer_bands(z: np.ndarray, plain: list[int], banded: list[int], alpha: float = ALPHA) -> bool:
+def prefer_bands(z: np.ndarray, plain: list[int], banded: list[int], alpha: float = ALPHA,
+                 first: Optional[bands.Bands] = None) -> bool:
     """Whether the two-band detector's changes explain z better than the plain scan's: on its segments the
     two bands beat one normal by BAND_LR, and its two-band log-likelihood (each with its own band
     parameters) less a penalty per change of z*^2 / 2 is the higher, z* the scan's own threshold on a
-    series this long (a change is worth what it would take to be found)."""
-    first = bands.start(z)
+    series this long (a change is worth what it would take to be found). ``first``: bands.start(z)."""
+    first = first or bands.start(z)
     penalty = stats.norm.isf(alpha / (2 * neff(len(z)))) ** 2 / 2
     ll = bands.loglik(z, banded, first)
     if 2 * (ll - bands.normal_loglik(z, banded)) < BAND_LR:
@@ -340,7 +361,7 @@ def prefer_bands(z: np.ndarray, plain: list[int], banded: list[int], alpha: floa
 
 
 def band_segment(z: np.ndarray, sigma: float, alpha: float = ALPHA, allowed: Optional[np.ndarray] = None,
-                 min_size: int = MIN_SIZE) -> dict[int, float]:
+                 min_size: int = MIN_SIZE, first: Optional[bands.Bands] = None) -> dict[int, float]:
     """The changes of z under noise in two bands (history/bands.py): {first run after a change: its p}.
     Binary segmentation by the band likelihood's best single change (p from its sqrt(2 log LR) as the
     scan's z), a window against the rest by the mean scan where no single change is significant (a
@@ -348,22 +369,16 @@ def band_segment(z: np.ndarray, sigma: float, alpha: float = ALPHA, allowed: Opt
     those fitted on the first pass's segments; then each change confirmed against its neighbouring segments
     by the same likelihood, the weakest unconfirmed going first."""
     n = len(z)
-    b = bands.start(z)
+    b = first or bands.start(z)
     found = _band_bisect(z, sigma, b, alpha, allowed, min_size)
     b = bands.fit(z, sorted(found), b)
     found = _band_bisect(z, sigma, b, alpha, allowed, min_size)
-    kept, ps = sorted(found), []
-    while kept:
-        ps = []
-        for i in range(len(kept)):
-            s, k, e = window_of(kept, i, n, WINDOW)
-            lr = bands.split_lr(z[s:e], np.array([k - s]), b)[0]
-            ps.append(max(scan_p(float(np.sqrt(lr)), e - s, df=n - 3), confirm_p(z[s:k], z[k:e], "mean"),
-                          confirm_p(z[s:k], z[k:e], "rank")))
-        worst = int(np.argmax(ps))
-        if ps[worst] <= alpha:
-            break
-        kept.pop(worst)
+
+    def p_of(s: int, k: int, e: int) -> float:
+        lr = bands.split_lr(z[s:e], np.array([k - s]), b)[0]
+        return max(scan_p(float(np.sqrt(lr)), e - s, df=n - 3), confirm_p(z[s:k], z[k:e], "mean"),
+                   confirm_p(z[s:k], z[k:e], "rank"))
+    kept, ps = confirmed(sorted(found), n, alpha, p_of)
     return {k: max(found[k], p) for k, p in zip(kept, ps)}
 
 
