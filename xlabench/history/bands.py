@@ -41,8 +41,7 @@ def start(z: np.ndarray) -> Bands:
     m0, m1 = np.quantile(r, [0.3, 0.85])
     s, p = max(float(np.std(r)) / 2, 1e-12), 0.3
     for _ in range(ITERS):
-        lo, hi = np.log1p(-p) + _logpdf(r, m0, s), np.log(p) + _logpdf(r, m1, s)
-        w = np.exp(hi - np.logaddexp(lo, hi))
+        w = _upper(r, m0, Bands(p, m1 - m0, s))
         p = float(np.clip(w.mean(), MIN_P, MAX_P))
         m0 = float(np.sum((1 - w) * r) / max(np.sum(1 - w), 1e-12))
         m1 = float(np.sum(w * r) / max(np.sum(w), 1e-12))
@@ -67,17 +66,20 @@ def _labels(n: int, bounds: Sequence[int]) -> np.ndarray:
     return seg
 
 
-def _upper(x: np.ndarray, mu: np.ndarray, b: Bands) -> np.ndarray:
+def _bands(x: np.ndarray, mu: Any, b: Bands) -> tuple[np.ndarray, np.ndarray]:
+    """Log-densities of runs x at level mu, joint with each band: (lower, upper)."""
+    return np.log1p(-b.p) + _logpdf(x, mu, b.s), np.log(b.p) + _logpdf(x, mu + b.d, b.s)
+
+
+def _upper(x: np.ndarray, mu: Any, b: Bands) -> np.ndarray:
     """Each run's probability of the upper band, at level mu."""
-    lo = np.log1p(-b.p) + _logpdf(x, mu, b.s)
-    hi = np.log(b.p) + _logpdf(x, mu + b.d, b.s)
+    lo, hi = _bands(x, mu, b)
     return np.exp(hi - np.logaddexp(lo, hi))
 
 
 def density(x: np.ndarray, mu: np.ndarray, b: Bands) -> np.ndarray:
     """Log-density of runs x at level mu."""
-    return np.logaddexp(np.log1p(-b.p) + _logpdf(x, mu, b.s),
-                        np.log(b.p) + _logpdf(x, mu + b.d, b.s))
+    return np.logaddexp(*_bands(x, mu, b))
 
 
 def fit(z: np.ndarray, bounds: Sequence[int], b: Bands) -> Bands:
