@@ -250,3 +250,49 @@ def test_the_quick_start_profile_sweeps_three_global_batches_or_more():
     for c in s.cases("cpu"):
         per_series.setdefault((c.backend, c.impl, c.params["sharding"]), set()).add(c.params["global_batch"])
     assert per_series and all(len(b) >= 3 for b in per_series.values()), per_series
+
+
+def _alias_bomb(levels: int, width: int = 10, under: str = "params:\n  seq_len") -> str:
+    """A suite whose `under` key holds an alias bomb: level i is a list of `width` aliases to level i-1."""
+    lines = ["name: bomb", "workload: attention", "impls: [naive]",
+             "l0: &l0 [" + ", ".join(["1"] * width) + "]"]
+    lines += [f"l{i}: &l{i} [" + ", ".join([f"*l{i - 1}"] * width) + "]" for i in range(1, levels)]
+    return "\n".join(lines) + f"\n{under}: *l{levels - 1}\n"
+
+
+@pytest.mark.timeout(60)  # the unbounded walk spun for minutes: a hang fails here, not at the suite's 900 s
+@pytest.mark.parametrize("under", ["params:\n  seq_len", "extra"])
+def test_yaml_alias_bomb_is_refused_in_one_line(tmp_path, under):
+    """Ten levels of ten aliases (10^10 nodes once expanded) under a known or an unknown key: one line
+    naming the file, the size and the limit; exit 2."""
+    path = tmp_path / "bomb.yaml"
+    path.write_text(_alias_bomb(10, under=under))
+    res = CliRunner().invoke(main, ["validate", str(path)])
+    assert res.exit_code == 2, res.output
+    assert "Traceback" not in res.output
+    assert len(res.output.strip().splitlines()) == 1, res.output
+    assert f"{path}:" in res.output and f"limit of {suite_lib.MAX_YAML_NODES:,}" in res.output
+
+
+def test_yaml_just_past_the_node_limit_is_refused_and_below_it_is_not(tmp_path):
+    """The limit counts nodes as if every alias were written out: a list of aliases to a list, just past
+    it, is refused; the same list once (no aliases) loads."""
+    width = 100
+    copies = suite_lib.MAX_YAML_NODES // width + 1  # (width + 1) nodes per copy: past the limit
+    text = (f"name: s\nworkload: attention\nimpls: [naive]\nparams: {{num_heads: 2}}\n"
+            f"seq: &seq [{', '.join(['1'] * width)}]\n")
+    past = tmp_path / "past.yaml"
+    past.write_text(text + "many: [" + ", ".join(["*seq"] * copies) + "]\n")
+    with pytest.raises(suite_lib.SuiteError, match=r"past\.yaml:6: many: expands to more than"):
+        suite_lib.load(past)
+    once = tmp_path / "once.yaml"
+    once.write_text(text)
+    with pytest.raises(suite_lib.SuiteError, match="unknown key"):  # refused by the schema, not by size
+        suite_lib.load(once)
+
+
+def test_recursive_yaml_alias_is_refused_naming_its_line(tmp_path):
+    path = tmp_path / "loop.yaml"
+    path.write_text("name: loop\nworkload: attention\nimpls: [naive]\nparams:\n  seq_len: &a [1, *a]\n")
+    with pytest.raises(suite_lib.SuiteError, match=r"loop\.yaml:5: params\.seq_len\.1: refers to itself"):
+        suite_lib.load(path)

@@ -9,7 +9,7 @@ Modules: ``spec`` (what a suite may say, and Case), ``load`` (YAML to Suite), ``
 
 from xlabench.suite.expand import Suite, count_cases, expand
 from xlabench.suite.suite_yaml import load
-from xlabench.suite.spec import MAX_CASES, Case, Measure, Profile, SuiteError, SuiteSpec
+from xlabench.suite.spec import MAX_CASES, MAX_YAML_NODES, Case, Measure, Profile, SuiteError, SuiteSpec
 
-__all__ = ["count_cases", "expand", "load", "MAX_CASES", "Case", "Measure", "Profile", "Suite", "SuiteError",
+__all__ = ["count_cases", "expand", "load", "MAX_CASES", "MAX_YAML_NODES", "Case", "Measure", "Profile", "Suite", "SuiteError",
            "SuiteSpec"]

@@ -16,6 +16,9 @@ from xlabench.workloads import PARAMS as WORKLOAD_PARAMS
 # A suite (or one profile) expanding to more cases than this is refused before anything is expanded:
 # the count is the product of the matrix's axis lengths times the backend/impl pairs.
 MAX_CASES = 100_000
+# A suite's YAML, every alias written out, has at most this many nodes (the shipped suites: < 250); an
+# alias bomb (ten levels of ten aliases: 10^10 nodes) is refused before anything walks it.
+MAX_YAML_NODES = 100_000
 
 
 class SuiteError(Exception):

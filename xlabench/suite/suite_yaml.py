@@ -14,7 +14,7 @@ from xlabench.suite import tuned as tuned_lib
 from xlabench.suite.expand import Suite, expand
 from xlabench.suite.yaml_errors import _fields_for, _pydantic_message, _where
 from xlabench.suite.spec import (
-    Impls, SuiteError, SuiteSpec, _check_backends, matrix_keys,
+    MAX_YAML_NODES, Impls, SuiteError, SuiteSpec, _check_backends, matrix_keys,
 )
 
 
@@ -26,7 +26,10 @@ def load(path: str | Path) -> Suite:
     text = _read_text(path)
     try:
         root = yaml.compose(text)
+        _check_size(path, root)  # before anything walks the tree or builds it: aliases share nodes
         data = yaml.safe_load(text)
+    except RecursionError:
+        raise SuiteError(f"{path}: YAML nested too deeply to read; flatten it") from None
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
@@ -48,11 +51,50 @@ def load(path: str | Path) -> Suite:
     return suite
 
 
-def _check_duplicate_keys(path: Path, node: Any, at: tuple[str, ...] = ()) -> None:
-    """No mapping sets a key twice (YAML would keep the last value silently): file:line of the second."""
+def _children(node: Any) -> list[tuple[str, Any]]:
+    """(name, node) for each child of a YAML node: list items by index; a mapping's keys and values."""
+    if isinstance(node, yaml.SequenceNode):
+        return [(str(i), v) for i, v in enumerate(node.value)]
+    if isinstance(node, yaml.MappingNode):
+        return [c for k, v in node.value for c in ((str(k.value), k), (str(k.value), v))]
+    return []
+
+
+def _check_size(path: Path, root: Any) -> None:
+    """The tree, every alias written out, has at most MAX_YAML_NODES nodes, and no alias refers to a node
+    that contains it. Each node is visited once (its written-out size memoised), without recursion."""
+    sizes: dict[int, int] = {}
+    ancestors: set[int] = set()
+    stack: list[tuple[Any, tuple[str, ...], bool]] = [(root, (), False)]
+    while stack:
+        node, at, leaving = stack.pop()
+        key = id(node)
+        if leaving:
+            ancestors.discard(key)
+            sizes[key] = 1 + sum(sizes[id(c)] for _, c in _children(node))
+            if sizes[key] > MAX_YAML_NODES:
+                raise SuiteError(f"{_where(path, root, at)}: expands to more than {MAX_YAML_NODES:,} YAML nodes "
+                                 f"once its aliases are written out (limit of {MAX_YAML_NODES:,}); use fewer "
+                                 "aliases or split the suite")
+        elif key in ancestors:
+            raise SuiteError(f"{_where(path, root, at)}: refers to itself through an alias; "
+                             "write the value out")
+        elif key not in sizes:
+            ancestors.add(key)
+            stack.append((node, at, True))
+            stack.extend((child, (*at, name), False) for name, child in reversed(_children(node)))
+
+
+def _check_duplicate_keys(path: Path, node: Any, at: tuple[str, ...] = (), seen: Optional[set[int]] = None) -> None:
+    """No mapping sets a key twice (YAML would keep the last value silently): file:line of the second.
+    A node that aliases reach more than once is checked once."""
+    seen = set() if seen is None else seen
+    if id(node) in seen:
+        return
+    seen.add(id(node))
     if isinstance(node, yaml.SequenceNode):
         for i, v in enumerate(node.value):
-            _check_duplicate_keys(path, v, (*at, str(i)))
+            _check_duplicate_keys(path, v, (*at, str(i)), seen)
     if not isinstance(node, yaml.MappingNode):
         return
     first: dict[str, int] = {}
@@ -62,7 +104,7 @@ def _check_duplicate_keys(path: Path, node: Any, at: tuple[str, ...] = ()) -> No
             raise SuiteError(f"{path}:{line}: {'.'.join((*at, key))}: set twice (first at line {first[key]}); "
                              "set each key once")
         first[key] = line
-        _check_duplicate_keys(path, v, (*at, key))
+        _check_duplicate_keys(path, v, (*at, key), seen)
 
 
 def _tuned(path: Path, spec: SuiteSpec, root: Any) -> tuple[tuned_lib.TunedConfig, ...]:
