@@ -118,3 +118,38 @@ def test_a_train_charts_footer_says_its_steps_were_dispatched_back_to_back():
     foot = _footer(chart)
     assert "host time around each synced call" not in foot, foot
     assert "steps dispatched back to back" in foot, foot
+
+
+def _run_and_compile_rows() -> pd.DataFrame:
+    """A folder's rows (#40 item 5): a CPU run whose 3 naive points sit 3x above their roof (the host's
+    caches), then a compile for a TPU target (3 points, hollow) whose version names libtpu too."""
+    from xlabench import results
+    from xlabench import roofline as rl
+
+    out = []
+    for target, kind, peak, bw in (("", "cpu", 0.2, 6.9), ("v5e-8", "TPU v5 lite", 197.0, 819.0)):
+        for seq in (512, 1024, 2048):
+            flops = 4e9 * seq / 512
+            nbytes = flops / (0.05 * seq / 4)
+            r = {"workload": "attention", "backend": "jax", "impl": "naive", "seq_len": seq, "batch": 16 * 512 // seq,
+                 "num_heads": 8, "head_dim": 64, "causal": True, "mode": "fwd", "dtype": "bfloat16", "devices": 1,
+                 "device_kind": kind, "device_count": 1, "platform": "tpu" if target else "cpu", "peak_tflops": peak,
+                 "peak_gbytes_per_s": bw, "xla_flops": flops, "xla_bytes_accessed": nbytes, "correct": True,
+                 "framework_version": "jax 0.10.2 / jaxlib 0.10.2" + (" / libtpu 0.0.42" if target else ""),
+                 "git_sha": "abc123", "run_id": "r", "suite": "attention"}
+            if target:
+                r.update(target=target, status="compiled")
+            else:
+                r.update(status="ok", median_s=max(flops / (peak * 1e12), nbytes / (bw * 1e9)) / 3)
+            r.update(rl.roofline(r, None))
+            r["case_id"] = results.case_id("attention", "jax", "naive", {"seq_len": seq, "t": target})
+            out.append(r)
+    return pd.DataFrame(out).reindex(columns=results.COLUMN_NAMES)
+
+
+def test_roofline_of_run_and_compile_rows_counts_the_measured_points_and_prints_its_versions_once():
+    chart = plots.roofline_chart.roofline(_run_and_compile_rows())
+    foot = _footer(chart)
+    assert "3 of 3 measured point(s) above the roof" in foot, foot
+    assert foot.count("jax 0.10.2 / jaxlib 0.10.2") == 1, foot
+    assert "libtpu 0.0.42" in foot and "xlabench abc123" in foot, foot

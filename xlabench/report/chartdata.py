@@ -190,9 +190,23 @@ def title(df: pd.DataFrame, what: str) -> str:
 def versions(df: pd.DataFrame) -> str:
     """The footer's versions: every framework version the rows ran with and xlabench's git commit."""
     env = df.dropna(subset=["device_kind"])
-    frameworks = [str(v) for v in distinct(env["framework_version"].dropna())]
+    frameworks = _merged_versions([str(v) for v in distinct(env["framework_version"].dropna())])
     shas = [str(v) for v in distinct(env["git_sha"].dropna())] if "git_sha" in env else []
     return " · ".join(frameworks + ([f"xlabench {', '.join(shas)}"] if shas else []))
+
+
+def _merged_versions(found: list[str]) -> list[str]:
+    """Versions that extend another ('jax A / jaxlib B / libtpu C' of compile rows beside a run's 'jax A /
+    jaxlib B') merged into it: 'jax A / jaxlib B (+ libtpu C)', so the shared part is printed once."""
+    out: dict[str, list[str]] = {}
+    for v in sorted(found, key=len):
+        base = next((b for b in out if v.startswith(b + " / ")), None)
+        if base is None:
+            out[v] = []
+        else:
+            out[base].append(v[len(base) + 3:])
+    merged = {b: b + (f" (+ {'; '.join(extra)})" if extra else "") for b, extra in out.items()}
+    return [merged[v] for v in found if v in merged]
 
 
 _NUMBER = re.compile(r"\d+(?:\.\d+)?")  # no sign: in 'uniform:256-1024' the dash is a range

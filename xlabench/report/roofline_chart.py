@@ -81,15 +81,15 @@ def roofline(df: pd.DataFrame) -> Chart:
                 g = g.sort_values("x")
                 ax.plot(g["x"], g["y"], color="#bbbbbb", linewidth=0.8, zorder=1, label="_join")
         for impl in impls:
-            for measured in (True, False):
-                s = p[(p["impl"] == impl) & (p["measured"] == measured)]
+            for filled in (True, False):  # not `measured`: the counter below (#40: '84 of 0 measured')
+                s = p[(p["impl"] == impl) & (p["measured"] == filled)]
                 if s.empty:
                     continue
                 colour = style(impl).colour
                 (pts,) = ax.plot(s["x"], s["y"], linestyle="none", marker="o", markersize=5.5, zorder=3,
-                                 markeredgecolor=colour, markerfacecolor=colour if measured else "none",
+                                 markeredgecolor=colour, markerfacecolor=colour if filled else "none",
                                  markeredgewidth=1.3, label="_pts")
-                chart.artists[(kind, f"{impl} {'measured' if measured else 'compile'}")] = pts
+                chart.artists[(kind, f"{impl} {'measured' if filled else 'compile'}")] = pts
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xlim(lo, hi)
