@@ -18,21 +18,27 @@ from xlabench.run import parallel
 
 
 def test_in_parallel_yields_every_item_as_it_finishes_and_finishes_each_job():
+    """The first item blocks until the consumer has the other three: they can only have come first, from the
+    other job, whatever the host's load (no sleeps)."""
     finished, started = [], []
     lock = threading.Lock()
+    release = threading.Event()
 
-    def work(job: int, item: float) -> tuple[int, float]:
-        time.sleep(item)
-        return job, item
+    def work(job: int, item: str) -> tuple[int, bool]:
+        return job, release.wait(60) if item == "long" else True
 
-    def on_start(job: int, item: float) -> None:
+    def on_start(job: int, item: str) -> None:
         with lock:
             started.append(item)
 
-    got = list(parallel.in_parallel([0.3, 0.01, 0.01, 0.01], 2, work, on_start, finished.append))
-    assert sorted(item for item, _ in got) == [0.01, 0.01, 0.01, 0.3]
-    assert got[-1][0] == 0.3  # the long one ends last, while the other job took the rest
-    assert {job for _, (job, _) in got} == {0, 1} and sorted(finished) == [0, 1] and len(started) == 4
+    gen = parallel.in_parallel(["long", "a", "b", "c"], 2, work, on_start, finished.append)
+    first = [next(gen) for _ in range(3)]
+    assert sorted(item for item, _ in first) == ["a", "b", "c"]  # yielded while "long" was still running
+    assert len({job for _, (job, _) in first}) == 1  # one job took them all: the other held "long"
+    release.set()
+    (last,) = list(gen)
+    assert last[0] == "long" and last[1] == (1 - first[0][1][0], True)  # released, not timed out
+    assert sorted(finished) == [0, 1] and sorted(started) == ["a", "b", "c", "long"]
 
 
 def test_in_parallel_one_job_runs_in_order_in_this_thread():

@@ -33,7 +33,7 @@ def test_writer_roundtrip_and_samples(tmp_path):
     df = results.read_rows(files.csv)
     assert list(df.columns) == results.COLUMN_NAMES
     assert df.loc[1, "error"] == "boom, with a comma\nand a newline"
-    assert df.loc[0, "causal"] is True or df.loc[0, "causal"] == True  # noqa: E712
+    assert df["causal"].dtype == bool and df.loc[0, "causal"]  # read back as a boolean, not the text "True"
     s = results.read_samples(files.csv)
     assert list(s.seconds) == [0.4, 0.5, 0.6] and set(s.case_id) == {"c0"}
 

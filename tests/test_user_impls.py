@@ -286,9 +286,14 @@ def test_an_impl_sees_only_the_block_sizes_it_declares(tmp_path, monkeypatch):
     from xlabench.backends import user_impl
     from xlabench.backends.jax.attention_case import run_attention_case
     from xlabench.measure.timing import TimingPlan
-    from xlabench.workloads import TUNED_PARAMS
+    from xlabench.workloads import PARAMS, TUNED_PARAMS
 
-    assert user_impl.BLOCK_PARAMS == TUNED_PARAMS["attention"]
+    # an impl may declare exactly the block sizes a suite sweeps for attention, each an attention parameter
+    swept = TUNED_PARAMS["attention"]
+    assert swept and set(swept) <= set(PARAMS["attention"].model_fields)
+    assert user_impl.attention_parts("m:f", type("F", (), {"block_params": swept}))["block_params"] == swept
+    with pytest.raises(user_impl.ImplLoadError, match="block_params"):
+        user_impl.attention_parts("m:f", type("F", (), {"block_params": ("num_heads",)}))
     (tmp_path / "seen.py").write_text(textwrap.dedent("""
         from xlabench.backends.jax.attention_impls import naive
         SEEN = []
