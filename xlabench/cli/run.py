@@ -94,7 +94,7 @@ def list_cases(suite_file: str, run_opts: RunOptions, as_json: bool) -> None:
     "xlabench run suites/gpt2.yaml --resume results/gpt2/RUN.csv"))
 @click.argument("suite_file", type=click.Path())
 @run_options("profile", "only_impls", "backends", "where", "out_dir", "resume_csv", "timeout_s", "peak_tflops",
-             "repeats", "timer", "shard_spec", "python_torch_xla", "trace_dir", "dry_run",
+             "repeats", "timer", "shard_spec", "python_torch_xla", "trace_dir", "explain", "dry_run",
              "coordinator", "num_processes", "process_id", "local_devices", "init_timeout", "cache_dir", "no_cache",
              "jobs", "tune")
 @history_commands.history_option

@@ -158,6 +158,10 @@ class RunOptions:
         help="Keep each case's profile in DIR/<case_id>/ (.xplane.pb for xprof / TensorBoard, "
              "perfetto_trace.json.gz for ui.perfetto.dev), listed in the run's meta JSON and linked by "
              "`xlabench report`; implies --timer trace (JAX).")
+    explain: bool = option(
+        False, "--explain", kind="flag",
+        help="Keep what `xlabench explain` reads, per case: its profile and its executable's optimized HLO text, "
+             "in DIR/<case_id>/ (--trace DIR, else <run-id>.explain/ beside the CSV); implies --timer trace (JAX).")
     coordinator: Optional[str] = option(
         None, "--coordinator", metavar="HOST:PORT",
         help="Multi-host run: address of process 0's coordinator (with --num-processes, --process-id). "
@@ -200,10 +204,11 @@ class RunOptions:
             limit.check(getattr(self, name))
         if self.timer is not None and self.timer not in TIMERS:
             raise OptionError(f"--timer {self.timer!r}: expected one of {', '.join(TIMERS)}")
-        if self.trace_dir is not None and self.timer not in (None, "trace"):
-            raise OptionError(f"--trace keeps the trace timer's profiles: it needs --timer trace, not {self.timer}")
-        if self.trace_dir is not None:
-            object.__setattr__(self, "timer", "trace")
+        for name, given in (("--trace", self.trace_dir is not None), ("--explain", self.explain)):
+            if given and self.timer not in (None, "trace"):
+                raise OptionError(f"{name} keeps the trace timer's profiles: it needs --timer trace, not {self.timer}")
+            if given:
+                object.__setattr__(self, "timer", "trace")
         parse_where(f"{k}={v}" for k, v in self.where)
         if self.no_cache and self.cache_dir is not None:
             raise OptionError("--no-cache and --cache-dir: give one of them, not both")

@@ -288,7 +288,8 @@ def _run_with_pool(s: suite_lib.Suite, pool: WorkerPool, files: results.RunFiles
         hooks.warning(w)
     cpu_peaks = {k: first.env[k] for k in ("measured_cpu_tflops", "measured_cpu_gbytes_per_s", "cpu_peak_source")
                  if k in first.env}
-    trace_root = Path(opts.trace_dir) if opts.trace_dir is not None else None
+    trace_root = (Path(opts.trace_dir) if opts.trace_dir is not None
+                  else explain_dir(files.csv) if opts.explain else None)
     ctx = RunContext(run_id=run_id, platform=platform, peak_override=opts.peak_tflops,
                      timeout_override=opts.timeout_s, cpu_peaks=cpu_peaks, trace_root=trace_root,
                      jobs=max(1, min(jobs, len(todo))), tune=True if opts.tune_only else opts.tune,
@@ -298,6 +299,8 @@ def _run_with_pool(s: suite_lib.Suite, pool: WorkerPool, files: results.RunFiles
             "env": first.env, "git_sha": ctx.git_sha, "hostname": ctx.hostname, "jobs": ctx.jobs,
             "schema_version": results.SCHEMA_VERSION,
             "suite_spec": s.spec.model_dump(mode="json")}
+    if trace_root is not None:
+        meta["trace_root"] = str(trace_root.resolve())  # each case's profile and HLO text (xlabench explain)
     if primary:
         results.write_meta(files, meta)
     lines = [f"suite {s.name} profile {prof or 'base'} on {platform} ({first.env['device_kind']}, "
@@ -325,6 +328,11 @@ def _run_with_pool(s: suite_lib.Suite, pool: WorkerPool, files: results.RunFiles
         results.finish_meta(files, meta, rows)
     return RunOutcome(files, prof, todo, rows, primary=primary, process_id=process_id,
                       seconds=time.time() - started, warnings=warnings)
+
+
+def explain_dir(csv: Path) -> Path:
+    """Where `run --explain` keeps the cases' profiles and HLO text without --trace: beside the CSV."""
+    return csv.with_name(csv.name.split(".", 1)[0] + ".explain")
 
 
 def traces_of(root: Path, cases: Iterable[suite_lib.Case]) -> dict[str, list[str]]:

@@ -98,9 +98,11 @@ def trace_pass(compiled: Any, call: Callable[[], Any], plan: TimingPlan, iters: 
     """``measure.timer: trace``: ``iters`` more calls under the profiler (after the wallclock loop, see
     backends/jax/trace_timer.py for why a separate pass), synced one by one or ``pipelined`` (back to back),
     their device seconds; or, when the trace has none for this executable, the reason (a string). () with
-    the wallclock timer."""
+    the wallclock timer. A kept trace (``plan.trace_dir``) gets the executable's optimized HLO beside it."""
     if not plan.device_timed:
         return ()
+    if plan.trace_dir:  # the trace is kept: its executable's HLO goes beside it (xlabench explain)
+        trace_timer.keep_hlo(compiled, plan.trace_dir)
     try:
         return tuple(trace_timer.profiled_seconds(call, jax.block_until_ready, iters,
                                                   trace_timer.module_name(compiled), keep_dir=plan.trace_dir,

@@ -62,6 +62,19 @@ def module_name(compiled: Any) -> str:
     return compiled.runtime_executable().hlo_modules()[0].name
 
 
+HLO_SUFFIX = ".hlo.txt"
+
+
+def keep_hlo(compiled: Any, keep_dir: str) -> str:
+    """Write the executable's optimized HLO text beside its kept trace, as ``<module>.hlo.txt`` (what
+    `xlabench explain` reads the trace's op names against); its path."""
+    os.makedirs(keep_dir, exist_ok=True)
+    path = os.path.join(keep_dir, module_name(compiled) + HLO_SUFFIX)
+    with open(path, "w") as f:
+        f.write(compiled.as_text())
+    return path
+
+
 def profiled_seconds(call: Callable[[], Any], sync: Callable[[Any], Any], iters: int, module: str,
                      keep_dir: str | None = None, pipelined: bool = False) -> list[float]:
     """Run ``call`` + ``sync`` ``iters`` times under the JAX profiler; the device seconds of each execution

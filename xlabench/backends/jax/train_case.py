@@ -16,6 +16,7 @@ from xlabench.backends.jax import attention_impls as impls
 from xlabench.backends.jax import model, sharding
 from xlabench.backends.jax import aot, hlo_cost
 from xlabench.backends.jax.common import compile_timed, peak_memory, trace_pass
+from xlabench.explain.categories import OPTIMIZER_SCOPE
 from xlabench.measure.timing import TimingPlan, summarize, time_calls, with_timer
 from xlabench.measure.worker_messages import CaseResult, CaseSkipped
 from xlabench.workloads.attention import AttentionParams
@@ -190,8 +191,10 @@ def program(p: TrainParams, impl: str, interpret: bool, platform: str,
     def step(params, opt_state, tokens):
         (loss, per_seq), grads = jax.value_and_grad(
             lambda w: model.loss(w, tokens, cfg, hooks, p.remat, p.loss_chunk), has_aux=True)(params)
-        updates, opt_state = OPTIMIZER.update(grads, opt_state, params)
-        return optax.apply_updates(params, updates), opt_state, loss, per_seq
+        with jax.named_scope(OPTIMIZER_SCOPE):  # the update's ops carry it in their metadata (xlabench explain)
+            updates, opt_state = OPTIMIZER.update(grads, opt_state, params)
+            params = optax.apply_updates(params, updates)
+        return params, opt_state, loss, per_seq
 
     def forward(params, tokens):
         return model.loss(params, tokens, cfg, hooks, p.remat, p.loss_chunk)[0]

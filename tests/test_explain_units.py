@@ -1,0 +1,155 @@
+"""`xlabench explain`'s pieces on synthetic data: the HLO categorizer (xlabench/explain/categories.py) on a
+small module written the way a TPU prints one (operands by name, layouts with tiles), and the trace
+reader (xlabench/explain/trace.py) on fake planes of both layouts."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace as NS
+
+import pytest
+
+from xlabench.explain import categories, trace
+from xlabench.run.run_options import OptionError, RunOptions
+
+# A scanned step in miniature: an entry with a matmul fusion, a transpose fusion, an all-gather, the
+# optimizer's update and a while loop (3 trips) whose body holds a Pallas kernel and an add fusion.
+HLO = """HloModule jit_step, is_scheduled=true
+
+%fused_dot (p0: bf16[8,128], p1: bf16[128,256]) -> bf16[8,256] {
+  %p0 = bf16[8,128]{1,0:T(8,128)(2,1)} parameter(0)
+  %p1 = bf16[128,256]{1,0:T(8,128)(2,1)} parameter(1)
+  ROOT %dot.1 = bf16[8,256]{1,0:T(8,128)(2,1)} dot(%p0, %p1), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+}
+
+%fused_transpose (p0.1: bf16[8,256]) -> bf16[256,8] {
+  %p0.1 = bf16[8,256]{1,0} parameter(0)
+  ROOT %transpose.1 = bf16[256,8]{1,0} transpose(%p0.1), dimensions={1,0}
+}
+
+%fused_adam (p0.2: f32[128,256], p1.2: f32[128,256]) -> f32[128,256] {
+  %p0.2 = f32[128,256]{1,0} parameter(0)
+  %p1.2 = f32[128,256]{1,0} parameter(1)
+  ROOT %mul.9 = f32[128,256]{1,0} multiply(%p0.2, %p1.2), metadata={op_name="jit(step)/xlabench_optimizer/mul"}
+}
+
+%fused_add (p0.3: f32[8,256]) -> f32[8,256] {
+  %p0.3 = f32[8,256]{1,0} parameter(0)
+  ROOT %add.3 = f32[8,256]{1,0} add(%p0.3, %p0.3)
+}
+
+%body (arg: (s32[], f32[8,256])) -> (s32[], f32[8,256]) {
+  %arg = (s32[], f32[8,256]) parameter(0)
+  %i = s32[] get-tuple-element(%arg), index=0
+  %x = f32[8,256]{1,0} get-tuple-element(%arg), index=1
+  %flash_attention.7 = f32[8,256]{1,0} custom-call(%x), custom_call_target="tpu_custom_call", metadata={op_name="jit(step)/jit(flash_attention)/pallas_call"}, backend_config={"custom_call_config":{"body":"abc"}}
+  %add_fusion.2 = f32[8,256]{1,0} fusion(%flash_attention.7), kind=kLoop, calls=%fused_add
+  ROOT %tuple.2 = (s32[], f32[8,256]) tuple(%i, %add_fusion.2)
+}
+
+%cond (arg.1: (s32[], f32[8,256])) -> pred[] {
+  %arg.1 = (s32[], f32[8,256]) parameter(0)
+  %i.1 = s32[] get-tuple-element(%arg.1), index=0
+  %constant.3 = s32[] constant(3)
+  ROOT %lt = pred[] compare(%i.1, %constant.3), direction=LT
+}
+
+ENTRY %main (a: bf16[8,128], w: bf16[128,256], m: f32[128,256]) -> f32[128,256] {
+  %a = bf16[8,128]{1,0} parameter(0)
+  %w = bf16[128,256]{1,0} parameter(1)
+  %m = f32[128,256]{1,0} parameter(2)
+  %dot_fusion.1 = bf16[8,256]{1,0:T(8,128)(2,1)} fusion(%a, %w), kind=kOutput, calls=%fused_dot
+  %transpose_fusion.1 = bf16[256,8]{1,0} fusion(%dot_fusion.1), kind=kLoop, calls=%fused_transpose
+  %all-gather-start.1 = (f32[128,256]{1,0}, f32[512,256]{1,0}) all-gather-start(%m), replica_groups=[1,4]<=[4], dimensions={0}
+  %all-gather-done.1 = f32[512,256]{1,0} all-gather-done(%all-gather-start.1)
+  %adam_fusion.1 = f32[128,256]{1,0} fusion(%m, %m), kind=kLoop, calls=%fused_adam
+  %zero = s32[] constant(0)
+  %x0 = f32[8,256]{1,0} convert(%dot_fusion.1)
+  %init = (s32[], f32[8,256]) tuple(%zero, %x0)
+  %while.1 = (s32[], f32[8,256]) while(%init), condition=%cond, body=%body
+  ROOT %copy.5 = f32[128,256]{1,0} copy(%adam_fusion.1)
+}
+"""
+
+
+def test_each_op_gets_its_category() -> None:
+    info = categories.categorize(HLO)
+    got = {name: info[name].category for name in ("dot_fusion.1", "transpose_fusion.1", "all-gather-start.1",
+                                                  "all-gather-done.1", "adam_fusion.1", "flash_attention.7",
+                                                  "add_fusion.2", "copy.5", "x0", "while.1")}
+    assert got == {"dot_fusion.1": "matmul", "transpose_fusion.1": "copy", "all-gather-start.1": "collective",
+                   "all-gather-done.1": "collective", "adam_fusion.1": "optimizer", "flash_attention.7": "attention",
+                   "add_fusion.2": "elementwise", "copy.5": "copy", "x0": "elementwise", "while.1": "other"}
+    assert info["flash_attention.7"].kernel == "flash_attention"
+    assert info["adam_fusion.1"].op_name == "jit(step)/xlabench_optimizer/mul"
+
+
+def test_costs_come_from_the_shapes_of_operands_named_elsewhere() -> None:
+    info = categories.categorize(HLO)
+    assert info["dot_fusion.1"].flops == 2 * 8 * 256 * 128  # 2 M N K
+    # bytes: the operands looked up by name (a TPU module prints none), and the result
+    assert info["dot_fusion.1"].bytes == (8 * 128 + 128 * 256 + 8 * 256) * 2
+    assert info["adam_fusion.1"].flops == 128 * 256
+    assert info["transpose_fusion.1"].flops == 0
+
+
+def test_scheduled_ops_count_a_loop_body_by_its_trips() -> None:
+    runs = {op.name: n for op, n in categories.scheduled(HLO)}
+    assert runs["flash_attention.7"] == 3 and runs["add_fusion.2"] == 3 and runs["dot_fusion.1"] == 1
+    # what takes no device time of its own: plumbing, the loop itself, a -done half, a fusion's insides
+    assert not {"while.1", "tuple.2", "i", "all-gather-done.1", "dot.1", "zero"} & set(runs)
+
+
+def test_a_convolution_sliding_over_padding_counts_the_input_it_reaches() -> None:
+    # XLA on TPU writes "bsd,dhk->bshk" as a convolution whose window (4) slides over 3 + 1 + 3 padded
+    # positions: each output element reads one real input row, not four.
+    conv = categories.hlo_text.Instruction(
+        "convolution.1", "f32[8,256,4,32]{1,3,2,0}", "convolution",
+        "f32[8,256,128,1]{3,2,1,0} %a, f32[128,4,32,1]{3,2,1,0} %b), window={size=1x4 pad=0_0x3_3 "
+        "rhs_reversal=0x1}, dim_labels=0bf1_i1o0->0b1f")
+    assert categories.op_flops(conv) == 2 * (8 * 256) * 128 * (4 * 32)
+
+
+def _line(name: str, events: list[tuple[str, float, float, dict]]) -> NS:
+    return NS(name=name, events=[NS(name=n, start_ns=s, duration_ns=d, stats=list(st.items()))
+                                 for n, s, d, st in events])
+
+
+def test_device_plane_ops_inside_the_module_windows_by_self_time() -> None:
+    modules = _line("XLA Modules", [("jit_step(12)", 0, 100, {}), ("jit_other(3)", 150, 40, {}),
+                                    ("jit_step(12)", 200, 100, {})])
+    ops = _line("XLA Ops", [
+        ("fusion.1", 0, 60, {"flops": 10}), ("while.1", 60, 40, {}), ("copy.2", 70, 10, {}),  # copy inside the loop
+        ("fusion.9", 150, 40, {}),  # another program's op
+        ("fusion.1", 200, 70, {}), ("while.1", 270, 30, {}), ("copy.2", 280, 20, {})])
+    planes = [NS(name="/host:CPU", lines=[]), NS(name="/device:TPU:1", lines=[modules, ops]),
+              NS(name="/device:TPU:0", lines=[modules, ops])]
+    t = trace.op_times(planes, "jit_step")
+    assert t.source == "device plane /device:TPU:0" and t.executions == 2 and t.device_s == [1e-7, 1e-7]
+    assert t.self_ns == {"fusion.1": 130, "while.1": 40, "copy.2": 30}  # the loop's own time, less its body's
+    assert t.calls["fusion.1"] == 2 and t.stats["fusion.1"]["flops"] == 10
+    assert t.op_s_per_step == pytest.approx(100e-9) and t.concurrency == pytest.approx(1.0)
+
+
+def test_cpu_threads_ops_of_one_device_grouped_by_run() -> None:
+    st = lambda op, run, dev=0: {"hlo_op": op, "hlo_module": "jit_step", "run_id": run, "device_ordinal": dev}  # noqa: E731
+    a = _line("tf_XLAEigen/1", [("ThunkExecutor::Execute", 0, 100, {}), ("dot.1", 0, 50, st("dot.1", 7)),
+                                ("end: dot.1", 50, 1, {}), ("dot.1", 200, 40, st("dot.1", 8)),
+                                ("dot.1", 0, 50, st("dot.1", 7, 1))])  # device 1's copy of the program
+    b = _line("tf_XLAEigen/2", [("add.2", 10, 60, st("add.2", 7)), ("add.2", 240, 20, st("add.2", 8)),
+                                ("jit_other_op", 0, 10, {"hlo_module": "jit_other", "run_id": 7})])
+    t = trace.op_times([NS(name="/host:CPU", lines=[a, b])], "jit_step")
+    assert t.executions == 2 and t.device_s == pytest.approx([70e-9, 60e-9]) and t.threads == 2
+    assert t.self_ns == {"dot.1": 90, "add.2": 80}
+    assert t.concurrency == pytest.approx((170 / 2) / 65)  # two threads overlapped
+    assert t.source == "CPU host threads (device 0)"
+
+
+def test_a_trace_without_the_module_is_one_clear_error() -> None:
+    with pytest.raises(trace.TraceError, match="no op of the executable jit_step .*planes: /host:CPU"):
+        trace.op_times([NS(name="/host:CPU", lines=[_line("python", [("f", 0, 1, {})])])], "jit_step")
+
+
+def test_explain_keeps_the_trace_timer() -> None:
+    assert RunOptions(explain=True).timer == "trace"
+    with pytest.raises(OptionError, match="--explain keeps the trace timer's profiles"):
+        RunOptions(explain=True, timer="wallclock")

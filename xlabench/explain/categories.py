@@ -1,0 +1,251 @@
+"""Each instruction of an optimized HLO module -> the category its device time goes to, with its FLOPs and
+bytes from the HLO shapes (the text of ``compiled.as_text()``, parsed by measure/hlo_text.py).
+
+Categories, in the order a rule is tried:
+
+- ``collective``: all-reduce, all-gather, reduce-scatter, all-to-all, collective-permute and their async
+  ``-start`` / ``-done`` halves (and an ``async-start`` whose computation holds one);
+- ``attention``: a Pallas TPU kernel (a ``tpu_custom_call`` custom call, named by its ``kernel_name``);
+  on CPU the kernels run in the Pallas interpreter, as ordinary ops: they land in the other categories;
+- ``matmul``: a dot or convolution, or a fusion whose computation holds one;
+- ``optimizer``: an op whose metadata ``op_name`` carries the train step's optimizer scope
+  (OPTIMIZER_SCOPE, the ``jax.named_scope`` around the AdamW update in backends/jax/train_case.py);
+- ``copy``: copies, transposes and layout changes (copy, transpose, reshape, bitcast, slices, concats,
+  pads, and fusions made of nothing else);
+- ``elementwise``: every other fusion and arithmetic op (elementwise and reductions);
+- ``other``: the rest (control flow, sorts, other custom calls, host transfers).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from xlabench.measure import hlo_text
+
+OPTIMIZER_SCOPE = "xlabench_optimizer"
+
+# The categories, declared once: (key, what the output calls it). Idle is not one: it is reported apart.
+CATEGORIES: tuple[tuple[str, str], ...] = (
+    ("matmul", "matmuls (dot/convolution fusions)"),
+    ("attention", "attention kernels (Pallas custom calls)"),
+    ("elementwise", "elementwise and reduction fusions"),
+    ("copy", "copies, transposes, layout changes"),
+    ("collective", "collectives"),
+    ("optimizer", "optimizer update"),
+    ("other", "other ops"),
+)
+CATEGORY_KEYS = tuple(k for k, _ in CATEGORIES)
+
+COLLECTIVE_OPCODES = {base + suffix for base in hlo_text.COLLECTIVE_KINDS for suffix in ("", "-start", "-done")}
+_MOVES = {"copy", "copy-start", "copy-done", "transpose", "reshape", "bitcast", "bitcast-convert", "slice",
+          "dynamic-slice", "dynamic-update-slice", "concatenate", "pad", "broadcast", "reverse", "gather", "scatter"}
+_PLUMBING = {"parameter", "constant", "get-tuple-element", "tuple", "iota", "partition-id", "replica-id", "after-all"}
+# Ops that take no device time of their own (nothing is launched, or their body's ops are counted instead).
+NO_TIME = _PLUMBING | {"bitcast", "while", "conditional", "call", "opt-barrier", "optimization-barrier"}
+_CONTROL = {"while", "conditional", "call", "async-start", "async-done", "async-update"}
+_ARITH = {"add", "subtract", "multiply", "divide", "maximum", "minimum", "exponential", "exponential-minus-one",
+          "log", "log-plus-one", "tanh", "logistic", "rsqrt", "sqrt", "cbrt", "power", "negate", "abs", "compare",
+          "select", "clamp", "sign", "floor", "ceil", "round-nearest-even", "round-nearest-afz", "and", "or", "xor",
+          "not", "remainder", "atan2", "sine", "cosine", "tan", "erf", "is-finite", "convert", "reduce-precision"}
+_KERNEL = re.compile(r'kernel_name="([^"]+)"')
+_OP_NAME = re.compile(r'op_name="([^"]*)"')
+_DIMS = re.compile(r"(lhs_contracting_dims)=\{([0-9,]*)\}")
+_LABELS = re.compile(r"dim_labels=(\w+)_(\w+)->")
+
+
+@dataclass(frozen=True)
+class OpInfo:
+    """One instruction of the module: its category and its cost per execution from the HLO shapes."""
+
+    name: str
+    opcode: str
+    category: str
+    flops: float  # per execution, from the HLO shapes (0 where none)
+    bytes: float  # operands + results, per execution
+    kernel: str = ""  # attention: the Pallas kernel's name
+    op_name: str = ""  # metadata op_name (the JAX scope path)
+    computation: str = ""
+
+
+def _operands(rest: str) -> str:
+    """The operand list of an instruction's text (up to its closing parenthesis; layouts hold parens too)."""
+    depth = 1
+    for i, ch in enumerate(rest):
+        depth += ch == "("
+        depth -= ch == ")"
+        if depth == 0:
+            return rest[:i]
+    return rest
+
+
+def _dims(shape_text: str) -> list[list[int]]:
+    return [[int(d) for d in filter(None, dims.split(","))] for _, dims in hlo_text._ARRAY.findall(shape_text)]
+
+
+def _conv_macs_per_output(rest: str, lhs: list[int], rhs: list[int]) -> float:
+    """Multiply-adds per output element of a convolution: the kernel's size over its output features,
+    each window dimension cut to the input it can reach (XLA on TPU writes a batched matmul as a
+    convolution whose window slides over zero padding: only the unpadded input counts)."""
+    m = _LABELS.search(rest)
+    if not m:
+        return _prod(rhs) / (max(rhs) or 1)
+    lhs_labels, rhs_labels = m.group(1), m.group(2)
+    macs = 1.0
+    for i, label in enumerate(rhs_labels[: len(rhs)]):
+        if label == "o":
+            continue
+        size = rhs[i]
+        if label.isdigit() and label in lhs_labels and lhs_labels.index(label) < len(lhs):
+            size = min(size, lhs[lhs_labels.index(label)])
+        macs *= size
+    return macs
+
+
+def _operand_dims(instr: hlo_text.Instruction, shapes: dict[str, str]) -> list[list[int]]:
+    """Each operand's dimensions: by its name where the module does not print operand shapes."""
+    operands = _operands(instr.rest)
+    names = _NAME.findall(operands)
+    if names and all(n in shapes for n in names):
+        return [(_dims(shapes[n]) or [[]])[0] for n in names]
+    return _dims(operands)
+
+
+def _prod(xs: list[int]) -> int:
+    n = 1
+    for x in xs:
+        n *= x
+    return n
+
+
+def op_flops(instr: hlo_text.Instruction, shapes: dict[str, str] | None = None) -> float:
+    """FLOPs of one execution of a (non-fusion) instruction from its shapes: 2 x M x N x K for a dot or a
+    convolution, one per output element for arithmetic, one per input element for a reduction."""
+    out = _dims(instr.shape)
+    if not out:
+        return 0.0
+    if instr.opcode in ("dot", "convolution"):
+        ops = _operand_dims(instr, shapes or {})
+        if len(ops) < 2:
+            return 0.0
+        if instr.opcode == "dot":
+            m = _DIMS.search(instr.rest)
+            k = _prod([ops[0][int(i)] for i in m.group(2).split(",") if i]) if m else 1
+            return 2.0 * _prod(out[0]) * k
+        return 2.0 * _prod(out[0]) * _conv_macs_per_output(instr.rest, ops[0], ops[1])
+    if instr.opcode in _ARITH:
+        return float(_prod(out[0]))
+    if instr.opcode in ("reduce", "reduce-window"):
+        ops = _operand_dims(instr, shapes or {})
+        return float(_prod(ops[0])) if ops else 0.0
+    return 0.0
+
+
+_NAME = re.compile(r"%([\w.\-]+)")
+
+
+def _io_bytes(instr: hlo_text.Instruction, shapes: dict[str, str]) -> float:
+    """Bytes an op reads and writes: its operands (by name: a TPU module does not print their shapes) and
+    its results."""
+    operands = _operands(instr.rest)
+    names = _NAME.findall(operands)
+    read = (sum(sum(hlo_text.array_bytes(shapes.get(n, ""))) for n in names) if names
+            else sum(hlo_text.array_bytes(operands)))
+    return float(read + sum(hlo_text.array_bytes(instr.shape)))
+
+
+def _fused(instr: hlo_text.Instruction, comps: dict[str, hlo_text.Computation]) -> list[hlo_text.Instruction]:
+    """Every instruction of the computations a fusion (or async op) calls, nested ones included."""
+    out: list[hlo_text.Instruction] = []
+    todo, seen = list(hlo_text.called(instr)), set()
+    while todo:
+        name = todo.pop()
+        if name in seen or name not in comps:
+            continue
+        seen.add(name)
+        for sub in comps[name].instructions:
+            out.append(sub)
+            todo += hlo_text.called(sub)
+    return out
+
+
+def op_name(instr: hlo_text.Instruction) -> str:
+    m = _OP_NAME.search(instr.rest)
+    return m.group(1) if m else ""
+
+
+def _is_pallas(instr: hlo_text.Instruction) -> bool:
+    return instr.opcode == "custom-call" and ("tpu_custom_call" in instr.rest or "mosaic" in instr.rest.lower())
+
+
+def kernel_name(instr: hlo_text.Instruction) -> str:
+    """A Pallas kernel's name: its ``kernel_name`` attribute, else the instruction's name without its
+    number (XLA names a kernel's call after the kernel: ``flash_attention.12``)."""
+    m = _KERNEL.search(instr.rest)
+    return m.group(1) if m else re.sub(r"\.\d+$", "", instr.name)
+
+
+def classify(instr: hlo_text.Instruction, comps: dict[str, hlo_text.Computation]) -> tuple[str, str]:
+    """(category, kernel name) of one instruction (the rules of the module docstring, in order)."""
+    inner = _fused(instr, comps) if instr.opcode in ("fusion", "async-start", "async-done", "async-update") else []
+    opcodes = {instr.opcode} | {i.opcode for i in inner}
+    if opcodes & COLLECTIVE_OPCODES:
+        return "collective", ""
+    pallas = [i for i in [instr, *inner] if _is_pallas(i)]
+    if pallas:
+        return "attention", kernel_name(pallas[0])
+    if opcodes & {"dot", "convolution"}:
+        return "matmul", ""
+    names = [op_name(instr)] + [op_name(i) for i in inner]
+    if any(OPTIMIZER_SCOPE in n for n in names):
+        return "optimizer", ""
+    if instr.opcode in _MOVES or (instr.opcode == "fusion" and inner
+                                   and {i.opcode for i in inner} <= _MOVES | _PLUMBING):
+        return "copy", ""
+    if instr.opcode == "fusion" or instr.opcode in _ARITH or instr.opcode in ("reduce", "reduce-window", "map",
+                                                                               "select-and-scatter"):
+        return "elementwise", ""
+    return "other", ""
+
+
+def categorize(text: str) -> dict[str, OpInfo]:
+    """Every instruction of the module's text, by name (names are unique in a module), with its category
+    and cost; an instruction inside a fusion keeps its own opcode's rules (the trace names the fusion)."""
+    comps = hlo_text.parse_module(text)
+    shapes = {i.name: i.shape for c in comps.values() for i in c.instructions}
+    out: dict[str, OpInfo] = {}
+    for comp in comps.values():
+        for instr in comp.instructions:
+            category, kernel = classify(instr, comps)
+            inner = _fused(instr, comps) if instr.opcode == "fusion" else []
+            flops = sum(op_flops(i, shapes) for i in inner) if inner else op_flops(instr, shapes)
+            out[instr.name] = OpInfo(instr.name, instr.opcode, category, flops, _io_bytes(instr, shapes), kernel,
+                                     op_name(instr) or next((op_name(i) for i in inner if op_name(i)), ""),
+                                     comp.name)
+    return out
+
+
+def scheduled(text: str) -> list[tuple[OpInfo, int]]:
+    """The ops that take device time, each with how often it runs per execution of the module: the
+    instructions of the entry and of the computations control flow runs (while bodies by their trip
+    count, conditional branches, calls), never a fusion's insides."""
+    comps = hlo_text.parse_module(text)
+    infos = categorize(text)
+    runs: dict[str, int] = {}
+
+    def visit(name: str, times: int) -> None:
+        if name not in comps:
+            return
+        runs[name] = runs.get(name, 0) + times
+        for instr in comps[name].instructions:
+            if instr.opcode not in _CONTROL:
+                continue
+            n = (hlo_text.trip_count(instr, comps) or 1) if instr.opcode == "while" else 1
+            for sub in hlo_text.called(instr):
+                visit(sub, times * n)
+
+    for comp in comps.values():
+        if comp.entry:
+            visit(comp.name, 1)
+    return [(infos[i.name], times) for name, times in runs.items() for i in comps[name].instructions
+            if i.opcode not in NO_TIME and not i.opcode.endswith("-done")]

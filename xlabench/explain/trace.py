@@ -1,0 +1,166 @@
+"""Per-op device times of one executable from a profiler trace's planes (``jax.profiler.ProfileData``
+planes, or anything with the same ``name`` / ``lines`` / ``events`` / ``stats`` shape; framework-free).
+
+Two layouts (backends/jax/trace_timer.py describes both):
+
+- device (TPU, GPU): a plane ``/device:<kind>:<n>`` with the lines ``XLA Modules`` (one event per
+  execution of a program, named ``<module>(<program id>)`` or carrying an ``hlo_module`` stat) and
+  ``XLA Ops`` (one event per HLO op, named by the HLO instruction). The ops of an execution are those
+  starting inside its module event. The first device with events of the module is read: on a sharded
+  program every device runs the same ops.
+- host (CPU): the ``/host:CPU`` plane's thread lines hold one event per op with the stats ``hlo_op``,
+  ``hlo_module`` and ``run_id`` (one per execution), on several threads at once: the thunk executor runs
+  independent ops concurrently. An execution's device time is its ops' span; the sum of their times can
+  exceed it (``concurrency`` says by how much).
+
+An op's time is its self time: its event's duration less the events nested inside it on the same line
+(a loop's event holds its body's ops), so nothing is counted twice.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+
+class TraceError(Exception):
+    """The trace holds nothing of the executable (the message says what it holds)."""
+
+
+@dataclass
+class OpTimes:
+    """What a trace says of one executable: per op, its total self time over every execution seen."""
+
+    module: str
+    source: str  # where the events came from: 'device plane /device:TPU:0' or 'CPU host threads'
+    executions: int
+    device_s: list[float]  # each execution's device seconds (its module event, or its ops' span)
+    self_ns: dict[str, float] = field(default_factory=dict)  # op name -> self time summed over executions
+    calls: dict[str, int] = field(default_factory=dict)  # op name -> events
+    stats: dict[str, dict[str, Any]] = field(default_factory=dict)  # op name -> the stats of its first event
+    threads: int = 1  # lines the ops ran on
+
+    @property
+    def device_s_per_step(self) -> float:
+        return sum(self.device_s) / len(self.device_s) if self.device_s else 0.0
+
+    @property
+    def op_s_per_step(self) -> float:
+        """The ops' self times summed, per execution."""
+        return sum(self.self_ns.values()) / 1e9 / max(self.executions, 1)
+
+    @property
+    def concurrency(self) -> float:
+        """Op time over device time: 1 when ops run one after another (a TPU core), above 1 when a CPU
+        runs several at once."""
+        d = self.device_s_per_step
+        return self.op_s_per_step / d if d else 0.0
+
+
+@dataclass(frozen=True)
+class _Event:
+    name: str
+    start: float
+    dur: float
+    stats: dict[str, Any]
+
+
+def _events(line: Any) -> list[_Event]:
+    return [_Event(e.name, float(e.start_ns), float(e.duration_ns), dict(e.stats)) for e in line.events]
+
+
+def _self_times(events: list[_Event]) -> dict[int, float]:
+    """Index -> self time of each event of one line (its duration less its direct children's)."""
+    order = sorted(range(len(events)), key=lambda i: (events[i].start, -events[i].dur))
+    self_t = {i: events[i].dur for i in order}
+    stack: list[int] = []
+    for i in order:
+        e = events[i]
+        while stack and events[stack[-1]].start + events[stack[-1]].dur <= e.start:
+            stack.pop()
+        if stack:
+            parent = stack[-1]
+            self_t[parent] -= min(e.dur, events[parent].start + events[parent].dur - e.start)
+        stack.append(i)
+    return {i: max(t, 0.0) for i, t in self_t.items()}
+
+
+def _is_module(e: _Event, module: str) -> bool:
+    return e.name == module or e.name.startswith(module + "(") or e.stats.get("hlo_module") == module
+
+
+def _add(out: OpTimes, events: list[_Event], keep: list[bool]) -> None:
+    """Add the kept events' self times (nesting among the kept ones only: the executor's own events and
+    other programs' ops take nothing from them)."""
+    events = [e for e, k in zip(events, keep) if k]
+    selfs = _self_times(events)
+    for i, e in enumerate(events):
+        name = str(e.stats.get("hlo_op") or e.name)
+        out.self_ns[name] = out.self_ns.get(name, 0.0) + selfs[i]
+        out.calls[name] = out.calls.get(name, 0) + 1
+        out.stats.setdefault(name, e.stats)
+
+
+def _from_device(plane: Any, module: str) -> OpTimes | None:
+    lines = {line.name: _events(line) for line in plane.lines}
+    windows = sorted((e.start, e.start + e.dur) for e in lines.get("XLA Modules", []) if _is_module(e, module))
+    ops = lines.get("XLA Ops", [])
+    if windows:
+        keep = [any(lo <= e.start < hi for lo, hi in windows) for e in ops]
+        device_s = [(hi - lo) / 1e9 for lo, hi in windows]
+    else:  # no module line: the ops that name the module, one execution per run_id
+        keep = [e.stats.get("hlo_module") == module for e in ops]
+        runs = _spans([e for e, k in zip(ops, keep) if k])
+        device_s = [(hi - lo) / 1e9 for lo, hi in runs]
+    if not any(keep):
+        return None
+    out = OpTimes(module, f"device plane {plane.name}", len(device_s), device_s)
+    _add(out, ops, keep)
+    return out
+
+
+def _spans(events: list[_Event]) -> list[tuple[float, float]]:
+    spans: dict[Any, list[float]] = defaultdict(lambda: [float("inf"), float("-inf")])
+    for e in events:
+        s = spans[e.stats.get("run_id")]
+        s[0], s[1] = min(s[0], e.start), max(s[1], e.start + e.dur)
+    return sorted((lo, hi) for lo, hi in spans.values())
+
+
+def _device_number(name: str) -> tuple[int, str]:
+    tail = name.rsplit(":", 1)[-1]
+    return (int(tail), name) if tail.isdigit() else (1 << 30, name)
+
+
+def op_times(planes: Iterable[Any], module: str) -> OpTimes:
+    """The per-op self times of ``module``'s executions in a trace (see the module docstring); TraceError
+    when the trace has no op of it."""
+    planes = list(planes)
+    for plane in sorted((p for p in planes if p.name.startswith("/device:")), key=lambda p: _device_number(p.name)):
+        found = _from_device(plane, module)
+        if found is not None:
+            return found
+    per_line = []
+    for plane in planes:
+        if plane.name.startswith("/device:"):
+            continue
+        for line in plane.lines:
+            events = _events(line)
+            mine = [e.stats.get("hlo_module") == module and "run_id" in e.stats for e in events]
+            if any(mine):
+                per_line.append((events, mine))
+    if not per_line:
+        raise TraceError(f"the trace has no op of the executable {module} (planes: "
+                         f"{', '.join(sorted(p.name for p in planes)) or 'none'})")
+    ordinals = {e.stats.get("device_ordinal") for events, mine in per_line for e, m in zip(events, mine) if m}
+    first = min(ordinals, key=lambda o: (o is None, o if o is not None else 0))
+    kept = [(events, [m and e.stats.get("device_ordinal") == first for e, m in zip(events, mine)])
+            for events, mine in per_line]
+    kept = [(events, keep) for events, keep in kept if any(keep)]
+    spans = _spans([e for events, keep in kept for e, k in zip(events, keep) if k])
+    out = OpTimes(module, "CPU host threads" + (f" (device {first})" if len(ordinals) > 1 else ""), len(spans),
+                  [(hi - lo) / 1e9 for lo, hi in spans], threads=len(kept))
+    for events, keep in kept:
+        _add(out, events, keep)
+    return out
