@@ -443,3 +443,22 @@ def test_an_aa_improvement_the_hosts_own_speedup_explains_is_confounded_not_list
     # a speed-up well beyond the host's is still an improvement: 0.3x where the host is 0.59x
     fast = gate.load_run(write_run(tmp_path / "c.csv", [(c, draw(rng, 20, 0.5)) for c in cases], host_calib_s=0.010))
     assert {c.verdict for c in gate.compare(loaded, fast, gate.GateConfig()).cases} == {gate.IMPROVEMENT}
+
+
+def test_two_quick_start_runs_with_too_few_samples_say_so_with_one_case_count(tmp_path, rng):
+    """#40 item 6: 12 cases ok on both sides, 3 samples each against min_samples 5: compare said 'no case
+    has an ok measurement on both sides', 'Holm over 0 tested case(s)' and 'need >= 4 per side over 1'."""
+    cases = _cases(12)
+    base = write_run(tmp_path / "a.csv", [(c, draw(rng, 3)) for c in cases])
+    cand = write_run(tmp_path / "b.csv", [(c, draw(rng, 3)) for c in cases])
+    r = _cli("compare", str(base), str(cand))
+    assert r.exit_code == 2, r.output
+    out = " ".join(r.output.split())
+    assert "no case has an ok measurement" not in out and "over 0 tested" not in out, out
+    assert "over 1 tested" not in out, out
+    # Holm over 12 cases needs 6 per side (min_samples_per_side(0.05, 12)); min_samples is 5
+    assert ("12 case(s) are ok on both sides but have too few samples: 3 baseline, 3 candidate per case; "
+            "the test needs >= 6 per side") in out, out
+    assert "measure.iters" in out and "--repeats" in out, out
+    assert "Holm over 12 case(s), none tested" in out, out
+    assert "need >= 6 per side over 12 case(s) (have 3/3)" in out, out

@@ -15,7 +15,7 @@ from xlabench.gate.config import (
     VERDICTS,
 )
 from xlabench.gate.run_data import RunData
-from xlabench.gate.stats import Assessment, assess, min_samples_per_side
+from xlabench.gate.stats import Assessment, assess, samples_needed
 from xlabench.gate.suite_shift import SuiteShift, assess_suite
 from xlabench.measure import status as st
 
@@ -49,9 +49,21 @@ class Comparison:
         return sum(c.p_holm is not None for c in self.cases)
 
     @property
+    def compared(self) -> int:
+        """Cases with measurements on both sides (the tested ones and those with too few samples): the
+        family Holm runs over once each has enough samples."""
+        return sum(bool(c.n_base and c.n_cand) for c in self.cases)
+
+    @property
+    def short(self) -> list[CaseVerdict]:
+        """Compared cases left untested for having fewer samples than min_samples on a side."""
+        return [c for c in self.cases if c.p_holm is None and c.n_base and c.n_cand
+                and min(c.n_base, c.n_cand) < self.config.min_samples]
+
+    @property
     def need_per_side(self) -> int:
-        """Samples per side one case needs to be able to reach significance over the tested cases."""
-        return min_samples_per_side(self.config.alpha, max(1, self.tested))
+        """Samples per side one case needs to be judged among the compared cases (min_samples at least)."""
+        return samples_needed(self.config, self.compared)
 
     @property
     def unjudged(self) -> list[CaseVerdict]:

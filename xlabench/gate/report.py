@@ -63,9 +63,27 @@ def headline(cmp: gate.Comparison) -> str:
         cmp.exit_code == gate.EXIT_PASS and cmp.unjudged_failing) else ""
     if cmp.missing and cmp.config.allow_missing and cmp.exit_code != gate.EXIT_NOTHING:
         allowed += " (missing cases allowed by --allow-missing)"
-    nothing = (" (no case has an ok measurement on both sides: nothing was compared)"
-               if cmp.exit_code == gate.EXIT_NOTHING else "")
+    nothing = f" ({_why_nothing(cmp)})" if cmp.exit_code == gate.EXIT_NOTHING else ""
     return f"{_OUTCOME[cmp.exit_code]}: {counts or 'no cases'}{suite}{allowed}{nothing}"
+
+
+def _span(values: list[int]) -> str:
+    lo, hi = min(values), max(values)
+    return f"{lo}" if lo == hi else f"{lo}-{hi}"
+
+
+def _why_nothing(cmp: gate.Comparison) -> str:
+    """Why no case reached the test: too few samples (how many each side has, how many it needs, how to
+    get them), else no case with an ok measurement on both sides."""
+    short = cmp.short
+    if not short:
+        return "no case has an ok measurement on both sides: nothing was compared"
+    need = cmp.need_per_side
+    return (f"{len(short)} case(s) are ok on both sides but have too few samples: "
+            f"{_span([c.n_base for c in short])} baseline, {_span([c.n_cand for c in short])} candidate per case; "
+            f"the test needs >= {need} per side (min_samples {cmp.config.min_samples}, and {need} to reach "
+            f"significance after Holm over {cmp.compared} case(s)): run both sides with measure.iters x "
+            f"measure.repeats >= {need} (the suite's measure.iters, or xlabench run --repeats)")
 
 
 def suite_line(cmp: gate.Comparison) -> Optional[str]:
@@ -96,7 +114,7 @@ def unjudged_line(cmp: gate.Comparison) -> Optional[str]:
     have = sorted({f"{c.n_base}/{c.n_cand}" for c in few})
     under = [c for c in cases if c.verdict == gate.UNDERPOWERED]
     line = (f"could not judge {len(cases)} case(s): too few samples; need >= {cmp.need_per_side} per side over "
-            f"{max(1, cmp.tested)} tested case(s)" + (f" (have {', '.join(have[:4])})" if have else ""))
+            f"{max(1, cmp.compared)} case(s)" + (f" (have {', '.join(have[:4])})" if have else ""))
     if under:
         line += (f"; {len(under)} of them underpowered (interval wholly beyond the threshold, the bad way): "
                  + ", ".join(c.label for c in under[:8]) + (" ..." if len(under) > 8 else ""))
@@ -120,9 +138,16 @@ def describe(cmp: gate.Comparison) -> str:
     cfg, m = cmp.config, cmp.config.metric_info
     better = "higher" if m.higher_is_better else "lower"
     return (f"metric {m.name} ({better} is better; ratio = candidate / baseline of the {m.statistic}), "
-            f"threshold {cfg.threshold:.0%}, alpha {cfg.alpha:g} with Holm over {cmp.tested} tested case(s) "
+            f"threshold {cfg.threshold:.0%}, alpha {cfg.alpha:g} with Holm over {_holm_family(cmp)} "
             f"(>= {cmp.need_per_side} samples per side can reach it), {cfg.confidence:.0%} bootstrap interval, "
             f"min {cfg.min_samples} samples")
+
+
+def _holm_family(cmp: gate.Comparison) -> str:
+    """'12 tested case(s)'; '12 case(s), none tested'; '4 tested case(s) of 12' (the rest too few samples)."""
+    if cmp.tested == cmp.compared:
+        return f"{cmp.tested} tested case(s)"
+    return f"{cmp.compared} case(s), none tested" if not cmp.tested else f"{cmp.tested} tested case(s) of {cmp.compared}"
 
 
 def summary_lines(cmp: gate.Comparison) -> list[str]:

@@ -78,6 +78,12 @@ def _ratio_interval(base: np.ndarray, cand: np.ndarray, statistic: str, confiden
     return float(res.confidence_interval.low), float(res.confidence_interval.high)
 
 
+def samples_needed(cfg: GateConfig, compared: int) -> int:
+    """Samples per side a case needs to be judged among ``compared`` cases: at least ``min_samples`` (the
+    test's floor), and enough to reach significance after Holm over them all."""
+    return max(cfg.min_samples, min_samples_per_side(cfg.alpha, max(1, compared)))
+
+
 def assess(pairs: Sequence[tuple[np.ndarray, np.ndarray]], cfg: GateConfig,
            keys: Optional[Sequence[str]] = None) -> list[Assessment]:
     """Judge each (baseline values, candidate values) pair of the metric; Holm runs over all of them.
@@ -90,13 +96,14 @@ def assess(pairs: Sequence[tuple[np.ndarray, np.ndarray]], cfg: GateConfig,
     out: list[Optional[Assessment]] = [None] * len(pairs)
     tested: list[int] = []
     raw: dict[int, dict[str, Any]] = {}
+    need = samples_needed(cfg, len(pairs))
     for i, (b, c) in enumerate(pairs):
         b = np.asarray(b, dtype=float)
         c = np.asarray(c, dtype=float)
         n = dict(n_base=len(b), n_cand=len(c))
         if len(b) < cfg.min_samples or len(c) < cfg.min_samples:
             out[i] = Assessment(INCONCLUSIVE, f"too few samples ({len(b)} baseline, {len(c)} candidate; "
-                                              f"need {cfg.min_samples} each)", **n)
+                                              f"need >= {need} each)", **n)
             continue
         bs, cs = float(f(b)), float(f(c))
         if not (bs > 0 and cs > 0 and np.all(np.isfinite(b)) and np.all(np.isfinite(c))):
