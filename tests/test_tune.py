@@ -270,13 +270,20 @@ def _run(params, impl, tune_dir, tune=True, interpret=False):
 SMALL = {"batch": 1, "num_heads": 2, "seq_len": 128, "head_dim": 32, "dtype": "float32", "causal": True}
 
 
+def _searched_3(m) -> bool:
+    """Three candidates a search: on the CPU's wall clock the re-timed winner may miss the search's figure
+    by more than 15% under the host's load, and then it is searched once more (whatever the load: 3 or 6)."""
+    return (m["tune_check"], m["tune_tried"]) in (("ok", 3), ("searched twice", 6)) or \
+        (str(m["tune_check"]).startswith("disagrees") and m["tune_tried"] == 6)
+
+
 def test_a_user_kernel_with_block_params_is_tuned_through_the_workers_path(tmp_path, chunky):
     """The kernel declares block_params and three candidates (docs/kernels.md): the worker compiles and
     times them (here on the CPU, whose jnp kernel needs no interpreter), runs the winner, checks it, and
     a second case reads the winner from the cache."""
     r = _run({**SMALL, "mode": "fwd"}, chunky, tmp_path)
     m = r.metrics
-    assert m["tuned"] == "search" and m["tune_tried"] == 3 and m["block_k"] in (32, 64, 128)
+    assert m["tuned"] == "search" and m["block_k"] in (32, 64, 128) and _searched_3(m)
     assert m["default_s"] > 0 and m["tune_best_s"] > 0 and r.correct
     again = _run({**SMALL, "mode": "fwd"}, chunky, tmp_path)
     assert again.metrics["tuned"] == "cache" and again.metrics["block_k"] == m["block_k"]
@@ -379,7 +386,7 @@ def test_the_train_step_runs_its_attention_at_the_tuned_blocks_from_the_same_cac
         mp.setattr(impls, "attend", lambda q, k, v, impl, cfg: seen.append((impl, cfg)) or attend(q, k, v, impl, cfg))
         r = train_case.run_train_case(params, chunky, plan, False, "cpu")
     m = r.metrics
-    assert m["tuned"] == "search" and m["block_k"] in (32, 64, 128) and m["tune_tried"] == 3
+    assert m["tuned"] == "search" and m["block_k"] in (32, 64, 128) and _searched_3(m)
     assert {c.block_k for impl, c in seen if impl == chunky} == {m["block_k"]}  # (naive: the reference loss)
     assert "attention tuned at its per-shard shape 2x128x4x32" in r.notes and r.correct is not False
     again = train_case.run_train_case(params, chunky, plan, False, "cpu")
@@ -495,3 +502,125 @@ def test_the_backward_blocks_descend_from_the_forward_winner():
     first_bwd = next(c for _, c in seen if "block_q_bwd" in c[0])
     assert {(c["block_q_bwd"], c["block_k_bwd"]) for c in first_bwd} >= {(512, 256), (256, 256), (512, 128)}
     assert (2048, 2048) not in {(c["block_q_bwd"], c["block_k_bwd"]) for c in first_bwd}
+
+
+# ------------------------------------------------------------------ the timings a trace gives the search
+
+
+class TraceChip:
+    """The chip as the tuner sees it through the profiler: every call of a compiled candidate adds an
+    ``XLA Modules`` event named after the executable's HLO module (what the real trace carries), whose
+    length is the candidate's cost; a trace holds the calls made while it was open. Compiling is real
+    (a trivial jnp program per candidate on the CPU), so the module names are the ones compile_many gives."""
+
+    def __init__(self, cost):
+        self.cost = cost
+        self.events: list = []
+        self.clock = 0.0
+        self.traces = 0
+
+    def call(self, handle):
+        q, k = (int(v) for v in handle.args[0])  # _build's argument carries the candidate's blocks
+        dur = self.cost("fwd", {"block_q": q, "block_k": k}) * 1e9
+        self.events.append(_ev(f"{handle.module}(7)", self.clock, dur))
+        self.clock += dur + 1e3
+
+    def planes(self, run, keep_dir=None):
+        self.events, self.traces = [], self.traces + 1
+        run()
+        return [_plane("/device:TPU:0", {"XLA Modules": self.events})]
+
+
+def _ev(name, start, dur, **stats):
+    from types import SimpleNamespace as NS
+
+    return NS(name=name, start_ns=float(start), duration_ns=float(dur), stats=list(stats.items()))
+
+
+def _plane(name, lines):
+    from types import SimpleNamespace as NS
+
+    return NS(name=name, lines=[NS(name=n, events=evs) for n, evs in lines.items()])
+
+
+def _build(program, blocks):
+    import jax.numpy as jnp
+
+    return (lambda x: x * 2), (jnp.array([blocks["block_q"], blocks["block_k"]], jnp.float32),)
+
+
+@pytest.fixture()
+def chip(monkeypatch):
+    """A TraceChip wired under the real compile_many / time_many: splash at S=4096 as measured on the v5e
+    (issue 40): 128 x 128 is 10x slower than the optimum, the optimum is 1024 x 1024."""
+    from xlabench.backends.jax import trace_timer, tune_case
+
+    def cost(program, c):
+        return 3.5e-3 * (1 + abs(math.log2(c["block_q"] / 1024)) + abs(math.log2(c["block_k"] / 1024))) ** 1.7
+
+    dev = TraceChip(cost)
+    monkeypatch.setattr(trace_timer, "profiled_planes", dev.planes)
+    monkeypatch.setattr(tune_case.Handle, "call", lambda self: dev.call(self))
+    return dev
+
+
+def test_a_descent_timed_through_one_trace_per_round_gives_every_candidate_its_own_time(chip):
+    """Issue 40: compile_many named candidates xlabench_tune_<program>_<i> with i restarting in every call,
+    and the descent calls it once per step: candidates of different steps shared a module name, the final
+    round timed them in one trace, and device_seconds pooled their events (128 x 128 at 38.4 ms came out at
+    3.686 ms and won). Here every timing the search reports must be the candidate's own."""
+    from xlabench.backends.jax import tune_case
+
+    cands = tuple(tile_candidates(4096, 4096))
+    stage = Stage("fwd", cands, {"block_q": 128, "block_k": 128},
+                  seeds=tuple({"block_q": b, "block_k": b} for b in (128, 256, 512, 1024, 2048)))
+    out = search([stage], lambda program, cs: tune_case.compile_many(_build, program, cs), tune_case.time_many)
+    assert out.blocks == {"block_q": 1024, "block_k": 1024}
+    assert out.best_s == pytest.approx(chip.cost("fwd", out.blocks))
+    assert out.default_s == pytest.approx(chip.cost("fwd", {"block_q": 128, "block_k": 128}))
+
+
+def test_module_names_are_unique_across_calls_and_a_trace_with_a_name_twice_is_refused(chip):
+    from xlabench.backends.jax import tune_case
+
+    a = tune_case.compile_many(_build, "fwd", [{"block_q": 128, "block_k": 128}, {"block_q": 256, "block_k": 256}])
+    b = tune_case.compile_many(_build, "fwd", [{"block_q": 512, "block_k": 512}])
+    assert len({h.module for h in a + b}) == 3
+    b[0].module = a[0].module  # what the old naming did: the trace pools two executables' calls
+    with pytest.raises(tune_case.PooledTrace, match=a[0].module):
+        tune_case.time_many([a[0], b[0]], 3)
+
+
+def test_a_winner_that_does_not_hold_when_timed_again_is_searched_once_more_then_marked():
+    """The check after the search (checked_search): the winner and the default compiled again and timed side
+    by side. A device whose search timings of 1024 x 1024 lie (a tenth of its time, as pooled ones did)
+    makes the search pick it; the check catches it, and a second, honest search stands. Where every search
+    lies, the faster of the two re-timed configurations is kept, with its re-timed time, and the outcome
+    says so."""
+    from xlabench.tune.search import checked_search
+
+    lie = {"block_q": 1024, "block_k": 1024}
+    state = {"checking": False, "searches": 0, "lying": 1}
+
+    def compile_many(program, cands):
+        return [(program, c, state["checking"]) for c in cands]
+
+    def time_many(handles, iters):
+        lying = state["searches"] < state["lying"]
+        return [_cost(p, c) / (10 if lying and not checking and c == lie else 1) for p, c, checking in handles], "device"
+
+    def log(line):
+        if line.startswith("stage fwd: block"):  # the search's last line: what it compiles next is the check
+            state["checking"] = True
+        elif line.startswith("check"):
+            state["checking"], state["searches"] = False, state["searches"] + 1
+
+    stage = Stage("fwd", tuple(tile_candidates(1024, 1024)), {"block_q": 128, "block_k": 128})
+    out = checked_search([stage], compile_many, time_many, log=log)
+    assert out.check == "searched twice" and out.blocks == {"block_q": 512, "block_k": 256}
+    assert out.best_s == pytest.approx(_cost("fwd", out.blocks)) and out.tried == 32
+    state.update(searches=0, lying=99)
+    out = checked_search([stage], compile_many, time_many, log=log)
+    assert out.check.startswith("disagrees after two searches") and "the winner took 5 ms" in out.check
+    assert out.blocks == {"block_q": 128, "block_k": 128}  # the default, re-timed, beat the lying winner
+    assert out.best_s == out.default_s == pytest.approx(_cost("fwd", out.blocks))

@@ -160,6 +160,9 @@ TUNE_COLUMNS = _c("tune", [
     ("tune_tried", "", "candidates compiled or pruned by the search (0: from the cache)"),
     ("tune_dropped", "", "candidates dropped, by reason: constraint, vmem, oom, compile, run"),
     ("tune_clock", "", "the clock the search timed candidates on: device | wall"),
+    ("tune_check", "", ("the search's winner and the default compiled again and timed side by side after the search: "
+                        "ok | searched twice (the first search's figures did not hold within 15%) | disagrees ... "
+                        "(kept the faster of the two, re-timed)")),
     ("tune_best_s", "s", "the winner's median seconds in the search (tune_clock; default_s beside it)"),
     ("default_s", "s", ("the same kernel at its default blocks (128 x 128), timed in the same search on the same clock: "
                         "default_s / tune_best_s is what tuning bought")),

@@ -3,8 +3,8 @@ whatever compiles and times a candidate (search.py), the on-disk cache keyed by 
 (cache.py). The backends supply the compile and timing functions (backends/jax/tune_case.py)."""
 
 from xlabench.tune.cache import TuneCache, cache_key, default_dir
-from xlabench.tune.search import Dropped, Stage, TuneOutcome, search
+from xlabench.tune.search import Dropped, Stage, TuneOutcome, checked_search, search
 from xlabench.tune.space import Blocks, blocks_text, parse_blocks, pow2_tiles
 
-__all__ = ["Blocks", "Dropped", "Stage", "TuneCache", "TuneOutcome", "blocks_text", "cache_key", "default_dir",
+__all__ = ["Blocks", "Dropped", "Stage", "TuneCache", "TuneOutcome", "blocks_text", "cache_key", "checked_search", "default_dir",
            "parse_blocks", "pow2_tiles", "search"]

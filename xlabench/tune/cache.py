@@ -22,7 +22,9 @@ from xlabench.tune.space import Blocks, frozen
 SUBDIR = "tune"
 # 2: the descent (version 1's fwd_bwd entries came from a search that fixed the forward blocks from the
 # fwd case, and could be the 128 x 128 fallback)
-ENTRY_VERSION = 2
+# 3: candidate names unique across a search and the winner re-timed (version 2's winners could come from
+# timings pooled over candidates that shared a module name: issue 40)
+ENTRY_VERSION = 3
 _FIELDS = ("key", "space", "blocks", "best_s", "default_s", "tried", "dropped", "tune_s", "clock")
 
 
@@ -100,7 +102,7 @@ class TuneCache:
         self.root.mkdir(parents=True, exist_ok=True)
         entry = {"key": key, "space": space, "blocks": dict(outcome.blocks), "best_s": outcome.best_s,
                  "default_s": outcome.default_s, "tried": outcome.tried, "dropped": dict(outcome.dropped),
-                 "tune_s": outcome.tune_s, "clock": outcome.clock,
+                 "tune_s": outcome.tune_s, "clock": outcome.clock, "check": getattr(outcome, "check", ""),
                  "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
         p = self.path(key)
         fd, tmp = tempfile.mkstemp(dir=self.root, prefix=".tmp-", suffix=".json")

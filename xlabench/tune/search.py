@@ -17,13 +17,16 @@ from __future__ import annotations
 import math
 import time
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Mapping, Optional, Sequence
 
 from xlabench.tune.space import Blocks, blocks_text, frozen, near
 
 # Iterations per candidate in the first (all survivors) and the last (the fastest share) round.
 ROUNDS = (3, 10)
+# How far the winner's and the default's times, taken again side by side in a fresh trace after the search,
+# may differ from the search's own before it is searched once more (checked_search)
+CHECK_TOL = 0.15
 KEEP = 1 / 3  # share of the first round's survivors timed again
 MIN_KEEP = 3
 
@@ -69,6 +72,8 @@ class TuneOutcome:
     dropped: Mapping[str, int]  # reason -> candidates
     tune_s: float
     clock: str  # device | wall: which clock time_many read
+    # the winner and the default timed again after the search (checked_search): ok | searched twice | disagrees: ...
+    check: str = ""
 
     def dropped_text(self) -> str:
         return " ".join(f"{k}={v}" for k, v in sorted(self.dropped.items()))
@@ -218,3 +223,67 @@ def _stage(st: Stage, cands: list[tuple], default_key: Optional[tuple], chosen: 
         raise NoCandidate(f"stage {st.program}: every finalist failed to run")
     winner = _fastest(final)[0]
     return winner, final[winner], (final.get(default_key) if default_key is not None else None)
+
+
+def checked_search(stages: Sequence[Stage], compile_many: CompileMany, time_many: TimeMany, *,
+                   tol: float = CHECK_TOL, rounds: tuple[int, int] = ROUNDS, fixed: Blocks | None = None,
+                   now: Callable[[], float] = time.perf_counter, log: Callable[[str], None] = lambda s: None,
+                   **kw: Any) -> TuneOutcome:
+    """``search``, then its winner and the default compiled again under names of their own and timed side
+    by side in a fresh trace (``rounds[1]`` calls each). Where either differs from the search's figure by
+    more than ``tol``, search once more; where they still differ, keep the faster of the two re-timed
+    configurations, with the re-timed seconds, and say so in ``check`` (the row shows it)."""
+    started = now()
+    program = stages[-1].program
+    default: dict[str, int] = dict(fixed or {})
+    for st in stages:
+        default.update(st.default)
+    tried = timed = 0
+    for attempt in (1, 2):
+        out = search(stages, compile_many, time_many, rounds=rounds, fixed=fixed, now=now, log=log, **kw)
+        tried, timed = tried + out.tried, timed + out.timed
+        again = _retime(program, dict(out.blocks), default if len(default) > len(fixed or {}) else None,
+                        compile_many, time_many, rounds[1])
+        off = _disagreement(out, again, tol)
+        log(f"check: winner {_ms(again.get('winner'))} (search {_ms(out.best_s)}), default "
+            f"{_ms(again.get('default'))} (search {_ms(out.default_s)}){': ' + off if off else ''}")
+        common = dict(tried=tried, timed=timed + len(again), tune_s=now() - started)
+        if not off:
+            return replace(out, check="ok" if attempt == 1 else "searched twice", **common)
+    faster = "winner" if again.get("default") is None or again.get("winner", math.inf) <= again["default"] else "default"
+    blocks = dict(out.blocks) if faster == "winner" else default
+    return replace(out, blocks=blocks, best_s=again[faster], default_s=again.get("default"),
+                   check=f"disagrees after two searches ({off}): kept the {faster}'s blocks, re-timed", **common)
+
+
+def _ms(s: Optional[float]) -> str:
+    return "-" if s is None else f"{s * 1e3:.4g} ms"
+
+
+def _retime(program: str, winner: dict[str, int], default: Optional[dict[str, int]], compile_many: CompileMany,
+            time_many: TimeMany, iters: int) -> dict[str, float]:
+    """{'winner': s, 'default': s}: each compiled afresh and timed in one trace (one that fails is left out)."""
+    named = {"winner": winner, **({"default": default} if default is not None and default != winner else {})}
+    handles = compile_many(program, list(named.values()))
+    alive = [(n, h) for n, h in zip(named, handles) if not isinstance(h, Dropped)]
+    if not alive:
+        return {}
+    seconds, _ = time_many([h for _, h in alive], iters)
+    out = {n: t for (n, _), t in zip(alive, seconds) if t is not None and math.isfinite(t) and t > 0}
+    if default is not None and default == winner and "winner" in out:
+        out["default"] = out["winner"]
+    return out
+
+
+def _disagreement(out: TuneOutcome, again: Mapping[str, float], tol: float) -> str:
+    """Why the re-timed figures do not confirm the search's (empty: they do)."""
+    why = []
+    for name, searched in (("winner", out.best_s), ("default", out.default_s)):
+        if searched is None:
+            continue
+        t = again.get(name)
+        if t is None:
+            why.append(f"the {name} did not run again")
+        elif abs(t / searched - 1) > tol:
+            why.append(f"the {name} took {_ms(t)} against the search's {_ms(searched)}")
+    return "; ".join(why)

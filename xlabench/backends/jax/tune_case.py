@@ -6,13 +6,18 @@
   when Mosaic ran out of scoped VMEM, ``oom`` when the program does not fit in device memory, else
   ``compile``.
 - Time: one profiler trace per round around every survivor's calls, each executable's device seconds read
-  from it by its HLO module name (trace_timer); where the trace has none (the profiler is busy, an old
+  from it by its HLO module name (trace_timer). Every candidate compiled in a process gets a name of its
+  own (``xlabench_tune_<program>_<serial>``, the serial never restarts): a round times candidates compiled
+  in different descent steps, and a trace holding one name twice would pool their calls (issue 40: a
+  38.4 ms candidate timed at 3.7 ms and won). ``time_many`` refuses a trace that holds more executions of
+  a module than it made (``PooledTrace``). Where the trace has none (the profiler is busy, an old
   runtime) the round falls back to the wall clock of synced calls, and the outcome says ``clock=wall``.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import os
 import statistics
 import sys
@@ -66,21 +71,29 @@ def drop_kind(e: BaseException) -> str:
     return "compile"
 
 
+class PooledTrace(RuntimeError):
+    """A trace holds more executions of one module than its handle was called: two executables share a
+    name, and their timings would be pooled."""
+
+
+_SERIAL = itertools.count()  # the candidate names' serial, unique across every search of the process
+
+
 def _named(fn: Callable, name: str) -> Callable:
     def f(*args: Any) -> Any:
         return fn(*args)
 
-    f.__name__ = f.__qualname__ = name  # the HLO module's name (jit_<name>): unique within a round's trace
+    f.__name__ = f.__qualname__ = name  # the HLO module's name (jit_<name>): unique in the process
     return f
 
 
 def compile_many(build: Build, program: str, candidates: list[dict[str, int]], jobs: Optional[int] = None) -> list[Any]:
     """A Handle or a Dropped per candidate, in order."""
     lowered: list[Any] = []
-    for i, blocks in enumerate(candidates):
+    for blocks in candidates:
         try:
             fn, args = build(program, blocks)
-            lowered.append((jax.jit(_named(fn, f"xlabench_tune_{program}_{i}")).lower(*args), args))
+            lowered.append((jax.jit(_named(fn, f"xlabench_tune_{program}_{next(_SERIAL)}")).lower(*args), args))
         except Dropped as d:
             lowered.append(d)
         except Exception as e:  # noqa: BLE001 (a kernel's trace-time check: the candidate is dropped, counted)
@@ -122,8 +135,17 @@ def time_many(handles: list[Handle], iters: int) -> tuple[list[float], str]:
 
     try:
         planes = trace_timer.profiled_planes(run)
-        return [statistics.median(trace_timer.device_seconds(planes, h.module)) if good else float("inf")
-                for h, good in zip(handles, ok)], "device"
+        out = []
+        for h, good in zip(handles, ok):
+            if not good:
+                out.append(float("inf"))
+                continue
+            seconds = trace_timer.device_seconds(planes, h.module)
+            if len(seconds) > iters or sum(o.module == h.module for o in handles) > 1:
+                raise PooledTrace(f"the trace holds {len(seconds)} executions of {h.module}, called {iters} times: "
+                                  "two candidates share its name, their timings would be pooled")
+            out.append(statistics.median(seconds))
+        return out, "device"
     except trace_timer.TraceTimerError:
         pass
     out = []
@@ -168,9 +190,10 @@ def tuned_blocks(stages: list[Stage], key: dict, build: Build, tune_dir: Optiona
     if found.status == "hit":
         e = found.entry
         return Tuned(e["blocks"], {"tuned": "cache", "tune_s": time.perf_counter() - started, "tune_tried": 0,
-                                   "default_s": e["default_s"], "tune_best_s": e["best_s"], "tune_clock": e["clock"]})
+                                   "default_s": e["default_s"], "tune_best_s": e["best_s"], "tune_clock": e["clock"],
+                                   "tune_check": e.get("check", "")})
     try:
-        out = tune.search(stages, lambda program, cands: compile_many(build, program, cands), time_many,
+        out = tune.checked_search(stages, lambda program, cands: compile_many(build, program, cands), time_many,
                           log=lambda line: print(f"tune {key['impl']}: {line}", file=sys.stderr, flush=True))
     except NoCandidate as e:
         raise CaseSkipped(f"tuning: {e}") from None
@@ -178,8 +201,9 @@ def tuned_blocks(stages: list[Stage], key: dict, build: Build, tune_dir: Optiona
     note = f"tune cache: {found.status} entry tuned again ({found.why})" if found.status in ("damaged", "stale") else ""
     return Tuned(dict(out.blocks), {"tuned": "search", "tune_s": time.perf_counter() - started,
                                     "tune_tried": out.tried, "tune_dropped": out.dropped_text(),
-                                    "default_s": out.default_s, "tune_best_s": out.best_s, "tune_clock": out.clock},
-                 note)
+                                    "default_s": out.default_s, "tune_best_s": out.best_s, "tune_clock": out.clock,
+                                    "tune_check": out.check},
+                 "; ".join(n for n in (note, "" if out.check in ("ok", "searched twice") else f"tuning: {out.check}") if n))
 
 
 INTERPRETED = "the kernel runs in the Pallas interpreter, whose timings say nothing of a chip"
