@@ -181,5 +181,12 @@ def report(csv_files: tuple[str, ...], out_file: str, plots_dir: Optional[str], 
         pdir = Path(plots_dir) if plots_dir else out.with_name(out.stem + "_plots")
         output_dir(pdir, "--plots-dir" if plots_dir else "--out", "the report's charts go to <report name>_plots/")
         charts = render_suites(df, pdir, ["png"], None, global_batch)
-    out.write_text(report_lib.build(df, files, charts, out) + "\n", encoding="utf-8")
+    try:
+        text = report_lib.build(df, files, charts, out)
+    except results.ResultsFileError as e:  # a samples file read for the best configs
+        raise _bad(str(e)) from None
+    try:
+        out.write_text(text + "\n", encoding="utf-8")
+    except OSError as e:
+        raise _bad(f"--out: cannot write {out}: {e.strerror or e}") from None
     click.echo(f"report: {out} ({len(df)} row(s), {sum(len(v) for v in charts.values())} chart(s))")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import io
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,25 +33,21 @@ class RunData:
 def _check_records(path: Path, what: str) -> None:
     """A whole file: every record has the header's field count and the last line is ended
     (xlabench writes whole lines and syncs them; anything else was cut off while writing)."""
-    with open(path, "rb") as fb:
-        fb.seek(0, 2)
-        if fb.tell():
-            fb.seek(-1, 2)
-            if fb.read(1) != b"\n":
-                raise ResultsFileError(f"{path}: {what} is truncated: its last line is incomplete "
-                                       "(cut off while writing?)")
-    with open(path, newline="", encoding="utf-8") as f:
-        reader = csv.reader(f)
-        header = next(reader, None)
-        if not header:
-            raise ResultsFileError(f"{path}: empty {what}")
-        for rec in reader:
-            if not rec:
-                continue
-            if len(rec) != len(header):
-                state = "truncated (cut off while writing?)" if len(rec) < len(header) else "malformed"
-                raise ResultsFileError(f"{path}:{reader.line_num}: {what} is {state}: "
-                                       f"{len(rec)} of {len(header)} fields")
+    text = results.read_text(path)
+    if text and not text.endswith("\n"):
+        raise ResultsFileError(f"{path}: {what} is truncated: its last line is incomplete "
+                               "(cut off while writing?)")
+    reader = csv.reader(io.StringIO(text, newline=""))
+    header = next(reader, None)
+    if not header:
+        raise ResultsFileError(f"{path}: empty {what}")
+    for rec in reader:
+        if not rec:
+            continue
+        if len(rec) != len(header):
+            state = "truncated (cut off while writing?)" if len(rec) < len(header) else "malformed"
+            raise ResultsFileError(f"{path}:{reader.line_num}: {what} is {state}: "
+                                   f"{len(rec)} of {len(header)} fields")
 
 
 # Columns the gate reads. Others may be absent (a file written before a column was added reads as

@@ -305,16 +305,22 @@ def _open_sqlite(path: Path, url: str, create: bool) -> Store:
     if not path.exists():
         if not create:
             raise HistoryError(f"{url}: no such history store (xlabench history add creates it)")
-        path.parent.mkdir(parents=True, exist_ok=True)
     elif path.is_dir():
         raise HistoryError(f"{url}: is a directory, not a history store file")
-    conn = sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_S, isolation_level=None)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        conn = sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_S, isolation_level=None)
+    except (OSError, sqlite3.Error) as e:
+        raise HistoryError(f"{url}: cannot open {path}: {getattr(e, 'strerror', None) or e}") from None
     try:
         conn.execute("PRAGMA foreign_keys = ON")
         mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
         if mode.lower() != "wal":
             raise HistoryError(f"{url}: cannot switch the store to WAL mode (journal mode {mode})")
         conn.execute("PRAGMA synchronous = NORMAL")
+    except sqlite3.OperationalError as e:  # a read-only file or folder, a full disk
+        conn.close()
+        raise HistoryError(f"{url}: cannot write {path}: {e}") from None
     except sqlite3.DatabaseError as e:
         conn.close()
         raise HistoryError(f"{url}: not an xlabench history store ({e})") from None

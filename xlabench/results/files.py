@@ -7,6 +7,7 @@ import io
 import json
 import math
 import os
+import tempfile
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
@@ -50,6 +51,11 @@ def make_dir(folder: Path, option: str, holds: str) -> Path:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise OutputPathError(f"{option}: cannot create {folder}: {e.strerror} ({holds})") from None
+    try:  # a folder that exists but takes no file (permissions, a read-only file system): found now
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as e:
+        raise OutputPathError(f"{option}: cannot write in {folder}: {e.strerror} ({holds})") from None
     return folder
 
 
@@ -135,13 +141,29 @@ class ResultsFileError(Exception):
     """A file is not a readable xlabench results CSV (message names the file and what is wrong)."""
 
 
-def check_header(path: Path) -> list[str]:
-    """Return the header of an xlabench CSV, or raise ResultsFileError saying why it is not one."""
+def read_text(path: Path) -> str:
+    """A results file's text; ResultsFileError when it is missing, unreadable or not UTF-8 (its line and byte)."""
     path = Path(path)
     if not path.exists():
         raise ResultsFileError(f"{path}: no such file")
-    with open(path, newline="", encoding="utf-8") as f:
-        first = f.readline()
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        raise ResultsFileError(f"{path}: cannot read: {e.strerror or e}") from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data.count(b"\n", 0, e.start) + 1
+        raise ResultsFileError(f"{path}:{line}: not UTF-8 text (byte 0x{data[e.start]:02x}); xlabench writes "
+                               "UTF-8: save the file as UTF-8") from None
+
+
+def check_header(path: Path, text: str | None = None) -> list[str]:
+    """Return the header of an xlabench CSV (of ``text``, its contents, where read already), or raise
+    ResultsFileError saying why it is not one."""
+    path = Path(path)
+    text = read_text(path) if text is None else text
+    first = text.split("\n", 1)[0]
     if not first.strip():
         raise ResultsFileError(f"{path}: empty file, not an xlabench results CSV")
     header = next(csv.reader(io.StringIO(first)))
@@ -160,9 +182,10 @@ def read_rows(path: Path):
     import pandas as pd
 
     path = Path(path)
-    header = check_header(path)
+    text = read_text(path)
+    header = check_header(path, text)
     try:
-        df = pd.read_csv(path, dtype={c: str for c in TEXT_COLUMN_NAMES}, keep_default_na=True,
+        df = pd.read_csv(io.StringIO(text), dtype={c: str for c in TEXT_COLUMN_NAMES}, keep_default_na=True,
                          on_bad_lines="warn", engine="python")
     except Exception as e:  # pandas raises several types for malformed files
         raise ResultsFileError(f"{path}: cannot parse as CSV: {e}") from None
@@ -193,7 +216,7 @@ def read_samples(csv_path: Path):
     p = RunFiles(csv_path).samples
     if not p.exists():
         return pd.DataFrame(columns=SAMPLE_COLUMNS)
-    return pd.read_csv(p, dtype={"case_id": str, "run_id": str})
+    return pd.read_csv(io.StringIO(read_text(p)), dtype={"case_id": str, "run_id": str})
 
 
 def read_prior(csv_path: Path) -> tuple[RunFiles, Any, set[str], str]:

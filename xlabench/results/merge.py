@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import io
 from collections import Counter
 from pathlib import Path
 from typing import Sequence
@@ -57,8 +58,7 @@ def merge(paths: Sequence[Path], out: Path) -> int:
         for p in map(Path, paths):
             src = results.RunFiles(p).samples
             if src.exists():
-                with open(src, newline="", encoding="utf-8") as s:
-                    reader = csv.reader(s)
-                    next(reader, None)
-                    w.writerows(reader)
+                reader = csv.reader(io.StringIO(results.read_text(src), newline=""))
+                next(reader, None)
+                w.writerows(reader)
     return len(rows)

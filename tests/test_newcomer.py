@@ -1,0 +1,94 @@
+"""What a new user tripped over in a fresh clone (issue 42, "Tried as a new user would"): each defect's
+test, written to fail before its fix. Bad input is exit 2 with one line naming the file, never a traceback."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from _gate_data import case, draw, write_run
+from conftest import TINY_SUITE
+from xlabench.cli import main
+
+
+def _cli(*args: str) -> Any:
+    return CliRunner().invoke(main, [str(a) for a in args])
+
+
+def _one_line_exit_2(res: Any, *named: str) -> None:
+    assert res.exit_code == 2, (res.output, res.exception)
+    assert "Traceback" not in res.output and (res.exception is None or isinstance(res.exception, SystemExit))
+    assert all(n in res.output for n in named), (named, res.output)
+
+
+@pytest.fixture
+def run_csv(tmp_path: Path) -> Path:
+    rng = np.random.default_rng(0)
+    return write_run(tmp_path / "res" / "tiny" / "20260101-000000-aaaa.csv",
+                     [(case("naive", seq_len=s), draw(rng, 8)) for s in (64, 128)], run_id="good-run")
+
+
+# ------------------------------------------------------------------- 1: a CSV that is not UTF-8
+
+def _latin1(run_csv: Path) -> Path:
+    """The run with a Latin-1 byte in its last row's error cell (a file saved by another tool)."""
+    data = run_csv.read_bytes().rstrip(b"\n")
+    run_csv.write_bytes(data + b"\n" + data.splitlines()[-1].replace(b",ok,", b",failed,caf\xe9,", 1) + b"\n")
+    return run_csv
+
+
+@pytest.mark.parametrize("cmd", ["report", "plot", "compare", "best", "merge", "history add", "run --resume"])
+def test_a_csv_that_is_not_utf8_is_one_line_and_exit_2(cmd, run_csv, tmp_path):
+    bad = _latin1(run_csv)
+    args = {"report": ["report", bad, "--out", tmp_path / "r.md"], "plot": ["plot", bad, "--out", tmp_path / "p"],
+            "compare": ["compare", bad, bad], "best": ["best", bad], "merge": ["merge", bad, "-o", tmp_path / "m.csv"],
+            "history add": ["history", "add", bad, "--history", f"sqlite:///{tmp_path / 'h.sqlite'}"],
+            "run --resume": ["run", _suite(tmp_path), "--resume", bad]}[cmd]
+    _one_line_exit_2(_cli(*args), str(bad), "UTF-8")
+
+
+def _suite(tmp_path: Path) -> Path:
+    p = tmp_path / "suite.yaml"
+    p.write_text(TINY_SUITE)
+    return p
+
+
+@pytest.mark.parametrize("cmd", ["compare", "merge", "report"])
+def test_a_samples_file_that_is_not_utf8_is_one_line_and_exit_2(cmd, run_csv, tmp_path):
+    samples = run_csv.with_name(run_csv.name.replace(".csv", ".samples.csv"))
+    samples.write_bytes(samples.read_bytes() + b"caf\xe9\n")
+    args = {"compare": ["compare", run_csv, run_csv], "merge": ["merge", run_csv, "-o", tmp_path / "m.csv"],
+            "report": ["report", run_csv, "--out", tmp_path / "r.md"]}[cmd]
+    _one_line_exit_2(_cli(*args), str(samples), "UTF-8")
+
+
+# ------------------------------------------------------------------- 3: an output that cannot be written
+
+@pytest.fixture
+def read_only_dir(tmp_path: Path):
+    """A folder nobody may write in: a chmod 555 folder, or for root (whom chmod does not stop) /sys."""
+    if os.geteuid() == 0:
+        yield Path("/sys")
+        return
+    d = tmp_path / "ro"
+    d.mkdir()
+    d.chmod(0o555)
+    yield d
+    d.chmod(0o755)
+
+
+@pytest.mark.parametrize("cmd", ["plot", "report", "report --no-charts", "history add", "run"])
+def test_an_output_that_cannot_be_written_is_one_line_and_exit_2(cmd, run_csv, tmp_path, read_only_dir):
+    url = f"sqlite:///{read_only_dir / 'h.sqlite'}"
+    args, named = {"plot": (["plot", run_csv, "--out", read_only_dir], "--out"),
+                   "report": (["report", run_csv, "--out", read_only_dir / "r.md"], "--out"),
+                   "report --no-charts": (["report", run_csv, "--no-charts", "--out", read_only_dir / "r.md"], "--out"),
+                   "history add": (["history", "add", run_csv, "--history", url], url),
+                   "run": (["run", _suite(tmp_path), "--history", url, "--out", tmp_path / "out"], url)}[cmd]
+    _one_line_exit_2(_cli(*args), named, str(read_only_dir))
+    assert not (tmp_path / "out").exists()  # run: refused before any case ran
