@@ -92,3 +92,46 @@ def test_an_output_that_cannot_be_written_is_one_line_and_exit_2(cmd, run_csv, t
                    "run": (["run", _suite(tmp_path), "--history", url, "--out", tmp_path / "out"], url)}[cmd]
     _one_line_exit_2(_cli(*args), named, str(read_only_dir))
     assert not (tmp_path / "out").exists()  # run: refused before any case ran
+
+
+# ------------------------------------------------------------------- 2: history add/rebuild of a results folder
+
+def _results_folder(run_csv: Path) -> Path:
+    """A run, a second run, a `xlabench compile` file and a run's log and meta, as a results folder holds them."""
+    rng = np.random.default_rng(1)
+    write_run(run_csv.with_name("20260102-000000-bbbb.csv"), [(case("naive", seq_len=256), draw(rng, 8))],
+              run_id="second")
+    write_run(run_csv.with_name("20260103-000000-cccc.compile.csv"), [(case("naive", seq_len=64), None)],
+              run_id="compiled-run", status={0: "compiled"})
+    run_csv.with_name(run_csv.stem + ".log").write_text("case 1/2 ok\n")
+    run_csv.with_name(run_csv.stem + ".meta.json").write_text("{}\n")
+    return run_csv.parent.parent
+
+
+def test_history_add_and_rebuild_of_a_results_folder_pass_over_compile_files(run_csv, tmp_path):
+    root = _results_folder(run_csv)
+    url = f"sqlite:///{tmp_path / 'h.sqlite'}"
+    res = _cli("history", "add", root, "--history", url)
+    assert res.exit_code == 0 and "2 run(s) added" in res.output, res.output
+    res = _cli("history", "rebuild", root, "--history", url)
+    assert res.exit_code == 0 and "from 2 run(s)" in res.output, res.output
+
+
+def test_history_add_of_a_run_glob_passes_over_its_log_meta_and_samples(run_csv, tmp_path):
+    _results_folder(run_csv)
+    url = f"sqlite:///{tmp_path / 'h.sqlite'}"
+    res = _cli("history", "add", *sorted(run_csv.parent.glob("2026*")), "--history", url)
+    assert res.exit_code == 0, res.output
+    for skipped in (".log", ".meta.json", ".samples.csv", ".compile.csv"):
+        assert f"skipped {run_csv.parent}" in res.output and skipped in res.output, (skipped, res.output)
+
+
+# ------------------------------------------------------------------- 9: merge dir/*.csv
+
+def test_merge_of_a_folder_glob_passes_over_samples_and_compile_files_with_a_note(run_csv, tmp_path):
+    _results_folder(run_csv)
+    out = tmp_path / "merged.csv"
+    res = _cli("merge", *sorted(run_csv.parent.glob("*.csv")), "-o", out)
+    assert res.exit_code == 0, res.output
+    assert "merged 2 file(s), 3 rows" in res.output
+    assert "a samples file" in res.output and "compile" in res.output

@@ -236,10 +236,13 @@ def interrupted_message(e: Any, suite_file: str, opts: RunOptions) -> str:
               help="Merged CSV to write (samples beside it).")
 def merge(csv_files: tuple[str, ...], output: str) -> None:
     """Combine the result CSVs of one suite run in shards (`run --shard I/N`) into one file."""
-    from xlabench.results.merge import MergeError, merge as merge_files
+    from xlabench.results.merge import MergeError, inputs, merge as merge_files
 
+    files, notes = inputs([Path(p) for p in csv_files])
+    for note in notes:
+        err_console.print(f"note: {note}", soft_wrap=True, markup=False)
     try:
-        n = merge_files([Path(p) for p in csv_files], Path(output))
+        n = merge_files(files, Path(output))
     except (MergeError, results.ResultsFileError) as e:
         raise BadInput(str(e)) from None
-    console.print(f"merged {len(csv_files)} file(s), {n} rows -> {output}", soft_wrap=True)
+    console.print(f"merged {len(files)} file(s), {n} rows -> {output}", soft_wrap=True)

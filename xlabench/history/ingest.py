@@ -92,17 +92,18 @@ def read_run(csv_path: Path, git: Optional[GitLog] = None) -> RunRecord:
 
 
 def run_files(paths: Iterable[Path], notes: Optional[list[str]] = None) -> list[Path]:
-    """The results CSVs among paths (a directory: every run CSV under it, in name order). A samples file
-    given as a run (``results/x/*.csv`` matches them) is passed over, with a note in ``notes``."""
+    """The results CSVs of timed runs among paths (a directory: every one under it, in name order). A file
+    beside a run that a glob picks up (its samples, meta or log; a `xlabench compile` file) is passed over,
+    with a note in ``notes`` where given explicitly."""
     out: list[Path] = []
     for p in map(Path, paths):
         if p.is_dir():
-            out += sorted(q for q in p.rglob("*.csv") if not q.name.endswith(results.SAMPLES_SUFFIX))
+            out += sorted(q for q in p.rglob("*.csv") if results.passed_over(q, compiles=False) is None)
         elif not p.exists():
             raise HistoryError(f"{p}: no such file")
-        elif p.name.endswith(results.SAMPLES_SUFFIX):
+        elif note := results.passed_over(p, compiles=False):
             if notes is not None:
-                notes.append(results.samples_note(p))
+                notes.append(note)
         else:
             out.append(p)
     return out

@@ -36,6 +36,20 @@ def samples_note(path: Path) -> str:
     return f"skipped {path}: a samples file (read with its run {Path(path).name[:-len(SAMPLES_SUFFIX)]}.csv)"
 
 
+def passed_over(path: Path, compiles: bool = True) -> str | None:
+    """Why a file that a glob of a results folder picks up beside a run's CSV is not read as a run (a note
+    for the user), or None for a file to read: a samples file, a run's meta or log, and (``compiles``
+    False: a command of timed runs) a `xlabench compile` file."""
+    name = Path(path).name
+    if name.endswith(SAMPLES_SUFFIX):
+        return samples_note(Path(path))
+    if name.endswith((".meta.json", ".log")):
+        return f"skipped {path}: a run's {'meta' if name.endswith('.json') else 'log'} file (read with its CSV)"
+    if name.endswith(COMPILE_SUFFIX) and not compiles:
+        return f"skipped {path}: `xlabench compile` rows, not a timed run"
+    return None
+
+
 class OutputPathError(ValueError):
     """An output folder that cannot be made: a file in its way, no permission (one line for the user)."""
 

@@ -22,6 +22,15 @@ def _text_rows(path: Path) -> list[dict[str, str]]:
     return [r for r in rows if r.get("case_id")]  # a row cut off by a kill has no complete fields
 
 
+def inputs(paths: Sequence[Path]) -> tuple[list[Path], list[str]]:
+    """The files of ``paths`` to merge, and a note for each passed over: what a glob of a results folder
+    picks up beside the runs (samples, meta, log files) and, among timed runs, `xlabench compile` files."""
+    paths = [Path(p) for p in paths]
+    compiles = all(p.name.endswith(results.COMPILE_SUFFIX) for p in paths if not results.passed_over(p))
+    notes = [n for n in (results.passed_over(p, compiles) for p in paths) if n]
+    return [p for p in paths if not results.passed_over(p, compiles)], notes
+
+
 def merge(paths: Sequence[Path], out: Path) -> int:
     """Concatenate result files of one suite, cell text unchanged; refuse duplicate cases and mixed
     suites. Returns the number of rows written."""
