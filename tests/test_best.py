@@ -43,7 +43,7 @@ def _sweep(tmp_path: Path, wrong_fastest: bool = False) -> Path:
 
 
 def _picks(paths: list[Path]) -> list[best.Pick]:
-    return best.best_configs(cd.load(paths), best.load_samples(paths))
+    return best.best_configs(cd.load(paths), cd.load_samples(paths))
 
 
 def test_best_picks_the_fastest_correct_config_per_shape_with_its_speedup(tmp_path):

@@ -32,7 +32,7 @@ def best(csv_files: tuple[str, ...], output: Optional[str]) -> None:
         raise BadInput(f"{', '.join(csv_files)}: no results CSV of a run here (pass run CSVs or their folder)")
     try:
         df = cd.load(found.files)
-        samples = best_lib.load_samples(found.files)
+        samples = cd.load_samples(found.files)
     except results.ResultsFileError as e:
         raise BadInput(str(e)) from None
     picks = best_lib.best_configs(df, samples)

@@ -18,14 +18,14 @@ than two configurations (not a choice). A wrong or failed row is never picked, h
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Any, Optional, Sequence
 
 import numpy as np
 import pandas as pd
 
-from xlabench import gate, results
+from xlabench import gate
 from xlabench.report import chartdata as cd
+from xlabench.report.chartdata import Samples
 from xlabench.suite.tuned import TunedConfig, value
 from xlabench.workloads import PARAMS as WORKLOAD_PARAMS
 from xlabench.workloads import TUNED_PARAMS
@@ -35,8 +35,6 @@ DEFAULT_FASTEST = "default is fastest"
 NO_WINNER = "no significant winner"
 INTERPRETED = "interpreted: not tuned"
 NO_DEFAULT = "no default row: not tuned"
-
-Samples = dict[tuple[str, str], np.ndarray]  # (run_id, case_id) -> per-iteration seconds
 
 
 @dataclass(frozen=True)
@@ -48,17 +46,6 @@ class Pick:
     config: Optional[TunedConfig]
     test: Optional[gate.Assessment] = None  # shown vs default (ratio = shown / default)
     reason: str = ""
-
-
-def load_samples(paths: Sequence[Path]) -> Samples:
-    """The raw samples beside each results CSV, by (run_id, case_id)."""
-    out: Samples = {}
-    for p in paths:
-        s = results.read_samples(Path(p))
-        s["seconds"] = pd.to_numeric(s["seconds"], errors="coerce")
-        for (run_id, case_id), g in s.groupby(["run_id", "case_id"], sort=False):
-            out[(str(run_id), str(case_id))] = g.sort_values("iteration")["seconds"].to_numpy(dtype=float)
-    return out
 
 
 def _shape_columns(rows: pd.DataFrame, workload: str) -> list[str]:

@@ -54,7 +54,22 @@ def load(paths: Sequence[Path]) -> pd.DataFrame:
     df = df.reindex(columns=list(dict.fromkeys(results.COLUMN_NAMES + list(df.columns))))
     df = df.drop_duplicates(subset=["run_id", "case_id"], keep="last").reset_index(drop=True)
     df.attrs["published"] = published(paths)
+    df.attrs["sources"] = [str(p) for p in paths]  # where baseline_seconds finds the rows' samples
     return df
+
+
+Samples = dict[tuple[str, str], np.ndarray]
+
+
+def load_samples(paths: Sequence[Path]) -> Samples:
+    """The raw samples beside each results CSV, by (run_id, case_id)."""
+    out: Samples = {}
+    for p in paths:
+        s = results.read_samples(Path(p))
+        s["seconds"] = pd.to_numeric(s["seconds"], errors="coerce")
+        for (run_id, case_id), g in s.groupby(["run_id", "case_id"], sort=False):
+            out[(str(run_id), str(case_id))] = g.sort_values("iteration")["seconds"].to_numpy(dtype=float)
+    return out
 
 
 def published(paths: Sequence[Path]) -> list[dict[str, Any]]:
@@ -235,13 +250,33 @@ def match_columns(df: pd.DataFrame) -> list[str]:
     return [c for c in DESCRIBING if c in df and c != "impl" and c not in TUNING]
 
 
-def speedup_over_baseline(df: pd.DataFrame, baseline: str = BASELINE_IMPL) -> pd.Series:
-    """baseline median_s / row median_s for the same shape; NaN without a usable baseline row."""
-    cols = match_columns(df)
-    k = key(df, cols)
-    base_rows = usable(df) & (df["impl"] == baseline)
-    base = pd.to_numeric(df.loc[base_rows, "median_s"], errors="coerce").groupby(k[base_rows]).first()
-    return k.map(base) / metric(df, "median_s")
+def baseline_seconds(df: pd.DataFrame, samples: Samples | None = None, baseline: str = BASELINE_IMPL) -> pd.Series:
+    """The baseline's time for each row's shape: the one rule behind the summary's naive column, the
+    speedups and the speedup chart (docs/plots.md). The usable baseline rows of one shape (match_columns:
+    every describing column equal but impl and the block knobs; a block sweep runs naive once per block
+    setting, and those rows are one case measured again) are pooled: the median of all their samples
+    where every one of them has samples, else the median of their medians. Not the first row (a sweep's
+    first ran slow) nor the fastest (the minimum of several noisy medians is biased low): the median of
+    every measurement of the one program, robust to a row that ran slow or fast. NaN without one.
+
+    ``samples``: load_samples of the rows' files; default: read from the files cd.load read them from."""
+    k = key(df, match_columns(df))
+    base_rows = df[usable(df) & (df["impl"] == baseline)]
+    if samples is None:
+        samples = load_samples(df.attrs.get("sources", [])) if len(base_rows) else {}
+    times: dict[str, float] = {}
+    for shape, g in base_rows.groupby(k[base_rows.index], sort=False):
+        pooled = [samples.get((str(r["run_id"]), str(r["case_id"]))) for _, r in g.iterrows()]
+        if all(p is not None and len(p) for p in pooled):
+            times[shape] = float(np.median(np.concatenate(pooled)))  # type: ignore[arg-type]
+        else:
+            times[shape] = float(metric(g, "median_s").median())
+    return k.map(times).astype(float)
+
+
+def speedup_over_baseline(df: pd.DataFrame, baseline: str = BASELINE_IMPL, samples: Samples | None = None) -> pd.Series:
+    """baseline_seconds / row median_s for the same shape; NaN without a usable baseline row."""
+    return baseline_seconds(df, samples, baseline) / metric(df, "median_s")
 
 
 # --------------------------------------------------------------------------------- compile rows (fit)

@@ -90,20 +90,20 @@ def shape_columns(rows: pd.DataFrame) -> list[str]:
     return results.varying(rows.to_dict("records"), [c for c in cd.DESCRIBING if c != "impl" and c in rows])
 
 
-def summary(rows: pd.DataFrame) -> str:
-    """Best impl per shape (fastest usable row), its figures, and its speedup over the naive baseline."""
+def summary(rows: pd.DataFrame, samples: cd.Samples | None = None) -> str:
+    """Best impl per shape (fastest usable row), its figures, and its speedup over the naive baseline
+    (cd.baseline_seconds; ``samples``: the rows' samples, default read from their files)."""
     rows = rows.reset_index(drop=True)  # unique index: best.name finds its speedup
     workload = str(rows["workload"].iloc[0])
     figures = FIGURES.get(workload, _DEFAULT_FIGURES)
     shape = shape_columns(rows)
-    speed = cd.speedup_over_baseline(rows)
+    base_s = cd.baseline_seconds(rows, samples)  # one naive time per shape, whatever its block columns
     median = cd.metric(rows, "median_s")
+    speed = base_s / median
     out = []
     groups = rows.groupby(cd.key(rows, shape), sort=False) if shape else [("", rows)]
-    match = cd.key(rows, [c for c in shape if c not in cd.TUNING])  # naive has no block sizes: any config's
     for _, g in groups:
-        base = rows[(match == match[g.index[0]]) & (rows["impl"] == cd.BASELINE_IMPL) & cd.usable(rows)]
-        naive = fmt_number(median[base.index].min(), ".4g", 1e3) if len(base) else ""
+        naive = fmt_number(base_s[g.index[0]], ".4g", 1e3)
         counts = f"{int(cd.usable(g).sum())}/{len(g)}"
         head = [cd.fmt_value(c, g[c].iloc[0]) for c in shape]
         if median[g.index].notna().any():
@@ -281,6 +281,7 @@ def build(df: pd.DataFrame, sources: Sequence[Path], charts: dict[str, list[Path
                "not kernel speed.", ""]
     md += ["## Environment", "", environment(df), ""]
     runs, compiles = cd.run_rows(df), cd.compile_rows(df)
+    samples = cd.load_samples(sources)
     for suite in suites:
         s_rows = runs[runs["suite"] == suite]
         for workload in cd.distinct(s_rows["workload"]):
@@ -288,8 +289,8 @@ def build(df: pd.DataFrame, sources: Sequence[Path], charts: dict[str, list[Path
             md += [f"## {suite}" + (f" ({workload})" if workload != suite else ""), "",
                    f"Best impl per shape: the fastest row that ran and matched its reference; speedup = "
                    f"{cd.BASELINE_IMPL} median / best median for the same shape"
-                   + (f"; {clock}." if (clock := clock_note(rows.to_dict("records"))) else "."), "", summary(rows), ""]
-    picks = best_lib.best_configs(runs, best_lib.load_samples(sources))
+                   + (f"; {clock}." if (clock := clock_note(rows.to_dict("records"))) else "."), "", summary(rows, samples), ""]
+    picks = best_lib.best_configs(runs, samples)
     if picks:
         headers, rows = best_lib.table_rows(picks)
         md += ["## Best configuration per shape", "", BEST_INTRO, "", table(headers, rows), ""]

@@ -89,14 +89,14 @@ def attention_speedup(df: pd.DataFrame) -> Chart:
     kernel's row also draws its default blocks' time (``default_s``, timed in the same search) dashed, so
     the chart says what tuning bought."""
     rows = _rows(df, "attention", ["seq_len", "median_s"])
-    speed = cd.speedup_over_baseline(rows)
+    base = cd.baseline_seconds(rows)  # the naive time of each row's shape (one rule: docs/plots.md)
+    speed = base / cd.metric(rows, "median_s")
     others = rows[rows["impl"] != cd.BASELINE_IMPL]
     if speed.dropna().empty or others.empty:
         raise NoData(f"no attention shape has both a usable {cd.BASELINE_IMPL} row and another impl")
     tuned = others["tuned"].isin(["search", "cache"]) if "tuned" in others else pd.Series(False, index=others.index)
     if tuned.any():
         default = others[tuned & cd.metric(others, "default_s").notna()]
-        base = speed * cd.metric(rows, "median_s")  # the naive time of each row's shape
         others = pd.concat([others.assign(blocks_at=np.where(tuned, "tuned", "as the suite says")),
                             default.assign(blocks_at="untuned: default 128 x 128")], ignore_index=True)
         speed = pd.concat([speed[tuned.index], base[default.index] / cd.metric(default, "default_s")],
