@@ -97,15 +97,37 @@ def test_a_kernel_estimate_short_of_its_flops_never_lifts_the_ceiling_above_one(
     assert naive["arith_intensity"] == pytest.approx(3.06e12 / 1e8) and "XLA cost" in naive["roofline_source"]
 
 
+def test_a_causal_kernel_that_skips_masked_blocks_is_not_above_its_roof() -> None:
+    """Flash causal fwd on v5e (docs/data/tpu-v5e/2026-12-06-b, S=16384): XLA's cost estimate counts every
+    block (2.02x the causal FLOPs), the kernel skips the masked ones and ran in 8.55 ms, 'above' a floor of
+    11.2 ms (roofline_frac 1.32). The ceiling was wrong, not the row: the floor is the causal FLOPs."""
+    flops = 1.09951e12  # 4 * S^2 * H * D / 2 at S=16384, 16 heads, head_dim 128
+    row = _row(peak_tflops=197.0, peak_gbytes_per_s=819.0, flops=flops, kernel_flops=flops, causal=True,
+               xla_flops=2.0155 * flops, xla_bytes_accessed=2.7e8, io_bytes=2.7e8, median_s=0.008552)
+    out = rl.roofline(row, None)
+    assert out["bound_s"] == pytest.approx(flops / 197e12)
+    assert out["roofline_frac"] == pytest.approx(flops / 197e12 / 0.008552) and out["roofline_frac"] < 1
+    assert "2.02x the kernel's FLOPs" in out["roofline_source"] and "masked" in out["roofline_source"]
+    # the same XLA count on a non-causal row is the program's own
+    plain = rl.roofline({**row, "causal": False}, None)
+    assert plain["bound_s"] == pytest.approx(2.0155 * flops / 197e12)
+
+
 def test_no_compiled_attention_row_has_a_ceiling_above_one() -> None:
     """The v5e-8 attention compile's rows, their roofline recomputed from their XLA figures."""
     from xlabench.run.metrics import roofline_fields
 
     df = pd.read_csv(ROOT / "tests" / "fixtures" / "compile_attention_v5e8.compile.csv")
     rows = [r for r in df.to_dict("records") if r["status"] == "compiled"]
-    ceilings = [roofline_fields(r, r["device_kind"], r["topology"])["mfu_ceiling"] for r in rows]
+    now = [roofline_fields(r, r["device_kind"], r["topology"]) for r in rows]
+    ceilings = [r["mfu_ceiling"] for r in now]
     assert len(ceilings) >= 68 and max(ceilings) <= 1.0 + 1e-9
-    assert ceilings == pytest.approx(df.loc[df["status"] == "compiled", "mfu_ceiling"].tolist())
+    # the rows whose XLA count has the causal mask's skipped blocks rise (to the causal FLOPs); the rest stand
+    masked = ["masked" in r["roofline_source"] for r in now]
+    stored = df.loc[df["status"] == "compiled", "mfu_ceiling"].tolist()
+    assert any(masked) and all(r["causal"] for r, m in zip(rows, masked) if m)
+    assert [c for c, m in zip(ceilings, masked) if not m] == pytest.approx([c for c, m in zip(stored, masked) if not m])
+    assert all(c >= s * (1 - 1e-9) for c, s, m in zip(ceilings, stored, masked) if m)  # naive: memory-bound, unmoved
 
 
 def test_no_peaks_no_roofline_but_the_source_says_why() -> None:
