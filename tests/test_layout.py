@@ -131,6 +131,7 @@ FLOORS = (
     {"measure", "flops", "roofline"},
     {"tune"},  # framework-free block-size search and its cache; the workloads declare their spaces with it
     {"workloads", "results", "hardware"},
+    {"audit"},  # the invariants of a row (pure functions), checked by the run, the gate, the report and `audit`
     {"impls"},  # the impl catalog and the built-in kernels' rules and search spaces, over the workloads' params
     {"suite"},
     {"backends", "run"},

@@ -149,6 +149,8 @@ METRIC_COLUMNS = _c("metric", [
     ("err_tol", "", "tolerance for max_abs_err at this dtype"),
     ("correct", "", "max_abs_err <= err_tol: a wrong kernel is never counted as a win"),
     ("notes", "", "free-text remarks (e.g. the source of peak memory, a recompilation)"),
+    ("suspect", "", ("the invariants the row breaks ('rule: reason', joined by '; '; docs/audit.md), checked where "
+                     "the row is built; empty: clean. The numbers are kept as measured")),
 ])
 
 # Block-size tuning (xlabench/tune): how the kernel's blocks were chosen and what it bought.

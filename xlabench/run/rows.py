@@ -13,6 +13,7 @@ import datetime as dt
 import statistics
 from typing import Any, Mapping, Optional, Sequence
 
+from xlabench import audit
 from xlabench import impls as catalog
 from xlabench import results
 from xlabench.measure.worker_messages import CaseResult
@@ -83,6 +84,9 @@ def case_row(case: Case, ctx: Any, env: Mapping[str, Any] | None = None, replies
         notes.append("WRONG RESULT: error above tolerance")
     if ctx.jobs > 1:
         notes.append(f"timed with {ctx.jobs} jobs at once (--jobs): the host's cores were shared")
+    host = audit.Host(llc_bytes=getattr(ctx, "llc_bytes", None))
+    notes.append(audit.cache_resident(row, host))
     row["notes"] = "; ".join(filter(None, notes)) or None
+    row["suspect"] = audit.suspect_text(audit.check_row(row, host))
     row["timestamp"] = now()
     return row, list(result.samples)

@@ -59,6 +59,7 @@ class RunContext:
     jobs: int = 1  # cases at once (`run --jobs`, CPU only): their rows say they shared the host
     tune: Optional[bool] = None  # `run --tune/--no-tune` (None: measure.plan.default_tune of the platform)
     tune_dir: Optional[str] = None  # the tuning cache (None: $XLABENCH_CACHE_DIR/tune)
+    llc_bytes: Optional[int] = None  # CPU: the host's last-level cache (audit: cache-resident rows)
 
     def trace_dir(self, case: Case, repeat: int) -> Optional[str]:
         if self.trace_root is None:

@@ -18,7 +18,7 @@ from typing import Any, Callable, Iterable, Optional
 from xlabench import impls as catalog
 from xlabench import results
 from xlabench import suite as suite_lib
-from xlabench.measure import sample_size
+from xlabench.measure import host_cache, sample_size
 from xlabench.run import cache_folder, distributed, shard
 from xlabench.run.envs import Interpreters, guess_platform
 from xlabench.run.run_options import Filter, OptionError, RunOptions
@@ -293,10 +293,10 @@ def _run_with_pool(s: suite_lib.Suite, pool: WorkerPool, files: results.RunFiles
     ctx = RunContext(run_id=run_id, platform=platform, peak_override=opts.peak_tflops,
                      timeout_override=opts.timeout_s, cpu_peaks=cpu_peaks, trace_root=trace_root,
                      jobs=max(1, min(jobs, len(todo))), tune=True if opts.tune_only else opts.tune,
-                     tune_dir=str(tune_cache_dir()))
+                     tune_dir=str(tune_cache_dir()), llc_bytes=host_cache.llc_bytes() if platform == "cpu" else None)
     meta = {"run_id": run_id, "suite": s.name, "shard": opts.shard_spec, "suite_file": str(s.path), "profile": prof,
             "workload": s.spec.workload, "command": sys.argv, "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            "env": first.env, "git_sha": ctx.git_sha, "hostname": ctx.hostname, "jobs": ctx.jobs,
+            "env": {**first.env, **({"llc_bytes": ctx.llc_bytes} if ctx.llc_bytes else {})}, "git_sha": ctx.git_sha, "hostname": ctx.hostname, "jobs": ctx.jobs,
             "schema_version": results.SCHEMA_VERSION,
             "suite_spec": s.spec.model_dump(mode="json")}
     if trace_root is not None:

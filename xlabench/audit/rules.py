@@ -1,0 +1,213 @@
+"""The invariants of one row: each rule takes the row (a dict: from the run as it is built, or read back
+from a CSV, NaN or None where empty) and the host facts it needs, and returns the reason the row breaks
+it, or None. Pure arithmetic: no file, no framework.
+
+A rule only judges what the row has: a row without an MFU is not checked for one, a skipped row for
+nothing. The tolerances are declared here once and stated in docs/audit.md.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping, Optional
+
+from xlabench import roofline
+from xlabench.hardware import interconnect
+from xlabench.measure.status import OK
+
+TUNE_TOLERANCE = 0.15  # a tuned row's median vs its search's best, its default_s vs the default blocks' own row
+ROOFLINE_TOLERANCE = roofline.FRAC_SLACK - 1  # a time may beat its floor by this much (nominal peaks) unexplained
+DERIVED_REL = 1e-6  # a derived column vs its recomputation from the row's inputs (the CSV keeps repr digits)
+
+# The rule names: what the `suspect` column, `xlabench audit` and the exceptions file call them.
+MFU_RANGE, MBU_RANGE, ROOFLINE, DERIVED, TUNE_BEST, DEFAULT_S = (
+    "mfu_range", "mbu_range", "roofline", "derived", "tune_best", "default_s")
+CACHE_RESIDENT = "cache-resident"
+
+
+@dataclass(frozen=True)
+class Host:
+    """What the audit of a row needs to know of the host that ran it (recorded in the run's meta)."""
+
+    llc_bytes: Optional[int] = None  # the last-level cache of a CPU host (None: not recorded)
+
+
+def num(row: Mapping[str, Any], key: str) -> Optional[float]:
+    """A finite number from a row cell, else None (empty, NaN, text)."""
+    v = row.get(key)
+    if isinstance(v, bool):
+        return None
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return None
+    return f if math.isfinite(f) else None
+
+
+def _ok(row: Mapping[str, Any]) -> bool:
+    return str(row.get("status", "")) == OK and bool(num(row, "median_s"))
+
+
+def _devices(row: Mapping[str, Any]) -> int:
+    return max(int(num(row, "devices") or 1), 1)
+
+
+def _g(x: float) -> str:
+    return f"{x:.4g}"
+
+
+def cache_resident(row: Mapping[str, Any], host: Host) -> Optional[str]:
+    """Why a CPU row's memory traffic may beat the host's stream bandwidth: its bytes (all virtual devices
+    share one cache) fit in the last-level cache. None on other platforms, or when they do not fit."""
+    nbytes = num(row, "bytes") or num(row, "io_bytes")
+    if str(row.get("platform", "")) != "cpu" or not nbytes or not host.llc_bytes:
+        return None
+    if nbytes > host.llc_bytes:
+        return None
+    return f"{CACHE_RESIDENT}: {_g(nbytes / 1e6)} MB fit in the host's {_g(host.llc_bytes / 1e6)} MB last-level cache"
+
+
+def mfu_range(row: Mapping[str, Any], host: Host = Host()) -> Optional[str]:
+    """0 < mfu <= 1 against the row's peak."""
+    mfu = num(row, "mfu")
+    if not _ok(row) or mfu is None or 0 < mfu <= 1:
+        return None
+    return (f"mfu {_g(mfu)} outside (0, 1]: {_g(num(row, 'tflops_per_s') or 0)} TFLOP/s on {_devices(row)} "
+            f"device(s) of peak {_g(num(row, 'peak_tflops') or 0)} TFLOP/s ({row.get('peak_source') or 'no source'})")
+
+
+def mbu_range(row: Mapping[str, Any], host: Host = Host()) -> Optional[str]:
+    """0 < mbu <= 1 against the row's peak bandwidth; a CPU row whose bytes fit in the last-level cache may
+    exceed 1 (cache_resident), and one whose host's cache size is not recorded is judged as any other."""
+    mbu = num(row, "mbu")
+    if not _ok(row) or mbu is None or 0 < mbu <= 1 or (mbu > 1 and cache_resident(row, host)):
+        return None
+    unknown = ("; the host's last-level cache is not recorded (a cache-resident row cannot be told)"
+               if str(row.get("platform", "")) == "cpu" and not host.llc_bytes else "")
+    return (f"mbu {_g(mbu)} outside (0, 1]: {_g(num(row, 'gbytes_per_s') or 0)} GB/s on {_devices(row)} device(s) "
+            f"of peak {_g(num(row, 'peak_gbytes_per_s') or 0)} GB/s{unknown}")
+
+
+def _xla_bytes_overcount(row: Mapping[str, Any], roof: Mapping[str, Any], ici: Optional[float]) -> bool:
+    """Whether a memory-bound floor from XLA's bytes falls under the tolerance once the analytic bytes
+    (``bytes``, else ``io_bytes``) stand in: XLA's bytes_accessed counts each fusion's operands, and more
+    than the traffic (v5e naive paged decode: 9.1x the pages read, measured 5.3x under its floor)."""
+    if roof.get("bound_by") != roofline.MEMORY or "XLA" not in str(roof.get("roofline_source")):
+        return False
+    analytic = {k: v for k, v in row.items() if k not in ("xla_flops", "xla_bytes_accessed")}
+    frac = roofline.roofline(analytic, ici).get("roofline_frac")
+    return frac is not None and frac <= 1 + ROOFLINE_TOLERANCE
+
+
+def roofline_ceiling(row: Mapping[str, Any], host: Host = Host()) -> Optional[str]:
+    """The measured time is at least the roofline floor (xlabench/roofline.py, recomputed from the row's
+    counts and peaks by this xlabench), within ROOFLINE_TOLERANCE. Not suspect: a CPU row whose floor is
+    its memory traffic and whose bytes fit in the last-level cache (cache-resident), and a row under a
+    memory floor of XLA's bytes but not under that of the analytic bytes (the ceiling's count is off)."""
+    if not _ok(row):
+        return None
+    ici = interconnect(str(row.get("device_kind") or ""), None, num(row, "peak_gbytes_per_s")).gbytes_per_s
+    roof = roofline.roofline(row, ici)
+    frac = roof.get("roofline_frac")
+    if frac is None or frac <= 1 + ROOFLINE_TOLERANCE:
+        return None
+    if roof.get("bound_by") == roofline.MEMORY and cache_resident(row, host):
+        return None
+    if _xla_bytes_overcount(row, roof, ici):
+        return None
+    floor = max(roof["bound_s"], roof.get("collective_s") or 0)
+    return (f"roofline_frac {frac:.3f} > {1 + ROOFLINE_TOLERANCE:.2f}: measured {_g(num(row, 'median_s') * 1e3)} ms "
+            f"under the {roof['bound_by']}-bound floor {_g(floor * 1e3)} ms ({roof['roofline_source']})")
+
+
+def _derivations(row: Mapping[str, Any]) -> list[tuple[str, Optional[float], str]]:
+    """(column, its value recomputed from the row's inputs, the formula) for each derived column."""
+    median, dev = num(row, "median_s"), _devices(row)
+    flops, nbytes, palm = num(row, "flops"), num(row, "bytes"), num(row, "flops_palm")
+    peak_tf, peak_gb = num(row, "peak_tflops"), num(row, "peak_gbytes_per_s")
+    tps, dmed, wmed = num(row, "tokens_per_s"), num(row, "device_median_s"), num(row, "wall_median_s")
+    mean, stdev = num(row, "mean_s"), num(row, "stdev_s")
+    out: list[tuple[str, Optional[float], str]] = []
+    if median and flops:
+        out.append(("tflops_per_s", flops / median / 1e12, "flops / median_s"))
+        if peak_tf:
+            out.append(("mfu", flops / (median * dev * peak_tf * 1e12), "flops / (median_s x devices x peak)"))
+    if median and palm and peak_tf:
+        out.append(("mfu_palm", palm / (median * dev * peak_tf * 1e12), "flops_palm / (median_s x devices x peak)"))
+    if median and nbytes:
+        out.append(("gbytes_per_s", nbytes / median / 1e9, "bytes / median_s"))
+        if peak_gb:
+            out.append(("mbu", nbytes / median / 1e9 / (dev * peak_gb), "bytes / median_s / (devices x peak GB/s)"))
+    if tps and num(row, "tokens_per_s_per_device") is not None:
+        out.append(("tokens_per_s_per_device", tps / dev, "tokens_per_s / devices"))
+    if dmed and num(row, "host_overhead") is not None:
+        out.append(("host_overhead", (wmed or median or 0) / dmed, "wall_median_s / device_median_s"))
+    if mean and stdev is not None:
+        out.append(("cv", stdev / mean, "stdev_s / mean_s"))
+    if str(row.get("clock", "")) == "device" and dmed:
+        out.append(("median_s", dmed, "device_median_s (clock device)"))
+    return out
+
+
+def derived(row: Mapping[str, Any], host: Host = Host()) -> Optional[str]:
+    """Every derived column equals its recomputation from the row's inputs (the headline median_s, the
+    counts, the peak, the devices): mfu = flops / (median_s x devices x peak), and so on."""
+    if not _ok(row):
+        return None
+    wrong = []
+    for col, want, formula in _derivations(row):
+        got = num(row, col)
+        if got is None or want is None or math.isclose(got, want, rel_tol=DERIVED_REL, abs_tol=1e-300):
+            continue
+        wrong.append(f"{col} {_g(got)} but {formula} = {_g(want)}")
+    return ", ".join(wrong) or None
+
+
+def _on_clock(row: Mapping[str, Any], clock: str) -> Optional[float]:
+    """The row's median on ``clock`` (device | wall): the headline where the row's clock is that one."""
+    if str(row.get("clock", "")) == clock:
+        return num(row, "median_s")
+    return num(row, "device_median_s" if clock == "device" else "wall_median_s")
+
+
+def tune_best(row: Mapping[str, Any], host: Host = Host()) -> Optional[str]:
+    """A tuned row's median, on its search's clock (tune_clock), within TUNE_TOLERANCE of the search's best
+    (tune_best_s): the row times the blocks the search says it timed."""
+    best, clock = num(row, "tune_best_s"), str(row.get("tune_clock") or "")
+    if not _ok(row) or not best or clock not in ("device", "wall"):
+        return None
+    median = _on_clock(row, clock)
+    if median is None or abs(median / best - 1) <= TUNE_TOLERANCE:
+        return None
+    return (f"median {_g(median * 1e3)} ms ({clock} clock) is {median / best:.2f}x its search's best "
+            f"tune_best_s {_g(best * 1e3)} ms (tolerance {TUNE_TOLERANCE:.0%})")
+
+
+def default_s(row: Mapping[str, Any], untuned: Mapping[str, Any]) -> Optional[str]:
+    """A tuned row's default_s within TUNE_TOLERANCE of the default blocks' own time: ``untuned``, a row of
+    the same case run at the kernel's default blocks (tuned off), on the search's clock."""
+    dflt, clock = num(row, "default_s"), str(row.get("tune_clock") or "")
+    if not _ok(row) or not _ok(untuned) or not dflt or clock not in ("device", "wall"):
+        return None
+    own = _on_clock(untuned, clock)
+    if own is None or abs(dflt / own - 1) <= TUNE_TOLERANCE:
+        return None
+    return (f"default_s {_g(dflt * 1e3)} ms but the default blocks' own row (run {untuned.get('run_id')}) "
+            f"takes {_g(own * 1e3)} ms on the {clock} clock: {dflt / own:.2f}x (tolerance {TUNE_TOLERANCE:.0%})")
+
+
+# The rules one row is checked against on its own (where it is built, and by `xlabench audit`).
+ROW_RULES: dict[str, Callable[[Mapping[str, Any], Host], Optional[str]]] = {
+    MFU_RANGE: mfu_range, MBU_RANGE: mbu_range, ROOFLINE: roofline_ceiling, DERIVED: derived, TUNE_BEST: tune_best,
+}
+
+
+def check_row(row: Mapping[str, Any], host: Host = Host()) -> dict[str, str]:
+    """rule -> reason, for every rule of ROW_RULES the row breaks (empty: clean)."""
+    return {name: why for name, rule in ROW_RULES.items() if (why := rule(row, host))}
+
+
+def suspect_text(broken: Mapping[str, str]) -> Optional[str]:
+    """The `suspect` cell: 'rule: reason' joined by '; ' (None when clean)."""
+    return "; ".join(f"{name}: {why}" for name, why in broken.items()) or None
