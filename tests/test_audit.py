@@ -193,7 +193,7 @@ def test_known_exceptions_beside_the_data(tmp_path: Path) -> None:
 @pytest.mark.parametrize("make, says", [
     (lambda p: p / "missing.csv", "no such file or folder"),
     (lambda p: (p / "x.csv").write_text("a,b\n1,2\n") and p / "x.csv", "not an xlabench results CSV"),
-    (lambda p: (p / "y.csv").write_bytes(b"\xff\xfe\x00bad") and p / "y.csv", "not a UTF-8 text file"),
+    (lambda p: (p / "y.csv").write_bytes(b"\xff\xfe\x00bad") and p / "y.csv", "not UTF-8"),
     (lambda p: (p / "empty").mkdir() or p / "empty", "no run file"),
 ])
 def test_audit_bad_input_is_one_line_and_exit_2(tmp_path: Path, make, says: str) -> None:
@@ -245,3 +245,9 @@ def test_the_last_level_cache_is_read_from_sysfs(tmp_path: Path) -> None:
         (d / "size").write_text(f"{size}\n")
     assert host_cache.llc_bytes(tmp_path) == 32 << 20
     assert host_cache.parse_size("1M") == 1 << 20 and host_cache.parse_size("big") is None
+
+
+def test_a_tuner_that_disagreed_with_itself_marks_the_row() -> None:
+    row = _row(tuned="search", tune_check="disagrees: winner 3.7 ms re-timed 38 ms (kept the faster of the two, re-timed)")
+    assert audit.check_row(row) == {"tune_check": row["tune_check"]}
+    assert audit.check_row({**row, "tune_check": "ok"}) == {}

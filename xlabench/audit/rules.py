@@ -21,8 +21,8 @@ ROOFLINE_TOLERANCE = roofline.FRAC_SLACK - 1  # a time may beat its floor by thi
 DERIVED_REL = 1e-6  # a derived column vs its recomputation from the row's inputs (the CSV keeps repr digits)
 
 # The rule names: what the `suspect` column, `xlabench audit` and the exceptions file call them.
-MFU_RANGE, MBU_RANGE, ROOFLINE, DERIVED, TUNE_BEST, DEFAULT_S = (
-    "mfu_range", "mbu_range", "roofline", "derived", "tune_best", "default_s")
+MFU_RANGE, MBU_RANGE, ROOFLINE, DERIVED, TUNE_BEST, TUNE_CHECK, DEFAULT_S = (
+    "mfu_range", "mbu_range", "roofline", "derived", "tune_best", "tune_check", "default_s")
 CACHE_RESIDENT = "cache-resident"
 
 
@@ -184,6 +184,15 @@ def tune_best(row: Mapping[str, Any], host: Host = Host()) -> Optional[str]:
             f"tune_best_s {_g(best * 1e3)} ms (tolerance {TUNE_TOLERANCE:.0%})")
 
 
+def tune_check(row: Mapping[str, Any], host: Host = Host()) -> Optional[str]:
+    """The tuner's own check (tune_check): its winner and the default re-timed side by side after the
+    search disagreed with the search twice, so the row keeps the faster of the two re-timed."""
+    check = row.get("tune_check")
+    if not _ok(row) or not isinstance(check, str) or not check.startswith("disagrees"):
+        return None
+    return check
+
+
 def default_s(row: Mapping[str, Any], untuned: Mapping[str, Any]) -> Optional[str]:
     """A tuned row's default_s within TUNE_TOLERANCE of the default blocks' own time: ``untuned``, a row of
     the same case run at the kernel's default blocks (tuned off), on the search's clock."""
@@ -200,6 +209,7 @@ def default_s(row: Mapping[str, Any], untuned: Mapping[str, Any]) -> Optional[st
 # The rules one row is checked against on its own (where it is built, and by `xlabench audit`).
 ROW_RULES: dict[str, Callable[[Mapping[str, Any], Host], Optional[str]]] = {
     MFU_RANGE: mfu_range, MBU_RANGE: mbu_range, ROOFLINE: roofline_ceiling, DERIVED: derived, TUNE_BEST: tune_best,
+    TUNE_CHECK: tune_check,
 }
 
 
