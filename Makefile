@@ -79,11 +79,12 @@ readme-charts: setup
 lint: setup
 	$(BIN)/ruff check xlabench tests benchmarks
 
-## every test, after the lint, on TEST_JOBS pytest workers (pytest-xdist; default one per core), a test
+## every test, after the lint and the audit of the committed run files (docs/audit.md), on TEST_JOBS pytest workers (pytest-xdist; default one per core), a test
 ## module per worker (its module-scoped fixtures are built once); TEST_JOBS=0 runs them in this process;
 ## the 15 slowest are listed at the end (CI's budget is 15 minutes: what to trim first)
 TEST_JOBS ?= auto
 test: lint tpu-compile
+	$(BIN)/xlabench audit docs/data
 	$(BIN)/python -m pytest -q -n $(TEST_JOBS) --dist loadfile --durations=15
 
 ## the quick loop while developing: everything but the `slow` end-to-end tests (CI runs them all)

@@ -251,3 +251,10 @@ def test_a_tuner_that_disagreed_with_itself_marks_the_row() -> None:
     row = _row(tuned="search", tune_check="disagrees: winner 3.7 ms re-timed 38 ms (kept the faster of the two, re-timed)")
     assert audit.check_row(row) == {"tune_check": row["tune_check"]}
     assert audit.check_row({**row, "tune_check": "ok"}) == {}
+
+
+def test_make_test_audits_the_committed_data_after_the_lint_and_before_pytest() -> None:
+    make = (Path(__file__).resolve().parent.parent / "Makefile").read_text()
+    recipe = make.split("\ntest: lint", 1)[1].split("\n\n", 1)[0].splitlines()[1:]
+    assert [ln.split()[0:2] for ln in recipe][:2] == [["$(BIN)/xlabench", "audit"], ["$(BIN)/python", "-m"]]
+    assert recipe[0].split()[2:] == ["docs/data"] and "pytest" in recipe[1]
