@@ -146,3 +146,42 @@ def test_train_step_hands_block_sizes_to_flash(monkeypatch) -> None:
     assert _grad_diff(grads, ref_grads) < 1e-4
     with pytest.raises(CaseSkipped, match="multiple of 128"):
         train_case.program(_p(seq_len=256, block_k=64), "flash", True, "cpu")
+
+
+@pytest.mark.parametrize("seq,chunk", [(100, 32), (256, 64), (64, 256)])
+def test_the_mean_cross_entropy_with_its_gradient_in_the_forward_equals_the_full_softmax(seq: int, chunk: int):
+    """The train step's head (mean_cross_entropy): the mean's value and gradient (x and the weight) equal
+    the full softmax's, and the per-token values too; padded vocabulary and sequences chunks do not tile."""
+    cfg = mp.PRESETS["gpt2-tiny"].replace(vocab_size=500)
+    kx, kw, kt = jax.random.split(jax.random.key(4), 3)
+    x = jax.random.normal(kx, (3, seq, cfg.d_model))
+    w = 0.1 * jax.random.normal(kw, (cfg.d_model, cfg.padded_vocab))
+    t = jax.random.randint(kt, (3, seq), 0, cfg.vocab_size)
+    full = lambda x, w: model.cross_entropy(model._project(x, w, cfg, HOOKS), t)  # noqa: E731
+    fused = lambda x, w: model.mean_cross_entropy(x, w, t, cfg, HOOKS, chunk)  # noqa: E731
+    value, per_token = fused(x, w)
+    np.testing.assert_allclose(per_token, full(x, w), rtol=1e-6, atol=2e-6)
+    np.testing.assert_allclose(value, full(x, w).mean(), rtol=1e-6)
+    ga = jax.grad(lambda x, w: 3.0 * full(x, w).mean(), (0, 1))(x, w)
+    gb = jax.grad(lambda x, w: 3.0 * fused(x, w)[0], (0, 1))(x, w)
+    for a, b in zip(gb, ga):
+        assert _rel(a, b) < 1e-5
+
+
+def test_the_step_computes_the_heads_gradient_once() -> None:
+    """The vocabulary projection's matmuls in the compiled step: three with the gradient in the forward
+    (logits, dx, dw), four with chunked_cross_entropy's backward (the logits again). Counted from XLA's
+    FLOPs: the difference is one chunk's projection, 2 x chunk tokens x d_model x padded_vocab (XLA's cost
+    analysis counts a loop's body once; with a single chunk XLA merges the two projections itself)."""
+    p = _p("gpt2-tiny", loss_chunk=32, vocab_size=8192)
+    cfg = p.config()
+    prog = train_case.program(p, "naive", False, "cpu")
+    params, opt, tokens = prog.abstract_args
+    hooks = model.Hooks(attention=lambda q, k, v: impls.attend(q, k, v, "naive", impls.AttnConfig(True, 1.0)))
+
+    def flops(fused: bool) -> float:
+        f = jax.value_and_grad(lambda w, t: model.loss(w, t, cfg, hooks, "none", 32, fused), has_aux=True)
+        return jax.jit(f).lower(params, tokens).compile().cost_analysis()["flops"]
+
+    one = 2 * p.batch() * 32 * cfg.d_model * cfg.padded_vocab
+    assert flops(False) - flops(True) == pytest.approx(one, rel=0.02)

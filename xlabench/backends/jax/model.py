@@ -259,15 +259,70 @@ def chunked_cross_entropy(x: jax.Array, w: jax.Array, targets: jax.Array, cfg: M
     return per_token(xs, w, ts).swapaxes(0, 1).reshape(b, n * chunk)[:, :s]
 
 
+def mean_cross_entropy(x: jax.Array, w: jax.Array, targets: jax.Array, cfg: ModelConfig, hooks: Hooks,
+                       chunk: int) -> tuple[jax.Array, jax.Array]:
+    """(the mean per-token cross-entropy, the per-token values [B, S] without gradient) of the logits
+    ``x @ w``, ``chunk`` positions of every sequence at a time, as the train step needs them: the gradient
+    of the mean is computed in the forward pass, chunk by chunk, from the same logits.
+
+    Why: ``chunked_cross_entropy`` differentiates per-token values (any cotangent), so its backward
+    computes every chunk's logits again: one vocabulary projection more per token, 2 x d_model x vocab
+    FLOPs that the step's count does not hold (about 10% of a GPT-2 124M step, 5% of 355M). The mean's
+    cotangent is one scalar, so the forward can finish the work: softmax - onehot, its product with the
+    weight (dx, kept like x) and with x (dw, accumulated in float32), scaled by the scalar in the backward.
+    The per-token values go out through stop_gradient: nothing differentiates them, so the result is exact.
+    """
+    b, s, d = x.shape
+    chunk = min(chunk, s)
+    n = -(-s // chunk)
+    valid = jnp.arange(n * chunk).reshape(n, chunk) < s  # [n, c]: pad positions carry no loss
+    if n * chunk != s:
+        x = jnp.pad(x, ((0, 0), (0, n * chunk - s), (0, 0)))
+        targets = jnp.pad(targets, ((0, 0), (0, n * chunk - s)))
+    xs = x.reshape(b, n, chunk, d).swapaxes(0, 1)  # [n, B, c, D]
+    ts = targets.reshape(b, n, chunk).swapaxes(0, 1)  # [n, B, c]
+    scale = 1.0 / (b * s)
+
+    def fwd(xs: jax.Array, w: jax.Array) -> tuple[tuple[jax.Array, jax.Array], tuple]:
+        def body(dw: jax.Array, args: tuple) -> tuple[jax.Array, tuple[jax.Array, jax.Array]]:
+            xc, tc, vc = args
+            z = _project(xc, w, cfg, hooks)
+            lse = jax.nn.logsumexp(z, axis=-1)
+            per_token = lse - jnp.take_along_axis(z, tc[..., None], axis=-1)[..., 0]
+            dz = (jnp.exp(z - lse[..., None]) - jax.nn.one_hot(tc, z.shape[-1], dtype=z.dtype)) \
+                * (scale * vc)[None, :, None]
+            dz = dz.astype(w.dtype)
+            dx = jnp.einsum("bcv,dv->bcd", dz, w, preferred_element_type=jnp.float32).astype(xc.dtype)
+            return dw + jnp.einsum("bcd,bcv->dv", xc, dz, preferred_element_type=jnp.float32), (per_token, dx)
+
+        dw, (per_token, dxs) = jax.lax.scan(body, jnp.zeros(w.shape, jnp.float32), (xs, ts, valid))
+        per_token = per_token.swapaxes(0, 1).reshape(b, n * chunk)[:, :s]
+        return (per_token.mean(), per_token), (dxs, dw.astype(w.dtype))
+
+    def bwd(res: tuple, g: tuple[jax.Array, jax.Array]) -> tuple[jax.Array, jax.Array]:
+        dxs, dw = res
+        return (g[0] * dxs).astype(dxs.dtype), (g[0] * dw).astype(dw.dtype)
+
+    mean = jax.custom_vjp(lambda xs, w: fwd(xs, w)[0])
+    mean.defvjp(fwd, bwd)
+    value, per_token = mean(xs, w)
+    return value, jax.lax.stop_gradient(per_token)
+
+
 def loss(params: dict[str, Any], tokens: jax.Array, cfg: ModelConfig, hooks: Hooks,
-         remat: str = "none", loss_chunk: int = 0) -> tuple[jax.Array, jax.Array]:
+         remat: str = "none", loss_chunk: int = 0, grad_in_forward: bool = False) -> tuple[jax.Array, jax.Array]:
     """Next-token cross-entropy of tokens [B, S+1]: (mean loss, per-sequence mean loss [B]).
 
     ``loss_chunk`` > 0: ``chunked_cross_entropy`` over that many positions at a time; 0: the whole
-    float32 logits at once (the plain reference).
+    float32 logits at once (the plain reference). ``grad_in_forward`` (the train step, with loss_chunk):
+    ``mean_cross_entropy``, whose forward computes the head's gradient (the per-sequence losses are then
+    not differentiable; the mean loss is).
     """
     x = hidden(params, tokens[:, :-1], cfg, hooks, remat)
     w, targets = _unembedding(params, cfg), tokens[:, 1:]
+    if loss_chunk and grad_in_forward:
+        mean, per_token = mean_cross_entropy(x, w, targets, cfg, hooks, loss_chunk)
+        return mean, per_token.mean(-1)
     if loss_chunk:
         per_token = chunked_cross_entropy(x, w, targets, cfg, hooks, loss_chunk)
     else:

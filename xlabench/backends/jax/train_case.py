@@ -190,7 +190,8 @@ def program(p: TrainParams, impl: str, interpret: bool, platform: str,
 
     def step(params, opt_state, tokens):
         (loss, per_seq), grads = jax.value_and_grad(
-            lambda w: model.loss(w, tokens, cfg, hooks, p.remat, p.loss_chunk), has_aux=True)(params)
+            lambda w: model.loss(w, tokens, cfg, hooks, p.remat, p.loss_chunk, grad_in_forward=True),
+            has_aux=True)(params)
         with jax.named_scope(OPTIMIZER_SCOPE):  # the update's ops carry it in their metadata (xlabench explain)
             updates, opt_state = OPTIMIZER.update(grads, opt_state, params)
             params = optax.apply_updates(params, updates)
