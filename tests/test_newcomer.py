@@ -15,6 +15,8 @@ from _gate_data import case, draw, write_run
 from conftest import TINY_SUITE
 from xlabench.cli import main
 
+ROOT = Path(__file__).resolve().parent.parent
+
 
 def _cli(*args: str) -> Any:
     return CliRunner().invoke(main, [str(a) for a in args])
@@ -135,3 +137,61 @@ def test_merge_of_a_folder_glob_passes_over_samples_and_compile_files_with_a_not
     assert res.exit_code == 0, res.output
     assert "merged 2 file(s), 3 rows" in res.output
     assert "a samples file" in res.output and "compile" in res.output
+
+
+# ------------------------------------------------------------------- 4: run --dry-run on the paged suite
+
+def test_dry_run_of_the_paged_suite_predicts_the_kernels_own_skips(monkeypatch):
+    """It said "would run 48, skip 0" where the run skipped 24: the one-token kernels at q_tokens 4, and
+    ragged_paged, which the CPU interpreter fails on."""
+    from xlabench.run import suite_runner
+
+    monkeypatch.setenv("JAX_PLATFORMS", "cpu")
+    monkeypatch.setattr(suite_runner, "run_suite", lambda *a, **kw: pytest.fail("a dry run ran"))
+    res = _cli("run", ROOT / "suites" / "paged_attention.yaml", "--dry-run", "--backend", "jax")
+    assert res.exit_code == 0, res.output
+    lines = [ln for ln in res.output.splitlines() if ln.startswith(("run ", "skip ")) and "/" in ln.split()[1]]
+    for ln in lines:
+        one_token = "jax/paged " in ln or "jax/paged_gpu " in ln
+        skips = "jax/ragged_paged " in ln or (one_token and "q_tokens=4" in ln)
+        assert ln.startswith("skip" if skips else "run"), ln
+    skipped = sum(ln.startswith("skip") for ln in lines)
+    assert skipped and f"would run {len(lines) - skipped} case(s)" in res.output and f"skip {skipped};" in res.output
+
+
+def test_the_plan_and_the_jax_worker_decide_a_paged_skip_by_the_same_rule():
+    from xlabench import impls as catalog
+    from xlabench.backends.jax import paged_impls as registry
+    from xlabench.impls import paged_rules
+    from xlabench.workloads.paged import PagedParams
+
+    grid = [dict(q_tokens=q, head_dim=d, megacore_mode=m) for q in (1, 4) for d in (64, 128) for m in (None, "batch")]
+    for impl, im in registry.REGISTRY.items():
+        info = catalog.find("jax", impl, "paged_attention")
+        for platform in ("cpu", "gpu"):  # the platforms whose rules need no device kind
+            for extra in grid:
+                params = PagedParams(batch=2, num_heads=8, num_kv_heads=2, context_lens=64, page_size=16, **extra)
+                worker = im.unsupported(params, platform, platform)
+                if worker is None and im.interpreter_broken and info.interpreted(platform):
+                    worker = im.interpreter_broken  # the worker tries it, and skips on the interpreter's error
+                plan = paged_rules.predict_skip("jax", impl, params.model_dump(), platform)
+                assert plan is not None and worker is not None and worker.startswith(plan) or plan == worker, \
+                    (impl, platform, extra, plan, worker)
+
+
+def test_the_paged_plan_skips_what_a_recorded_cpu_run_skipped():
+    """tests/fixtures/run_paged_cpu.csv is a real CPU run of the shipped suite's cpu profile, both backends:
+    the plan predicts a skip for exactly its skipped rows."""
+    import pandas as pd
+
+    from xlabench import suite as suite_lib
+    from xlabench.run import suite_runner
+    from xlabench.run.scheduler import plan_skip
+
+    recorded = pd.read_csv(ROOT / "tests" / "fixtures" / "run_paged_cpu.csv", dtype={"case_id": str})
+    status = dict(zip(recorded["case_id"], recorded["status"]))
+    cases = suite_lib.load(ROOT / "suites" / "paged_attention.yaml").cases("cpu")
+    assert {c.case_id for c in cases} == set(status)
+    for c in cases:
+        why = plan_skip(c, "cpu") or suite_runner.predict_skip(c, "cpu")
+        assert (why is not None) == (status[c.case_id] == "skipped"), (c.backend, c.impl, c.params, why)

@@ -27,6 +27,7 @@ from xlabench.run import rows as row_builder
 from xlabench.run.scheduler import RunContext, new_run_id, plan_skip, run_cases
 from xlabench.run.workers import WorkerError, WorkerPool
 from xlabench.impls.attention_rules import predict_skip as _predict_attention_skip
+from xlabench.impls.paged_rules import predict_skip as _predict_paged_skip
 from xlabench.measure.status import FAILED
 from xlabench.tune import default_dir as tune_cache_dir
 
@@ -172,8 +173,9 @@ class RunPlan:
 
 
 def predict_skip(c: Any, platform: str) -> Optional[str]:
-    """The skip a built-in kernel's own rule gives an attention case in its worker (impls.attention_rules)."""
-    return _predict_attention_skip(c.backend, c.impl, c.params, platform) if c.workload == "attention" else None
+    """The skip a built-in kernel's own rule gives a case in its worker (impls.attention_rules, paged_rules)."""
+    predict = {"attention": _predict_attention_skip, "paged_attention": _predict_paged_skip}.get(c.workload)
+    return predict(c.backend, c.impl, c.params, platform) if predict else None
 
 
 def plan_run(s: suite_lib.Suite, opts: RunOptions) -> RunPlan:

@@ -15,9 +15,8 @@ from typing import Iterator, Optional
 import jax
 import jax.numpy as jnp
 
-from xlabench import hardware
 from xlabench.backends.jax.attention_impls import tpu_interpret
-from xlabench.impls import PagedImplRecord, kv_round_to, lookup
+from xlabench.impls import PagedImplRecord, kv_round_to, lookup, paged_rules
 from xlabench.workloads.paged import PagedConfig, PagedParams, megacore_only_paged, paged_space, ragged_space
 
 
@@ -28,13 +27,6 @@ class JaxPagedImpl(PagedImplRecord):
 
 def _shared(q, k_pages, v_pages, lengths, table, cfg: PagedConfig) -> tuple:
     return q, k_pages, v_pages, lengths, table
-
-
-def _one_query_token(kernel: str, p: PagedParams) -> Optional[str]:
-    if p.q_tokens != 1:
-        return (f"{kernel} takes one query token per sequence (q [batch, heads, head_dim]); "
-                f"q_tokens={p.q_tokens} is the ragged_paged / naive path")
-    return None
 
 
 # ------------------------------------------------------------------------------------------- naive
@@ -77,21 +69,6 @@ def paged(q, k_pages, v_pages, lengths, table, cfg: PagedConfig):
                               pages_per_compute_block=cfg.pages_per_compute_block,
                               megacore_mode=cfg.megacore_mode)
     return out[:, None]
-
-
-_MEGACORE_CHIPS = ("TPU v4", "TPU v5p")
-
-
-def _paged_unsupported(p: PagedParams, platform: str, device_kind: str) -> Optional[str]:
-    reason = _one_query_token("Pallas TPU paged_attention", p)
-    if reason:
-        return reason
-    if p.megacore_mode is not None and platform == "tpu":
-        chip = hardware.lookup(device_kind)
-        if chip is None or chip.name not in _MEGACORE_CHIPS:
-            return (f"megacore_mode={p.megacore_mode} needs a megacore chip ({', '.join(_MEGACORE_CHIPS)}); "
-                    f"on {device_kind!r} the kernel may hang (its docstring)")
-    return None
 
 
 # ------------------------------------------------------------------------ Pallas TPU ragged paged
@@ -156,17 +133,15 @@ def ragged_paged(q, kv, lengths, table, cu_q_lens, num_seqs, cfg: PagedConfig):
 
 
 def _ragged_unsupported(p: PagedParams, platform: str, device_kind: str) -> Optional[str]:
+    """paged_rules.jax_ragged, then the kernel's own tiling rule for the combined K/V heads (it needs the kernel)."""
     from jax.experimental.pallas.ops.tpu.ragged_paged_attention import kernel as rpa_kernel
 
-    reason = megacore_only_paged(p)
+    reason = paged_rules.jax_ragged(p, platform, device_kind)
     if reason:
         return reason
-    if p.head_dim % 128:
-        return (f"ragged_paged_attention needs head_dim a multiple of 128 (its softmax scratch is 128 lanes "
-                f"wide; got {p.head_dim})")
     try:
         rpa_kernel.get_min_heads_per_blk(p.num_heads, 2 * p.kv_heads, jnp.dtype(p.dtype), jnp.dtype(p.dtype))
-    except ValueError as e:  # the kernel's own tiling rule for the combined K/V heads
+    except ValueError as e:
         return f"ragged_paged_attention: {e} (2 * num_kv_heads = {2 * p.kv_heads} at {p.dtype})"
     return None
 
@@ -191,19 +166,15 @@ def paged_gpu(q, k_pages, v_pages, lengths, table, cfg: PagedConfig):
     return out[:, None]
 
 
-def _paged_gpu_unsupported(p: PagedParams, platform: str, device_kind: str) -> Optional[str]:
-    return _one_query_token("Pallas GPU paged_attention", p) or megacore_only_paged(p)
-
-
-_RAGGED_CPU = f"ragged_paged_attention does not run in the CPU Pallas interpreter of jax {jax.__version__} (on TPU it does)"
+_RAGGED_CPU = f"{paged_rules.RAGGED_CPU}, jax {jax.__version__}"
 
 REGISTRY: dict[str, JaxPagedImpl] = {
     "naive": JaxPagedImpl("naive", _shared, naive, megacore_only_paged),
-    "paged": JaxPagedImpl("paged", _shared, paged, _paged_unsupported, kv_round=kv_round_to("bfloat16"),
+    "paged": JaxPagedImpl("paged", _shared, paged, paged_rules.jax_paged, kv_round=kv_round_to("bfloat16"),
                           tune_space=paged_space),
     "ragged_paged": JaxPagedImpl("ragged_paged", _ragged_prepare, ragged_paged, _ragged_unsupported,
                                  interpreter_broken=_RAGGED_CPU, tune_space=ragged_space),
-    "paged_gpu": JaxPagedImpl("paged_gpu", _shared, paged_gpu, _paged_gpu_unsupported),
+    "paged_gpu": JaxPagedImpl("paged_gpu", _shared, paged_gpu, paged_rules.jax_paged_gpu),
 }
 
 

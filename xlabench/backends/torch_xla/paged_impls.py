@@ -14,13 +14,12 @@ rows say so.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
 
 import torch
 
 from xlabench.backends.torch_xla import jax_kernels
-from xlabench.impls import PagedImplRecord, PagedRule, kv_round_to, lookup
-from xlabench.workloads.paged import PagedConfig, PagedParams, megacore_only_paged
+from xlabench.impls import PagedImplRecord, kv_round_to, lookup, paged_rules
+from xlabench.workloads.paged import PagedConfig, megacore_only_paged
 
 
 @dataclass(frozen=True)
@@ -35,15 +34,6 @@ def _shared(q, k_pages, v_pages, lengths, table, cfg: PagedConfig) -> tuple:
 def _scaled(q: torch.Tensor, cfg: PagedConfig) -> torch.Tensor:
     """The paged kernels take pre-scaled queries (q.k without a softmax scale)."""
     return (q.float() * cfg.sm_scale).to(q.dtype)
-
-
-def _jax_rule(name: str) -> PagedRule:
-    """The JAX backend's limits of the same kernel (one place for them)."""
-    def rule(p: PagedParams, platform: str, device_kind: str) -> Optional[str]:
-        from xlabench.backends.jax import paged_impls as jax_paged
-
-        return jax_paged.get(name).unsupported(p, platform, device_kind)
-    return rule
 
 
 # ------------------------------------------------------------------------------------------- naive
@@ -103,13 +93,6 @@ def _mq_prepare(q, k_pages, v_pages, lengths, table, cfg: PagedConfig) -> tuple:
     return q, k_pages, v_pages, lengths, table, effective
 
 
-def _mq_unsupported(p: PagedParams, platform: str, device_kind: str) -> Optional[str]:
-    if platform == "tpu" and (p.page_size * p.compute_pages) % 128:
-        return (f"multi_queries_paged_attention needs page_size * pages_per_compute_block to be a multiple of "
-                f"128 (got {p.page_size} * {p.compute_pages})")
-    return megacore_only_paged(p, platform, device_kind)
-
-
 # ------------------------------------------------------------------------------------ ragged paged
 
 
@@ -136,24 +119,18 @@ def ragged_paged(q, kv, lengths, table, cu_q_lens, num_seqs, cfg: PagedConfig):
     return out.reshape(b, q.shape[0] // b, q.shape[1], q.shape[2])
 
 
-def _ragged_unsupported(p: PagedParams, platform: str, device_kind: str) -> Optional[str]:
-    if platform == "tpu" and p.head_dim % 128:
-        return f"ragged_paged_attention needs head_dim a multiple of 128 (got {p.head_dim})"
-    return megacore_only_paged(p, platform, device_kind)
-
-
 _REFERENCE_PATH = ("CPU: torch_xla's use_kernel=False reference path (plain torch ops per sequence, host "
                    "syncs), not the Pallas kernel: {kernel} does not run in JAX's CPU interpreter")
 
 REGISTRY: dict[str, TorchPagedImpl] = {
     "naive": TorchPagedImpl("naive", _shared, naive, megacore_only_paged),
-    "paged": TorchPagedImpl("paged", _shared, paged, _jax_rule("paged"), kv_round=kv_round_to("bfloat16")),
+    "paged": TorchPagedImpl("paged", _shared, paged, paged_rules.jax_paged, kv_round=kv_round_to("bfloat16")),
     "multi_queries_paged": TorchPagedImpl(
-        "multi_queries_paged", _mq_prepare, multi_queries_paged, _mq_unsupported,
+        "multi_queries_paged", _mq_prepare, multi_queries_paged, paged_rules.torch_multi_queries,
         kv_round=lambda platform: "bfloat16" if platform == "tpu" else None,  # the kernel casts K/V
         cpu_note=_REFERENCE_PATH.format(kernel="its kernel (program_id outside the interpreter)")),
     "ragged_paged": TorchPagedImpl(
-        "ragged_paged", _ragged_prepare, ragged_paged, _ragged_unsupported,
+        "ragged_paged", _ragged_prepare, ragged_paged, paged_rules.torch_ragged,
         cpu_note=_REFERENCE_PATH.format(kernel="ragged_paged_attention_v2 (NotImplementedError)")),
 }
 
