@@ -33,7 +33,9 @@ if ! python3 -c 'import click, yaml, pydantic, rich, pandas, matplotlib, optax, 
 fi
 # at exit, whatever happened: every step's files in one tar (the device tool brings back few files)
 # (and the tuning cache's winners: small JSON files, one per tuned case)
-trap 'mkdir -p "$OUT/results/tune-cache"; cp "$XLABENCH_CACHE_DIR"/tune/*.json "$OUT/results/tune-cache/" 2>/dev/null; tar -C "$OUT" -czf "$OUT/results.tgz" results && rm -rf "$OUT/results" && echo "results: $OUT/results.tgz"' EXIT
+# A tar over 15 MiB (kept traces: --explain) is split into results.tgz.00, .01, ... (the tool brings back
+# files of at most 16 MiB): `cat results.tgz.* > results.tgz` joins them.
+trap 'mkdir -p "$OUT/results/tune-cache"; cp "$XLABENCH_CACHE_DIR"/tune/*.json "$OUT/results/tune-cache/" 2>/dev/null; tar -C "$OUT" -czf "$OUT/results.tgz" results && rm -rf "$OUT/results" && echo "results: $OUT/results.tgz ($(du -h "$OUT/results.tgz" | cut -f1))"; if [ "$(stat -c %s "$OUT/results.tgz")" -gt 15728640 ]; then split -b 15M -d "$OUT/results.tgz" "$OUT/results.tgz." && rm "$OUT/results.tgz" && ls "$OUT"/results.tgz.*; fi' EXIT
 xb() { python3 -m xlabench "$@"; }
 
 run_step() {  # run_step NAME SUITE [xlabench run options...]
@@ -70,8 +72,10 @@ for arg in "$@"; do
       run_step paged suites/paged_attention.yaml "$limit" -k page_size=64 -k batch=16 "${k[@]}" ;;
     train)  # the model suites' shapes are for 4 devices: one chip takes a GPT-2 124M step
       run_step train benchmarks/tpu/gpt2_one_chip.yaml "$limit" ;;
+    train-explain)  # issue 41: where a GPT-2 step's time goes (run --explain keeps each case's trace and HLO)
+      run_step train-explain benchmarks/tpu/train_explain_v5e.yaml "$limit" --explain "${k[@]}" ;;
     train-mfu)  # issue 34: GPT-2 124M and 355M, seq 1024 and 4096, naive / flash / splash, up to the largest batch
       run_step train-mfu benchmarks/tpu/train_mfu_v5e.yaml "$limit" "${k[@]}" ;;
-    *) echo "unknown step $step (smoke, attention, attention-cached, attention-default, paged, train, train-mfu)"; exit 2 ;;
+    *) echo "unknown step $step (smoke, attention, attention-cached, attention-default, paged, train, train-mfu, train-explain)"; exit 2 ;;
   esac
 done
