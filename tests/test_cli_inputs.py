@@ -71,7 +71,7 @@ def _args(cmd: str, f: dict[str, Path], tmp_path: Path) -> list[str]:
         "gate": [str(f["suite"]), "--baseline", str(tmp_path / "new-base.csv"), "--save-baseline",
                  "--profile", "base"],
         "compare": [str(f["run"]), str(f["run"])], "merge": [str(f["run"]), "-o", str(tmp_path / "m.csv")],
-        "best": [str(f["run"])], "plot": [str(f["run"])], "report": [str(f["run"])],
+        "best": [str(f["run"])], "plot": [str(f["run"])], "report": [str(f["run"])], "explain": [str(f["run"])],
         "info": [], "columns": [],
         **_history_args(cmd, f, tmp_path),
     }.get(cmd, [])  # a command added later: its options are still walked (add its valid arguments here)

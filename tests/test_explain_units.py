@@ -4,11 +4,14 @@ reader (xlabench/explain/trace.py) on fake planes of both layouts."""
 
 from __future__ import annotations
 
+import csv
+import json
 from types import SimpleNamespace as NS
 
 import pytest
 
-from xlabench.explain import categories, trace
+from xlabench import results
+from xlabench.explain import breakdown, categories, report, runfile, trace
 from xlabench.run.run_options import OptionError, RunOptions
 
 # A scanned step in miniature: an entry with a matmul fusion, a transpose fusion, an all-gather, the
@@ -153,3 +156,106 @@ def test_explain_keeps_the_trace_timer() -> None:
     assert RunOptions(explain=True).timer == "trace"
     with pytest.raises(OptionError, match="--explain keeps the trace timer's profiles"):
         RunOptions(explain=True, timer="wallclock")
+
+
+# ------------------------------------------------------------------ breakdowns, the table, the run file
+
+def _planes_of_hlo(gap_ns: float = 0) -> list[NS]:
+    """Two executions of HLO's module on a TPU-like device plane (per execution: dot 40, transpose 10,
+    all-gather 5, adam 15, 3 x (kernel 8 + add 2); then ``gap_ns`` of nothing)."""
+    per_step = [("dot_fusion.1", 40, {"flops": 2 * 8 * 256 * 128}), ("transpose_fusion.1", 10, {}),
+                ("all-gather-start.1", 5, {}), ("adam_fusion.1", 15, {}), ("x0", 0, {})]
+    per_step += [(n, d, {}) for _ in range(3) for n, d in (("flash_attention.7", 8), ("add_fusion.2", 2))]
+    ops, modules, t = [], [], 0.0
+    for _ in range(2):
+        start = t
+        for name, dur, st in per_step:
+            ops.append((name, t, dur, st))
+            t += dur
+        t += gap_ns
+        modules.append(("jit_step(1)", start, t - start, {}))
+    return [NS(name="/device:TPU:0", lines=[_line("XLA Modules", modules), _line("XLA Ops", ops)])]
+
+
+ROOFS = breakdown.Roofs(flops_per_s=100e12, bytes_per_s=1e12, ici_bytes_per_s=50e9)
+
+
+def test_measured_categories_are_the_ops_own_times() -> None:
+    times = trace.op_times(_planes_of_hlo(), "jit_step")
+    b = breakdown.measured("c1", times, HLO, ROOFS, wall_s=120e-9, attention_flops=1e6, devices=4)
+    s = b.seconds()
+    assert s == pytest.approx({"matmul": 40e-9, "attention": 24e-9, "elementwise": 6e-9, "copy": 10e-9,
+                               "collective": 5e-9, "optimizer": 15e-9, "other": 0.0})
+    assert b.step_s == pytest.approx(100e-9) and b.coverage == pytest.approx(1.0) and b.idle_s == pytest.approx(20e-9)
+    cats = {c.key: c for c in b.categories}
+    # the trace's own FLOPs stat where it has one; the analytic count for the Pallas kernel (no XLA cost)
+    assert cats["matmul"].flops == 2 * 8 * 256 * 128
+    assert cats["matmul"].roof_frac == pytest.approx(2 * 8 * 256 * 128 / 40e-9 / 100e12)
+    assert cats["attention"].flops == 1e6 and cats["attention"].top[0].name == "flash_attention.7"
+    assert cats["attention"].top[0].calls == 3 and cats["matmul"].share == pytest.approx(0.4)
+    assert not [n for n in b.notes if "sum to" in n]
+
+
+def test_measured_says_what_is_missing_when_the_ops_fall_short() -> None:
+    times = trace.op_times(_planes_of_hlo(gap_ns=25), "jit_step")
+    b = breakdown.measured("c1", times, HLO, ROOFS)
+    assert b.coverage == pytest.approx(100 / 125)
+    assert [n for n in b.notes if n.startswith("op times sum to 80% of the device time") and "between ops" in n]
+    assert b.idle_s is None  # no wall time given
+
+
+def test_estimate_is_a_roofline_per_op() -> None:
+    b = breakdown.estimated("c2", HLO, ROOFS, attention_flops=None, devices=4)
+    s = b.seconds()
+    assert b.estimate and "estimate" in b.source
+    # the matmul fusion: max(2MNK / peak, bytes / bandwidth), once
+    dot = max(2 * 8 * 256 * 128 / 100e12, (8 * 128 + 128 * 256 + 8 * 256) * 2 / 1e12)
+    assert s["matmul"] == pytest.approx(dot)
+    # the all-gather: a quarter of its 512x256 f32 output comes from each of 3 others, at the ICI bandwidth
+    assert s["collective"] == pytest.approx(512 * 256 * 4 * 3 / 4 / 50e9)
+    assert b.step_s == pytest.approx(sum(s.values())) and b.idle_s is None
+
+
+def test_the_table_fits_80_columns_and_says_estimate() -> None:
+    times = trace.op_times(_planes_of_hlo(), "jit_step")
+    row = {"workload": "train", "impl": "flash", "model": "gpt2-tiny", "seq_len": 256, "global_batch": 8}
+    for b, word in ((breakdown.measured("c1", times, HLO, ROOFS, wall_s=120e-9), "idle"),
+                    (breakdown.estimated("c2", HLO, ROOFS), "ESTIMATE")):
+        out = report.text(b, row)
+        assert max(len(line) for line in out.splitlines()) <= report.WIDTH
+        assert word in out and "flash_attention.7" in out
+
+
+def test_update_rows_sets_columns_and_keeps_every_other_cell(tmp_path) -> None:
+    csv_path = tmp_path / "run.csv"
+    csv_path.write_text("schema_version,case_id,status,impl,median_s\n2,a,ok,naive,0.1000000001\n2,b,ok,flash,0.2\n")
+    results.update_rows(csv_path, {"b": {"explain_source": "trace", "explain_matmul_s": 0.05}})
+    rows = list(csv.DictReader(open(csv_path)))
+    assert rows[0]["median_s"] == "0.1000000001" and rows[0]["explain_source"] == ""
+    assert rows[1]["explain_source"] == "trace" and float(rows[1]["explain_matmul_s"]) == 0.05
+    assert list(rows[0]) == results.COLUMN_NAMES
+
+
+@pytest.mark.parametrize("content, meta, where, message", [
+    ("a,b\n1,2\n", None, (), "not an xlabench results CSV"),
+    (None, None, (), "kept no trace or HLO text .*run it with `xlabench run --explain`"),
+    (None, {"trace_root": "NOWHERE"}, (), "case c1 has no HLO text under NOWHERE/c1"),
+    (None, None, (("impl", "flash"),), "no row matches -k impl=flash"),
+    (None, None, (("seq", "1"),), "has no column 'seq'"),
+])
+def test_bad_input_is_one_line(tmp_path, content, meta, where, message) -> None:
+    csv_path = tmp_path / "run.csv"
+    csv_path.write_text(content or "schema_version,case_id,status,workload,backend,impl\n2,c1,ok,train,jax,naive\n"
+                                   "2,c2,skipped,train,jax,naive\n")
+    if meta is not None:
+        csv_path.with_name("run.meta.json").write_text(json.dumps(meta))
+    with pytest.raises(runfile.ExplainError, match=message.replace("NOWHERE", ".*NOWHERE")):
+        runfile.explain_run(csv_path, where, lambda p: [])
+
+
+def test_a_run_with_nothing_to_explain_says_why(tmp_path) -> None:
+    csv_path = tmp_path / "run.csv"
+    csv_path.write_text("schema_version,case_id,status,workload,backend,impl,error\n"
+                        "2,c1,skipped,train,jax,naive,needs 8 devices\n2,c2,ok,train,torch_xla,naive,\n")
+    with pytest.raises(runfile.ExplainError, match="no row to explain .2 rows: .*backend torch_xla.*status skipped"):
+        runfile.explain_run(csv_path, (), lambda p: [])

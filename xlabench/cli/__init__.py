@@ -16,6 +16,7 @@ import click
 from xlabench.cli import audit as audit_commands
 from xlabench.cli import best as best_commands
 from xlabench.cli import compile as compile_commands
+from xlabench.cli import explain as explain_commands
 from xlabench.cli import gate as gate_commands
 from xlabench.cli import history as history_commands
 from xlabench.cli import info as info_commands
@@ -36,7 +37,7 @@ def main() -> None:
 for command in (info_commands.info, info_commands.columns, run_commands.validate, run_commands.list_cases,
                 run_commands.run, tune_commands.tune, run_commands.merge, plot_commands.plot, plot_commands.report,
                 gate_commands.compare, gate_commands.gate, compile_commands.compile_cmd, best_commands.best,
-                history_commands.history, audit_commands.audit):
+                explain_commands.explain, history_commands.history, audit_commands.audit):
     main.add_command(command)
 
 if __name__ == "__main__":

@@ -28,7 +28,7 @@ OPTIMIZER_SCOPE = "xlabench_optimizer"
 # The categories, declared once: (key, what the output calls it). Idle is not one: it is reported apart.
 CATEGORIES: tuple[tuple[str, str], ...] = (
     ("matmul", "matmuls (dot/convolution fusions)"),
-    ("attention", "attention kernels (Pallas custom calls)"),
+    ("attention", "attention kernels (Pallas calls)"),
     ("elementwise", "elementwise and reduction fusions"),
     ("copy", "copies, transposes, layout changes"),
     ("collective", "collectives"),
@@ -66,6 +66,7 @@ class OpInfo:
     kernel: str = ""  # attention: the Pallas kernel's name
     op_name: str = ""  # metadata op_name (the JAX scope path)
     computation: str = ""
+    comm_bytes: float = 0.0  # a collective: bytes one device sends per execution (ring conventions)
 
 
 def _operands(rest: str) -> str:
@@ -77,10 +78,6 @@ def _operands(rest: str) -> str:
         if depth == 0:
             return rest[:i]
     return rest
-
-
-def _dims(shape_text: str) -> list[list[int]]:
-    return [[int(d) for d in filter(None, dims.split(","))] for _, dims in hlo_text._ARRAY.findall(shape_text)]
 
 
 def _conv_macs_per_output(rest: str, lhs: list[int], rhs: list[int]) -> float:
@@ -107,8 +104,8 @@ def _operand_dims(instr: hlo_text.Instruction, shapes: dict[str, str]) -> list[l
     operands = _operands(instr.rest)
     names = _NAME.findall(operands)
     if names and all(n in shapes for n in names):
-        return [(_dims(shapes[n]) or [[]])[0] for n in names]
-    return _dims(operands)
+        return [(hlo_text.array_dims(shapes[n]) or [[]])[0] for n in names]
+    return hlo_text.array_dims(operands)
 
 
 def _prod(xs: list[int]) -> int:
@@ -121,7 +118,7 @@ def _prod(xs: list[int]) -> int:
 def op_flops(instr: hlo_text.Instruction, shapes: dict[str, str] | None = None) -> float:
     """FLOPs of one execution of a (non-fusion) instruction from its shapes: 2 x M x N x K for a dot or a
     convolution, one per output element for arithmetic, one per input element for a reduction."""
-    out = _dims(instr.shape)
+    out = hlo_text.array_dims(instr.shape)
     if not out:
         return 0.0
     if instr.opcode in ("dot", "convolution"):
@@ -208,9 +205,10 @@ def classify(instr: hlo_text.Instruction, comps: dict[str, hlo_text.Computation]
     return "other", ""
 
 
-def categorize(text: str) -> dict[str, OpInfo]:
+def categorize(text: str, devices: int = 1) -> dict[str, OpInfo]:
     """Every instruction of the module's text, by name (names are unique in a module), with its category
-    and cost; an instruction inside a fusion keeps its own opcode's rules (the trace names the fusion)."""
+    and cost; an instruction inside a fusion keeps its own opcode's rules (the trace names the fusion).
+    ``devices``: the program's devices (a collective's group, where its text names none)."""
     comps = hlo_text.parse_module(text)
     shapes = {i.name: i.shape for c in comps.values() for i in c.instructions}
     out: dict[str, OpInfo] = {}
@@ -221,16 +219,21 @@ def categorize(text: str) -> dict[str, OpInfo]:
             flops = sum(op_flops(i, shapes) for i in inner) if inner else op_flops(instr, shapes)
             out[instr.name] = OpInfo(instr.name, instr.opcode, category, flops, _io_bytes(instr, shapes), kernel,
                                      op_name(instr) or next((op_name(i) for i in inner if op_name(i)), ""),
-                                     comp.name)
+                                     comp.name, _comm_bytes(instr, devices))
     return out
 
 
-def scheduled(text: str) -> list[tuple[OpInfo, int]]:
+def _comm_bytes(instr: hlo_text.Instruction, devices: int) -> float:
+    kind = hlo_text.collective_kind(instr.opcode)
+    return hlo_text.collective_bytes(instr, kind, devices) if kind else 0.0
+
+
+def scheduled(text: str, devices: int = 1) -> list[tuple[OpInfo, int]]:
     """The ops that take device time, each with how often it runs per execution of the module: the
     instructions of the entry and of the computations control flow runs (while bodies by their trip
     count, conditional branches, calls), never a fusion's insides."""
     comps = hlo_text.parse_module(text)
-    infos = categorize(text)
+    infos = categorize(text, devices)
     runs: dict[str, int] = {}
 
     def visit(name: str, times: int) -> None:

@@ -42,6 +42,11 @@ def array_bytes(shape_text: str) -> list[float]:
     return out
 
 
+def array_dims(shape_text: str) -> list[list[int]]:
+    """Dimensions of each array in an HLO shape ('bf16[2,256]{1,0}' -> [[2, 256]])."""
+    return [[int(d) for d in filter(None, dims.split(","))] for _, dims in _ARRAY.findall(shape_text)]
+
+
 @dataclass
 class Instruction:
     name: str
@@ -146,7 +151,8 @@ def _group_size(rest: str, devices: int) -> int:
     return devices
 
 
-def _kind(opcode: str) -> str | None:
+def collective_kind(opcode: str) -> str | None:
+    """The collective an opcode is ('all-gather' of 'all-gather-start'), or None."""
     base = opcode[:-6] if opcode.endswith("-start") else opcode
     return base if base in COLLECTIVE_KINDS else None
 
@@ -199,7 +205,7 @@ def collectives(text: str, devices: int) -> Collectives:
     by_kind: dict[str, dict[str, float]] = {}
     for name, times in runs.items():
         for instr in comps[name].instructions:
-            kind = _kind(instr.opcode)
+            kind = collective_kind(instr.opcode)
             if kind is None:
                 continue
             entry = by_kind.setdefault(kind, {"count": 0, "bytes": 0.0})

@@ -146,10 +146,11 @@ class CompileRequest(_CaseRequest):
     """Compile one case for a target this host does not have (op ``compile``)."""
 
     target: TargetSpec
+    keep_dir: Optional[str] = None  # `compile --explain`: write the optimized HLO text here
 
     @classmethod
-    def from_case(cls, case: CaseLike, target: TargetSpec) -> "CompileRequest":
-        return cls(*_case_fields(case), target)
+    def from_case(cls, case: CaseLike, target: TargetSpec, keep_dir: Optional[str] = None) -> "CompileRequest":
+        return cls(*_case_fields(case), target, keep_dir)
 
     def to_message(self) -> dict[str, Any]:
         return {"op": "compile", **_encode(self, target=self.target.to_message())}

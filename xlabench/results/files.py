@@ -223,6 +223,28 @@ def read_rows(path: Path):
     return df
 
 
+def update_rows(path: Path, cells: Mapping[str, Mapping[str, Any]]) -> None:
+    """Set columns of some rows of a results CSV in place (``cells``: case_id -> column -> value), every
+    other cell kept as written; the file is rewritten whole (a temporary file, then renamed) with this
+    schema's header (a column an older file lacks is empty)."""
+    path = Path(path)
+    check_header(path)
+    with open(path, newline="", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    for row in rows:
+        for k, v in cells.get(row.get("case_id") or "", {}).items():
+            if k not in COLUMN_NAMES:
+                raise ValueError(f"column {k!r} is not in the schema")
+            row[k] = _cell(v)
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w", newline="", encoding="utf-8") as f:
+        w = csv.DictWriter(f, fieldnames=COLUMN_NAMES, extrasaction="ignore")
+        w.writeheader()
+        for row in rows:
+            w.writerow({k: row.get(k) or "" for k in COLUMN_NAMES})
+    os.replace(tmp, path)
+
+
 def read_samples(csv_path: Path):
     """The per-iteration samples beside a results CSV, as a DataFrame (empty if the file is absent)."""
     import pandas as pd

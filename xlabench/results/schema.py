@@ -7,6 +7,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+from xlabench.explain.categories import CATEGORIES
 from xlabench.measure.status import COMPILE_STATUSES, RUN_STATUSES  # noqa: F401 (results.COMPILE_STATUSES)
 
 SCHEMA_VERSION = 2  # 2: the headline is the device clock on accelerators (clock, wall_median_s); tuning columns
@@ -16,7 +17,7 @@ SCHEMA_VERSION = 2  # 2: the headline is the device clock on accelerators (clock
 class Column:
     name: str
     unit: str
-    group: str  # id | case | env | measure | metric | tune | compile | roofline
+    group: str  # id | case | env | measure | metric | tune | compile | roofline | explain
     doc: str
 
 
@@ -207,8 +208,18 @@ ROOFLINE_COLUMNS = _c("roofline", [
     ("roofline_note", "", "why a roofline_frac is above 1.05"),
 ])
 
+# `xlabench explain` (xlabench/explain/): the step's device time by category of HLO op, per device per step.
+EXPLAIN_COLUMNS = _c("explain", [
+    ("explain_source", "", ("trace (measured: the kept profile's op times) | estimate (compile rows: the optimized "
+                            "HLO's ops under a roofline, no trace: every explain_* figure is an estimate)")),
+    ("explain_step_s", "s", "explain: device seconds per step the categories are shares of (the estimate's sum)"),
+    *[(f"explain_{key}_s", "s", f"explain: {label}, seconds per step (summed from the ops' own times)")
+      for key, label in CATEGORIES],
+    ("explain_idle_s", "s", "explain: idle, the step's wall time less its device time (empty for an estimate)"),
+])
+
 COLUMNS: list[Column] = (ID_COLUMNS + CASE_COLUMNS + ENV_COLUMNS + MEASURE_COLUMNS + METRIC_COLUMNS
-                         + TUNE_COLUMNS + COMPILE_COLUMNS + ROOFLINE_COLUMNS)
+                         + TUNE_COLUMNS + COMPILE_COLUMNS + ROOFLINE_COLUMNS + EXPLAIN_COLUMNS)
 COLUMN_NAMES: list[str] = [c.name for c in COLUMNS]
 CASE_COLUMN_NAMES: list[str] = [c.name for c in CASE_COLUMNS]
 # Names and labels that may look like numbers (a short sha of digits, '1e5', a hostname '007'): read back as

@@ -26,7 +26,7 @@ from xlabench.measure.worker_messages import CompileRequest, CompileResult, Prot
 from xlabench.measure.target import TargetSpec
 from xlabench.run.envs import COMPILE_VARIANT
 from xlabench.run.run_options import RunOptions
-from xlabench.run.suite_runner import RunInputError, open_run, select_cases
+from xlabench.run.suite_runner import RunInputError, explain_dir, open_run, select_cases
 from xlabench.measure.status import COMPILED, FAILED, SKIPPED
 
 DEFAULT_PROFILE = "tpu"
@@ -151,13 +151,14 @@ def compile_suite(s: suite_lib.Suite, target_name: str, slices: int = 1, opts: R
         pool.close()
         raise CompileError(f"cannot compile for {target.name}: {e}") from None
     ctx = scheduler.RunContext(run_id=run_id, platform=target.platform)
+    keep_root = explain_dir(files.csv).resolve() if opts.explain else None
     jobs = max(1, min(opts.jobs or parallel.default_jobs(), sum(_skip_reason(c, target) is None for c in todo)))
     results.write_meta(files, {
         "run_id": run_id, "suite": s.name, "suite_file": str(s.path), "profile": prof, "command": sys.argv,
         "target": target.name, "topology": topology_label(target, slices), "slices": slices, "env": env,
         "host_env": worker.env, "git_sha": ctx.git_sha, "hostname": ctx.hostname, "jobs": jobs,
         "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "schema_version": results.SCHEMA_VERSION,
-        "suite_spec": s.spec.model_dump(mode="json")})
+        "suite_spec": s.spec.model_dump(mode="json"), **({"trace_root": str(keep_root)} if keep_root else {})})
     on_start(prof, len(todo), len(done), env, jobs)
     # One worker pool per job; with several jobs, the costliest cases first so that no job is left with
     # a long compile at the end (rows are written as they finish, whatever the order).
@@ -170,7 +171,8 @@ def compile_suite(s: suite_lib.Suite, target_name: str, slices: int = 1, opts: R
         if reason:
             row.update(status=SKIPPED, error=reason)
         else:
-            row.update(_compile_one(case, pools[job], spec, opts.timeout_s or case.measure.timeout_s))
+            row.update(_compile_one(case, pools[job], spec, opts.timeout_s or case.measure.timeout_s,
+                                    str(keep_root / case.case_id) if keep_root else None))
             row.update(_ceilings(row, target, slices))
         row["timestamp"] = _now()
         return row
@@ -214,10 +216,11 @@ def _ceilings(row: dict[str, Any], target: hardware.Target, slices: int) -> dict
 
 
 def _compile_one(case: suite_lib.Case, pool: workers.WorkerPool, target: TargetSpec,
-                 timeout_s: float) -> dict[str, Any]:
-    """One case's compile in the worker: the row fields it adds (status, error, figures)."""
+                 timeout_s: float, keep_dir: Optional[str] = None) -> dict[str, Any]:
+    """One case's compile in the worker: the row fields it adds (status, error, figures); ``keep_dir``:
+    where the worker writes its optimized HLO text (`compile --explain`)."""
     try:  # a worker that crashed or hung is replaced by the next get
-        reply = pool.get("jax", 1, COMPILE_VARIANT).request(CompileRequest.from_case(case, target).to_message(),
+        reply = pool.get("jax", 1, COMPILE_VARIANT).request(CompileRequest.from_case(case, target, keep_dir).to_message(),
                                                             timeout_s)
         if "result" not in reply:  # skipped or failed
             return {"status": reply["status"], "error": reply.get("error")}

@@ -160,8 +160,9 @@ class RunOptions:
              "`xlabench report`; implies --timer trace (JAX).")
     explain: bool = option(
         False, "--explain", kind="flag",
-        help="Keep what `xlabench explain` reads, per case: its profile and its executable's optimized HLO text, "
-             "in DIR/<case_id>/ (--trace DIR, else <run-id>.explain/ beside the CSV); implies --timer trace (JAX).")
+        help="Keep what `xlabench explain` reads, per case, in <run-id>.explain/<case_id>/ beside the CSV: run keeps "
+             "the profile and the executable's optimized HLO text (in --trace DIR if given; implies --timer trace, "
+             "JAX); compile keeps the HLO text (compiled afresh, not from the figure cache).")
     coordinator: Optional[str] = option(
         None, "--coordinator", metavar="HOST:PORT",
         help="Multi-host run: address of process 0's coordinator (with --num-processes, --process-id). "

@@ -69,6 +69,8 @@ def _compile(backend: Any, msg: dict[str, Any]) -> dict[str, Any]:
     try:
         inject_fault(req)
         _compile_cached(backend)
+        if hasattr(backend, "keep_hlo_in"):
+            backend.keep_hlo_in(req.keep_dir)
         result = backend.compiler_for(req.workload)(dict(req.params), req.impl, req.target)
         cached = _compile_cached(backend)
         if cached is not None:

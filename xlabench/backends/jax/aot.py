@@ -20,7 +20,7 @@ from typing import Any, Callable, Sequence
 import jax
 import jax.numpy as jnp
 
-from xlabench.backends.jax import hlo_cost, jax_compile_cache
+from xlabench.backends.jax import hlo_cost, jax_compile_cache, trace_timer
 from xlabench.measure import figure_store
 from xlabench.measure.worker_messages import CaseSkipped
 from xlabench.measure.worker_env import FIGURE_CACHE_VAR
@@ -33,6 +33,27 @@ LIBTPU_HOWTO = ("compile-only TPU devices need libtpu, which this environment la
 # Whether the last lower_and_compile's executable (or compile_analyzed's figures) came from a cache (None:
 # no compile since take_compile_cached): the worker puts it in the case's row as compile_cached.
 _last_cached: bool | None = None
+
+
+# `xlabench compile --explain`: the folder each compile writes its optimized HLO text to (None: not kept),
+# and the text of each compile's fields (by id) for keep_chosen.
+_keep_dir: str | None = None
+_kept_text: dict[int, str] = {}
+
+
+def keep_hlo_in(folder: str | None) -> None:
+    """Keep the optimized HLO text of the case's compiles in ``folder`` (None: keep none). A kept case
+    is compiled afresh: the figure store holds figures, not the program's text."""
+    global _keep_dir
+    _keep_dir = folder
+    _kept_text.clear()
+
+
+def keep_chosen(fields: dict[str, Any]) -> None:
+    """Of several compiles of one case (``global_batch: auto``'s probes), keep the text of the one whose
+    ``fields`` make the row."""
+    if _keep_dir and id(fields) in _kept_text:
+        trace_timer.keep_hlo_text(_kept_text[id(fields)], _keep_dir)
 
 
 def take_compile_cached() -> bool | None:
@@ -197,7 +218,7 @@ def compile_analyzed(fn: Callable, args: Sequence[Any], device: Any, target: Tar
     store = figure_store.from_folder(os.environ.get(FIGURE_CACHE_VAR))
     key = figures_key(lowered, target) if store else ""
     t1 = time.perf_counter()
-    entry = store.get(key) if store else None
+    entry = store.get(key) if store and not _keep_dir else None
     _last_cached = entry is not None
     if entry is not None and "oom" in entry:
         oom = CompileOom(*entry["oom"])
@@ -216,6 +237,10 @@ def compile_analyzed(fn: Callable, args: Sequence[Any], device: Any, target: Tar
         if store:
             store.put(key, {"fields": figures})
     fields: dict[str, Any] = {"lower_s": lower_s, "compile_s": compile_s, **figures}
+    if _keep_dir and entry is None:
+        text = compiled.as_text()
+        trace_timer.keep_hlo_text(text, _keep_dir)
+        _kept_text[id(fields)] = text
     if fields.get("xla_flops") and analytic_flops_per_device:
         fields["flops_ratio"] = fields["xla_flops"] / analytic_flops_per_device
     if fields.get("hbm_capacity_bytes"):

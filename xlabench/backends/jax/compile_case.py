@@ -115,6 +115,8 @@ def compile_train_case(params: dict[str, Any], impl: str, target: TargetSpec) ->
     p, batch_note = train_case.resolve_batch(p, impl, False, "tpu", aot.hbm_capacity(device)[0], mesh, need=need)
     out = analyzed(p)
     aot.set_compile_cached(compiled[p.batch()][1])
+    if not isinstance(out, aot.CompileOom):
+        aot.keep_chosen(out)
     if isinstance(out, aot.CompileOom):
         return _oom(out, device)
     fields = dict(out)

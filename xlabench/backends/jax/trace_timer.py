@@ -46,6 +46,7 @@ from __future__ import annotations
 import contextlib
 import glob
 import os
+import re
 import tempfile
 from collections import defaultdict
 from typing import Any, Callable, Iterable
@@ -68,10 +69,17 @@ HLO_SUFFIX = ".hlo.txt"
 def keep_hlo(compiled: Any, keep_dir: str) -> str:
     """Write the executable's optimized HLO text beside its kept trace, as ``<module>.hlo.txt`` (what
     `xlabench explain` reads the trace's op names against); its path."""
+    return keep_hlo_text(compiled.as_text(), keep_dir)
+
+
+def keep_hlo_text(text: str, keep_dir: str) -> str:
+    """``text`` (an optimized HLO module) as ``keep_dir/<module>.hlo.txt``, the module's name from its
+    first line; the path."""
+    m = re.match(r"HloModule\s+([\w.\-]+)", text)
     os.makedirs(keep_dir, exist_ok=True)
-    path = os.path.join(keep_dir, module_name(compiled) + HLO_SUFFIX)
+    path = os.path.join(keep_dir, (m.group(1) if m else "module") + HLO_SUFFIX)
     with open(path, "w") as f:
-        f.write(compiled.as_text())
+        f.write(text)
     return path
 
 
@@ -120,6 +128,11 @@ def profiled_planes(run: Callable[[], None], keep_dir: str | None = None) -> lis
         if not files:
             raise TraceTimerError("the profiler wrote no .xplane.pb")
         return list(jax.profiler.ProfileData.from_file(max(files, key=os.path.getmtime)).planes)
+
+
+def load_planes(path: str) -> list[Any]:
+    """The planes of a kept ``.xplane.pb`` (`xlabench explain` reads them)."""
+    return list(jax.profiler.ProfileData.from_file(str(path)).planes)
 
 
 def _stats(event: Any) -> dict[str, Any]:

@@ -1,0 +1,208 @@
+"""A step's device time by category: from a trace's per-op times (measured), or from the HLO alone under a
+roofline (an estimate, for compile-only rows).
+
+Measured: each op's self time (explain/trace.py) goes to its instruction's category (explain/categories.py);
+the categories are sums of the trace's own op times, never a remainder. Their sum is checked against the
+trace's device time per step; where it is more than 5% off, ``notes`` say why (gaps between ops, ops the
+HLO does not name, a CPU running several ops at once). Idle is apart: the row's wall time per step less
+its device time.
+
+Estimated: each scheduled op (loop bodies times their trips) costs max(FLOPs / peak FLOP/s, bytes / HBM
+bandwidth), a collective its interconnect bytes / ICI bandwidth; nothing overlaps.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from xlabench.explain import categories
+from xlabench.explain.trace import OpTimes
+
+COVERAGE_TOLERANCE = 0.05  # the categories' sum against the device time: within this, or notes say why
+TOP_OPS = 3
+# Which roof a category is held against: FLOP/s for compute, HBM bytes/s for the rest.
+COMPUTE = {"matmul", "attention"}
+
+
+@dataclass
+class TopOp:
+    name: str
+    seconds: float  # per step
+    calls: float  # per step
+
+
+@dataclass
+class Category:
+    key: str
+    label: str
+    seconds: float  # per step
+    share: float  # of the step's device time
+    flops: float | None  # per step
+    bytes: float | None  # per step
+    flops_per_s: float | None = None
+    bytes_per_s: float | None = None
+    roof_frac: float | None = None  # achieved / the category's roof (FLOP/s or bytes/s)
+    roof: str = ""  # 'FLOP/s' | 'HBM B/s' | 'ICI B/s'
+    top: list[TopOp] = field(default_factory=list)
+
+
+@dataclass
+class Breakdown:
+    """One row explained."""
+
+    case_id: str
+    estimate: bool  # True: from the HLO under a roofline (compile-only), no trace
+    source: str
+    step_s: float  # device seconds per step (measured), or the estimate's sum
+    categories: list[Category]
+    wall_s: float | None = None  # the row's wall seconds per step
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def sum_s(self) -> float:
+        return sum(c.seconds for c in self.categories)
+
+    @property
+    def idle_s(self) -> float | None:
+        """Wall time per step less device time per step (None: no wall time, or an estimate)."""
+        if self.estimate or self.wall_s is None:
+            return None
+        return max(self.wall_s - self.step_s, 0.0)
+
+    @property
+    def coverage(self) -> float:
+        return self.sum_s / self.step_s if self.step_s else 0.0
+
+    def seconds(self) -> dict[str, float]:
+        return {c.key: c.seconds for c in self.categories}
+
+
+@dataclass(frozen=True)
+class Roofs:
+    """Per-device peaks: FLOP/s, HBM bytes/s, interconnect bytes/s (None: unknown)."""
+
+    flops_per_s: float | None
+    bytes_per_s: float | None
+    ici_bytes_per_s: float | None = None
+
+
+def _rates(c: Category, roofs: Roofs) -> None:
+    if c.seconds <= 0:
+        return
+    if c.flops:
+        c.flops_per_s = c.flops / c.seconds
+    if c.bytes:
+        c.bytes_per_s = c.bytes / c.seconds
+    if c.key in COMPUTE:
+        c.roof, achieved, peak = "FLOP/s", c.flops_per_s, roofs.flops_per_s
+    elif c.key == "collective":
+        c.roof, achieved, peak = "ICI B/s", c.bytes_per_s, roofs.ici_bytes_per_s
+    else:
+        c.roof, achieved, peak = "HBM B/s", c.bytes_per_s, roofs.bytes_per_s
+    if achieved and peak:
+        c.roof_frac = achieved / peak
+
+
+def _assemble(per_op: dict[str, tuple[str, float, float, float, float]], step_s: float, roofs: Roofs,
+              attention_flops: float | None) -> tuple[list[Category], list[str]]:
+    """per_op: name -> (category, seconds, calls, flops, bytes), all per step."""
+    notes: list[str] = []
+    out = []
+    for key, label in categories.CATEGORIES:
+        ops = {n: v for n, v in per_op.items() if v[0] == key}
+        seconds = sum(v[1] for v in ops.values())
+        flops = sum(v[3] for v in ops.values()) or None
+        nbytes = sum(v[4] for v in ops.values()) or None
+        if key == "attention" and ops and attention_flops:
+            flops = attention_flops  # a Pallas call has no XLA cost: the analytic count (xlabench/flops.py)
+        top = sorted(ops.items(), key=lambda kv: -kv[1][1])[:TOP_OPS]
+        c = Category(key, label, seconds, seconds / step_s if step_s else 0.0, flops, nbytes,
+                     top=[TopOp(n, v[1], v[2]) for n, v in top])
+        _rates(c, roofs)
+        out.append(c)
+    if attention_flops and any(v[0] == "attention" for v in per_op.values()):
+        notes.append("attention FLOPs: the analytic count (xlabench/flops.py): a Pallas call has no XLA cost")
+    return out, notes
+
+
+def measured(case_id: str, times: OpTimes, hlo: str, roofs: Roofs, wall_s: float | None = None,
+             attention_flops: float | None = None, interpret: bool = False, devices: int = 1) -> Breakdown:
+    """The breakdown of a traced row: ``times`` of its executable, ``hlo`` its optimized HLO text;
+    ``attention_flops``: the analytic FLOPs of its attention per device per step."""
+    info = categories.categorize(hlo, devices)
+    n = max(times.executions, 1)
+    per_op: dict[str, tuple[str, float, float, float, float]] = {}
+    unknown = 0.0
+    for name, ns in times.self_ns.items():
+        op = info.get(name)
+        if op is None:
+            unknown += ns / 1e9 / n
+        calls = times.calls.get(name, 0) / n
+        st = times.stats.get(name, {})
+        flops = float(st.get("flops") or (op.flops if op else 0.0)) * calls
+        nbytes = float(st.get("bytes_accessed") or (op.comm_bytes or op.bytes if op else 0.0)) * calls
+        per_op[name] = (op.category if op else "other", ns / 1e9 / n, calls, flops, nbytes)
+    step_s = times.device_s_per_step
+    cats, notes = _assemble(per_op, step_s, roofs, attention_flops)
+    b = Breakdown(case_id, False, f"trace ({times.source}, {times.executions} steps)", step_s, cats, wall_s, notes)
+    if unknown:
+        b.notes.append(f"{unknown * 1e3:.3f} ms per step of ops the HLO text does not name (in 'other')")
+    if interpret:
+        b.notes.append("interpreted Pallas kernels (CPU): the kernel runs as ordinary ops, spread over the "
+                       "other categories; 'attention' stays empty")
+    gap = b.sum_s - step_s
+    if step_s and abs(gap) > COVERAGE_TOLERANCE * step_s:
+        if times.threads > 1 and gap > 0:
+            b.notes.append(f"op times sum to {b.coverage:.0%} of the device time: the CPU ran ops on "
+                           f"{times.threads} threads at once (shares are of the device time, so they add up "
+                           "to more than 100%)")
+        elif gap < 0:
+            b.notes.append(f"op times sum to {b.coverage:.0%} of the device time: {-gap * 1e3:.3f} ms per step "
+                           "between ops, with no op of the program running"
+                           + (" (the CPU executor's scheduling)" if not times.source.startswith("device") else ""))
+        else:
+            b.notes.append(f"op times sum to {b.coverage:.0%} of the device time (ops overlap)")
+    return b
+
+
+def estimated(case_id: str, hlo: str, roofs: Roofs, attention_flops: float | None = None,
+              devices: int = 1) -> Breakdown:
+    """The roofline estimate of a compile-only row from its optimized HLO text."""
+    per_op: dict[str, tuple[str, float, float, float, float]] = {}
+    missing = set()
+    for op, runs in categories.scheduled(hlo, devices):
+        if op.category == "collective":
+            seconds = op.comm_bytes / roofs.ici_bytes_per_s if roofs.ici_bytes_per_s else 0.0
+            if not roofs.ici_bytes_per_s and op.comm_bytes:
+                missing.add("interconnect bandwidth")
+        else:
+            t_flops = op.flops / roofs.flops_per_s if roofs.flops_per_s else 0.0
+            t_bytes = op.bytes / roofs.bytes_per_s if roofs.bytes_per_s else 0.0
+            seconds = max(t_flops, t_bytes)
+        prev = per_op.get(op.name)
+        calls = runs + (prev[2] if prev else 0)
+        per_op[op.name] = (op.category, seconds * calls, calls, op.flops * calls,
+                           (op.comm_bytes if op.category == "collective" else op.bytes) * calls)
+    notes = [f"no {m}: those ops count 0 s" for m in sorted(missing)]
+    if attention_flops and roofs.flops_per_s:  # Pallas kernels: at least their analytic FLOPs at the peak
+        kernels = {n: v for n, v in per_op.items() if v[0] == "attention"}
+        t = sum(v[1] for v in kernels.values())
+        floor = attention_flops / roofs.flops_per_s
+        if kernels and t < floor:
+            for n, v in kernels.items():
+                per_op[n] = (v[0], v[1] * floor / t if t else floor / len(kernels), *v[2:])
+            notes.append("attention kernels: their analytic FLOPs at the peak (no XLA cost for a Pallas call)")
+    step_s = sum(v[1] for v in per_op.values())
+    cats, more = _assemble(per_op, step_s, roofs, attention_flops)
+    return Breakdown(case_id, True, "estimate: the optimized HLO's ops under a roofline, max(FLOPs / peak, "
+                     "bytes / HBM bandwidth) each, collectives at the ICI bandwidth, no overlap",
+                     step_s, cats, None, notes + more)
+
+
+def to_json(b: Breakdown) -> dict[str, Any]:
+    return {"case_id": b.case_id, "estimate": b.estimate, "source": b.source, "step_s": b.step_s,
+            "sum_s": b.sum_s, "coverage": b.coverage, "wall_s": b.wall_s, "idle_s": b.idle_s, "notes": b.notes,
+            "categories": [{**{k: getattr(c, k) for k in ("key", "label", "seconds", "share", "flops", "bytes",
+                                                            "flops_per_s", "bytes_per_s", "roof_frac", "roof")},
+                            "top": [vars(t) for t in c.top]} for c in b.categories]}
