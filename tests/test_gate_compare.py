@@ -462,3 +462,27 @@ def test_two_quick_start_runs_with_too_few_samples_say_so_with_one_case_count(tm
     assert "measure.iters" in out and "--repeats" in out, out
     assert "Holm over 12 case(s), none tested" in out, out
     assert "need >= 6 per side over 12 case(s) (have 3/3)" in out, out
+
+
+def test_a_suspect_baseline_row_is_refused_naming_the_rule(tmp_path, rng):
+    """A baseline whose row breaks an invariant (its `suspect` column) is no baseline: the case is not
+    judged, and compare (and gate, which compares through it) says which rule the row broke."""
+    a, b = case("naive"), case("flash")
+    why = "tune_best: median 38.44 ms (device clock) is 10.43x its search's best tune_best_s 3.686 ms"
+    base = write_run(tmp_path / "base.csv", [(a, draw(rng, 20)), (b, draw(rng, 20))], "r1")
+    df = results.read_rows(base)
+    suspect = tmp_path / "suspect.csv"
+    write_run(suspect, [(a, draw(rng, 20)), (b, draw(rng, 20))], "r1", suspect=None)
+    rows = results.read_rows(suspect)
+    rows["suspect"] = rows["impl"].map({"flash": why})
+    rows.to_csv(suspect, index=False)
+    cand = write_run(tmp_path / "cand.csv", [(a, draw(rng, 20)), (b, draw(rng, 20, 1.5))], "r2")
+    assert _by_label(gate.compare(gate.load_run(base), gate.load_run(cand), gate.GateConfig()))[
+        "jax/flash"].verdict == gate.REGRESSION  # the same data with a clean baseline: judged
+    cmp = gate.compare(gate.load_run(suspect), gate.load_run(cand), gate.GateConfig())
+    flash = _by_label(cmp)["jax/flash"]
+    assert flash.verdict == gate.INCONCLUSIVE
+    assert flash.reason == f"refused as a baseline: the baseline row is suspect ({why})"
+    assert _by_label(cmp)["jax/naive"].verdict == gate.UNCHANGED and len(df) == 2
+    out = _cli("compare", str(suspect), str(cand))
+    assert "refused as a baseline: the baseline row is suspect (tune_best:" in " ".join(out.output.split())

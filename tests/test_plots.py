@@ -402,3 +402,17 @@ def test_mfu_vs_batch_rings_the_largest_batch_that_fits(train):
     assert [k for k in chart.artists if k[1].startswith("largest batch")] == [(TRAIN_PANEL, "largest batch: dp · naive")]
     assert "the largest batch that fits" in chart.notes[-1]
     assert not any(k[1].startswith("largest batch") for k in plots.mfu_vs_batch(train).artists)
+
+
+def test_a_suspect_row_is_drawn_as_measured_and_named_in_the_footer(train):
+    df = train.copy()
+    df["suspect"] = None
+    ok = df.index[(df["status"] == "ok") & (df["sharding"] == "dp")]
+    df.loc[ok[0], "suspect"] = "mfu_range: mfu 1.78 outside (0, 1]"
+    chart = plots.mfu_vs_batch(df)
+    assert "suspect: the row breaks an invariant (docs/audit.md); its numbers are kept as measured:" in chart.notes
+    (line,) = [n for n in chart.notes if n.startswith("[1] ")]
+    assert line.startswith(f"[1] {df.loc[ok[0], 'impl']} ") and line.endswith(": mfu_range: mfu 1.78 outside (0, 1]")
+    assert f"global_batch={int(df.loc[ok[0], 'global_batch'])}" in line
+    assert "(docs/audit.md)" in chart.figure._supxlabel.get_text().replace("\n", " ")
+    assert not any("suspect" in n for n in plots.mfu_vs_batch(train).notes)  # the fixture: clean rows

@@ -179,3 +179,21 @@ def test_report_folds_identical_skip_rows_into_one_line_with_the_case_ids_collap
     assert len(skipped) == 24 and all(f"`{c}`" in flash for c in skipped["case_id"])
     assert "</details> | Pallas TPU flash_attention needs num_kv_heads == num_heads" in flash
     assert "| 12 cases skipped | pallas_gpu (interpret) |" in section
+
+
+def test_report_marks_a_suspect_row_and_gives_its_reason(tmp_path):
+    df = pd.read_csv(FIX / "attention_cpu.csv", dtype={"case_id": str, "run_id": str})
+    best = df[df["status"] == "ok"].sort_values("median_s").index[0]
+    df["suspect"] = None
+    df.loc[best, "suspect"] = "tune_best: median 38.44 ms (device clock) is 10.43x its search's best"
+    path = tmp_path / "attention.csv"
+    df.to_csv(path, index=False)
+    md = report.build(cd.load([path]), [path], {}, tmp_path / "report.md")
+    marked = [r for r in table_rows(md, "## attention") if "(suspect)" in r[5]]
+    assert len(marked) == 1 and marked[0][5].startswith(f"{df.loc[best, 'impl']}")
+    assert "break an invariant (docs/audit.md)" in md
+    (row,) = table_rows(md, "## Suspect rows")
+    assert row[0] == df.loc[best, "impl"] and row[2] == "tune_best: median 38.44 ms (device clock) is 10.43x its search's best"
+    assert f"seq_len={int(df.loc[best, 'seq_len'])}" in row[1]
+    clean = report.build(cd.load([FIX / "attention_cpu.csv"]), [FIX / "attention_cpu.csv"], {}, tmp_path / "r.md")
+    assert "(suspect)" not in clean and "## Suspect rows" not in clean

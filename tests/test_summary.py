@@ -188,3 +188,15 @@ def test_a_user_impl_that_failed_to_import_is_not_marked_interpreted():
     text = _text(s.table)
     assert "mypkg.kernels:attn*" not in text and "mypkg.kernels:attn" in text
     assert summary.INTERPRET_NOTE not in s.notes
+
+
+def test_a_suspect_row_is_marked_and_its_reason_is_a_footnote():
+    rows = [_row("jax", "naive", 8), _row("jax", "flash", 8, correct=False, suspect="mfu_range: mfu 1.78 outside (0, 1]"),
+            _row("jax", "flash", 16, suspect="tune_best: median 38.44 ms is 10.43x its search's best"),
+            _row("jax", "naive", 16, suspect=float("nan"))]  # read back from a CSV: empty is NaN
+    s = summary.build(rows, [{"global_batch": r["global_batch"], "sharding": r["sharding"]} for r in rows])
+    text = " ".join(_text(s.table).split())  # the caption wraps at the table's width
+    assert "WRONG RESULT; suspect [1]" in text and "suspect [2]" in text and "suspect [3]" not in text
+    assert "[1] flash global_batch=8: mfu_range: mfu 1.78 outside (0, 1]" in text
+    assert "[2] flash global_batch=16: tune_best: median 38.44 ms is 10.43x its search's best" in text
+    assert "suspect: the row breaks an invariant (docs/audit.md)" in text

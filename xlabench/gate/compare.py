@@ -9,6 +9,7 @@ from typing import Any, Callable, Iterable, Optional
 import numpy as np
 
 from xlabench import results
+from xlabench.audit import marks
 from xlabench.gate.config import (
     EXIT_FAIL, EXIT_NOTHING, EXIT_PASS, EXIT_UNJUDGED, num, CONFOUNDED, EnvMismatchError, FAILED, FAILING, GateConfig,
     GateInputError, IMPROVEMENT, INCONCLUSIVE, MISSING, NEW, REGRESSION, SKIPPED, UNCONFIRMED, UNJUDGED, UNJUDGED_FAILING,
@@ -252,6 +253,8 @@ def _untested(c: dict[str, Any], b: Optional[dict[str, Any]]) -> Optional[tuple[
         return NEW, "not in the baseline"
     if b["status"] != st.OK:
         return NEW, f"no baseline measurement (baseline status {b['status']})"
+    if suspect := marks.suspect(b):
+        return INCONCLUSIVE, f"refused as a baseline: the baseline row is suspect ({suspect})"[:400]
     return None
 
 

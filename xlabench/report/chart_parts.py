@@ -16,6 +16,8 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.ticker import FixedLocator, NullLocator
 
+from xlabench import results
+from xlabench.audit import marks
 from xlabench.report import chartdata as cd
 from xlabench.results.display import clock_note
 
@@ -161,6 +163,7 @@ def _finish(chart: Chart, rows: pd.DataFrame, what: str, gaps: int = 0,
         fig.legend(list(handles.values()), list(handles), loc="outside right center", fontsize=9, frameon=False)
     if gaps:
         chart.notes.insert(0, f"{gaps} point(s) {gap_reason}: left as gaps (see xlabench report)")
+    chart.notes += suspect_notes(rows)
     versions = cd.versions(rows)
     clock = clock_note(rows.to_dict("records"))
     footer = chart.notes + ([clock] if clock else []) + ([versions] if versions else [])
@@ -168,6 +171,18 @@ def _finish(chart: Chart, rows: pd.DataFrame, what: str, gaps: int = 0,
         fig.supxlabel(_footer(fig, "\n".join(footer)), fontsize=8, color="#444444")
     _stagger_ticks(fig)
     return chart
+
+
+def suspect_notes(rows: pd.DataFrame) -> list[str]:
+    """The footer's lines for the chart's suspect rows (drawn as measured): what the mark means, then
+    '[n] impl and its varying parameters: reasons' per row."""
+    if "suspect" not in rows or not rows["suspect"].map(lambda v: bool(marks.suspect({"suspect": v}))).any():
+        return []
+    shape = results.varying(rows.to_dict("records"), [c for c in cd.DESCRIBING if c != "impl" and c in rows])
+
+    def label(r: Any) -> str:
+        return " ".join([str(r.get("impl")), *(f"{c}={cd.fmt_value(c, r.get(c))}" for c in shape)])
+    return [f"{marks.INTRO}:"] + marks.footnotes(rows.to_dict("records"), label)
 
 
 def _stagger_ticks(fig: Figure) -> None:

@@ -19,6 +19,7 @@ from xlabench.report import chartdata as cd
 from xlabench.results.display import clock_note
 from xlabench.report import summary as summary_lib
 from xlabench import results
+from xlabench.audit import marks
 from xlabench.results import fmt_number
 from xlabench.measure import status as st
 
@@ -60,7 +61,33 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
 
 
 def _impl(row: pd.Series) -> str:
-    return f"{row['impl']} (interpret)" if cd.flag(row["interpret"]) else str(row["impl"])
+    """The impl, '(interpret)' when its kernel ran in the CPU interpreter, '(suspect)' when the row breaks an
+    invariant (the reason: the Suspect rows section)."""
+    tags = ["interpret"] * bool(cd.flag(row["interpret"])) + [marks.MARK] * bool(marks.suspect(row))
+    return " ".join([str(row["impl"]), *(f"({t})" for t in tags)])
+
+
+def suspects(df: pd.DataFrame) -> str:
+    """A table of the suspect rows: impl, case (the parameters that vary among the suite's rows), reasons."""
+    parts = []
+    for suite in cd.distinct(df["suite"]) if "suspect" in df else []:
+        rows = df[df["suite"] == suite]
+        shape = shape_columns(rows)
+        lines = [[str(r["impl"]), _case_label(r, shape), marks.suspect(r)] for _, r in rows.iterrows()
+                 if marks.suspect(r)]
+        if lines:
+            parts.append(f"### {suite}\n\n" + table(["impl", "case", "reasons (rule: figures)"], lines))
+    return "\n\n".join(parts)
+
+
+def _suspect_parts(df: pd.DataFrame) -> tuple[list[str], list[str]]:
+    """The report's lines on suspect rows: a note at the top, and the section listing them (none: empty)."""
+    found = suspects(df)
+    if not found:
+        return [], []
+    return ([f"> Rows marked *({marks.MARK})* break an invariant (docs/audit.md): their numbers are kept as "
+             "measured, the reasons are under [Suspect rows](#suspect-rows).", ""],
+            ["## Suspect rows", "", found, ""])
 
 
 def environment(df: pd.DataFrame) -> str:
@@ -279,7 +306,8 @@ def build(df: pd.DataFrame, sources: Sequence[Path], charts: dict[str, list[Path
     if cd.interpreted(df):
         md += ["> Rows marked *(interpret)* ran a Pallas kernel in the CPU interpreter: a pipeline check, "
                "not kernel speed.", ""]
-    md += ["## Environment", "", environment(df), ""]
+    intro, section = _suspect_parts(df)
+    md += intro + ["## Environment", "", environment(df), ""]
     runs, compiles = cd.run_rows(df), cd.compile_rows(df)
     samples = cd.load_samples(sources)
     for suite in suites:
@@ -313,6 +341,7 @@ def build(df: pd.DataFrame, sources: Sequence[Path], charts: dict[str, list[Path
                "TensorBoard (`tensorboard --logdir` the case's folder), `perfetto_trace.json.gz` in ui.perfetto.dev.",
                "", links, ""]
     md += ["## Failed, skipped and wrong cases", "", problems(df), ""]
+    md += section
     images = [(suite, p) for suite, paths in charts.items() for p in paths]
     if images:
         md += ["## Charts", ""]

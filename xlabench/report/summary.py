@@ -20,6 +20,7 @@ from rich.table import Table
 from rich.text import Text
 
 from xlabench import impls as catalog
+from xlabench.audit import marks
 from xlabench import results
 from xlabench.measure import status as st
 from xlabench.results.display import clock_note
@@ -174,13 +175,15 @@ def _shape_keys(shown: Sequence[Mapping[str, Any]], keys: Sequence[str]) -> tupl
     return cols, fixed
 
 
-def _note(r: Mapping[str, Any]) -> Text:
-    """What a row needs said: a failure and its error, a wrong result."""
+def _note(r: Mapping[str, Any], suspect: Optional[int] = None) -> Text:
+    """What a row needs said: a failure and its error, a wrong result, a suspect figure (its footnote's
+    number: the reason is under the table)."""
     if r["status"] != st.OK:
         return Text(f"{r['status']}: {_clean(r.get('error'))[:_NOTE_CHARS]}", style=_STYLE[r["status"]])
-    if r.get("correct") is False:
-        return Text("WRONG RESULT", style="bold red")
-    return Text("")
+    wrong = Text("WRONG RESULT", style="bold red") if r.get("correct") is False else Text("")
+    if suspect:
+        return Text.assemble(wrong, "; " if wrong.plain else "", (marks.marker(suspect), "bold yellow"))
+    return wrong
 
 
 def _impl(r: Mapping[str, Any]) -> Text:
@@ -324,12 +327,16 @@ def build(rows: Sequence[Mapping[str, Any]], params: Sequence[Mapping[str, Any]]
         texts = [Text(cell(r)) for r in shown]
         if any(t.plain for t in texts):
             cols.append(Column(header, texts, drop, "right"))
-    note = [_note(r) for r in shown]
+    suspects = marks.numbered(shown)
+    note = [_note(r, n) for r, n in zip(shown, suspects)]
     if any(n.plain for n in note):
         cols.append(Column("note", note))
     clock = clock_note(shown)
     notes = ([SPREAD_NOTE + (f"; {clock}" if clock else "")] if any(c.header == "spread" for c in cols) else []) + \
         ([INTERPRET_NOTE] if any(t.plain.endswith(INTERPRET_MARK) for t in impl) else [])
+    if any(suspects):
+        notes += [marks.INTRO] + marks.footnotes(
+            shown, lambda r: " ".join([str(r.get("impl")), *(f"{k}={_value(r.get(k))}" for k in shape)]))
     sections = {} if len(backends) < 2 else {
         next(i for i, r in enumerate(shown) if str(r.get("backend")) == b): b for b in backends}
     return Summary(cols, fixed, skipped, notes, sections)
