@@ -17,15 +17,20 @@ from xlabench.measure.timing import summarize
 DAY = dt.date(2026, 12, 4)
 
 
+MIB = 1 << 20
+BW = host_peak.Bandwidth((128 * MIB, 256 * MIB), (9.5, 10.0))
+
+
 class Host:
     """A measurement whose result follows the load of the moment (as the real one did: 0.073 vs 0.127)."""
 
-    def __init__(self, tflops: list[float]):
+    def __init__(self, tflops: list[float], bandwidths: list[host_peak.Bandwidth] | None = None):
         self.tflops, self.calls = list(tflops), 0
+        self.bandwidths = list(bandwidths or [BW] * len(tflops))
 
-    def __call__(self) -> tuple[float, float]:
+    def __call__(self) -> tuple[float, host_peak.Bandwidth]:
         self.calls += 1
-        return self.tflops.pop(0), 10.0
+        return self.tflops.pop(0), self.bandwidths.pop(0)
 
 
 @pytest.fixture
@@ -46,7 +51,8 @@ def test_the_best_of_several_tries_is_cached_with_its_date_and_reused(cache):
     assert (first.tflops, first.tries, first.cached, first.measured) == (0.127, 3, False, "2026-12-04")
     assert "measured now" in first.source and "best of 3 tries on 2026-12-04" in first.source
     entry = next(iter(json.loads(cache.read_text())["hosts"].values()))
-    assert entry == {"tflops": 0.127, "gbytes_per_s": 10.0, "measured": "2026-12-04", "tries": 3}
+    assert entry == {"tflops": 0.127, "gbytes_per_s": 10.0, "measured": "2026-12-04", "tries": 3,
+                     "bandwidth": {"sizes": [128 * MIB, 256 * MIB], "gbytes_per_s": [9.5, 10.0]}}
     again = Host([0.05])
     second = host_peak.get(again, "jax 1", today=DAY + dt.timedelta(days=3))
     assert again.calls == 0 and second.cached and second.tflops == 0.127
@@ -131,3 +137,76 @@ def test_two_real_runs_rate_their_rows_against_the_same_cached_peak(write_suite,
         peaks.append(set(ok["peak_tflops"]))
     assert peaks[0] == peaks[1] and len(peaks[0]) == 1
     assert re.search(r"cached in .*xlabench-test-cache-", rows["peak_source"].iloc[0])
+
+
+# ------------------------------------------------------------------ the bandwidth probe (#40 item 4)
+
+
+class FakeClock:
+    """perf_counter's stand-in: a pass advances it by its scripted seconds."""
+
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_the_stream_probe_times_the_best_pass_per_size_after_an_untimed_one():
+    clock = FakeClock()
+    # seconds per pass, per size: the first (compile, first touch) is never timed
+    script = {128 * MIB: [5.0, 0.05, 0.03, 0.04], 256 * MIB: [5.0, 0.08, 0.09, 0.07]}
+    made = []
+
+    def make_pass(nbytes):
+        made.append(nbytes)
+        times = list(script[nbytes])
+
+        def one():
+            clock.now += times.pop(0)
+        return one
+
+    bw = host_peak.stream_bandwidth(make_pass, [128 * MIB, 256 * MIB], reps=3, clock=clock)
+    assert made == [128 * MIB, 256 * MIB]
+    # one read and one write of each array per pass: 2 x 134217728 B / 0.03 s and 2 x 268435456 B / 0.07 s
+    assert bw.gbytes_per_s == pytest.approx((8.947849, 7.669584), rel=1e-6)
+    assert bw.best == bw.gbytes_per_s[0] and bw.chosen == 128 * MIB
+    assert bw.describe().endswith("128 MiB 8.9, 256 MiB 7.7 GB/s; chosen 8.9 GB/s (128 MiB)")
+
+
+def test_the_probe_sizes_are_several_multiples_of_the_last_level_cache(tmp_path):
+    for i, (level, kind, size) in enumerate([(1, "Data", "32K"), (1, "Instruction", "32K"), (2, "Unified", "1024K"),
+                                              (3, "Unified", "32768K")]):
+        d = tmp_path / f"index{i}"
+        d.mkdir()
+        (d / "level").write_text(f"{level}\n")
+        (d / "type").write_text(f"{kind}\n")
+        (d / "size").write_text(f"{size}\n")
+    llc = host_peak.llc_bytes(tmp_path)
+    assert llc == 32 * MIB
+    assert host_peak.stream_sizes(llc) == (128 * MIB, 256 * MIB, 512 * MIB)
+    assert host_peak.llc_bytes(tmp_path / "absent") == host_peak.DEFAULT_LLC_BYTES
+    assert host_peak.stream_sizes(256 * MIB) == (1024 * MIB,)  # 4x is at the cap already
+
+
+def test_a_peak_cached_by_the_old_probe_is_measured_again(cache):
+    """Probe 1 timed a fresh output per call (2.8 GB/s where numpy streams 19.4): its entries, keyed
+    without a probe version, must not serve a host any more."""
+    old_key = host_peak.host_key("jax 1").rsplit(" | bandwidth probe", 1)[0]
+    cache.parent.mkdir(parents=True)
+    cache.write_text(json.dumps({"hosts": {old_key: {"tflops": 0.1, "gbytes_per_s": 2.8, "measured": DAY.isoformat(),
+                                                     "tries": 3}}}))
+    host = Host([0.1] * 3)
+    p = host_peak.get(host, "jax 1", today=DAY)
+    assert host.calls == 3 and not p.cached and p.gbytes_per_s == 10.0
+    assert f"bandwidth probe {host_peak.BANDWIDTH_PROBE}" in host_peak.host_key("jax 1")
+
+
+def test_the_try_with_the_best_bandwidth_is_kept_with_its_sizes_and_served_from_the_cache(cache):
+    slow = host_peak.Bandwidth((128 * MIB, 256 * MIB), (6.0, 7.0))
+    fast = host_peak.Bandwidth((128 * MIB, 256 * MIB), (12.0, 11.0))
+    p = host_peak.get(Host([0.1] * 3, [slow, fast, slow]), "jax 1", today=DAY)
+    assert p.gbytes_per_s == 12.0 and p.bandwidth == fast
+    again = host_peak.get(Host([]), "jax 1", today=DAY)
+    assert again.cached and again.bandwidth == fast and again.gbytes_per_s == 12.0
+    assert "128 MiB 12.0, 256 MiB 11.0 GB/s; chosen 12.0 GB/s (128 MiB)" in again.bandwidth.describe()

@@ -68,6 +68,8 @@ def info(backend: str, devices: int, peaks: bool, list_impls: bool, python_torch
     t.add_row("peak TFLOP/s per device", f"{peak.tflops:.3f}" if peak.tflops else "unknown")
     t.add_row("peak GB/s per device", f"{peak.gbytes_per_s:.1f}" if peak.gbytes_per_s else "unknown")
     t.add_row("peak source", peak.source)
+    if env.get("cpu_bandwidth_probe"):
+        t.add_row("bandwidth probe", str(env["cpu_bandwidth_probe"]))
     if env["platform"] == "cpu":
         t.add_row("note", "CPU: Pallas TPU/GPU kernels run in interpret mode (pipeline check, not kernel speed)")
     console.print(t)

@@ -1,14 +1,20 @@
-"""The host's CPU peak (float32 matmul TFLOP/s, streaming copy GB/s): measured once per host as the
-best of several tries, cached with its date, and reused by every later run.
+"""The host's CPU peak (float32 matmul TFLOP/s, streaming GB/s): measured once per host as the best of
+several tries, cached with its date, and reused by every later run.
 
 Why: CPU has no datasheet peak, and a peak re-measured by every run follows the load of the moment:
 on a shared 2-core host it moved 0.073 vs 0.127 TFLOP/s between runs, so MFU moved 1.7x between runs
 with the same timings. The best of several tries is the host's capacity (load only ever slows a try
 down); cached, it is one yardstick for every run on the host.
 
+The bandwidth is measured as STREAM does it (stream_bandwidth): ``b = a + 1`` over float32 arrays
+allocated once (b's buffer donated, so every pass writes the same memory: no allocation or page fault
+is timed), at several sizes of at least 4x the last-level cache, the best of several passes per size,
+counting one read and one write per element; the host's figure is its best size. Probe 1 (until #40)
+timed ``jit(a + 1.0)`` with a fresh 256 MiB output per call: 1.2-2.8 GB/s where numpy streams 8-19.
+
 The cache is ``$XLABENCH_CACHE_DIR/host_peak.json`` (default ``~/.cache/xlabench``), one entry per
-host key (hostname, CPU model, CPU count, framework: what the matmul's speed depends on), each with
-its date. An entry older than MAX_AGE_DAYS, an unreadable file or ``XLABENCH_REMEASURE_PEAK=1``
+host key (hostname, CPU model, CPU count, framework: what the matmul's speed depends on; and the
+bandwidth probe's version, so a host measured by an older probe measures again), each with its date. An entry older than MAX_AGE_DAYS, an unreadable file or ``XLABENCH_REMEASURE_PEAK=1``
 measures afresh and rewrites the entry. Imports nothing of xlabench: the workers call it.
 """
 
@@ -23,7 +29,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Callable, Optional, Sequence
 
 ENV_CACHE_DIR = "XLABENCH_CACHE_DIR"
 ENV_REMEASURE = "XLABENCH_REMEASURE_PEAK"
@@ -31,6 +37,84 @@ FILE_NAME = "host_peak.json"
 MAX_AGE_DAYS = 30  # a host's BLAS, clocks or the framework's CPU code can change: measure again after that
 TRIES = 3
 PAUSE_S = 0.2  # between tries: a burst of load from another job is less likely to cover all of them
+BANDWIDTH_PROBE = 2  # the bandwidth probe's version (in the host key): 2 = stream_bandwidth
+STREAM_LLC_MULTIPLES = (4, 8, 16)  # array sizes as multiples of the last-level cache (STREAM: >= 4x)
+STREAM_MAX_BYTES = 1 << 30  # per array (two arrays): a host with a huge cache gets fewer, smaller sizes
+STREAM_REPS = 5  # timed passes per size (after one untimed pass: compile, first touch)
+DEFAULT_LLC_BYTES = 32 << 20  # where sysfs does not say
+MIB = 1 << 20
+
+
+@dataclass(frozen=True)
+class Bandwidth:
+    """The bandwidth probe's own figures: GB/s per array size (bytes of one array)."""
+
+    sizes: tuple[int, ...]
+    gbytes_per_s: tuple[float, ...]
+
+    @property
+    def best(self) -> float:
+        return max(self.gbytes_per_s)
+
+    @property
+    def chosen(self) -> int:
+        """The array size that gave the host's figure."""
+        return self.sizes[self.gbytes_per_s.index(self.best)]
+
+    def describe(self) -> str:
+        per = ", ".join(f"{n / MIB:g} MiB {g:.1f}" for n, g in zip(self.sizes, self.gbytes_per_s))
+        return (f"probe {BANDWIDTH_PROBE}: b = a + 1 into a preallocated, donated float32 b; {per} GB/s; "
+                f"chosen {self.best:.1f} GB/s ({self.chosen / MIB:g} MiB)")
+
+    def to_json(self) -> dict:
+        return {"sizes": list(self.sizes), "gbytes_per_s": list(self.gbytes_per_s)}
+
+    @classmethod
+    def from_json(cls, d: dict) -> "Bandwidth":
+        sizes, rates = tuple(int(n) for n in d["sizes"]), tuple(float(g) for g in d["gbytes_per_s"])
+        if not sizes or len(sizes) != len(rates) or not all(g > 0 for g in rates):
+            raise ValueError("bandwidth: sizes and positive rates, one per size")
+        return cls(sizes, rates)
+
+
+def llc_bytes(root: Path = Path("/sys/devices/system/cpu/cpu0/cache")) -> int:
+    """The last-level cache of CPU 0 (the highest level's data or unified cache in sysfs), else
+    DEFAULT_LLC_BYTES."""
+    best = (0, 0)
+    for d in sorted(root.glob("index*")):
+        try:
+            level, kind = int((d / "level").read_text()), (d / "type").read_text().strip()
+            size = (d / "size").read_text().strip().upper()
+        except (OSError, ValueError):
+            continue
+        scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(size[-1:], 1)
+        digits = size.rstrip("KMG")
+        if kind in ("Data", "Unified") and digits.isdigit():
+            best = max(best, (level, int(digits) * scale))
+    return best[1] or DEFAULT_LLC_BYTES
+
+
+def stream_sizes(llc: int) -> tuple[int, ...]:
+    """Array sizes (bytes, whole MiB) of STREAM_LLC_MULTIPLES x the last-level cache, at most STREAM_MAX_BYTES."""
+    return tuple(sorted({min(STREAM_MAX_BYTES, -(-llc * k // MIB) * MIB) for k in STREAM_LLC_MULTIPLES}))
+
+
+def stream_bandwidth(make_pass: Callable[[int], Callable[[], None]], sizes: Sequence[int], reps: int = STREAM_REPS,
+                     clock: Callable[[], float] = time.perf_counter) -> Bandwidth:
+    """GB/s per size: ``make_pass(nbytes)`` allocates the arrays once and returns one synced pass over
+    them (read nbytes, write nbytes); one untimed pass, then the fastest of ``reps``."""
+    rates = []
+    for nbytes in sizes:
+        one = make_pass(nbytes)
+        one()
+        best = float("inf")
+        for _ in range(reps):
+            t0 = clock()
+            one()
+            best = min(best, clock() - t0)
+        del one  # this size's arrays go before the next size's are allocated
+        rates.append(2 * nbytes / best / 1e9)
+    return Bandwidth(tuple(sizes), tuple(rates))
 
 
 @dataclass(frozen=True)
@@ -42,6 +126,7 @@ class HostPeak:
     cached: bool  # read from the cache file (False: measured by this process)
     path: str
     note: str = ""  # why it was measured afresh, where the cache could not be used
+    bandwidth: Optional[Bandwidth] = None  # the bandwidth probe's figures (gbytes_per_s is their best)
 
     @property
     def source(self) -> str:
@@ -71,7 +156,7 @@ def _cpu_model() -> str:
 
 def host_key(framework: str) -> str:
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return f"{socket.gethostname()} | {_cpu_model()} | {cpus} cpus | {framework}"
+    return f"{socket.gethostname()} | {_cpu_model()} | {cpus} cpus | {framework} | bandwidth probe {BANDWIDTH_PROBE}"
 
 
 def _read(path: Path) -> tuple[dict, str]:
@@ -93,15 +178,16 @@ def _entry(entries: dict, key: str, today: dt.date) -> tuple[Optional[dict], str
     if e is None:
         return None, ""
     try:
-        tflops, gbps, tries = float(e["tflops"]), float(e["gbytes_per_s"]), int(e["tries"])
+        tflops, tries = float(e["tflops"]), int(e["tries"])
+        bandwidth = Bandwidth.from_json(e["bandwidth"])
         day = dt.date.fromisoformat(str(e["measured"]))
-    except (KeyError, TypeError, ValueError):
+    except (KeyError, TypeError, ValueError, AttributeError):
         return None, "this host's cache entry was malformed and was rewritten"
-    if not (tflops > 0 and gbps > 0):
+    if not tflops > 0:
         return None, "this host's cache entry was not positive and was rewritten"
     if (today - day).days > MAX_AGE_DAYS or day > today:
         return None, f"the cached peak of {day} was stale (over {MAX_AGE_DAYS} days) and was re-measured"
-    return {"tflops": tflops, "gbytes_per_s": gbps, "measured": day.isoformat(), "tries": tries}, ""
+    return {"tflops": tflops, "bandwidth": bandwidth, "measured": day.isoformat(), "tries": tries}, ""
 
 
 def _write(path: Path, entries: dict) -> None:
@@ -113,10 +199,11 @@ def _write(path: Path, entries: dict) -> None:
     os.replace(tmp, path)
 
 
-def get(measure_once: Callable[[], tuple[float, float]], framework: str, tries: int = TRIES,
+def get(measure_once: Callable[[], tuple[float, Bandwidth]], framework: str, tries: int = TRIES,
         today: Optional[dt.date] = None) -> HostPeak:
     """The cached peak of this host, else the best of ``tries`` calls of ``measure_once`` (each
-    (TFLOP/s, GB/s)), cached. A cache that cannot be written still gives the measured peak."""
+    (TFLOP/s, the bandwidth probe's figures); the best matmul and the try with the best bandwidth),
+    cached. A cache that cannot be written still gives the measured peak."""
     path, key = cache_path(), host_key(framework)
     today = today or dt.datetime.now(dt.timezone.utc).date()
     entries, note = _read(path)
@@ -126,16 +213,18 @@ def get(measure_once: Callable[[], tuple[float, float]], framework: str, tries: 
         entry, why = _entry(entries, key, today)
         note = note or why
     if entry is not None:
-        return HostPeak(entry["tflops"], entry["gbytes_per_s"], entry["measured"], entry["tries"], True, str(path))
+        bw = entry["bandwidth"]
+        return HostPeak(entry["tflops"], bw.best, entry["measured"], entry["tries"], True, str(path), bandwidth=bw)
     results = []
     for i in range(tries):
         if i:
             time.sleep(PAUSE_S)
         results.append(measure_once())
-    tflops, gbps = max(r[0] for r in results), max(r[1] for r in results)
-    entries[key] = {"tflops": tflops, "gbytes_per_s": gbps, "measured": today.isoformat(), "tries": tries}
+    tflops, bw = max(r[0] for r in results), max((r[1] for r in results), key=lambda b: b.best)
+    entries[key] = {"tflops": tflops, "gbytes_per_s": bw.best, "bandwidth": bw.to_json(),
+                    "measured": today.isoformat(), "tries": tries}
     try:
         _write(path, entries)
     except OSError as e:
         note = "; ".join(filter(None, [note, f"not cached: {e}"]))
-    return HostPeak(tflops, gbps, today.isoformat(), tries, False, str(path), note)
+    return HostPeak(tflops, bw.best, today.isoformat(), tries, False, str(path), note, bw)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 import os
-from typing import Any
+from typing import Any, Callable, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -21,11 +21,25 @@ def measure_cpu_peak_tflops(n: int = 2048, reps: int = 5) -> float:
     return 2.0 * n**3 / best_seconds(lambda: f(a), jax.block_until_ready, reps) / 1e12
 
 
-def measure_cpu_bandwidth_gbytes_per_s(mbytes: int = 256, reps: int = 5) -> float:
-    """Best-of-``reps`` streaming copy (read + write) of a large float32 array on the host."""
-    x = jnp.ones((mbytes * (1 << 20) // 4,), jnp.float32)
-    f = jax.jit(lambda a: a + 1.0)
-    return 2.0 * x.nbytes / best_seconds(lambda: f(x), jax.block_until_ready, reps) / 1e9
+def stream_pass(nbytes: int) -> Callable[[], None]:
+    """One synced pass of ``b = a + 1`` over float32 arrays of ``nbytes`` each, allocated here once: b is
+    donated (kept although unused, so jit does not drop it), so its buffer is the output's and every pass
+    writes the same memory, as numpy's ``np.add(a, 1.0, out=b)`` does; nothing is allocated per pass."""
+    n = nbytes // 4
+    add = jax.jit(lambda a, b: a + 1.0, donate_argnums=1, keep_unused=True)
+    buf = {"a": jnp.ones((n,), jnp.float32), "b": jnp.zeros((n,), jnp.float32)}
+
+    def one() -> None:
+        buf["b"] = add(buf["a"], buf["b"])
+        buf["b"].block_until_ready()
+
+    return one
+
+
+def measure_cpu_bandwidth(sizes: Sequence[int] | None = None) -> host_peak.Bandwidth:
+    """The host's streaming bandwidth per array size (host_peak.stream_bandwidth; default sizes: 4, 8
+    and 16x the last-level cache)."""
+    return host_peak.stream_bandwidth(stream_pass, sizes or host_peak.stream_sizes(host_peak.llc_bytes()))
 
 
 @functools.lru_cache(maxsize=1)
@@ -33,14 +47,16 @@ def cpu_peak() -> host_peak.HostPeak:
     """The host's peak: cached per host (measure/host_peak.py), else the best of several tries, cached."""
     import jaxlib
 
-    return host_peak.get(lambda: (measure_cpu_peak_tflops(), measure_cpu_bandwidth_gbytes_per_s()),
+    return host_peak.get(lambda: (measure_cpu_peak_tflops(), measure_cpu_bandwidth()),
                          f"jax {jax.__version__} / jaxlib {jaxlib.__version__}")
 
 
 def cpu_peak_env() -> dict[str, Any]:
-    """The env keys of the host's CPU peak (the run rates every CPU row against them)."""
+    """The env keys of the host's CPU peak (the run rates every CPU row against them), and the bandwidth
+    probe's own figures (`xlabench info` shows them)."""
     p = cpu_peak()
-    return {"measured_cpu_tflops": p.tflops, "measured_cpu_gbytes_per_s": p.gbytes_per_s, "cpu_peak_source": p.source}
+    return {"measured_cpu_tflops": p.tflops, "measured_cpu_gbytes_per_s": p.gbytes_per_s, "cpu_peak_source": p.source,
+            "cpu_bandwidth_probe": p.bandwidth.describe() if p.bandwidth else None}
 
 
 def init_distributed_from_env() -> None:
