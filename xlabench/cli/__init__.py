@@ -5,7 +5,7 @@ inside the commands that need them, so `--help`, `list`, `validate` and `info --
 (tests/test_startup.py).
 
 Exit codes: 0 success; 1 a case failed or gave a wrong result (run), a confirmed regression (compare,
-gate); 2 bad input (suite file, CSV, option); 3 the gate could not judge; 130 / 143 interrupted by
+gate), a row that breaks an invariant not listed as an exception (audit); 2 bad input (suite file, CSV, option); 3 the gate could not judge; 130 / 143 interrupted by
 SIGINT / SIGTERM (run, gate).
 """
 
