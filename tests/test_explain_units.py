@@ -8,6 +8,7 @@ import csv
 import json
 from types import SimpleNamespace as NS
 
+import pandas as pd
 import pytest
 
 from xlabench import results
@@ -259,3 +260,42 @@ def test_a_run_with_nothing_to_explain_says_why(tmp_path) -> None:
                         "2,c1,skipped,train,jax,naive,needs 8 devices\n2,c2,ok,train,torch_xla,naive,\n")
     with pytest.raises(runfile.ExplainError, match="no row to explain .2 rows: .*backend torch_xla.*status skipped"):
         runfile.explain_run(csv_path, (), lambda p: [])
+
+
+def _explained_rows() -> pd.DataFrame:
+    base = {"suite": "s", "workload": "train", "backend": "jax", "status": "ok", "device_kind": "TPU v5 lite",
+            "device_count": 1, "correct": True, "framework_version": "jax 0.10.2 / jaxlib 0.10.2", "git_sha": "ae98852",
+            "model": "gpt2-124m"}
+    cats = {f"explain_{k}_s": v for k, v in zip(categories.CATEGORY_KEYS, (4e-3, 2e-3, 1e-3, 5e-4, 0.0, 3e-4, 2e-4))}
+    measured = {**base, "impl": "splash", "explain_source": "trace", "explain_step_s": 8.5e-3, "explain_idle_s": 1e-3,
+                **cats}
+    est = {**base, "impl": "flash", "status": "compiled", "target": "v4-8", "explain_source": "estimate",
+           "explain_step_s": 8e-3, "explain_idle_s": None, **cats}
+    return pd.DataFrame([measured, est], columns=results.COLUMN_NAMES)
+
+
+def test_the_explain_chart_stacks_each_rows_categories() -> None:
+    from xlabench.report import explain_chart, plots
+
+    df = _explained_rows()
+    assert "explain" in plots.kinds_for(df)
+    chart = explain_chart.explain_bars(df)
+    widths = {key: [b.get_width() for b in bars] for (_, key), bars in chart.artists.items()}
+    assert widths["matmul"] == pytest.approx([4.0, 4.0]) and "collective" not in widths  # nothing to draw
+    assert widths["gap"] == pytest.approx([0.5, 0.0])  # device time no op covers: shown, not spread
+    assert widths["idle"] == pytest.approx([1.0, 0.0])
+    hatched = [b.get_hatch() for b in chart.artists[("", "matmul")]]
+    assert hatched == [None, "//"]  # the estimate
+    ax = chart.figure.axes[0]
+    labels = dict(zip(ax.get_yticks(), (t.get_text() for t in ax.get_yticklabels())))
+    assert labels == {1: "splash", 0: "flash target=v4-8 (estimate)"}  # the first row on top
+
+
+def test_no_explain_columns_no_chart() -> None:
+    from xlabench.report import explain_chart, plots
+
+    df = _explained_rows()
+    df = df.drop(columns=[c for c in df if c.startswith("explain_")])
+    assert "explain" not in plots.kinds_for(df)
+    with pytest.raises(plots.NoData, match="run `xlabench explain RUN.csv` first"):
+        explain_chart.explain_bars(df)

@@ -13,6 +13,7 @@ import pytest
 from matplotlib.collections import PolyCollection
 from matplotlib.figure import Figure
 from _chart_overlaps import overlaps, title_lines
+from test_explain_units import _explained_rows
 from test_plots_fit import compile_rows
 
 from xlabench.report import chartdata as cd
@@ -57,7 +58,8 @@ def _charts(attention, paged, train, v4):
             # a real CPU run and a real v5e-8 compile of the attention suite; a real llama v4-8 compile
             "roofline": plots.roofline_chart.roofline(cd.load([FIX / "run_attention_roofline_cpu.csv",
                                                                FIX / "compile_attention_v5e8.compile.csv"])),
-            "mfu_ceiling": plots.roofline_chart.mfu_ceiling(cd.load([FIX / "compile_llama_v4_8.compile.csv"]))}
+            "mfu_ceiling": plots.roofline_chart.mfu_ceiling(cd.load([FIX / "compile_llama_v4_8.compile.csv"])),
+            "explain": plots.explain_chart.explain_bars(_explained_rows())}
 
 
 @pytest.fixture(scope="module")
@@ -65,7 +67,7 @@ def charts(attention, paged, train, v4):
     return _charts(attention, paged, train, v4)
 
 
-KINDS = ["attention", "speedup", "paged", "mfu_batch", "sharding", "fit", "roofline", "mfu_ceiling"]
+KINDS = ["attention", "speedup", "paged", "mfu_batch", "sharding", "fit", "roofline", "mfu_ceiling", "explain"]
 
 
 def test_every_kind_is_checked():

@@ -21,7 +21,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
 from xlabench.report import chartdata as cd
-from xlabench.report import roofline_chart
+from xlabench.report import explain_chart, roofline_chart
 from xlabench.report.bar_labels import _place_bar_labels
 from xlabench.report.chart_parts import (  # noqa: F401 (grid: the charts' API for tests)
     grid, wrap_title, add_note,
@@ -415,6 +415,9 @@ KINDS: dict[str, Kind] = {k.name: k for k in (
          "the capacity, oom points", source="compile", also=("attention", "paged_attention")),
     Kind("roofline", "attention", roofline_chart.roofline, "FLOP/s vs arithmetic intensity under the device's roof "
          "(measured filled, compile hollow)", source="any", also=("train", "paged_attention"), needs="arith_intensity"),
+    Kind("explain", "train", explain_chart.explain_bars, "the step's time per device by category of HLO op, one bar "
+         "per row `xlabench explain` filled in", source="any", also=("attention", "paged_attention"),
+         needs="explain_step_s"),
     Kind("mfu_ceiling", "train", roofline_chart.mfu_ceiling, "compile rows: the MFU the roofline allows vs global "
          "batch per sharding mode, with the suite's published figures", source="compile", needs="mfu_ceiling"),
 )}
