@@ -21,6 +21,7 @@ from xlabench.explain.trace import OpTimes
 
 COVERAGE_TOLERANCE = 0.05  # the categories' sum against the device time: within this, or notes say why
 TOP_OPS = 3
+ABOVE_ROOF = 1.05  # a category's rate over its roof beyond this: the output says the roof is too low
 # Which roof a category is held against: FLOP/s for compute, HBM bytes/s for the rest.
 COMPUTE = {"matmul", "attention"}
 
@@ -151,6 +152,10 @@ def measured(case_id: str, times: OpTimes, hlo: str, roofs: Roofs, wall_s: float
     if interpret:
         b.notes.append("interpreted Pallas kernels (CPU): the kernel runs as ordinary ops, spread over the "
                        "other categories; 'attention' stays empty")
+    above = [c.key for c in b.categories if c.roof_frac is not None and c.roof_frac > ABOVE_ROOF]
+    if above:
+        b.notes.append(f"{', '.join(above)}: above their roof: the peak the row is rated against is below what "
+                       "these ops reached (on a CPU, the peak is a measurement on a shared host)")
     gap = b.sum_s - step_s
     if step_s and abs(gap) > COVERAGE_TOLERANCE * step_s:
         if times.threads > 1 and gap > 0:

@@ -86,6 +86,13 @@ def _self_times(events: list[_Event]) -> dict[int, float]:
     return {i: max(t, 0.0) for i, t in self_t.items()}
 
 
+def instruction_name(text: Any) -> str:
+    """An event's HLO instruction name: ``fusion.12`` of ``fusion.12``, ``%fusion.12`` or of the long form
+    ``%fusion.12 = bf16[8,128]{1,0} fusion(...)``."""
+    text = str(text).strip().lstrip("%")
+    return text.split(" = ", 1)[0].split()[0] if text else text
+
+
 def _is_module(e: _Event, module: str) -> bool:
     return e.name == module or e.name.startswith(module + "(") or e.stats.get("hlo_module") == module
 
@@ -96,7 +103,7 @@ def _add(out: OpTimes, events: list[_Event], keep: list[bool]) -> None:
     events = [e for e, k in zip(events, keep) if k]
     selfs = _self_times(events)
     for i, e in enumerate(events):
-        name = str(e.stats.get("hlo_op") or e.name)
+        name = instruction_name(e.stats.get("hlo_op") or e.name)
         out.self_ns[name] = out.self_ns.get(name, 0.0) + selfs[i]
         out.calls[name] = out.calls.get(name, 0) + 1
         out.stats.setdefault(name, e.stats)
