@@ -305,3 +305,24 @@ def test_no_explain_columns_no_chart() -> None:
     assert "explain" not in plots.kinds_for(df)
     with pytest.raises(plots.NoData, match="run `xlabench explain RUN.csv` first"):
         explain_chart.explain_bars(df)
+
+
+def test_a_run_copied_from_the_tpu_vm_is_explained_from_beside_its_csv(tmp_path) -> None:
+    csv_path = tmp_path / "RUN.csv"
+    csv_path.write_text("schema_version,case_id,status,workload,backend,impl,devices,clock,wall_median_s,"
+                        "peak_tflops,peak_gbytes_per_s\n2,c1,ok,train,jax,splash,1,device,1.2e-7,197,819\n")
+    # the meta names the folder where the TPU VM kept the files; the copy has them beside the CSV
+    csv_path.with_name("RUN.meta.json").write_text(json.dumps({"trace_root": "/home/tpu/results/s/RUN.explain"}))
+    case = tmp_path / "RUN.explain" / "c1"
+    (case / "plugins" / "profile").mkdir(parents=True)
+    (case / "jit_step.hlo.txt").write_text(HLO)
+    (case / "plugins" / "profile" / "vm.xplane.pb").write_bytes(b"")
+    loaded = []
+    done = runfile.explain_run(csv_path, (), lambda p: loaded.append(p) or _planes_of_hlo())
+    assert loaded == [case / "plugins" / "profile" / "vm.xplane.pb"]
+    (b,) = done.breakdowns
+    assert b.step_s == pytest.approx(100e-9) and b.idle_s == pytest.approx(20e-9)
+    saved = runfile.write(done)
+    row = list(csv.DictReader(open(csv_path)))[0]
+    assert row["explain_source"] == "trace" and float(row["explain_matmul_s"]) == pytest.approx(40e-9)
+    assert json.loads(saved.read_text())["c1"]["categories"][0]["key"] == "matmul"

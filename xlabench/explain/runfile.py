@@ -18,10 +18,10 @@ from xlabench import hardware
 from xlabench import results
 from xlabench.explain import breakdown as bd
 from xlabench.explain import trace as trace_lib
+from xlabench.explain.kept import HLO_SUFFIX, trace_root
 from xlabench.run.run_options import _same
 from xlabench.workloads import train as train_workload
 
-HLO_SUFFIX = ".hlo.txt"
 JSON_SUFFIX = ".explain.json"
 EXPLAINED = ("ok", "compiled")  # the statuses a row has something to explain in
 
@@ -108,14 +108,14 @@ def attention_flops(row: Mapping[str, Any]) -> float | None:
 
 
 def case_files(meta: Mapping[str, Any], case_id: str, csv: Path) -> tuple[Path, Path | None]:
-    """(the HLO text, the trace or None) kept for a case: its folder under the meta's ``trace_root`` (the
-    first repeat's, when several ran)."""
-    root = meta.get("trace_root")
+    """(the HLO text, the trace or None) kept for a case: its folder under the run's trace root (kept.py;
+    the first repeat's, when several ran)."""
+    root = trace_root(meta, csv)
     hint = ("`xlabench compile --explain`" if csv.name.endswith(results.COMPILE_SUFFIX)
             else "`xlabench run --explain` (or --trace DIR)")
-    if not root:
+    if root is None:
         raise ExplainError(f"{csv}: kept no trace or HLO text (its meta JSON has no trace_root): run it with {hint}")
-    folder = Path(root) / case_id
+    folder = root / case_id
     hlos = sorted(folder.rglob("*" + HLO_SUFFIX)) if folder.is_dir() else []
     if not hlos:
         raise ExplainError(f"{csv}: case {case_id} has no HLO text under {folder}: run it with {hint}")

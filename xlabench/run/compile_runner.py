@@ -26,7 +26,8 @@ from xlabench.measure.worker_messages import CompileRequest, CompileResult, Prot
 from xlabench.measure.target import TargetSpec
 from xlabench.run.envs import COMPILE_VARIANT
 from xlabench.run.run_options import RunOptions
-from xlabench.run.suite_runner import RunInputError, explain_dir, open_run, select_cases
+from xlabench.explain.kept import explain_dir
+from xlabench.run.suite_runner import RunInputError, open_run, select_cases
 from xlabench.measure.status import COMPILED, FAILED, SKIPPED
 
 DEFAULT_PROFILE = "tpu"

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Optional
 
+from xlabench.explain.kept import explain_dir
 from xlabench import impls as catalog
 from xlabench import results
 from xlabench import suite as suite_lib
@@ -330,11 +331,6 @@ def _run_with_pool(s: suite_lib.Suite, pool: WorkerPool, files: results.RunFiles
         results.finish_meta(files, meta, rows)
     return RunOutcome(files, prof, todo, rows, primary=primary, process_id=process_id,
                       seconds=time.time() - started, warnings=warnings)
-
-
-def explain_dir(csv: Path) -> Path:
-    """Where `run --explain` keeps the cases' profiles and HLO text without --trace: beside the CSV."""
-    return csv.with_name(csv.name.split(".", 1)[0] + ".explain")
 
 
 def traces_of(root: Path, cases: Iterable[suite_lib.Case]) -> dict[str, list[str]]:

@@ -53,6 +53,8 @@ from typing import Any, Callable, Iterable
 
 import jax
 
+from xlabench.explain.kept import HLO_SUFFIX
+
 
 class TraceTimerError(Exception):
     """The trace gave no device times for the executable (the message says why)."""
@@ -61,9 +63,6 @@ class TraceTimerError(Exception):
 def module_name(compiled: Any) -> str:
     """The HLO module name of a compiled JAX executable (``jit_<function name>``): what its trace events carry."""
     return compiled.runtime_executable().hlo_modules()[0].name
-
-
-HLO_SUFFIX = ".hlo.txt"
 
 
 def keep_hlo(compiled: Any, keep_dir: str) -> str:
