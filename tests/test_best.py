@@ -143,8 +143,9 @@ def test_best_on_a_real_block_size_sweep(tmp_path):
 # ------------------------------------------------------------- honest winners (issue 20, item 8)
 
 
-def _two_configs(tmp_path: Path, default_s: list[float], tuned_s: list[float], **overrides) -> Path:
-    return write_run(tmp_path / "two.csv", [(case("flash", seq_len=256), np.array(default_s) * 1e-3),
+def _two_configs(tmp_path: Path, default_s: list[float], tuned_s: list[float], name: str = "two.csv",
+                 **overrides) -> Path:
+    return write_run(tmp_path / name, [(case("flash", seq_len=256), np.array(default_s) * 1e-3),
                                             (case("flash", seq_len=256, block_q=64, block_k=64),
                                              np.array(tuned_s) * 1e-3)], **overrides)
 
@@ -163,7 +164,7 @@ def test_a_faster_median_of_noisy_samples_is_no_significant_winner(tmp_path):
     assert "no significant winner" in res.output and "default kept" in res.output
     assert tuned.load(out, "attention")[0].params == {"block_q": None, "block_k": None}
     # the same sweep with separated samples: a winner, with its interval
-    clear = _two_configs(tmp_path, [2.0, 2.1, 2.05, 1.95, 2.2, 2.0], [1.0, 1.1, 0.9, 1.05, 0.95, 1.0])
+    clear = _two_configs(tmp_path, [2.0, 2.1, 2.05, 1.95, 2.2, 2.0], [1.0, 1.1, 0.9, 1.05, 0.95, 1.0], "clear.csv")
     (pick,) = _picks([clear])
     assert pick.verdict == best.WINNER and pick.config.params == {"block_q": 64, "block_k": 64}
     assert pick.config.speedup_vs_default == pytest.approx(2.0, rel=0.05)

@@ -4,6 +4,7 @@ test, written to fail before its fix. Bad input is exit 2 with one line naming t
 from __future__ import annotations
 
 import os
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -195,3 +196,60 @@ def test_the_paged_plan_skips_what_a_recorded_cpu_run_skipped():
     for c in cases:
         why = plan_skip(c, "cpu") or suite_runner.predict_skip(c, "cpu")
         assert (why is not None) == (status[c.case_id] == "skipped"), (c.backend, c.impl, c.params, why)
+
+
+# ------------------------------------------------------------------- 5: two --resume runs of one CSV at once
+
+def test_a_second_resume_of_a_csv_being_written_is_refused(run_csv, tmp_path):
+    """Two concurrent --resume runs both ran the missing case (9 rows for 8 cases): the first holds the file
+    from reading what is done until its last row; the second is one line, exit 2, before any case."""
+    from xlabench import suite as suite_lib
+    from xlabench.run import suite_runner
+
+    s = suite_lib.load(_suite(tmp_path))
+    first = suite_runner.open_run(s, str(tmp_path), str(run_csv))
+    with pytest.raises(suite_runner.RunInputError, match=f"--resume: .*{run_csv.name}.* another run"):
+        suite_runner.open_run(s, str(tmp_path), str(run_csv))
+    res = _cli("run", _suite(tmp_path), "--resume", run_csv, "--profile", "base")
+    _one_line_exit_2(res, str(run_csv), "another run")
+    first[0].release()
+    assert suite_runner.open_run(s, str(tmp_path), str(run_csv))[1] == first[1]  # free again once released
+
+
+def _with_rows(run_csv: Path, edit) -> Path:
+    lines = run_csv.read_text().splitlines(keepends=True)
+    run_csv.write_text("".join(edit(lines)))
+    return run_csv
+
+
+# ------------------------------------------------------------------- 5 and 8: report accepts what compare refuses
+
+@pytest.mark.parametrize("kind", ["duplicate case", "truncated", "status OK", "median_s abc"])
+def test_report_and_plot_refuse_what_compare_refuses(kind, run_csv, tmp_path):
+    bad = _with_rows(run_csv, {
+        "duplicate case": lambda ls: ls + ls[-1:],  # what two concurrent resumes wrote
+        "truncated": lambda ls: ls[:-1] + [ls[-1][: len(ls[-1]) // 2]],  # cut mid-row, then no newline
+        "status OK": lambda ls: ls[:-1] + [ls[-1].replace(",ok,", ",OK,", 1)],
+        "median_s abc": lambda ls: ls[:-1] + [_cell_replaced(ls[0], ls[-1], "median_s", "abc")],
+    }[kind])
+    named = {"duplicate case": "more than one row", "truncated": "truncated", "status OK": "'OK'",
+             "median_s abc": "median_s"}[kind]
+    compare = _cli("compare", bad, bad)
+    _one_line_exit_2(compare, str(bad), named)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # pandas' raw ParserWarning on the user's terminal fails here
+        report = _cli("report", bad, "--out", tmp_path / "r.md", "--no-charts")
+    _one_line_exit_2(report, str(bad), named)
+    _one_line_exit_2(_cli("plot", bad, "--out", tmp_path / "p"), str(bad), named)
+
+
+def _cell_replaced(header: str, line: str, column: str, value: str) -> str:
+    import csv
+    import io
+
+    names = next(csv.reader(io.StringIO(header)))
+    cells = next(csv.reader(io.StringIO(line)))
+    cells[names.index(column)] = value
+    out = io.StringIO()
+    csv.writer(out, lineterminator="\n").writerow(cells)
+    return out.getvalue()

@@ -54,8 +54,10 @@ def test_truncated_last_line_keeps_complete_rows(tmp_path):
             w.write(_row(i))
     text = files.csv.read_text()
     files.csv.write_text(text[: len(text) - 40])  # a kill in the middle of the last row
-    df = results.read_rows(files.csv)
-    assert list(df.case_id[:2]) == ["c0", "c1"]
+    df = results.read_rows(files.csv, cut_last=True)  # what --resume reads
+    assert list(df.case_id) == ["c0", "c1"]
+    with pytest.raises(results.ResultsFileError, match=r"r1\.csv: results CSV is truncated"):
+        results.read_rows(files.csv)  # what report, plot and compare read
 
 
 def test_unknown_column_in_row_is_a_bug_not_silently_dropped(tmp_path):

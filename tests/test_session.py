@@ -29,6 +29,7 @@ def test_resume_continues_the_run_and_refuses_another_suite_or_target(tmp_path):
                     target="v4-8")
     files, done, run_id = session.open_run(_suite(tmp_path), "unused", str(csv))
     assert (files.csv, run_id, len(done)) == (csv, "r1", 1)
+    files.release()  # the run's lock (a second resume while this one runs is refused: test_newcomer.py)
     with pytest.raises(session.RunInputError, match=r"holds suite 'tiny', not 'other'"):
         session.open_run(_suite(tmp_path, "other"), "unused", str(csv))
     with pytest.raises(session.RunInputError, match=r"holds target 'v4-8', not 'v5e-8'"):

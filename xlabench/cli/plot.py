@@ -6,8 +6,9 @@ command runs, not when the CLI starts (`xlabench --help` stays fast).
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any, Iterator, Optional
 
 import click
 
@@ -39,6 +40,15 @@ def _inputs(paths: tuple[str, ...], results_dir: str) -> list[Path]:
         where = ", ".join(paths or (results_dir,))
         raise _bad(f"{where}: no xlabench results CSV with an ok row here (run `xlabench run SUITE.yaml` first)")
     return found.files
+
+
+@contextlib.contextmanager
+def _file_errors() -> Iterator[None]:
+    """A run's file that turns out bad only when read for a chart or a table (its samples): exit 2, one line."""
+    try:
+        yield
+    except results.ResultsFileError as e:
+        raise _bad(str(e)) from None
 
 
 def _load(files: list[Path]) -> "pd.DataFrame":
@@ -150,7 +160,8 @@ def plot(csv_files: tuple[str, ...], out_dir: str, format_spec: str, kind_spec: 
     files = _inputs(csv_files, results_dir)
     df = _load(files)
     output_dir(out_dir, "--out", "charts go to OUT/<suite>/<kind>.<format>")
-    written = render_suites(df, Path(out_dir), formats, _kinds(kind_spec, df), global_batch)
+    with _file_errors():
+        written = render_suites(df, Path(out_dir), formats, _kinds(kind_spec, df), global_batch)
     n = sum(len(v) for v in written.values())
     for suite, paths in written.items():
         for p in paths:
@@ -180,11 +191,10 @@ def report(csv_files: tuple[str, ...], out_file: str, plots_dir: Optional[str], 
     if not no_charts:
         pdir = Path(plots_dir) if plots_dir else out.with_name(out.stem + "_plots")
         output_dir(pdir, "--plots-dir" if plots_dir else "--out", "the report's charts go to <report name>_plots/")
-        charts = render_suites(df, pdir, ["png"], None, global_batch)
-    try:
+        with _file_errors():
+            charts = render_suites(df, pdir, ["png"], None, global_batch)
+    with _file_errors():
         text = report_lib.build(df, files, charts, out)
-    except results.ResultsFileError as e:  # a samples file read for the best configs
-        raise _bad(str(e)) from None
     try:
         out.write_text(text + "\n", encoding="utf-8")
     except OSError as e:

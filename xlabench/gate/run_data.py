@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import csv
-import io
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,26 +28,6 @@ class RunData:
         return s.loc[sel].sort_values("iteration")["seconds"].to_numpy(dtype=float)
 
 
-def _check_records(path: Path, what: str) -> None:
-    """A whole file: every record has the header's field count and the last line is ended
-    (xlabench writes whole lines and syncs them; anything else was cut off while writing)."""
-    text = results.read_text(path)
-    if text and not text.endswith("\n"):
-        raise ResultsFileError(f"{path}: {what} is truncated: its last line is incomplete "
-                               "(cut off while writing?)")
-    reader = csv.reader(io.StringIO(text, newline=""))
-    header = next(reader, None)
-    if not header:
-        raise ResultsFileError(f"{path}: empty {what}")
-    for rec in reader:
-        if not rec:
-            continue
-        if len(rec) != len(header):
-            state = "truncated (cut off while writing?)" if len(rec) < len(header) else "malformed"
-            raise ResultsFileError(f"{path}:{reader.line_num}: {what} is {state}: "
-                                   f"{len(rec)} of {len(header)} fields")
-
-
 # Columns the gate reads. Others may be absent (a file written before a column was added reads as
 # empty there); a column unknown to this schema is refused by results.read_rows.
 _REQUIRED = ["schema_version", "run_id", "suite", "profile", "case_id", "workload", "backend", "impl",
@@ -69,23 +47,19 @@ def load_run(path: str | Path) -> RunData:
     if missing:
         raise ResultsFileError(f"{path}: schema mismatch: no column(s) {', '.join(missing)} "
                                f"(this xlabench writes schema version {results.SCHEMA_VERSION})")
-    _check_records(path, "results CSV")
-    rows = results.read_rows(path)
+    rows = results.read_rows(path)  # whole records, known statuses, numeric timings, a row per case
     if rows.empty:
         raise ResultsFileError(f"{path}: no result rows (header only)")
     bad = rows[~rows["status"].isin(results.STATUSES)]
     if len(bad):
-        raise ResultsFileError(f"{path}: row {int(bad.index[0]) + 2}: status {bad['status'].iloc[0]!r} "
-                               f"is not one of {', '.join(results.STATUSES)}")
-    dup = rows["case_id"][rows["case_id"].duplicated()]
-    if len(dup):
-        raise ResultsFileError(f"{path}: case {dup.iloc[0]} has more than one row; compare one run per file")
+        raise ResultsFileError(f"{path}:{int(bad.index[0]) + 2}: status {bad['status'].iloc[0]!r} "
+                               f"is not one of {', '.join(results.STATUSES)} (a compile's rows are not timed)")
     spath = results.RunFiles(path).samples
     if (rows["status"] == OK).any() and not spath.exists():
         raise ResultsFileError(f"{spath}: no such file: the gate needs the raw samples written beside "
                                f"{path.name} (keep or commit both files)")
     if spath.exists():
-        _check_records(spath, "samples file")
+        results.check_records(spath, results.read_text(spath), "samples file")
     samples = results.read_samples(path)
     if list(samples.columns) != results.SAMPLE_COLUMNS:
         raise ResultsFileError(f"{spath}: columns {list(samples.columns)}, expected {results.SAMPLE_COLUMNS}")

@@ -17,7 +17,7 @@ one run), ``display`` (helpers for tables). The names imported here are the pack
 from xlabench.results.display import fmt_number, varying
 from xlabench.results.files import (
     COMPILE_SUFFIX, SAMPLES_SUFFIX, NullWriter, OutputPathError, ResultsFileError, RowWriter, RunFiles, _cell, check_header,
-    finish_meta, make_dir, passed_over, read_prior, read_rows, read_samples, read_text, samples_note, update_rows, write_meta,
+    check_records, finish_meta, make_dir, passed_over, read_prior, read_rows, read_samples, read_text, samples_note, update_rows, write_meta,
 )
 from xlabench.results.schema import (
     CASE_COLUMN_NAMES, CASE_COLUMNS, COLUMN_NAMES, COLUMNS, COMPILE_COLUMNS, COMPILE_STATUSES, ENV_COLUMNS,
@@ -26,7 +26,7 @@ from xlabench.results.schema import (
 
 __all__ = [
     "fmt_number", "varying",
-    "COMPILE_SUFFIX", "SAMPLES_SUFFIX", "NullWriter", "OutputPathError", "ResultsFileError", "RowWriter", "RunFiles", "_cell", "check_header", "read_prior", "read_rows",
+    "COMPILE_SUFFIX", "SAMPLES_SUFFIX", "NullWriter", "OutputPathError", "ResultsFileError", "RowWriter", "RunFiles", "_cell", "check_header", "check_records", "read_prior", "read_rows",
     "finish_meta", "make_dir", "passed_over", "read_samples", "read_text", "samples_note", "update_rows", "write_meta",
     "CASE_COLUMN_NAMES", "CASE_COLUMNS", "COLUMN_NAMES", "COLUMNS", "COMPILE_COLUMNS", "COMPILE_STATUSES",
     "ENV_COLUMNS", "ID_COLUMNS", "MEASURE_COLUMNS", "METRIC_COLUMNS", "SAMPLE_COLUMNS", "SCHEMA_VERSION", "STATUSES",

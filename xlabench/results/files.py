@@ -8,10 +8,18 @@ import json
 import math
 import os
 import tempfile
+
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from xlabench.results.schema import COLUMN_NAMES, SAMPLE_COLUMNS, SCHEMA_VERSION, TEXT_COLUMN_NAMES
+try:
+    import fcntl
+except ImportError:  # not POSIX: no lock (a concurrent resume is then the user's to avoid)
+    fcntl = None  # type: ignore[assignment]
+
+from xlabench.results.schema import (
+    COLUMN_NAMES, COLUMNS, COMPILE_STATUSES, SAMPLE_COLUMNS, SCHEMA_VERSION, STATUSES, TEXT_COLUMN_NAMES,
+)
 
 # Version 1 files (before the device clock became the headline) read as rows timed on the wall clock.
 READABLE_VERSIONS = (1, SCHEMA_VERSION)
@@ -86,6 +94,27 @@ class RunFiles:
         self.samples = self.csv.with_name(stem + SAMPLES_SUFFIX)
         self.meta = self.csv.with_name(stem + ".meta.json")
         self.log = self.csv.with_name(stem + ".log")
+        self._lock: Any = None
+
+    def hold(self) -> None:
+        """Take the run's lock (an exclusive flock on its CSV) until release() or this process ends, or raise
+        ResultsFileError at once when another run holds it: two runs appending to one file at once each
+        run the cases missing from it, and write them twice."""
+        if self._lock is not None or fcntl is None:
+            return
+        f = open(self.csv, "rb")
+        try:
+            fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            f.close()
+            raise ResultsFileError(f"{self.csv}: another run is appending to it now (a --resume of the same "
+                                   "file?); resume it once that run has ended") from None
+        self._lock = f
+
+    def release(self) -> None:
+        if self._lock is not None:
+            self._lock.close()
+            self._lock = None
 
 
 class RowWriter:
@@ -127,6 +156,7 @@ class RowWriter:
     def close(self) -> None:
         self._csv.close()
         self._samples_f.close()
+        self.files.release()
 
     def __enter__(self) -> "RowWriter":
         return self
@@ -188,23 +218,66 @@ def check_header(path: Path, text: str | None = None) -> list[str]:
     return header
 
 
-def read_rows(path: Path):
-    """Load one results CSV as a DataFrame, checking it is an xlabench CSV of this schema version.
+def check_records(path: Path, text: str, what: str, cut_last: bool = False) -> str:
+    """``text`` (a CSV file's) with every record of the header's field count, or ResultsFileError naming
+    the line: xlabench writes whole lines and syncs them, so anything else was cut off while writing or
+    edited. ``cut_last``: a last line cut off by a kill mid-write is dropped instead (what --resume reads)."""
+    if text and not text.endswith("\n"):
+        if not cut_last:
+            raise ResultsFileError(f"{path}: {what} is truncated: its last line is incomplete (cut off while "
+                                   "writing? `--resume` the run to finish it)")
+        text = text[: text.rfind("\n") + 1]
+    reader = csv.reader(io.StringIO(text, newline=""))
+    header = next(reader, None)
+    if not header:
+        raise ResultsFileError(f"{path}: empty {what}")
+    for rec in reader:
+        if rec and len(rec) != len(header):
+            state = "truncated (cut off while writing?)" if len(rec) < len(header) else "malformed"
+            raise ResultsFileError(f"{path}:{reader.line_num}: {what} is {state}: "
+                                   f"{len(rec)} of {len(header)} fields")
+    return text
 
-    A final line cut off by a kill mid-write is dropped (every complete row is kept).
-    """
+
+# The timing columns (seconds): a number wherever a row has one.
+_SECONDS = [c.name for c in COLUMNS if c.unit == "s"]
+
+
+def _check_cells(path: Path, df: Any) -> None:
+    """Every row has a known status, its timings are numbers, and each case has one row (two runs appending
+    to one file at once wrote a case twice): ResultsFileError naming the line."""
+    import pandas as pd
+
+    bad = df[~df["status"].isin(STATUSES + COMPILE_STATUSES)]
+    if len(bad):
+        raise ResultsFileError(f"{path}:{int(bad.index[0]) + 2}: status {bad['status'].iloc[0]!r} is not one of "
+                               f"{', '.join(STATUSES)} (compile: {', '.join(COMPILE_STATUSES)})")
+    for col in (c for c in _SECONDS if c in df):
+        cells = df[col]
+        wrong = cells.notna() & pd.to_numeric(cells, errors="coerce").isna()
+        if wrong.any():
+            i = int(wrong.idxmax())
+            raise ResultsFileError(f"{path}:{i + 2}: {col} {cells[i]!r} is not a number of seconds")
+    dup = df["case_id"][df["case_id"].duplicated()]
+    if len(dup):
+        raise ResultsFileError(f"{path}:{int(dup.index[0]) + 2}: case {dup.iloc[0]} has more than one row (two "
+                               "runs appended to this file at once?); keep one row per case")
+
+
+def read_rows(path: Path, cut_last: bool = False):
+    """Load one results CSV as a DataFrame, checking it is a whole xlabench CSV of this schema version
+    (check_records, _check_cells). ``cut_last``: a final line cut off by a kill mid-write is dropped
+    (every complete row is kept: what --resume reads)."""
     import pandas as pd
 
     path = Path(path)
     text = read_text(path)
     header = check_header(path, text)
+    text = check_records(path, text, "results CSV", cut_last)
     try:
-        df = pd.read_csv(io.StringIO(text), dtype={c: str for c in TEXT_COLUMN_NAMES}, keep_default_na=True,
-                         on_bad_lines="warn", engine="python")
+        df = pd.read_csv(io.StringIO(text), dtype={c: str for c in TEXT_COLUMN_NAMES}, keep_default_na=True)
     except Exception as e:  # pandas raises several types for malformed files
         raise ResultsFileError(f"{path}: cannot parse as CSV: {e}") from None
-    if len(df) and df.iloc[-1].isna().all():
-        df = df.iloc[:-1]
     versions = set(pd.to_numeric(df["schema_version"], errors="coerce").dropna().astype(int))
     if versions and not versions <= set(READABLE_VERSIONS):
         raise ResultsFileError(f"{path}: schema version {sorted(versions)} but this xlabench reads versions "
@@ -212,6 +285,7 @@ def read_rows(path: Path):
     extra = [c for c in header if c not in COLUMN_NAMES]
     if extra:
         raise ResultsFileError(f"{path}: unknown column(s) {extra} for schema version {SCHEMA_VERSION}")
+    _check_cells(path, df)
     # version 1 timed every row on the wall clock (its files have no clock column)
     clock = df["clock"].astype(object) if "clock" in df else pd.Series(None, index=df.index, dtype=object)
     # .copy(): one block per dtype (the python parser's ~150 columns come as fragments, and pandas warned on
@@ -255,11 +329,19 @@ def read_samples(csv_path: Path):
     return pd.read_csv(io.StringIO(read_text(p)), dtype={"case_id": str, "run_id": str})
 
 
-def read_prior(csv_path: Path) -> tuple[RunFiles, Any, set[str], str]:
-    """A run to resume (``run --resume``, ``compile --resume``): its files, its rows, the case ids that
-    already have a row (any status: what a resume skips) and its run id. Raises ResultsFileError."""
+def read_prior(csv_path: Path, hold: bool = True) -> tuple[RunFiles, Any, set[str], str]:
+    """A run to resume (``run --resume``, ``compile --resume``): its files (``hold``: holding the run's lock,
+    so that a second resume of it at once is refused: RunFiles.hold), its rows, the case ids that already
+    have a row (any status: what a resume skips) and its run id. Raises ResultsFileError."""
     files = RunFiles(Path(csv_path))
-    prior = read_rows(files.csv)
+    read_text(files.csv)  # missing, unreadable or not UTF-8: said before anything is locked
+    if hold:
+        files.hold()
+    try:
+        prior = read_rows(files.csv, cut_last=True)
+    except ResultsFileError:
+        files.release()
+        raise
     run_id = str(prior["run_id"].iloc[0]) if len(prior) else files.csv.name.split(".")[0]
     return files, prior, set(prior["case_id"].astype(str)), run_id
 

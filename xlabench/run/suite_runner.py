@@ -185,7 +185,7 @@ def plan_run(s: suite_lib.Suite, opts: RunOptions) -> RunPlan:
     done: set[str] = set()
     if opts.resume_csv:
         try:
-            _, _, done, _ = results.read_prior(Path(opts.resume_csv))
+            _, _, done, _ = results.read_prior(Path(opts.resume_csv), hold=False)  # a plan only reads
         except results.ResultsFileError as e:
             raise RunInputError(f"--resume: {e}") from None
     platform = guess_platform()
@@ -220,8 +220,9 @@ def open_run(s: suite_lib.Suite, out_dir: str, resume_csv: Optional[str], run_id
     for column, want in [("suite", s.name)] + ([same] if same else []):
         have = sorted(set(prior[column].astype(str))) if len(prior) else [want]
         if have != [want]:
+            files.release()
             raise RunInputError(f"--resume: {resume_csv} holds {column} {', '.join(map(repr, have))}, not {want!r}")
-    return files, done, run_id
+    return files, done, run_id  # files hold the run's lock until its writer closes (RunFiles.hold)
 
 
 def _with_impl_paths(s: suite_lib.Suite, opts: RunOptions) -> suite_lib.Suite:
