@@ -194,3 +194,16 @@ def test_paged_result_checks_against_the_reference_and_reports_counts_not_rates(
     wrong = paged_result(p, summarize([1.0]), [1.0], TimingPlan(), None, 0.5, None, out * 2, None, [])
     assert wrong.correct is False and wrong.notes == ""
     assert p.paged_config(True, "cpu").sm_scale == pytest.approx(1 / math.sqrt(p.head_dim))
+
+
+def test_an_empty_note_leaves_no_stray_separator_in_the_row():
+    """The paged runner passes its tuning note even when empty: the row's notes read '; peak memory: ...'
+    (every CPU paged row, 2026-12-06)."""
+    from xlabench.measure.timing import TimingPlan, summarize
+    from xlabench.workloads.paged import PagedParams, cached_reference, paged_result
+
+    p = PagedParams(batch=2, num_heads=8, num_kv_heads=2, context_lens=64, page_size=16, head_dim=128,
+                    dtype="float32").resolved()
+    out = paged_result(p, summarize([1e-3] * 3), [1e-3] * 3, TimingPlan(warmup=0, iters=3), None, 0.1, None,
+                       cached_reference(p), None, ["", "peak memory: XLA memory_analysis", ""])
+    assert out.notes == "peak memory: XLA memory_analysis"

@@ -365,5 +365,5 @@ def paged_result(p: PagedParams, stats: dict[str, Any], samples: list[float], pl
     err = max_normalised_error([out], [cached_reference(p, kv_round)])
     if kv_round:
         notes = [*notes, f"reference with K/V rounded to {kv_round} (the kernel casts them)"]
-    return case_result(stats, samples, plan, lower_s, compile_s, mem, err, p.err_tol(), "; ".join(notes),
+    return case_result(stats, samples, plan, lower_s, compile_s, mem, err, p.err_tol(), "; ".join(filter(None, notes)),
                        tokens_per_step=p.batch * p.q_tokens, flops=p.flops(), kernel_flops=p.flops(), bytes=p.bytes())
