@@ -253,3 +253,16 @@ def _cell_replaced(header: str, line: str, column: str, value: str) -> str:
     out = io.StringIO()
     csv.writer(out, lineterminator="\n").writerow(cells)
     return out.getvalue()
+
+
+# ------------------------------------------------------------------- 10: validate an impl of none of the backends
+
+@pytest.mark.parametrize("where", ["base", "profile"])
+def test_validate_refuses_an_impl_that_runs_on_none_of_the_suites_backends(where, tmp_path):
+    text = TINY_SUITE.replace("impls: [naive, xla_sdpa]", "impls: [naive, sdpa]")  # sdpa: torch_xla's
+    if where == "profile":
+        text = TINY_SUITE + "profiles:\n  cpu:\n    impls: [naive, sdpa]\n"
+    path = tmp_path / "s.yaml"
+    path.write_text(text)
+    line = next(i for i, ln in enumerate(text.splitlines(), 1) if "sdpa]" in ln and "xla_sdpa" not in ln)
+    _one_line_exit_2(_cli("validate", path), f"{path}:{line}:", "'sdpa'", "torch_xla", "backends")

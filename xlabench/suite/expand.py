@@ -140,6 +140,21 @@ def _case_loc(spec: SuiteSpec, profile: str, swept_keys: list[str], errors: list
     return ("profiles", profile, "params") if prof and prof.params else ("params",)
 
 
+def _check_on_a_backend(suite: Suite, profile: str, names: Sequence[str], backends: Sequence[str], root: Any) -> None:
+    """Each built-in impl of a list shared by the backends exists on at least one of them (else every row of
+    it would be a skipped row: ``impls: [sdpa]`` with ``backends: [jax]``)."""
+    workload = suite.spec.workload
+    for i, name in enumerate(names):
+        if catalog.is_user(name) or any(name in catalog.names_for(workload, b) for b in backends):
+            continue
+        has = [b for b in catalog.BACKENDS if name in catalog.names_for(workload, b)]
+        prof = profile and suite.spec.profiles[profile]
+        loc = ("profiles", profile, "impls", i) if prof and prof.impls is not None else ("impls", i)
+        where = _where(suite.path, root, loc) if root is not None else str(suite.path)
+        raise SuiteError(f"{where}: impl {name!r} is a {', '.join(has)} impl, and the suite's backends are "
+                         f"{', '.join(backends)}; add its backend to backends or list impls per backend")
+
+
 def expand(suite: Suite, profile: str = "", root: Any = None) -> list[Case]:
     """The cartesian product of the matrix, for every backend and impl, validated case by case."""
     spec = suite.spec
@@ -151,6 +166,8 @@ def expand(suite: Suite, profile: str = "", root: Any = None) -> list[Case]:
             raise SuiteError(f"{_where(suite.path, root, loc) if root is not None else suite.path}: no impl list for "
                              f"backend {backend!r} (backends: {', '.join(backends)}); add '{backend}: [...]'")
         impls_of[backend] = impl_names[backend] if isinstance(impl_names, dict) else list(impl_names)
+    if not isinstance(impl_names, dict):
+        _check_on_a_backend(suite, profile, impl_names, backends, root)
     _check_count(suite, profile, matrix, sum(len(v) for v in impls_of.values()), root)
     model = WORKLOAD_PARAMS[spec.workload]
     keys = list(matrix)
