@@ -3,6 +3,7 @@ test, written to fail before its fix. Bad input is exit 2 with one line naming t
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import warnings
 from pathlib import Path
@@ -266,3 +267,59 @@ def test_validate_refuses_an_impl_that_runs_on_none_of_the_suites_backends(where
     path.write_text(text)
     line = next(i for i, ln in enumerate(text.splitlines(), 1) if "sdpa]" in ln and "xla_sdpa" not in ln)
     _one_line_exit_2(_cli("validate", path), f"{path}:{line}:", "'sdpa'", "torch_xla", "backends")
+
+
+# ------------------------------------------------------------------- 13 and 14: a reason on every progress line
+
+def _fake_run(monkeypatch, rows_of):
+    """`run` with the suite's cases given rows by ``rows_of(case) -> row`` (no worker)."""
+    from xlabench.run import suite_runner
+
+    def fake_run(suite: Any, opts: Any, hooks: Any) -> Any:
+        cases = suite.cases("")
+        hooks.start([f"suite {suite.name}"], len(cases), cases)
+        rows = []
+        for c in cases:
+            rows.append({"backend": c.backend, "impl": c.impl, **c.params, **rows_of(c)})
+            hooks.row(c, rows[-1])
+        return suite_runner.RunOutcome(suite_runner.results.RunFiles(Path(opts.out_dir) / "x.csv"), "", cases, rows)
+
+    monkeypatch.setattr(suite_runner, "run_suite", fake_run)
+
+
+def test_a_skip_reason_shared_by_many_cases_is_printed_whole_once(monkeypatch, tmp_path):
+    """The torch_xla-missing reason was printed on 18 progress lines, each cut at 120 characters."""
+    why = ("torch_xla environment missing (make torch-xla-env): /x/.venv-torch-xla/bin/python (default) is not an "
+           "executable; create it with make torch-xla-env or point --python-torch-xla at one")
+    _fake_run(monkeypatch, lambda c: {"status": "skipped", "error": why})
+    res = _cli("run", _suite(tmp_path), "--profile", "base", "--out", tmp_path / "o")
+    assert res.exit_code == 0, res.output
+    lines = [ln for ln in res.output.splitlines() if ln.startswith("skipped")]
+    assert len(lines) == 4 and sum(why in ln for ln in lines) == 1 and all("reason 1" in ln for ln in lines)
+
+
+def test_a_failed_rows_error_is_printed_whole(monkeypatch, tmp_path):
+    """A failed row's error was cut at 120 characters in the terminal ("(searc")."""
+    errors = {}
+
+    def rows_of(c):
+        errors[c.case_id] = f"RuntimeError: case {c.case_id} " + "x" * 150 + " (searched 12 candidates)"
+        return {"status": "failed", "error": errors[c.case_id]}
+
+    _fake_run(monkeypatch, rows_of)
+    res = _cli("run", _suite(tmp_path), "--profile", "base", "--out", tmp_path / "o")
+    assert all(e in res.output for e in errors.values()), res.output
+
+
+def test_a_run_with_too_few_samples_ends_with_a_one_line_note_not_a_warning(monkeypatch, tmp_path):
+    from xlabench.run import suite_runner
+
+    cases = suite_runner.suite_lib.load(_suite(tmp_path)).cases("")  # 3 iterations each
+    note = suite_runner.samples_note(cases)
+    assert note and note.startswith("3 sample(s) per case")
+    _fake_run(monkeypatch, lambda c: {"status": "ok", "median_s": 1e-3})
+    real = suite_runner.run_suite
+    monkeypatch.setattr(suite_runner, "run_suite", lambda *a, **kw: dataclasses.replace(real(*a, **kw), samples_note=note))
+    res = _cli("run", _suite(tmp_path), "--profile", "base", "--out", tmp_path / "o")
+    assert res.exit_code == 0 and "warning" not in res.output, res.output
+    assert f"note: {note}" in res.output.splitlines()

@@ -29,7 +29,7 @@ _STYLE = {st.OK: "green", st.FAILED: "red", st.SKIPPED: "yellow"}
 @click.argument("suite_files", nargs=-1, required=True, type=click.Path())
 def validate(suite_files: tuple[str, ...]) -> None:
     """Check suite files; print how many cases each profile expands to."""
-    from xlabench.run.suite_runner import samples_warning
+    from xlabench.run.suite_runner import samples_note
 
     bad = 0
     for path in suite_files:
@@ -41,14 +41,11 @@ def validate(suite_files: tuple[str, ...]) -> None:
             e.show()
             bad += 1
             continue
-        counts = [("base", len(s.cases("")))] + [(n, len(s.cases(n))) for n in s.profile_names()]
-        shown = ", ".join(f"{n}: {c}" for n, c in counts)
+        cases = {n: s.cases("" if n == "base" else n) for n in ["base", *s.profile_names()]}
+        notes = {n: samples_note(c) for n, c in cases.items()}  # gate: samples per case (docs/gate.md)
+        shown = ", ".join(f"{n}: {len(c)}" + (f" ({notes[n]})" if notes[n] else "") for n, c in cases.items())
         console.print(status_line("ok", "green", 2, f"{path}: suite {s.name!r}, workload {s.spec.workload}; "
                                                      f"cases per profile: {shown}"), soft_wrap=True)
-        for name, _ in counts:  # --- gate: samples per case (docs/gate.md) ---
-            short = samples_warning(f"{path} profile {name}", s.cases("" if name == "base" else name))
-            if short:
-                warn(short)
     if bad:
         raise BadInput(f"{bad} of {len(suite_files)} suite file(s) invalid")
 
@@ -177,13 +174,21 @@ def run_with_progress(s: Any, opts: RunOptions, summary: bool = True) -> Any:
         runs_done[case.case_id] = runs_done.get(case.case_id, 0) + 1
         progress.advance(task[0])
 
+    reasons: dict[str, int] = {}  # each failure or skip reason printed whole once, then named by its number
+
     def row(case: Any, r: dict[str, Any]) -> None:
         status = r["status"]
-        extra = f"{float(r['median_s']) * 1e3:.3f} ms" if status == st.OK else (r.get("error") or "")[:120]
-        label = case.label(shown_keys[0])  # a time is kept whole; a skip's reason may break between words
+        label = case.label(shown_keys[0])  # a time is kept whole; a reason may break between words
         width = progress.console.width if progress.console.is_terminal else None  # a log: one line per case
-        progress.console.print(status_line(status, _STYLE[status], 7, label if status == st.OK else f"{label}  {extra}",
-                                           width, extra if status == st.OK else ""), soft_wrap=True)
+        if status == st.OK:
+            line = status_line(status, _STYLE[status], 7, label, width, f"{float(r['median_s']) * 1e3:.3f} ms")
+        else:
+            why = r.get("error") or ""
+            seen = why in reasons
+            n = reasons.setdefault(why, len(reasons) + 1)
+            line = status_line(status, _STYLE[status], 7, f"{label}  reason {n}" + (" (above)" if seen else f": {why}"),
+                               width)
+        progress.console.print(line, soft_wrap=True)
         progress.advance(task[0], case.measure.repeats - runs_done.get(case.case_id, 0))  # runs it will not take
 
     hooks = suite_runner.RunHooks(warning=warn, start=start, repeat=repeat, row=row)
@@ -207,6 +212,8 @@ def run_with_progress(s: Any, opts: RunOptions, summary: bool = True) -> Any:
     counts, wrong = outcome.counts(), len(outcome.wrong)
     console.print(f"{counts['ok']} ok, {counts['failed']} failed, {counts['skipped']} skipped "
                   f"in {outcome.seconds:.1f}s" + (f"; {wrong} WRONG RESULT(S)" if wrong else ""))
+    if outcome.samples_note and counts["ok"]:
+        console.print(f"note: {outcome.samples_note}", style="dim", soft_wrap=True)
     if summary:
         console.print(f"results: {outcome.files.csv}" if outcome.primary else
                       f"process {outcome.process_id}: results are written by process 0", soft_wrap=True)

@@ -51,3 +51,8 @@ def shortfall_message(where: str, n_cases: int, have: int, need: int, alpha: flo
             f">= {need} per side for any of its {n_cases} case(s) to reach significance after Holm "
             f"(alpha {alpha:g}); with fewer every case is 'could not judge'. Set measure.iters >= "
             f"{need} (`xlabench gate` raises it for its own runs; see docs/gate.md)")
+
+
+def shortfall_note(have: int, need: int) -> str:
+    """The short form: a run's closing note and `validate`'s count of a profile (the long form warns the gate)."""
+    return f"{have} sample(s) per case; `compare`/`gate` need >= {need} per side to judge a change (measure.iters)"

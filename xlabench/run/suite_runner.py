@@ -73,6 +73,7 @@ class RunOutcome:
     seconds: float = 0.0
     start_error: Optional[str] = None  # the workers could not start: every case is a failed row naming it
     warnings: list[str] = field(default_factory=list)
+    samples_note: Optional[str] = None  # too few samples for `compare` to judge the run (a tune times one call)
 
     @property
     def failed(self) -> list[dict[str, Any]]:
@@ -86,10 +87,10 @@ class RunOutcome:
         return {st: sum(r["status"] == st for r in self.rows) for st in results.STATUSES}
 
 
-def samples_warning(where: str, cases: list[suite_lib.Case]) -> Optional[str]:
-    """A warning when the cases time too few samples to be judged by the gate (gate.sample_shortfall)."""
+def samples_note(cases: list[suite_lib.Case]) -> Optional[str]:
+    """A note when the cases time too few samples for `compare` to judge them (sample_size.sample_shortfall)."""
     short = sample_size.sample_shortfall([c.measure.iters * c.measure.repeats for c in cases])
-    return sample_size.shortfall_message(where, len(cases), *short) if short else None
+    return sample_size.shortfall_note(*short) if short else None
 
 
 def jobs_refused(jobs: int, platform: str) -> Optional[str]:
@@ -283,7 +284,7 @@ def _run_with_pool(s: suite_lib.Suite, pool: WorkerPool, files: results.RunFiles
     except (suite_lib.SuiteError, RunInputError) as e:
         pool.close()
         raise RunInputError(str(e)) from None
-    warnings = [w for w in [samples_warning(f"suite {s.name} profile {prof or 'base'}", cases)] if w]
+    warnings: list[str] = []
     todo = [c for c in cases if c.case_id not in done]
     tally["done"], tally["total"] = len(cases) - len(todo), len(cases)
     warnings += [f"{pool.missing(b)}; its cases become skipped rows"
@@ -331,7 +332,8 @@ def _run_with_pool(s: suite_lib.Suite, pool: WorkerPool, files: results.RunFiles
             meta["traces"] = traces_of(trace_root, todo)
         results.finish_meta(files, meta, rows)
     return RunOutcome(files, prof, todo, rows, primary=primary, process_id=process_id,
-                      seconds=time.time() - started, warnings=warnings)
+                      seconds=time.time() - started, warnings=warnings,
+                      samples_note=None if opts.tune_only else samples_note(cases))
 
 
 def traces_of(root: Path, cases: Iterable[suite_lib.Case]) -> dict[str, list[str]]:
