@@ -66,9 +66,11 @@ otava-env: $(OTAVA_BIN)/.installed
 
 ## the main job: a CPU run of a real suite (cpu profile picked automatically), then its plots;
 ## it writes only to results/ and plots/, which git ignores (the tree stays clean)
+# the suite's name (its results folder), read from its `name:` line: `plot` draws that suite's newest run only
+SUITE_NAME = $(shell sed -n 's/^name:[[:space:]]*//p' $(SUITE) | head -n 1 | tr -d "\"'")
 run: setup
 	$(BIN)/xlabench run $(SUITE)
-	$(BIN)/xlabench plot
+	$(BIN)/xlabench plot results/$(SUITE_NAME)
 
 ## the README's own charts and MFU table (docs/img/, tracked): run on purpose, never by `make run`
 readme-charts: setup

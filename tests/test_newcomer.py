@@ -323,3 +323,75 @@ def test_a_run_with_too_few_samples_ends_with_a_one_line_note_not_a_warning(monk
     res = _cli("run", _suite(tmp_path), "--profile", "base", "--out", tmp_path / "o")
     assert res.exit_code == 0 and "warning" not in res.output, res.output
     assert f"note: {note}" in res.output.splitlines()
+
+
+# ------------------------------------------------------------------- 14: help and messages
+
+def _help(*cmd: str) -> str:
+    return " ".join(_cli(*cmd, "--help").output.split())
+
+
+def test_run_help_shows_no_history_default_it_does_not_use_and_compile_out_names_its_suffix():
+    from xlabench.history import store
+
+    assert "[default: " + store.DEFAULT_URL not in _help("run") and "without it nothing is recorded" in _help("run")
+    assert "[default: " + store.DEFAULT_URL in _help("history", "add")  # the history commands do use it
+    compile_help = _help("compile").replace(" ", "")  # a wrapped "<run-\nid>" too
+    assert "<run-id>.compile.csv" in compile_help and "<run-id>.csv." not in compile_help
+
+
+@pytest.mark.parametrize("text, said", [("", "got nothing"), ("# only a comment\n", "got nothing"),
+                                        ("- a\n- b\n", "got a list")])
+def test_a_suite_that_is_no_mapping_says_what_it_is(text, said, tmp_path):
+    path = tmp_path / "s.yaml"
+    path.write_text(text)
+    res = _cli("validate", path)
+    _one_line_exit_2(res, str(path), said, "workload")
+    assert "NoneType" not in res.output
+
+
+def test_a_parameter_in_params_and_matrix_names_the_matrix_key_it_repeats(tmp_path):
+    path = tmp_path / "s.yaml"
+    path.write_text("name: s\nworkload: attention\nimpls: [naive]\nparams: {num_heads: 2, seq_len: 64}\n"
+                    "matrix:\n  head_dim: [32]\n  seq_len: [64, 128]\n")
+    _one_line_exit_2(_cli("validate", path), f"{path}:7: matrix.seq_len:", "also in params.seq_len")
+
+
+def test_make_run_plots_only_the_suite_it_ran():
+    import subprocess
+
+    out = subprocess.run(["make", "-n", "run", "SUITE=suites/llama.yaml"], cwd=ROOT, capture_output=True, text=True,
+                         check=True).stdout
+    plot = [ln for ln in out.splitlines() if "xlabench plot" in ln]
+    assert plot and all(ln.rstrip().endswith("results/llama") for ln in plot), out
+
+
+def test_report_writes_under_plots_not_into_the_working_folder(run_csv, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    res = _cli("report", run_csv, "--no-charts")
+    assert res.exit_code == 0, res.output
+    assert not (tmp_path / "report.md").exists() and (tmp_path / "plots" / "report.md").exists()
+
+
+def test_a_one_run_history_chart_does_not_label_run_1_twice():
+    from xlabench.history.html import line_chart
+
+    assert line_chart([0.0], 200, 60).count(">run 1<") == 1
+    assert line_chart([0.0, 0.1, 0.2], 200, 60).count(">run 3<") == 1
+
+
+def test_after_a_resume_the_counts_are_the_whole_files(monkeypatch, run_csv, tmp_path):
+    """It counted only the cases the resume ran: "1 ok" for a file of 3 ok rows."""
+    from xlabench.run import suite_runner
+
+    def fake_run(suite: Any, opts: Any, hooks: Any) -> Any:
+        c = suite.cases("")[0]
+        row = {"backend": c.backend, "impl": c.impl, **c.params, "status": "skipped", "error": "why"}
+        hooks.start(["suite"], 1, [c])
+        hooks.row(c, row)
+        return suite_runner.RunOutcome(suite_runner.results.RunFiles(Path(opts.resume_csv)), "", [c], [row])
+
+    monkeypatch.setattr(suite_runner, "run_suite", fake_run)
+    res = _cli("run", _suite(tmp_path), "--resume", run_csv)
+    assert res.exit_code == 0, res.output
+    assert f"2 ok, 0 failed, 0 skipped in {run_csv.name} (1 case(s) run now" in res.output, res.output

@@ -70,14 +70,18 @@ OPTIONS: dict[str, Callable[[], Callable]] = {
     f.name: functools.partial(_click, f.name, f.metadata["flag"], f.default)
     for f in dataclasses.fields(RunOptions) if "flag" in f.metadata}
 
+_DEFAULTS = {f.name: f.default for f in dataclasses.fields(RunOptions)}
+
 # The options of `run` and the gate's runs that pick and measure cases (issue 21: declared once).
 CASE_OPTIONS = ("profile", "only_impls", "backends", "where")
 MEASURE_OPTIONS = ("out_dir", "timeout_s", "peak_tflops", "repeats", "timer", "tune")
 
 
-def run_options(*names: str, profile_help: Optional[str] = None) -> Callable[[Callable], Callable]:
+def run_options(*names: str, profile_help: Optional[str] = None,
+                out_help: Optional[str] = None) -> Callable[[Callable], Callable]:
     """Add the named RunOptions fields as click options; the command receives them as one RunOptions,
-    ``run_opts`` (a RunOptions check that fails is exit 2)."""
+    ``run_opts`` (a RunOptions check that fails is exit 2). ``profile_help``, ``out_help``: the same option,
+    its help said for this command."""
     unknown = set(names) - set(OPTIONS)
     if unknown:
         raise ValueError(f"no run option {sorted(unknown)}")
@@ -96,8 +100,9 @@ def run_options(*names: str, profile_help: Optional[str] = None) -> Callable[[Ca
 
         for name in reversed(names):
             opt = OPTIONS[name]()
-            if name == "profile" and profile_help:  # the same option, its help said for this command
-                opt = _click(name, dataclasses.replace(FLAGS[name], help=profile_help), None)
+            said = {"profile": profile_help, "out_dir": out_help}.get(name)
+            if said:  # the same option, its help said for this command
+                opt = _click(name, dataclasses.replace(FLAGS[name], help=said), _DEFAULTS[name])
             command = opt(command)
         return command
 

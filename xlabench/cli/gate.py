@@ -186,7 +186,7 @@ def _replace_baseline(cmp: gate_lib.Comparison, run_csv: Path, bpath: Path) -> N
 @click.argument("suite_file", type=click.Path())
 @click.option("--baseline", default=None, type=click.Path(dir_okay=False),
               help="Baseline results CSV (its .samples.csv must sit beside it); without it, --history judges.")
-@history_commands.history_option
+@history_commands.record_option(", and judge it by the store's series of the suite")
 @click.option("--save-baseline", is_flag=True,
               help="Write this run as the baseline: creates it if absent, else replaces it when the gate passes.")
 @click.option("--confirm/--no-confirm", default=True, show_default=True,

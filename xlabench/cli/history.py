@@ -23,9 +23,17 @@ from xlabench.history.store import HistoryError
 
 
 def history_option(f: Callable) -> Callable:
-    """--history URL (also on run and gate)."""
+    """--history URL of the history commands (their store by default: DEFAULT_URL)."""
     return click.option("--history", "history_url", default=None, metavar="URL",
                         help=f"History store: sqlite:///PATH or postgresql://... [default: {store_lib.DEFAULT_URL}]")(f)
+
+
+def record_option(also: str = "") -> Callable[[Callable], Callable]:
+    """--history URL of run and gate: where to record the run (and ``also``), only when given: no default."""
+    return click.option("--history", "history_url", default=None, metavar="URL",
+                        help=f"Also record the run in this history store{also} (sqlite:///PATH or postgresql://...; "
+                             f"e.g. {store_lib.DEFAULT_URL}, what `xlabench history` reads by default); "
+                             "without it nothing is recorded.")
 
 
 def open_store(url: Optional[str], create: bool = True) -> store_lib.Store:

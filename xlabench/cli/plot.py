@@ -171,8 +171,8 @@ def plot(csv_files: tuple[str, ...], out_dir: str, format_spec: str, kind_spec: 
 
 @click.command(epilog=examples("xlabench report", "xlabench report results/gpt2/ --out gpt2.md --no-charts"))
 @_CSV_ARG
-@click.option("--out", "out_file", default="report.md", show_default=True, type=click.Path(dir_okay=False),
-              help="Markdown file to write.")
+@click.option("--out", "out_file", default="plots/report.md", show_default=True, type=click.Path(dir_okay=False),
+              help="Markdown file to write (plots/ beside the charts: git ignores it).")
 @click.option("--plots-dir", default=None, type=click.Path(file_okay=False),
               help="Where the report's PNG charts go (default: <report name>_plots/ beside the report).")
 @click.option("--no-charts", is_flag=True, help="Tables only.")

@@ -94,7 +94,7 @@ def list_cases(suite_file: str, run_opts: RunOptions, as_json: bool) -> None:
              "repeats", "timer", "shard_spec", "python_torch_xla", "trace_dir", "explain", "dry_run",
              "coordinator", "num_processes", "process_id", "local_devices", "init_timeout", "cache_dir", "no_cache",
              "jobs", "tune")
-@history_commands.history_option
+@history_commands.record_option()
 def run(suite_file: str, run_opts: RunOptions, history_url: Optional[str]) -> None:
     """Run a suite: one row per case in results/<suite>/<run-id>.csv, written as each case ends."""
     from xlabench.run.interrupts import Interrupted, interruptible
@@ -210,8 +210,12 @@ def run_with_progress(s: Any, opts: RunOptions, summary: bool = True) -> Any:
         for line in table.lines():  # word-wrapped to the console (a skip reason is prose)
             console.print(line, style="yellow")
     counts, wrong = outcome.counts(), len(outcome.wrong)
-    console.print(f"{counts['ok']} ok, {counts['failed']} failed, {counts['skipped']} skipped "
-                  f"in {outcome.seconds:.1f}s" + (f"; {wrong} WRONG RESULT(S)" if wrong else ""))
+    said = f"in {outcome.seconds:.1f}s"
+    if opts.resume_csv and outcome.primary:  # the whole file's rows, not only the cases run now
+        counts = outcome.file_counts()
+        said = f"in {outcome.files.csv.name} ({len(outcome.rows)} case(s) run now, in {outcome.seconds:.1f}s)"
+    console.print(f"{counts['ok']} ok, {counts['failed']} failed, {counts['skipped']} skipped {said}"
+                  + (f"; {wrong} WRONG RESULT(S)" if wrong else ""))
     if outcome.samples_note and counts["ok"]:
         console.print(f"note: {outcome.samples_note}", style="dim", soft_wrap=True)
     if summary:

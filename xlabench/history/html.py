@@ -82,7 +82,7 @@ def line_chart(ys: Sequence[float], width: int, height: int, marks: Sequence[int
         parts += [f'<circle cx="{x(i):.1f}" cy="{y(v):.1f}" r="1.8" fill="#1f5fa8"/>'
                   for i, v in enumerate(vals) if math.isfinite(v)]
     parts.append(f'<text x="{pad_l}" y="{height - 2}">run 1</text>'
-                 f'<text x="{pad_l + w - 40}" y="{height - 2}">run {n}</text></svg>')
+                 + (f'<text x="{pad_l + w - 40}" y="{height - 2}">run {n}</text>' if n > 1 else "") + "</svg>")
     return "".join(parts)
 
 

@@ -86,6 +86,11 @@ class RunOutcome:
     def counts(self) -> dict[str, int]:
         return {st: sum(r["status"] == st for r in self.rows) for st in results.STATUSES}
 
+    def file_counts(self) -> dict[str, int]:
+        """counts() over every row of the run's file (a resumed run: the rows before it too)."""
+        status = results.read_rows(self.files.csv, cut_last=True)["status"]
+        return {st: int((status == st).sum()) for st in results.STATUSES}
+
 
 def samples_note(cases: list[suite_lib.Case]) -> Optional[str]:
     """A note when the cases time too few samples for `compare` to judge them (sample_size.sample_shortfall)."""

@@ -36,7 +36,9 @@ def load(path: str | Path) -> Suite:
         problem = getattr(e, "problem", None) or str(e)
         raise SuiteError(f"{where}: YAML syntax error: {problem}") from None
     if not isinstance(data, dict):
-        raise SuiteError(f"{path}: expected a mapping of suite keys at the top level, got {type(data).__name__}")
+        got = "nothing (an empty file, or only comments)" if data is None else f"a {type(data).__name__} ({text.strip().splitlines()[0][:60]!r})"
+        raise SuiteError(f"{path}: expected a mapping of suite keys at the top level (name, workload, impls, params, "
+                         f"...; see suites/), got {got}")
     _check_duplicate_keys(path, root)
     try:
         spec = SuiteSpec.model_validate(data)
@@ -178,8 +180,7 @@ def _check_params(suite: Suite, root: Any) -> None:
         (("profiles", n), p.params, p.matrix) for n, p in spec.profiles.items()]
     for prefix, params, matrix in sections:
         swept: dict[str, str] = {}
-        for key in list(params) + list(matrix):
-            section = "params" if key in params else "matrix"
+        for section, key in [("params", k) for k in params] + [("matrix", k) for k in matrix]:
             for name in ([key] if section == "params" else matrix_keys(key)):
                 if name not in param_fields:
                     raise SuiteError(
