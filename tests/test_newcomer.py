@@ -395,3 +395,36 @@ def test_after_a_resume_the_counts_are_the_whole_files(monkeypatch, run_csv, tmp
     res = _cli("run", _suite(tmp_path), "--resume", run_csv)
     assert res.exit_code == 0, res.output
     assert f"2 ok, 0 failed, 0 skipped in {run_csv.name} (1 case(s) run now" in res.output, res.output
+
+
+# ------------------------------------------------------------------- 6: xlabench tune on CPU
+
+def test_tune_on_cpu_runs_nothing_and_says_why(monkeypatch):
+    """It ran 32 cases, naive included, then printed an empty table: on CPU every kernel is interpreted."""
+    from xlabench.run import suite_runner
+
+    monkeypatch.setenv("JAX_PLATFORMS", "cpu")
+    monkeypatch.setattr(suite_runner, "run_suite", lambda *a, **kw: pytest.fail("tune ran cases on CPU"))
+    res = _cli("tune", ROOT / "suites" / "attention.yaml", "--backend", "jax")
+    assert res.exit_code == 0, res.output
+    assert "nothing to tune in profile cpu on cpu" in res.output
+    assert "not searched: no block sizes to search" in res.output and "interpreted on cpu" in res.output
+
+
+def test_tune_searches_only_the_kernels_with_a_search(monkeypatch):
+    from xlabench.run import suite_runner
+
+    monkeypatch.setenv("JAX_PLATFORMS", "tpu")
+    ran = {}
+
+    def fake_run(suite: Any, opts: Any, hooks: Any) -> Any:
+        ran["ids"] = opts.only_case_ids
+        return suite_runner.RunOutcome(suite_runner.results.RunFiles(Path(opts.out_dir) / "x.csv"), "", [], [])
+
+    monkeypatch.setattr(suite_runner, "run_suite", fake_run)
+    res = _cli("tune", ROOT / "suites" / "attention.yaml", "--backend", "jax", "--profile", "tpu")
+    assert res.exit_code == 0, res.output
+    from xlabench import suite as suite_lib
+
+    cases = {c.case_id: c for c in suite_lib.load(ROOT / "suites" / "attention.yaml").cases("tpu")}
+    assert ran["ids"] and {cases[i].impl for i in ran["ids"]} <= {"flash", "splash"}

@@ -431,9 +431,10 @@ def test_the_tune_command_fills_no_results_file_and_says_what_it_did_not_tune(tm
     suite.write_text("name: t\nworkload: attention\nbackends: [jax]\nimpls: [naive, flash]\n"
                      "params: {batch: 1, num_heads: 2, head_dim: 32, dtype: float32, seq_len: 128}\n")
     res = CliRunner().invoke(main, ["tune", str(suite)], env={"XLABENCH_CACHE_DIR": str(tmp_path / "cache"),
-                                                              "COLUMNS": "80"})
+                                                              "COLUMNS": "80", "JAX_PLATFORMS": "cpu"})
     assert res.exit_code == 0, res.output
-    assert "1 case(s) not tuned" in res.output and "0 searched, 0 from the cache" in res.output
+    assert "1 case(s) not searched: no block sizes to search" in res.output  # naive
+    assert "1 case(s) not searched: interpreted on cpu" in res.output and "nothing to tune" in res.output  # flash
     assert not (tmp_path / "results").exists() and not list((tmp_path / "cache").glob("tune/*.json"))
 
 

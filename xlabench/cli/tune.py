@@ -9,7 +9,7 @@ from typing import Any
 import click
 from rich.table import Table
 
-from xlabench.cli.common import console, examples, load_suite
+from xlabench.cli.common import BadInput, console, examples, load_suite
 from xlabench.cli.click_options import run_options
 from xlabench.run.run_options import RunOptions
 
@@ -24,10 +24,29 @@ def tune(suite_file: str, run_opts: RunOptions) -> None:
     tuning cache ($XLABENCH_CACHE_DIR/tune), where `run` finds them. Each winner is then run once and
     checked against the reference; no results file is written."""
     from xlabench.cli.run import run_with_progress
+    from xlabench.run import suite_runner
 
     s = load_suite(suite_file)
+    try:
+        plan = suite_runner.plan_run(s, run_opts)
+    except suite_runner.RunInputError as e:
+        raise BadInput(str(e)) from None
+    passed: dict[str, int] = {}  # why a case is not searched -> how many
+    keep = []
+    for c, skip in plan.cases:
+        why = skip or suite_runner.untunable(c, plan.platform)
+        if why:
+            passed[why] = passed.get(why, 0) + 1
+        else:
+            keep.append(c.case_id)
+    for why, n in passed.items():
+        console.print(f"{n} case(s) not searched: {why}", style="yellow", soft_wrap=True, markup=False)
+    if not keep:
+        console.print(f"nothing to tune in profile {plan.profile or 'base'} on {plan.platform}", soft_wrap=True)
+        return
     with tempfile.TemporaryDirectory(prefix="xlabench-tune-") as out:
-        outcome = run_with_progress(s, run_opts.replace(out_dir=out, tune_only=True, tune=True), summary=False)
+        opts = run_opts.replace(out_dir=out, tune_only=True, tune=True, only_case_ids=tuple(keep))
+        outcome = run_with_progress(s, opts, summary=False)
     rows = [r for r in outcome.rows if r.get("tuned") in ("search", "cache")]
     console.print(table(rows))
     off = [r for r in outcome.rows if r.get("tuned") in ("off", "fixed")]

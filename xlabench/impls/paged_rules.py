@@ -11,7 +11,7 @@ from typing import Any, Optional
 
 from xlabench import hardware
 from xlabench import impls as catalog
-from xlabench.workloads.paged import PagedParams, megacore_only_paged
+from xlabench.workloads.paged import PagedParams, megacore_only_paged, paged_space, ragged_space
 
 # Why jax's ragged_paged rows are skipped on CPU: the interpreter fails on the kernel (the worker tries it,
 # and quotes the error after this).
@@ -73,6 +73,10 @@ RULES = {
     ("torch_xla", "naive"): megacore_only_paged, ("torch_xla", "paged"): jax_paged,
     ("torch_xla", "multi_queries_paged"): torch_multi_queries, ("torch_xla", "ragged_paged"): torch_ragged,
 }
+
+
+# (backend, impl) -> its block-size search (xlabench/tune), beside its rule: the kernels that have one.
+SPACES = {("jax", "paged"): paged_space, ("jax", "ragged_paged"): ragged_space}
 
 
 def predict_skip(backend: str, impl: str, params: dict[str, Any], platform: str) -> Optional[str]:

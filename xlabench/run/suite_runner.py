@@ -28,7 +28,8 @@ from xlabench.run import rows as row_builder
 from xlabench.run.scheduler import RunContext, new_run_id, plan_skip, run_cases
 from xlabench.run.workers import WorkerError, WorkerPool
 from xlabench.impls.attention_rules import predict_skip as _predict_attention_skip
-from xlabench.impls.paged_rules import predict_skip as _predict_paged_skip
+from xlabench.impls.attention_rules import RULES as _ATTENTION_RULES
+from xlabench.impls.paged_rules import SPACES as _PAGED_SPACES, predict_skip as _predict_paged_skip
 from xlabench.measure.status import FAILED
 from xlabench.tune import default_dir as tune_cache_dir
 
@@ -183,6 +184,22 @@ def predict_skip(c: Any, platform: str) -> Optional[str]:
     """The skip a built-in kernel's own rule gives a case in its worker (impls.attention_rules, paged_rules)."""
     predict = {"attention": _predict_attention_skip, "paged_attention": _predict_paged_skip}.get(c.workload)
     return predict(c.backend, c.impl, c.params, platform) if predict else None
+
+
+def untunable(c: Any, platform: str) -> Optional[str]:
+    """Why `xlabench tune` passes a case over on ``platform`` (None: it searches it): an impl without a
+    block-size search, or a kernel that runs interpreted there (its timings say nothing of a chip). A user
+    impl declares its search in its own code: left to its worker."""
+    if catalog.is_user(c.impl):
+        return None
+    spaces = {"attention": {k for k, r in _ATTENTION_RULES.items() if r.get("tune_space")},
+              "paged_attention": set(_PAGED_SPACES)}.get(c.workload, set())
+    if (c.backend, c.impl) not in spaces:
+        return "no block sizes to search"
+    info = catalog.find(c.backend, c.impl, c.workload)
+    if info is not None and info.interpreted(platform):
+        return f"interpreted on {platform}: tune on the chip it runs on"
+    return None
 
 
 def plan_run(s: suite_lib.Suite, opts: RunOptions) -> RunPlan:

@@ -17,7 +17,7 @@ import jax.numpy as jnp
 
 from xlabench.backends.jax.attention_impls import tpu_interpret
 from xlabench.impls import PagedImplRecord, kv_round_to, lookup, paged_rules
-from xlabench.workloads.paged import PagedConfig, PagedParams, megacore_only_paged, paged_space, ragged_space
+from xlabench.workloads.paged import PagedConfig, PagedParams, megacore_only_paged
 
 
 @dataclass(frozen=True)
@@ -171,9 +171,9 @@ _RAGGED_CPU = f"{paged_rules.RAGGED_CPU}, jax {jax.__version__}"
 REGISTRY: dict[str, JaxPagedImpl] = {
     "naive": JaxPagedImpl("naive", _shared, naive, megacore_only_paged),
     "paged": JaxPagedImpl("paged", _shared, paged, paged_rules.jax_paged, kv_round=kv_round_to("bfloat16"),
-                          tune_space=paged_space),
+                          tune_space=paged_rules.SPACES["jax", "paged"]),
     "ragged_paged": JaxPagedImpl("ragged_paged", _ragged_prepare, ragged_paged, _ragged_unsupported,
-                                 interpreter_broken=_RAGGED_CPU, tune_space=ragged_space),
+                                 interpreter_broken=_RAGGED_CPU, tune_space=paged_rules.SPACES["jax", "ragged_paged"]),
     "paged_gpu": JaxPagedImpl("paged_gpu", _shared, paged_gpu, paged_rules.jax_paged_gpu),
 }
 
