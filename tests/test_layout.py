@@ -134,6 +134,7 @@ FLOORS = (
     {"audit"},  # the invariants of a row (pure functions), checked by the run, the gate, the report and `audit`
     {"impls"},  # the impl catalog and the built-in kernels' rules and search spaces, over the workloads' params
     {"suite"},
+    {"explain"},  # where a step's device time goes: trace and HLO readers, over the results and the workloads
     {"backends", "run"},
     {"gate", "worker"},
     {"report", "history"},  # report.best tunes by the gate's test; history reads runs through the gate's loader

@@ -22,19 +22,9 @@ import re
 from dataclasses import dataclass
 
 from xlabench.measure import hlo_text
+from xlabench.results.schema import EXPLAIN_CATEGORIES as CATEGORIES  # declared once, with their columns
 
 OPTIMIZER_SCOPE = "xlabench_optimizer"
-
-# The categories, declared once: (key, what the output calls it). Idle is not one: it is reported apart.
-CATEGORIES: tuple[tuple[str, str], ...] = (
-    ("matmul", "matmuls (dot/convolution fusions)"),
-    ("attention", "attention kernels (Pallas calls)"),
-    ("elementwise", "elementwise and reduction fusions"),
-    ("copy", "copies, transposes, layout changes"),
-    ("collective", "collectives"),
-    ("optimizer", "optimizer update"),
-    ("other", "other ops"),
-)
 CATEGORY_KEYS = tuple(k for k, _ in CATEGORIES)
 
 COLLECTIVE_OPCODES = {base + suffix for base in hlo_text.COLLECTIVE_KINDS for suffix in ("", "-start", "-done")}

@@ -19,7 +19,7 @@ from xlabench import results
 from xlabench.explain import breakdown as bd
 from xlabench.explain import trace as trace_lib
 from xlabench.explain.kept import HLO_SUFFIX, trace_root
-from xlabench.run.run_options import _same
+from xlabench.suite.expand import same_text as _same
 from xlabench.workloads import train as train_workload
 
 JSON_SUFFIX = ".explain.json"

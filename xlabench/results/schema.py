@@ -7,7 +7,6 @@ import json
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from xlabench.explain.categories import CATEGORIES
 from xlabench.measure.status import COMPILE_STATUSES, RUN_STATUSES  # noqa: F401 (results.COMPILE_STATUSES)
 
 SCHEMA_VERSION = 2  # 2: the headline is the device clock on accelerators (clock, wall_median_s); tuning columns
@@ -208,13 +207,25 @@ ROOFLINE_COLUMNS = _c("roofline", [
     ("roofline_note", "", "why a roofline_frac is above 1.05"),
 ])
 
+# explain's categories (xlabench/explain/categories.py sorts ops into them), declared once with their columns: (key, what the output calls it). Idle is not one: it is reported apart.
+EXPLAIN_CATEGORIES: tuple[tuple[str, str], ...] = (
+    ("matmul", "matmuls (dot/convolution fusions)"),
+    ("attention", "attention kernels (Pallas calls)"),
+    ("elementwise", "elementwise and reduction fusions"),
+    ("copy", "copies, transposes, layout changes"),
+    ("collective", "collectives"),
+    ("optimizer", "optimizer update"),
+    ("other", "other ops"),
+)
+
+
 # `xlabench explain` (xlabench/explain/): the step's device time by category of HLO op, per device per step.
 EXPLAIN_COLUMNS = _c("explain", [
     ("explain_source", "", ("trace (measured: the kept profile's op times) | estimate (compile rows: the optimized "
                             "HLO's ops under a roofline, no trace: every explain_* figure is an estimate)")),
     ("explain_step_s", "s", "explain: device seconds per step the categories are shares of (the estimate's sum)"),
     *[(f"explain_{key}_s", "s", f"explain: {label}, seconds per step (summed from the ops' own times)")
-      for key, label in CATEGORIES],
+      for key, label in EXPLAIN_CATEGORIES],
     ("explain_idle_s", "s", "explain: idle, the step's wall time less its device time (empty for an estimate)"),
 ])
 

@@ -17,6 +17,7 @@ from typing import Annotated, Any, Iterable, Optional, Sequence
 from pydantic import Field, TypeAdapter, ValidationError
 
 from xlabench.impls import BACKENDS
+from xlabench.suite.expand import same_text as _same
 from xlabench.measure.timers import TIMERS
 
 
@@ -103,18 +104,6 @@ def parse_where(items: Iterable[str]) -> tuple[tuple[str, str], ...]:
             raise OptionError(f"-k {item!r}: expected KEY=VALUE, e.g. -k seq_len=512 -k impl=flash")
         out.append((key.strip(), value.strip()))
     return tuple(out)
-
-
-def _same(have: Any, want: str) -> bool:
-    """A case's parameter equals the text a user typed (512 == '512', True == 'true', None == 'null')."""
-    if isinstance(have, bool) or have is None:
-        return str(have).lower() == want.lower() or (have is None and want.lower() in ("none", "null", "~"))
-    if isinstance(have, (int, float)):
-        try:
-            return float(want) == float(have)
-        except ValueError:
-            return False
-    return str(have) == want
 
 
 @dataclass(frozen=True)

@@ -201,3 +201,15 @@ def expand(suite: Suite, profile: str = "", root: Any = None) -> list[Case]:
                 cases.append(Case(len(cases), spec.name, profile, spec.workload, backend, impl,
                                   case_params, measure, peak, cid))
     return cases
+
+
+def same_text(have: Any, want: str) -> bool:
+    """A case's parameter equals the text a user typed (512 == '512', True == 'true', None == 'null')."""
+    if isinstance(have, bool) or have is None:
+        return str(have).lower() == want.lower() or (have is None and want.lower() in ("none", "null", "~"))
+    if isinstance(have, (int, float)):
+        try:
+            return float(want) == float(have)
+        except ValueError:
+            return False
+    return str(have) == want
