@@ -428,3 +428,23 @@ def test_tune_searches_only_the_kernels_with_a_search(monkeypatch):
 
     cases = {c.case_id: c for c in suite_lib.load(ROOT / "suites" / "attention.yaml").cases("tpu")}
     assert ran["ids"] and {cases[i].impl for i in ran["ids"]} <= {"flash", "splash"}
+
+
+# ------------------------------------------------------------------- 7: best shows naive as a block sweep
+
+def test_best_passes_over_an_impl_that_takes_no_block_sizes(tmp_path):
+    """naive ignores block_q/block_k: its rows at 256 x 256 and at the default are one configuration, but the
+    table showed '256 256' as a pick while -o wrote block_q: null."""
+    from xlabench.report import best_config as best
+    from xlabench.report import chartdata as cd
+
+    rng = np.random.default_rng(0)
+    entries = [(case(impl, seq_len=256, **blocks), draw(rng, 12, scale=scale))
+               for impl in ("naive", "flash")
+               for blocks, scale in (({}, 1.0), ({"block_q": 256, "block_k": 256}, 0.5))]
+    path = write_run(tmp_path / "sweep.csv", entries)
+    picks = best.best_configs(cd.load([path]), cd.load_samples([path]))
+    assert [p.shown.impl for p in picks] == ["flash"]
+    res = _cli("best", path, "-o", tmp_path / "tuned.yaml")
+    assert res.exit_code == 0, res.output
+    assert "naive" not in res.output.split("impl", 1)[-1] and "naive" not in (tmp_path / "tuned.yaml").read_text()

@@ -24,6 +24,8 @@ import numpy as np
 import pandas as pd
 
 from xlabench import gate
+from xlabench import impls as catalog
+from xlabench.impls import attention_rules
 from xlabench.report import chartdata as cd
 from xlabench.report.chartdata import Samples
 from xlabench.suite.tuned import TunedConfig, value
@@ -101,12 +103,23 @@ def _groups(df: pd.DataFrame) -> list[_Group]:
         keys = cd.text(rows[["backend", "impl", *shape]]).apply(tuple, axis=1)
         for _, g in rows.groupby(keys, sort=False):
             ok = g[median[g.index].notna()]
-            configs = cd.text(ok[tuned]).apply(tuple, axis=1)
+            taken = [t for t in tuned if t in _takes(str(g["backend"].iloc[0]), str(g["impl"].iloc[0]), tuned)]
+            if not taken:
+                continue
+            configs = cd.text(ok[taken]).apply(tuple, axis=1)
             if configs.nunique() < 2:
                 continue
             by_config = {k: ok[configs == k] for k in dict.fromkeys(configs)}
-            out.append(_Group(workload, ok.iloc[0], shape, tuned, by_config, median, cd.interpreted(ok)))
+            out.append(_Group(workload, ok.iloc[0], shape, taken, by_config, median, cd.interpreted(ok)))
     return out
+
+
+def _takes(backend: str, impl: str, tuned: Sequence[str]) -> tuple[str, ...]:
+    """The tuned parameters an impl takes: a built-in's declared block parameters (naive takes none: its rows
+    at any block size are one configuration); a user impl's are in its own code: all of them."""
+    if catalog.is_user(impl) or catalog.find(backend, impl, "attention") is None:
+        return tuple(tuned)
+    return tuple(attention_rules.rule(backend, impl).get("block_params", ()))
 
 
 def best_configs(df: pd.DataFrame, samples: Optional[Samples] = None,
