@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections import Counter
+
 import json
 from typing import Optional
 
@@ -181,14 +183,20 @@ def table(cmp: gate.Comparison, width: Optional[int] = None) -> Table:
     """The cases as a table; on a ``width``-column console (down to 80) it breaks lines only between
     words: no vertical rules, the two sides' values in one column, each column as wide as its longest word."""
     unit = cmp.config.metric_info.unit
-    t = Table(title=f"{cmp.baseline} -> {cmp.candidate}", caption=describe(cmp), box=box.SIMPLE_HEAD,
+    cases = _ordered(cmp)
+    notes = [_note(c)[:300] for c in cases]
+    # a note several cases share (too few samples: every case) is written once, under the table, by number
+    counts = Counter(notes)
+    shared = {n: i for i, n in enumerate((n for n in counts if n and counts[n] > 1), 1)}
+    caption = "\n".join([describe(cmp)] + [f"note {i}: {n}" for n, i in shared.items()])
+    t = Table(title=f"{cmp.baseline} -> {cmp.candidate}", caption=caption, box=box.SIMPLE_HEAD,
               show_edge=False, pad_edge=False, padding=(0, 1, 0, 0))
     for col in ("verdict", "case", "n", "baseline → candidate", "ratio [CI]", "p (Holm)", "note"):
         t.add_column(col, no_wrap=col in ("verdict", "n"))
-    cases = _ordered(cmp)
     sides = [(value(c.baseline, unit), value(c.candidate, unit)) for c in cases]
     cells = [[c.verdict, c.label, f"{c.n_base}/{c.n_cand}" if c.n_base or c.n_cand else "",
-              " → ".join(v for v in two if v), ratio(c), _p(c), _note(c)[:300]] for c, two in zip(cases, sides)]
+              " → ".join(v for v in two if v), ratio(c), _p(c), f"note {shared[n]}" if n in shared else n]
+             for c, two, n in zip(cases, sides, notes)]
     # "1.003 ms →" over "1.377 ms": a value never parted from its unit
     _fit(t, cells, width, {3: max([max(len(b) + 2, len(c)) for b, c in sides] + [1])})
     for c, row in zip(cases, cells):
