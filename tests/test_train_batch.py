@@ -151,3 +151,37 @@ def test_compile_only_v5e_boundary_on_a_small_model(tmp_path: Path, write_suite)
     assert rows[1]["compile_cached"].all(), rows[1][["global_batch", "compile_cached"]]
     need = rows[1].set_index("global_batch")["peak_memory_bytes"]
     assert need[found] <= V5E_BUDGET_GIB * GIB < need[found + 1]
+
+
+def test_auto_batch_probes_and_the_run_use_the_blocks_tuned_at_the_smallest_batch(monkeypatch) -> None:
+    """Issue 41: the run compiled flash at its tuned 1024 x 1024 blocks (16.12 GiB) where the search had
+    probed the untuned 128 x 128 program (15.37 GiB). Every probe of global_batch auto now tunes (or reads
+    from the cache) the attention of one and the same per-shard shape, the smallest batch's, and the run
+    uses those blocks too: what was measured is what runs."""
+    from xlabench.backends.jax import attention_case, train_case
+
+    seen: list[int] = []
+
+    def tuned_config(case, impl, acfg, plan, platform):
+        seen.append(case.batch)
+        return acfg.with_blocks({"block_q": 64, "block_k": 64}), {"tuned": "cache", "tune_best_s": 1e-3,
+                                                                   "default_s": 2e-3}, ""
+
+    monkeypatch.setattr(attention_case, "tuned_config", tuned_config)
+    monkeypatch.setattr(train_case.impls, "get", lambda impl: train_case.impls.REGISTRY["flash"])
+    p = TrainParams(model="gpt2-tiny", global_batch="auto", seq_len=128, dtype="float32", sharding="dp",
+                    devices=1, memory_limit_gib=0.05)
+    plan = TimingPlan(tune=True)
+    bytes_by_batch = {}
+
+    def fake_peak(self, donate, device=None):
+        bytes_by_batch[self.params.batch()] = self.params.batch() * (1 << 20)
+        return bytes_by_batch[self.params.batch()]
+
+    monkeypatch.setattr(train_case.StepProgram, "peak_bytes", fake_peak)
+    found, note = train_case.resolve_batch(p, "flash", True, "tpu", None, tune=plan)
+    assert found.batch() == 51 and len(bytes_by_batch) >= 2  # 51 MiB of the 51.2 MiB limit
+    assert seen and set(seen) == {1}  # every probe: the per-shard shape at the smallest batch (1)
+    tuned: dict = {}
+    train_case.program(found, "flash", True, "tpu", tune=plan, tuned=tuned, tune_batch=p.batch_step())
+    assert seen[-1] == 1 and "the blocks of global batch 1, for global_batch auto" in tuned["notes"]

@@ -67,13 +67,16 @@ def initializer(cfg: ModelConfig, dtype: str, mode: str, mesh_key: MeshKey,
 
 
 def attention_fn(impl: str, cfg: ModelConfig, p: TrainParams, mesh: jax.sharding.Mesh, interpret: bool,
-                 platform: str, tune: TimingPlan | None = None, tuned: dict[str, Any] | None = None) -> Callable:
+                 platform: str, tune: TimingPlan | None = None, tuned: dict[str, Any] | None = None,
+                 tune_batch: int | None = None) -> Callable:
     """The per-shard attention call for ``impl``; kernels without GQA get K/V heads repeated.
 
     With ``tune`` (a run's plan: tuning on) and no block sizes in the suite, the kernel's blocks are its
     search's winner for the step's per-shard attention shape (causal, fwd_bwd), from the tuning cache or
-    searched now; ``tuned`` receives the row's tuning columns. Raises CaseSkipped when the impl cannot run
-    these (per-shard) shapes at all.
+    searched now; ``tuned`` receives the row's tuning columns. ``tune_batch``: tune at this global batch's
+    per-shard shape instead of the case's (global_batch auto: every probe of the batch search and the run
+    itself use the blocks tuned at the smallest batch, so the memory the search measured is the run's).
+    Raises CaseSkipped when the impl cannot run these (per-shard) shapes at all.
     """
     im = impls.get(impl)
     acfg = impls.AttnConfig(causal=True, sm_scale=impls.default_scale(cfg.head_dim), block_q=p.block_q,
@@ -83,6 +86,7 @@ def attention_fn(impl: str, cfg: ModelConfig, p: TrainParams, mesh: jax.sharding
         shape = sharding.local_shape(shape, tuple(sharding.heads_spec(p.sharding)), mesh)
     b, s, hq, d = shape
     hkv = hq * cfg.num_kv_heads // cfg.num_heads
+    tb = b if tune_batch is None else max(1, b * tune_batch // p.batch())  # the per-shard batch tuned at
 
     def reason_for(kv_heads: int) -> str | None:  # the per-shard call as an attention case
         case = AttentionParams(batch=b, num_heads=hq, num_kv_heads=kv_heads, seq_len=s, head_dim=d, causal=True,
@@ -98,15 +102,17 @@ def attention_fn(impl: str, cfg: ModelConfig, p: TrainParams, mesh: jax.sharding
     if tune is not None and im.tune_space is not None:
         from xlabench.backends.jax.attention_case import tuned_config
 
-        case = AttentionParams(batch=b, num_heads=hq, num_kv_heads=hq if repeat > 1 else hkv, seq_len=s, head_dim=d,
+        case = AttentionParams(batch=tb, num_heads=hq, num_kv_heads=hq if repeat > 1 else hkv, seq_len=s, head_dim=d,
                                causal=True, dtype=p.dtype, mode="fwd_bwd", block_q=p.block_q, block_k=p.block_k)
         acfg, fields, note = tuned_config(case, impl, acfg, tune, platform)
         if tuned is not None:
             best, default = fields.pop("tune_best_s", None), fields.pop("default_s", None)
             tuned.update(fields)
             tuned["notes"] = "; ".join(filter(None, [note, (
-                f"attention tuned at its per-shard shape {b}x{s}x{hq}x{d} (fwd_bwd): {best * 1e3:.3f} ms against "
-                f"{default * 1e3:.3f} ms at the default blocks") if best and default else ""]))
+                f"attention tuned at its per-shard shape {tb}x{s}x{hq}x{d} (fwd_bwd"
+                f"{'' if tb == b else f'; the blocks of global batch {tune_batch}, for global_batch auto'}): "
+                f"{best * 1e3:.3f} ms against {default * 1e3:.3f} ms at the default blocks") if best and default
+                else ""]))
 
     def attend(q: jax.Array, k: jax.Array, v: jax.Array) -> jax.Array:
         if repeat > 1:
@@ -174,7 +180,7 @@ class StepProgram:
 
 def program(p: TrainParams, impl: str, interpret: bool, platform: str,
             devices: Sequence[jax.Device] | None = None, tune: TimingPlan | None = None,
-            tuned: dict[str, Any] | None = None) -> StepProgram:
+            tuned: dict[str, Any] | None = None, tune_batch: int | None = None) -> StepProgram:
     """Mesh, shardings and the step function of a case (raises CaseSkipped where it cannot run).
 
     ``devices``: what the mesh spans (default: this process's jax.devices()); pass a TPU topology's
@@ -185,8 +191,8 @@ def program(p: TrainParams, impl: str, interpret: bool, platform: str,
     cfg = p.config()
     mesh, p_shard, o_shard, tok_shard = layouts(cfg, p.sharding, _mesh_key(p), p.scan(),
                                                 None if devices is None else tuple(devices))
-    hooks = sharding.hooks(mesh, p.sharding, attention_fn(impl, cfg, p, mesh, interpret, platform, tune, tuned),
-                           impl)
+    hooks = sharding.hooks(mesh, p.sharding, attention_fn(impl, cfg, p, mesh, interpret, platform, tune, tuned,
+                                                          tune_batch), impl)
 
     def step(params, opt_state, tokens):
         (loss, per_seq), grads = jax.value_and_grad(
@@ -221,10 +227,10 @@ class TrainSetup:
 
 
 def build(p: TrainParams, impl: str, interpret: bool, platform: str, tune: TimingPlan | None = None,
-          tuned: dict[str, Any] | None = None) -> TrainSetup:
+          tuned: dict[str, Any] | None = None, tune_batch: int | None = None) -> TrainSetup:
     """The case's program compiled, with parameters, optimizer state and tokens placed on the mesh (its
-    attention tuned as ``tune`` says: see attention_fn)."""
-    prog = program(p, impl, interpret, platform, tune=tune, tuned=tuned)
+    attention tuned as ``tune`` and ``tune_batch`` say: see attention_fn)."""
+    prog = program(p, impl, interpret, platform, tune=tune, tuned=tuned, tune_batch=tune_batch)
     state = initializer(p.config(), p.dtype, p.sharding, _mesh_key(p), p.scan())()
     tokens = jax.device_put(make_tokens(p, TOKEN_SEED), prog.token_sharding)
     compiled, lower_s, compile_s = prog.compile(donate=platform != "cpu")  # CPU cannot donate buffers
@@ -260,12 +266,14 @@ GIB = float(1 << 30)
 
 def resolve_batch(p: TrainParams, impl: str, interpret: bool, platform: str, limit: int | None,
                   devices: Sequence[jax.Device] | None = None, donate: bool = True,
-                  need: Callable[[TrainParams], int | None] | None = None) -> tuple[TrainParams, str]:
+                  need: Callable[[TrainParams], int | None] | None = None,
+                  tune: TimingPlan | None = None) -> tuple[TrainParams, str]:
     """``p`` with ``global_batch: auto`` replaced by the largest batch whose step fits ``limit`` bytes per
     device (p.memory_limit_gib when given), found by compiling the step (never running it); and a note
     saying so. CaseSkipped when no limit is known or not even the smallest batch fits. ``need(params)``:
     the per-device bytes of the step at a batch (default: program(...).peak_bytes), for a caller that
-    keeps what each probe compiled."""
+    keeps what each probe compiled). ``tune``: the run's plan: every probe's attention runs at the blocks
+    the run will (tuned at the smallest batch, ``tune_batch``), so its memory is the run's."""
     if not p.auto_batch:
         return p, ""
     if p.memory_limit_gib is not None:
@@ -275,7 +283,8 @@ def resolve_batch(p: TrainParams, impl: str, interpret: bool, platform: str, lim
                           "set memory_limit_gib")
     device = None if devices is None else devices[0]
     if need is None:
-        need = lambda q: program(q, impl, interpret, platform, devices).peak_bytes(donate, device)  # noqa: E731
+        need = lambda q: program(q, impl, interpret, platform, devices, tune=tune,  # noqa: E731
+                                 tune_batch=p.batch_step()).peak_bytes(donate, device)
     batch, seen = largest_batch(lambda b: need(p.with_batch(b)), limit, p.batch_step())
     probes = ", ".join(f"{b}: {'?' if v is None else f'{v / GIB:.2f}'}" for b, v in sorted(seen.items()))
     if not batch:
@@ -297,9 +306,12 @@ def run_train_case(params: dict[str, Any], impl: str, plan: TimingPlan, interpre
                    platform: str) -> CaseResult:
     p = TrainParams(**params)
     donate = platform != "cpu"  # CPU cannot donate buffers
-    p, batch_note = resolve_batch(p, impl, interpret, platform, device_limit(jax.devices()[0]), donate=donate)
+    auto = p.auto_batch
+    tune_batch = p.batch_step() if auto else None  # auto: the blocks every probe of the search compiled with
+    p, batch_note = resolve_batch(p, impl, interpret, platform, device_limit(jax.devices()[0]), donate=donate,
+                                  tune=plan)
     tuned: dict[str, Any] = {}
-    setup = build(p, impl, interpret, platform, tune=plan, tuned=tuned)
+    setup = build(p, impl, interpret, platform, tune=plan, tuned=tuned, tune_batch=tune_batch)
     tune_note = tuned.pop("notes", "")
     ref = reference_losses(setup)
     device = next(d for d in setup.prog.mesh.devices.flat if d.process_index == jax.process_index())
