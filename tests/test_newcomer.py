@@ -462,3 +462,30 @@ def test_compare_writes_a_note_every_case_shares_once(tmp_path):
     rows = [ln for ln in res.output.splitlines() if "  jax/" in ln]  # a case's first line
     assert len(rows) == len(cases) and all(ln.rstrip().endswith("note 1") for ln in rows), res.output
     assert res.output.count("note 1:") == 1 and "too few samples" in res.output.split("note 1:")[1]
+
+
+# ------------------------------------------------------------------- 11: compile --target
+
+def test_compile_says_when_the_cases_mesh_is_not_the_targets_and_picks_the_targets_profile(tmp_path):
+    from xlabench import hardware
+    from xlabench import suite as suite_lib
+    from xlabench.run import compile_runner
+    from xlabench.run.run_options import RunOptions
+
+    s = suite_lib.load(ROOT / "suites" / "gpt2.yaml")
+    target, prof, cases = compile_runner._checked(s, "v5e-8", 1, RunOptions())
+    assert prof == "tpu" and {c.devices for c in cases} == {4}  # the v4-8 scale profile
+    note = compile_runner.mesh_note(cases, target, 1)
+    assert note and "mesh of 4 device(s), not the 8 of v5e-8" in note
+    assert compile_runner.mesh_note(cases, hardware.find_target("v4-8"), 1) is None
+    assert compile_runner._checked(s, "h100", 1, RunOptions())[1] == ("gpu" if "gpu" in s.spec.profiles else "base")
+
+
+def test_a_compile_charts_title_counts_the_devices_its_mesh_spans():
+    import pandas as pd
+
+    from xlabench.report import chartdata as cd
+
+    df = pd.DataFrame({"suite": ["gpt2"], "device_kind": ["TPU v5 lite"], "device_count": [8], "devices": [4],
+                       "target": ["v5e-8"], "interpret": [False]})
+    assert "TPU v5 lite ×4" in cd.title(df, "compile") and "×8" not in cd.title(df, "compile")

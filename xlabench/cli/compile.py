@@ -69,7 +69,7 @@ def _skip_lines(rows: list[dict[str, Any]]) -> list[str]:
 @click.option("--slices", default=1, show_default=True, type=click.IntRange(min=1),
               help="Slices of the target (multi-slice), >= 1.")
 @run_options("profile", "only_impls", "backends", "where", "out_dir", "resume_csv", "timeout_s", "shard_spec",
-             "cache_dir", "no_cache", "jobs", "explain", profile_help="Suite profile to compile (default: 'tpu' where the suite has it; 'base' for none).",
+             "cache_dir", "no_cache", "jobs", "explain", profile_help="Suite profile to compile (default: the target's platform's, 'tpu' or 'gpu', where the suite has it; else 'base').",
              out_help=f"Results folder: rows go to OUT/<suite>/<run-id>{results.COMPILE_SUFFIX}.")
 def compile_cmd(suite_file: str, target_name: str, slices: int, run_opts: RunOptions) -> None:
     """AOT-compile every case for a TPU slice (or lower it for a GPU) without having one.

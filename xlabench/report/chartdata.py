@@ -196,8 +196,10 @@ def title(df: pd.DataFrame, what: str) -> str:
     suites = ", ".join(str(s) for s in distinct(df["suite"]))
     # Rows planned as skipped never reached a worker: they have no device or version to show.
     env = df.dropna(subset=["device_kind"])
-    devices = ", ".join(f"{k} ×{fmt_value('', c)}" for k, c in
-                        distinct(zip(env["device_kind"], env["device_count"])))
+    count = env["device_count"]
+    if "target" in env and "devices" in env:  # a compile: the devices its mesh spans, not all the target's
+        count = env["devices"].where(env["target"].notna() & env["devices"].notna(), count)
+    devices = ", ".join(f"{k} ×{fmt_value('', c)}" for k, c in distinct(zip(env["device_kind"], count)))
     second = " · ".join(p for p in (devices, INTERPRET_NOTE if interpreted(df) else "") if p)
     return "\n".join(p for p in (f"{what}: {suites}", second) if p)
 

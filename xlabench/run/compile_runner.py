@@ -30,7 +30,6 @@ from xlabench.explain.kept import explain_dir
 from xlabench.run.suite_runner import RunInputError, open_run, select_cases
 from xlabench.measure.status import COMPILED, FAILED, SKIPPED
 
-DEFAULT_PROFILE = "tpu"
 TORCH_XLA_REASON = ("torch_xla 2.9 has no compile-only TPU client (it compiles only on the devices it runs on); "
                     "the JAX rows compile the same Pallas kernels that torch_xla's custom_kernel traces")
 
@@ -107,7 +106,7 @@ def _checked(s: suite_lib.Suite, target_name: str, slices: int,
         raise CompileError(f"--slices applies to TPU targets, not {target.name}")
     try:
         prof = s.pick_profile(None, opts.profile if opts.profile is not None else
-                              (DEFAULT_PROFILE if DEFAULT_PROFILE in s.spec.profiles else "base"))
+                              (target.platform if target.platform in s.spec.profiles else "base"))
         shard_of = shard.parse_shard(opts.shard_spec) if opts.shard_spec is not None else None
     except (suite_lib.SuiteError, ValueError) as e:
         raise CompileError(str(e)) from None
@@ -117,12 +116,25 @@ def _checked(s: suite_lib.Suite, target_name: str, slices: int,
         raise CompileError(str(e)) from None
 
 
+def mesh_note(cases: list[suite_lib.Case], target: hardware.Target, slices: int) -> Optional[str]:
+    """What to say when cases set a device count other than the target's (a gpt2 tpu profile's devices: 4 on a
+    v5e-8 compiled a 4-device mesh of the 8 devices, silently)."""
+    have = target.devices * slices
+    meshes = [c.devices for c in cases if 1 < c.devices != have]  # a one-device case compiles one chip's kernel
+    if not meshes:
+        return None
+    other, n = sorted(set(meshes)), len(meshes)
+    return (f"{n} case(s) compile a mesh of {', '.join(map(str, other))} device(s), not the {have} of {target.name}"
+            f"{f' x {slices}' if slices > 1 else ''} (the suite's devices); set devices: {have} (e.g. -k devices={have}"
+            " where the suite sweeps it) to compile for the whole slice")
+
+
 def compile_suite(s: suite_lib.Suite, target_name: str, slices: int = 1, opts: RunOptions = RunOptions(),
                   on_start: Callable[[str, int, int, dict[str, Any], int], None] = lambda *a: None,
                   on_case_start: Callable[[int, suite_lib.Case], None] = lambda job, case: None,
                   on_row: Callable[[suite_lib.Case, dict[str, Any]], None] = lambda c, r: None,
                   on_warning: Callable[[str], None] = lambda text: None) -> CompileOutcome:
-    """Compile every case of the suite's profile (``opts.profile``, default ``tpu``) that ``opts``' filters
+    """Compile every case of the suite's profile (``opts.profile``, default the target's platform: tpu, gpu) that ``opts``' filters
     leave for ``target_name``; ``opts.timeout_s`` limits each compile, ``opts.resume_csv`` continues a compile.
 
     ``opts.jobs`` cases compile at once (default: parallel.default_jobs()), each job in a worker of its
@@ -131,6 +143,8 @@ def compile_suite(s: suite_lib.Suite, target_name: str, slices: int = 1, opts: R
     ``on_warning`` what the user should know (a cache folder that cannot be written).
     Raises CompileError for bad input and for a host that cannot compile for the target."""
     target, prof, cases = _checked(s, target_name, slices, opts)
+    if note := mesh_note(cases, target, slices):
+        on_warning(note)
     try:
         files, done, run_id = open_run(s, opts.out_dir, opts.resume_csv, suffix=results.COMPILE_SUFFIX, same=("target", target.name))
     except RunInputError as e:
