@@ -94,3 +94,31 @@ def test_the_shared_chunked_reference_matches_the_numpy_spec(causal, kv_heads, s
     assert max_normalised_error(numpy_chunked, spec) < 1e-6
     fwd = impls.reference_outputs(*(jnp.asarray(x) for x in (q, k, v)), None, causal, 0.25, max_score_bytes=small)
     assert len(fwd) == 1 and max_normalised_error(fwd, spec[:1]) < 1e-5
+
+
+def test_splash_with_its_fused_backward_kernel_gives_the_reference_gradients():
+    """fused_bwd 1 (a candidate of splash's backward search): one kernel computes dq, dk and dv. Interpreted
+    on the CPU, its gradients equal the float32 reference's, causal and not, like the two-kernel default's."""
+    import jax
+
+    ks = jax.random.split(jax.random.key(7), 4)
+    q, k, v, do = (jax.random.normal(kk, (1, 256, 2, 64), jnp.float32) for kk in ks)
+    scale = impls.default_scale(64)
+    for causal in (True, False):
+        ref = impls.reference_outputs(q, k, v, do, causal, scale)
+        for fused in (0, 1):
+            cfg = impls.AttnConfig(causal=causal, sm_scale=scale, block_q=128, block_k=128, interpret=True)
+            cfg = cfg.with_blocks({"block_kv_compute": 128, "block_q_bwd": 128, "block_k_bwd": 128, "fused_bwd": fused})
+            out, vjp = jax.vjp(lambda q, k, v: impls.attend(q, k, v, "splash", cfg), q, k, v)
+            for got, want in zip((out, *vjp(do)), ref):
+                np.testing.assert_allclose(np.asarray(got), np.asarray(want), atol=2e-4, rtol=2e-4)
+
+
+def test_splash_searches_its_backward_with_and_without_the_fused_kernel_from_the_default():
+    from xlabench.workloads.attention import AttentionParams
+
+    p = AttentionParams(batch=4, num_heads=16, seq_len=4096, head_dim=128, mode="fwd_bwd")
+    fwd, bwd = impls.REGISTRY["splash"].tune_space(p)
+    assert {c["fused_bwd"] for c in bwd.candidates} == {0, 1} and bwd.default["fused_bwd"] == 0
+    assert {c["fused_bwd"] for c in bwd.seeds} == {0, 1}
+    assert "fused_bwd" not in {n for c in fwd.candidates for n in c}

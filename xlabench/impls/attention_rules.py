@@ -66,11 +66,13 @@ def splash_space(p: AttentionParams) -> list:
     descent from the square blocks at block_kv_compute = block_kv: the three interact (on the v5e at S=4096,
     2048 x 1024 was slower than 1024 x 1024 at block_kv_compute 1024 and the fastest at 256, so a search
     of the blocks first and block_kv_compute after stopped at 1024 x 1024, 10% slower); then the backward
-    blocks."""
+    blocks, each with and without splash's fused backward kernel (``fused_bwd`` 1: dq, dk and dv from one
+    kernel, which computes the scores and probabilities once instead of in both the dq and the dkv kernel;
+    0, the kernel's default, is where the descent starts)."""
     fwd = [{**c, "block_kv_compute": c["block_k"] >> i} for c in tile_candidates(p.seq_len, p.kv_len)
            for i in range(SPLASH_COMPUTE_SPLITS) if i == 0 or c["block_k"] >> i >= 128]
-    return block_stages(p, fwd, tile_candidates(p.seq_len, p.kv_len, BWD_BLOCK_PARAMS),
-                        {"block_kv_compute": min(128, p.kv_len)})
+    bwd = [{**c, "fused_bwd": f} for c in tile_candidates(p.seq_len, p.kv_len, BWD_BLOCK_PARAMS) for f in (0, 1)]
+    return block_stages(p, fwd, bwd, {"block_kv_compute": min(128, p.kv_len)}, {"fused_bwd": 0})
 
 
 def pallas_gpu_space(p: AttentionParams) -> list:

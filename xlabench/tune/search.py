@@ -185,8 +185,9 @@ def _stage(st: Stage, cands: list[tuple], default_key: Optional[tuple], chosen: 
     seen: set[tuple] = set()
     first: dict[tuple, float] = {}
     extra = [default_key] if default_key is not None else []
-    start = near({dst: chosen[src] for dst, src in st.follow.items() if src in chosen}, st.candidates) \
-        if st.follow else ()
+    # a followed stage starts at the earlier winner's sizes, its other fields at this stage's default
+    start = near({**st.default, **{dst: chosen[src] for dst, src in st.follow.items() if src in chosen}},
+                 st.candidates) if st.follow else ()
     have = set(cands)
     seeds = [s for s in dict.fromkeys(frozen({**chosen, **s}) for s in (start or st.seeds)) if s in have]
     if seeds:

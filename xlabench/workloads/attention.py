@@ -164,7 +164,8 @@ def tile_candidates(sq: int, sk: int, names: tuple[str, str] = BLOCK_PARAMS) -> 
 
 
 def block_stages(p: "AttentionParams", fwd: list[dict[str, int]], bwd: Optional[list[dict[str, int]]] = None,
-                 default_extra: Optional[dict[str, int]] = None) -> list[Stage]:
+                 default_extra: Optional[dict[str, int]] = None,
+                 bwd_default_extra: Optional[dict[str, int]] = None) -> list[Stage]:
     """A kernel's search for case ``p``: the forward blocks (``fwd``, every field of the kernel's forward
     together: splash's block_kv_compute too) on the case's own program, descending from the square blocks
     (every field one size: block_kv_compute = block_kv); for fwd_bwd, then the backward blocks (``bwd``) on
@@ -172,12 +173,14 @@ def block_stages(p: "AttentionParams", fwd: list[dict[str, int]], bwd: Optional[
     case runs the fwd_bwd program, not the forward one: a forward winner can exceed VMEM there (on the v5e, flash's 2048 x 1024 forward
     blocks at S=4096 fit the forward program and not the forward-with-residuals kernel of fwd_bwd). The
     default is today's: 128 x 128, clipped, every other field at the kernel's own default
-    (``default_extra``), the backward blocks equal to the forward ones (what ``default_s`` times)."""
+    (``default_extra``; the backward stage's other fields at ``bwd_default_extra``), the backward blocks
+    equal to the forward ones (what ``default_s`` times)."""
     default = {"block_q": min(DEFAULT_BLOCK, p.seq_len), "block_k": min(DEFAULT_BLOCK, p.kv_len),
                **(default_extra or {})}
     stages = [Stage(p.mode, tuple(fwd), default, diagonal(fwd, sorted({n for c in fwd for n in c})))]
     if p.mode != "fwd" and bwd:
-        bwd_default = {**default, BWD_BLOCK_PARAMS[0]: default["block_q"], BWD_BLOCK_PARAMS[1]: default["block_k"]}
+        bwd_default = {**default, BWD_BLOCK_PARAMS[0]: default["block_q"], BWD_BLOCK_PARAMS[1]: default["block_k"],
+                       **(bwd_default_extra or {})}
         stages.append(Stage(p.mode, tuple(bwd), bwd_default, diagonal(bwd, BWD_BLOCK_PARAMS),
                             dict(zip(BWD_BLOCK_PARAMS, BLOCK_PARAMS))))
     return stages

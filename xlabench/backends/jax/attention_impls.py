@@ -97,9 +97,11 @@ def splash(q, k, v, cfg: AttnConfig):
     hkv, skv = k.shape[1], k.shape[2]
     bq, bk = _blocks(cfg, sq, skv)
     bqb, bkb = extra_block(cfg, "block_q_bwd", bq), extra_block(cfg, "block_k_bwd", bk)
+    fused = bool(extra_block(cfg, "fused_bwd", 0))  # one backward kernel for dq, dk and dv (tune: splash_space)
     sizes = sk_lib.BlockSizes(block_q=bq, block_kv=bk, block_kv_compute=extra_block(cfg, "block_kv_compute", bk),
                               block_q_dkv=bqb, block_kv_dkv=bkb, block_kv_dkv_compute=bkb,
-                              block_q_dq=bqb, block_kv_dq=bkb)
+                              block_q_dq=None if fused else bqb, block_kv_dq=None if fused else bkb,
+                              use_fused_bwd_kernel=fused)
     heads = hq if hkv == hq else hq // hkv
     one = mask_lib.CausalMask((sq, skv)) if cfg.causal else mask_lib.FullMask((sq, skv))
     mask = mask_lib.MultiHeadMask([one] * heads)
