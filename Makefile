@@ -46,7 +46,7 @@ $(BIN)/.tpu-compile: $(BIN)/.installed
 	$(BIN)/python -m pip install -q -e '.[tpu-compile]'
 	touch $@
 
-.PHONY: setup run lint test test-fast torch-xla-env otava-env tpu-compile compile readme-charts
+.PHONY: setup run lint test test-fast pytest-run torch-xla-env otava-env tpu-compile compile readme-charts
 setup: $(BIN)/.installed
 
 ## libtpu for `xlabench compile` (run once; `make test` does it)
@@ -87,8 +87,16 @@ lint: setup
 TEST_JOBS ?= auto
 test: lint tpu-compile
 	$(BIN)/xlabench audit docs/data
-	$(BIN)/python -m pytest -q -n $(TEST_JOBS) --dist loadfile --durations=15
+	@$(MAKE) --no-print-directory pytest-run PYTEST_ARGS="--durations=15"
 
-## the quick loop while developing: everything but the `slow` end-to-end tests (CI runs them all)
+## the quick loop while developing: everything but the `slow` tests, those that start a process or run a
+## simulation (CI runs them all)
 test-fast: lint tpu-compile
-	$(BIN)/python -m pytest -q -n $(TEST_JOBS) --dist loadfile -m "not slow"
+	@$(MAKE) --no-print-directory pytest-run PYTEST_ARGS='-m "not slow"'
+
+# pytest as `test` and `test-fast` run it; its exit 5 (no test ran: a typo in a path or a marker) fails
+# with a line saying so, never passes quietly
+PYTEST_ARGS ?=
+pytest-run:
+	$(BIN)/python -m pytest -q -n $(TEST_JOBS) --dist loadfile $(PYTEST_ARGS); rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "pytest ran no tests (exit 5): that is a failure, not a pass" >&2; fi; exit $$rc

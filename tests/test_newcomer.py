@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import sys
 import warnings
 from pathlib import Path
 from typing import Any
@@ -489,3 +490,19 @@ def test_a_compile_charts_title_counts_the_devices_its_mesh_spans():
     df = pd.DataFrame({"suite": ["gpt2"], "device_kind": ["TPU v5 lite"], "device_count": [8], "devices": [4],
                        "target": ["v5e-8"], "interpret": [False]})
     assert "TPU v5 lite ×4" in cd.title(df, "compile") and "×8" not in cd.title(df, "compile")
+
+
+# ------------------------------------------------------------------- CI: pytest's exit 5 is a failure
+
+@pytest.mark.slow  # starts make and pytest (~3 s)
+def test_the_ci_pytest_step_fails_when_no_test_runs():
+    """`make test` and `make test-fast` run pytest through `make pytest-run`: no test selected (exit 5) fails
+    the step with a line saying so (.ci/run runs `make test` under set -e)."""
+    import subprocess
+
+    proc = subprocess.run(["make", "-s", "pytest-run", "TEST_JOBS=0", "PYTEST_ARGS=tests/test_flops.py -k no_such_test",
+                           f"BIN={Path(sys.executable).parent}"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode != 0 and "pytest ran no tests (exit 5)" in proc.stderr, proc.stdout + proc.stderr
+    for target in ("test", "test-fast"):
+        dry = subprocess.run(["make", "-n", target], cwd=ROOT, capture_output=True, text=True).stdout
+        assert "pytest-run" in dry and "-m pytest" not in dry.split("pytest-run")[0], (target, dry)
