@@ -74,8 +74,14 @@ for arg in "$@"; do
       run_step train benchmarks/tpu/gpt2_one_chip.yaml "$limit" ;;
     train-explain)  # issue 41: where a GPT-2 step's time goes (run --explain keeps each case's trace and HLO)
       run_step train-explain benchmarks/tpu/train_explain_v5e.yaml "$limit" --explain "${k[@]}" ;;
+    train-final)  # issue 41: GPT-2 124M at batch 22 after the step's changes, explained
+      run_step train-final benchmarks/tpu/train_final_v5e.yaml "$limit" --explain "${k[@]}" ;;
+    train-auto)  # issue 41: global_batch auto on the chip (the probes' GiB by batch in the row's notes)
+      run_step train-auto benchmarks/tpu/train_auto_v5e.yaml "$limit" "${k[@]}" ;;
+    mfu-batch)  # issue 41: the seed's chart, MFU against global batch, GPT-2 355M naive vs splash
+      run_step mfu-batch benchmarks/tpu/mfu_vs_batch_v5e.yaml "$limit" "${k[@]}" ;;
     train-mfu)  # issue 34: GPT-2 124M and 355M, seq 1024 and 4096, naive / flash / splash, up to the largest batch
       run_step train-mfu benchmarks/tpu/train_mfu_v5e.yaml "$limit" "${k[@]}" ;;
-    *) echo "unknown step $step (smoke, attention, attention-cached, attention-default, paged, train, train-mfu, train-explain)"; exit 2 ;;
+    *) echo "unknown step $step (smoke, attention, attention-cached, attention-default, paged, train, train-mfu, train-explain, train-final, train-auto, mfu-batch)"; exit 2 ;;
   esac
 done
