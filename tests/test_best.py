@@ -93,6 +93,7 @@ def test_report_has_a_best_configuration_section(tmp_path):
     assert "## Best configuration per shape" in md and "| flash |" in md and "| winner |" in md
 
 
+@pytest.mark.slow  # starts a process
 def test_bad_tuned_files_and_no_sweep_are_exit_2(tmp_path):
     spec = tmp_path / "s.yaml"
     spec.write_text("name: t\nworkload: attention\nimpls: [flash]\ntuned: missing.yaml\n")
@@ -111,6 +112,7 @@ def test_bad_tuned_files_and_no_sweep_are_exit_2(tmp_path):
     assert res.exit_code == 2 and "no sweep of a tuned parameter" in res.output
 
 
+@pytest.mark.slow  # starts a process
 def test_best_on_a_real_block_size_sweep(tmp_path):
     """A real CPU run (flash interpreted) sweeping block_q/block_k, then `best` and a tuned suite."""
     spec = tmp_path / "sweep.yaml"

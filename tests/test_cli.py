@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import pytest
+
 import click
 from click.testing import CliRunner
 
 from xlabench.cli import main
 
 
+@pytest.mark.slow  # starts a process
 def test_info_reports_platform_and_the_hosts_cached_peak(tmp_path, monkeypatch):
     """The peak info prints is the host's cached one (a figure no measurement here would give), per
     device, with its date and where it is cached; --remeasure-peak replaces it with a measurement."""
@@ -86,6 +89,7 @@ def test_help_lists_commands():
     assert listed == sorted(main.list_commands(click.Context(main)))  # the help lists exactly the commands
 
 
+@pytest.mark.slow  # starts a process
 def test_results_path_is_printed_whole_past_80_columns(write_suite, tmp_path):
     """A long --out path is one line a user can copy, not wrapped at the terminal's width."""
     import re

@@ -33,6 +33,7 @@ def _run(suite: Path, out: Path, warnings: list[str] | None = None, **opts) -> d
     return row
 
 
+@pytest.mark.slow  # starts a process
 def test_second_run_is_served_by_the_cache(write_suite, tmp_path: Path):
     suite, cache = write_suite(ONE_CASE), tmp_path / "cache"
     first = _run(suite, tmp_path / "r1", cache_dir=str(cache))
@@ -43,12 +44,14 @@ def test_second_run_is_served_by_the_cache(write_suite, tmp_path: Path):
     assert any(cache.iterdir())
 
 
+@pytest.mark.slow  # starts a process
 def test_no_cache_compiles_every_time(write_suite, tmp_path: Path):
     suite = write_suite(ONE_CASE)
     rows = [_run(suite, tmp_path / f"r{i}", no_cache=True) for i in (1, 2)]
     assert [r["compile_cached"] for r in rows] == [False, False]
 
 
+@pytest.mark.slow  # starts a process
 def test_unwritable_cache_dir_warns_once_and_runs(write_suite, tmp_path: Path):
     blocker = tmp_path / "a-file"
     blocker.write_text("not a folder")
@@ -59,6 +62,7 @@ def test_unwritable_cache_dir_warns_once_and_runs(write_suite, tmp_path: Path):
     assert row["compile_cached"] is False
 
 
+@pytest.mark.slow  # starts a process
 @pytest.mark.parametrize("damage", ["truncate", "garble"])
 def test_corrupt_entry_is_recompiled(write_suite, tmp_path: Path, damage: str):
     suite, cache = write_suite(ONE_CASE), tmp_path / "cache"
@@ -72,12 +76,14 @@ def test_corrupt_entry_is_recompiled(write_suite, tmp_path: Path, damage: str):
     assert again["compile_cached"] is False
 
 
+@pytest.mark.slow  # starts a process
 def test_cache_dir_and_no_cache_together_is_exit_2(write_suite):
     r = run_cli("run", str(write_suite(ONE_CASE)), "--no-cache", "--cache-dir", "/tmp/x")
     assert r.returncode == 2
     assert "--no-cache" in r.stderr and "--cache-dir" in r.stderr and "Traceback" not in r.stderr
 
 
+@pytest.mark.slow  # starts a process
 def test_suite_cache_dir_is_used_and_cache_dir_overrides_it(write_suite, tmp_path: Path):
     suite = write_suite(ONE_CASE + "cache: {dir: suite-cache}\n")
     _run(suite, tmp_path / "r1")
@@ -86,6 +92,7 @@ def test_suite_cache_dir_is_used_and_cache_dir_overrides_it(write_suite, tmp_pat
     assert row["compile_cached"] is False and any((tmp_path / "other").iterdir())
 
 
+@pytest.mark.slow  # starts a process
 def test_unknown_cache_key_is_exit_2(write_suite):
     r = run_cli("run", str(write_suite(ONE_CASE + "cache: {folder: x}\n")), "--dry-run")
     assert r.returncode == 2 and "folder" in r.stderr and "Traceback" not in r.stderr
@@ -122,6 +129,7 @@ def _same_figures(a, b) -> None:
         assert a[col].astype(str).tolist() == b[col].astype(str).tolist(), col  # bit for bit, as the CSV has them
 
 
+@pytest.mark.slow  # starts a process
 def test_compile_only_figures_are_served_by_the_cache_bit_for_bit(write_suite, tmp_path: Path):
     from conftest import require_libtpu
 
@@ -150,6 +158,7 @@ def test_compile_only_figures_are_served_by_the_cache_bit_for_bit(write_suite, t
     assert fourth["compile_cached"].tolist() == [True] * 4
 
 
+@pytest.mark.slow  # starts a process
 def test_compile_no_cache_and_unwritable_cache(write_suite, tmp_path: Path):
     from conftest import require_libtpu
 

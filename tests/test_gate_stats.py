@@ -70,6 +70,7 @@ def test_thirty_percent_faster_is_an_improvement():
     assert verdicts(1 / 1.30, n=20, sigma=0.10) == {gate.IMPROVEMENT: 50}
 
 
+@pytest.mark.slow  # a Monte-Carlo simulation
 def test_heavy_tailed_outliers_neither_raise_false_alarms_nor_hide_a_shift():
     assert verdicts(1.0, n=30, heavy=True) == {gate.UNCHANGED: 50}
     assert verdicts(1.30, n=30, heavy=True) == {gate.REGRESSION: 50}

@@ -5,6 +5,8 @@ scan (the band model is tried only where the runs show bands, and kept only wher
 
 from __future__ import annotations
 
+import pytest
+
 import numpy as np
 
 from xlabench.history import bands, changes as cp
@@ -25,6 +27,7 @@ def test_the_bands_are_recovered():
     assert abs(p - 1 / 3) < 0.04 and abs(d - 0.03) < 0.003 and abs(s - 0.01) < 0.001, (p, d, s)
 
 
+@pytest.mark.slow  # a Monte-Carlo simulation
 def test_a_step_in_two_bands_is_found_more_often_than_by_the_plain_scan(monkeypatch):
     """A 3% step 40 runs into 60, a third of the runs 4 sigma up: the plain scan measures a level to the
     runs' whole spread (2.1 sigma), the band model to about sigma."""
@@ -36,6 +39,7 @@ def test_a_step_in_two_bands_is_found_more_often_than_by_the_plain_scan(monkeypa
     assert with_bands >= 0.65 and with_bands >= plain + 0.15, (with_bands, plain)
 
 
+@pytest.mark.slow  # a Monte-Carlo simulation
 def test_noise_only_banded_series_stay_under_alpha():
     rng = np.random.default_rng(13)
     alarms = [bool(cp.segment(_banded(rng, 60, gap=float(rng.uniform(2, 4))))) for _ in range(1000)]

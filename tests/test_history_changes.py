@@ -90,6 +90,7 @@ def test_a_ramp_is_located_where_it_starts():
     assert np.mean([_located(y, 20) for y in ys]) >= 0.95
 
 
+@pytest.mark.slow  # a Monte-Carlo simulation
 @pytest.mark.parametrize("family", ["mean", "rank", "auto"])
 def test_noise_only_false_alarms_stay_under_alpha(family):
     """1000 noise-only series of 30 runs per family: the share with any change is at most alpha: the
@@ -188,6 +189,7 @@ def test_events_gather_cases_by_commit():
     assert series.events(g, changes[:2]) == []
 
 
+@pytest.mark.slow  # a Monte-Carlo simulation
 def test_noise_only_suites_of_real_cases_rarely_alarm():
     """40 noise-only suites of the real cpu suite's 48 cases (30 runs each): at most 2 report anything."""
     alarms = [bool(series.detect(hd.group([1.0] * 30, seed=100 + s))) for s in range(40)]
@@ -207,6 +209,7 @@ def creeping_store(tmp_path_factory):
     return url, paths, factors
 
 
+@pytest.mark.slow  # starts a process
 def test_each_creeping_step_passes_the_pairwise_gate(creeping_store):
     _, paths, _ = creeping_store
     for a, b in zip(paths[19:26], paths[20:27]):
@@ -233,6 +236,7 @@ def test_history_names_commit_20_of_the_creeping_slowdown(creeping_store):
     assert all(c.position >= 17 and c.ratio > 1 for c in changes)
 
 
+@pytest.mark.slow  # starts a process
 def test_thirty_runs_without_a_change_report_nothing(tmp_path):
     paths = hd.write_series(tmp_path / "runs", [1.0] * 30, seed=7)
     with st.open_store(f"sqlite:///{tmp_path / 'h.sqlite'}") as s:
@@ -242,6 +246,7 @@ def test_thirty_runs_without_a_change_report_nothing(tmp_path):
     assert series.events(group, []) == []
 
 
+@pytest.mark.slow  # starts a process
 def test_many_files_are_read_by_processes_that_do_not_fork_a_jax_process(tmp_path):
     """CI's log: reading 30 runs forked workers from a pytest process that had started JAX's threads
     ("os.fork() was called ... JAX is multithreaded, so this will likely lead to a deadlock"). The readers

@@ -38,6 +38,7 @@ def _one_error(r) -> str:
     return lines[0]
 
 
+@pytest.mark.slow  # starts a process
 def test_add_changes_json_html_rebuild(creep, tmp_path):
     url = f"sqlite:///{tmp_path / 'h.sqlite'}"
     runs = sorted((creep / "results" / "attention").glob("*-h1st.csv"))
@@ -74,6 +75,7 @@ def test_add_changes_json_html_rebuild(creep, tmp_path):
     assert (site / "runs" / runs[-1].name).exists()  # the newest run's CSV, linked
 
 
+@pytest.mark.slow  # starts a process
 def test_many_cases_at_one_commit_are_one_event(tmp_path):
     """The issue's 8% step: 30 runs of the real run's 24 naive cases, each 8% slower from run 21 on (1%
     noise): one event at commit 20 in the table, the JSON and the site, the 24 cases beneath it."""
@@ -97,6 +99,7 @@ def test_many_cases_at_one_commit_are_one_event(tmp_path):
     assert r.returncode == 2 and "--family" in r.stderr
 
 
+@pytest.mark.slow  # starts a process
 def test_same_run_id_other_content_exits_2(creep, tmp_path):
     url = f"sqlite:///{tmp_path / 'h.sqlite'}"
     first = sorted((creep / "results" / "attention").glob("*-h1st.csv"))[0]
@@ -106,6 +109,7 @@ def test_same_run_id_other_content_exits_2(creep, tmp_path):
     assert first.stem in line and "different content" in line
 
 
+@pytest.mark.slow  # starts a process
 def test_bad_inputs_exit_2_with_one_line(creep, tmp_path):
     url = f"sqlite:///{tmp_path / 'h.sqlite'}"
     foreign = tmp_path / "foreign.csv"
@@ -137,6 +141,7 @@ def test_bad_inputs_exit_2_with_one_line(creep, tmp_path):
         run_cli("history", "changes", "--history", f"sqlite:///{tmp_path / 'none.sqlite'}"))
 
 
+@pytest.mark.slow  # starts a process
 def test_postgres_add_and_changes(postgres_server, creep, tmp_path):
     import _postgres
 
@@ -230,6 +235,7 @@ def test_the_harness_sees_console_errors_and_requests(tmp_path):
     assert "example.invalid" in hosts
 
 
+@pytest.mark.slow  # starts a process
 def test_the_site_in_headless_chromium(creep, tmp_path):
     url = f"sqlite:///{tmp_path / 'h.sqlite'}"
     assert run_cli("history", "add", str(creep / "results"), "--history", url).returncode == 0

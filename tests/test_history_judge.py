@@ -32,6 +32,7 @@ def test_a_creep_in_progress_fails_with_its_rate():
     assert "slower per commit for" in t.message("attention")
 
 
+@pytest.mark.slow  # a Monte-Carlo simulation
 def test_a_steady_creep_without_a_step_is_a_trend():
     """2% per commit for the last 6 of 20 commits, 20 histories: each fails; the rate and the span are
     right in the median (one history's geometric mean has ~1% noise: its hinge moves a few commits)."""
@@ -44,6 +45,7 @@ def test_a_steady_creep_without_a_step_is_a_trend():
     assert "% slower per commit for" in verdicts[0].trend.message("x")
 
 
+@pytest.mark.slow  # a Monte-Carlo simulation
 def test_noise_only_histories_pass():
     verdicts = [_judge([1.0] * 30, seed=300 + s) for s in range(40)]
     assert sum(v.regression for v in verdicts) <= 1
@@ -67,6 +69,7 @@ def test_hinge_fit_finds_where_a_trend_starts():
     assert j in (11, 12) and abs(slope - np.log(1.02)) < 1e-9 and p < 1e-6
 
 
+@pytest.mark.slow  # starts a process
 def test_gate_needs_a_baseline_or_a_history(write_suite):
     r = run_cli("gate", str(write_suite()))
     assert r.returncode == 2 and "--baseline FILE (pairwise) or --history URL" in r.stderr

@@ -116,6 +116,7 @@ def _python(*args: str) -> subprocess.Popen:
                             text=True)
 
 
+@pytest.mark.slow  # starts a process
 def test_two_writers_at_once_lose_nothing(history_url, tmp_path):
     paths = hd.write_series(tmp_path / "runs", [1.0] * 16, n_cases=3)
     st.open_store(history_url).close()  # created before the race (creation races are tested below)
@@ -127,6 +128,7 @@ def test_two_writers_at_once_lose_nothing(history_url, tmp_path):
     assert _counts(history_url) == {"runs": 16, "cases": 3, "results": 48}
 
 
+@pytest.mark.slow  # starts a process
 def test_two_writers_creating_the_store_at_once(history_url, tmp_path):
     paths = hd.write_series(tmp_path / "runs", [1.0] * 4, n_cases=2)
     procs = [_python(ADDER, history_url, *map(str, paths[:2])), _python(ADDER, history_url, *map(str, paths[2:]))]
@@ -150,6 +152,7 @@ HALF_WRITER = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow  # starts a process
 def test_kill_9_mid_add_leaves_no_trace(history_url, runs):
     with st.open_store(history_url) as s:
         ingest.add_files(s, runs[:1])
@@ -167,6 +170,7 @@ def test_kill_9_mid_add_leaves_no_trace(history_url, runs):
     assert _counts(history_url) == {"runs": 2, "cases": 4, "results": 8}
 
 
+@pytest.mark.slow  # starts a process
 def test_kill_9_of_a_busy_writer_leaves_whole_runs(history_url, tmp_path):
     paths = hd.write_series(tmp_path / "runs", [1.0] * 12, n_cases=4)
     st.open_store(history_url).close()

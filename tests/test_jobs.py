@@ -75,6 +75,7 @@ def test_default_jobs_from_cores_and_memory(tmp_path: Path):
     assert 1 <= parallel.default_jobs() <= parallel.host_cores()
 
 
+@pytest.mark.slow  # starts a process
 @pytest.mark.parametrize("value", ["0", "-1", "two"])
 @pytest.mark.parametrize("command", ["compile", "run"])
 def test_bad_jobs_is_exit_2_naming_the_option(write_suite, command: str, value: str):
@@ -102,6 +103,7 @@ def _compile(suite: Path, out: Path, *args: str, env: dict | None = None):
     return r, csv, results.read_rows(csv).set_index("case_id").sort_index()
 
 
+@pytest.mark.slow  # starts a process
 def test_compile_jobs_2_gives_the_rows_of_one_job(write_suite, tmp_path: Path):
     require_libtpu()
     suite = write_suite(JOBS_SUITE)
@@ -115,6 +117,7 @@ def test_compile_jobs_2_gives_the_rows_of_one_job(write_suite, tmp_path: Path):
     assert json.loads(csv2.with_name(csv2.name.replace(".compile.csv", ".compile.meta.json")).read_text())["jobs"] == 2
 
 
+@pytest.mark.slow  # starts a process
 def test_compile_jobs_crash_costs_one_row_and_resume_finishes(write_suite, tmp_path: Path):
     require_libtpu()
     suite = write_suite(JOBS_SUITE)
@@ -140,6 +143,7 @@ def test_timed_runs_on_an_accelerator_refuse_more_than_one_job():
         assert "--jobs 2" in jobs_refused(2, platform) and "one case at a time" in jobs_refused(2, platform)
 
 
+@pytest.mark.slow  # starts a process
 def test_run_jobs_2_on_cpu_rows_say_they_shared_the_host(write_suite, tmp_path: Path):
     suite = write_suite()  # conftest's tiny suite: 2 impls x 2 shapes
     fault = json.dumps([{"match": {"impl": "xla_sdpa", "seq_len": 128}, "fault": "segv"}])

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 import re
 import subprocess
 import sys
@@ -13,6 +15,7 @@ from xlabench.workloads.model_presets import PRESETS
 ROOT = Path(__file__).resolve().parents[1]
 
 
+@pytest.mark.slow  # starts a process
 def test_model_data_imports_no_framework():
     code = ("import sys, xlabench.workloads.model_layout, xlabench.workloads.train; "
             "print(sorted(m for m in ('jax', 'torch', 'torch_xla') if m in sys.modules))")

@@ -159,6 +159,7 @@ def test_empty_inputs_exit_2(tmp_path):
     assert res.exit_code == 2 and "no such folder" in res.output
 
 
+@pytest.mark.slow  # starts a process
 def test_module_entry_point_reports_bad_input(tmp_path):
     """`python -m xlabench.cli` runs cli.py as __main__: the plot command must still be there and exit 2."""
     proc = subprocess.run([sys.executable, "-m", "xlabench", "plot", str(tmp_path / "x.csv")],

@@ -238,6 +238,7 @@ def _case(report: dict, mode: str, scan: bool, layers: int = 2) -> dict:
     return next(c for c in report["cases"] if (c["mode"], c["scan"], c["layers"]) == (mode, scan, layers))
 
 
+@pytest.mark.slow  # starts a process
 def test_collectives_of_a_real_fsdp_step_are_its_weight_gathers_and_gradient_reductions(mesh_report: dict) -> None:
     case = _case(mesh_report, "fsdp", False)
     text = (mesh_report["dir"] / f"{case['name']}.hlo.txt").read_text()

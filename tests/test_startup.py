@@ -39,12 +39,14 @@ def _modules(*args: str) -> tuple[set[str], str]:
     ["list", "suites/gpt2.yaml"], ["list", "suites/attention.yaml", "--profile", "cpu", "--json"],
     ["validate", "suites/attention.yaml", "suites/gpt2.yaml"], ["info", "--peaks"],
 ])
+@pytest.mark.slow  # starts a process
 def test_light_commands_import_no_framework_scipy_pandas_or_matplotlib(args):
     loaded, out = _modules(*args)
     assert "xlabench" in loaded and out.strip()  # the command ran and printed
     assert loaded & set(HEAVY) == set(), args
 
 
+@pytest.mark.slow  # starts a process
 def test_the_gate_package_loads_its_statistics_on_first_use():
     """`xlabench.gate` is cheap to import (the CLI's defaults need it), and its names still work."""
     code = ("import sys; import xlabench.gate as g; light = 'scipy' not in sys.modules; "

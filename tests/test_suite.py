@@ -163,6 +163,7 @@ def _validate_process(path: Path, timeout: float = 60):
     return run_cli("validate", str(path), env=env, timeout=timeout)
 
 
+@pytest.mark.slow  # starts a process
 def test_non_utf8_file_is_bad_input_naming_line_and_key(tmp_path):
     path = tmp_path / "latin1.yaml"
     path.write_bytes(textwrap.dedent(BASE).lstrip().replace("tpu:\n    matrix:", "tpu:\n    description: caf\xe9\n"
@@ -179,6 +180,7 @@ def _axis(n: int, start: int = 1) -> str:
     return "[" + ", ".join(str(i) for i in range(start, start + n)) + "]"
 
 
+@pytest.mark.slow  # starts a process
 def test_huge_matrix_is_refused_from_axis_lengths(tmp_path):
     """Four 100-value axes (10^8 cases) are counted, not expanded: refused within seconds."""
     path = tmp_path / "huge.yaml"

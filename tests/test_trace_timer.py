@@ -167,6 +167,7 @@ def _rows(out: Path):
     return results.read_rows(found[0])
 
 
+@pytest.mark.slow  # starts a process
 def test_a_trace_suite_runs_end_to_end_and_timer_overrides_it(write_suite, tmp_path):
     suite = write_suite(SUITE)
     proc = run_cli("run", str(suite), "--out", str(tmp_path / "trace"))
@@ -186,6 +187,7 @@ def test_a_trace_suite_runs_end_to_end_and_timer_overrides_it(write_suite, tmp_p
     assert df["device_median_s"].isna().all() and df["host_overhead"].isna().all()
 
 
+@pytest.mark.slow  # starts a process
 def test_bad_timer_option_is_exit_2(write_suite):
     proc = run_cli("run", str(write_suite(SUITE)), "--timer", "gpu")
     assert proc.returncode == 2 and "--timer" in proc.stderr
@@ -201,6 +203,7 @@ def test_device_time_above_wallclock_is_said_in_the_notes():
     assert not with_timer(_reply([1.0, 1.0]), TimingPlan(timer="trace"), (0.5, 0.5)).notes
 
 
+@pytest.mark.slow  # starts a process
 def test_trace_dir_keeps_a_profile_per_case_listed_in_the_meta_and_linked_by_the_report(write_suite, tmp_path):
     """`run --trace DIR`: a wallclock suite is traced anyway, each case's .xplane.pb (parseable by JAX's own
     reader) and Perfetto trace land in DIR/<case_id>/, the meta JSON lists them, `report` links them."""

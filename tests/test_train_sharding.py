@@ -51,6 +51,7 @@ CASES = [("gpt2-tiny", "dp", "naive"), ("gpt2-tiny", "fsdp", "naive"), ("gpt2-ti
          ("llama-tiny", "2d", "flash")]
 
 
+@pytest.mark.slow  # starts a process
 @pytest.mark.parametrize("model,mode,impl", CASES)
 def test_sharded_step_matches_one_device(report: dict, model: str, mode: str, impl: str) -> None:
     c = _case(report, model, mode, impl)

@@ -168,6 +168,7 @@ def test_the_mean_cross_entropy_with_its_gradient_in_the_forward_equals_the_full
         assert _rel(a, b) < 1e-5
 
 
+@pytest.mark.slow  # starts a process
 def test_the_step_computes_the_heads_gradient_once() -> None:
     """The vocabulary projection's matmuls in the compiled step: three with the gradient in the forward
     (logits, dx, dw), four with chunked_cross_entropy's backward (the logits again). Counted from XLA's

@@ -108,6 +108,7 @@ def test_a_workload_without_user_impls_is_refused(tmp_path):
 
 # ------------------------------------------------------------------------------ worker: every bad input a row
 
+@pytest.mark.slow  # starts a process
 def test_every_bad_impl_is_one_row_naming_the_problem_and_the_good_one_is_ok(tmp_path):
     """One run: good kernel ok with its error; import error, missing module/attribute, wrong signature
     failed naming the path; wrong shape and dtype wrong rows; segfault and hang failed rows."""
@@ -135,6 +136,7 @@ def test_every_bad_impl_is_one_row_naming_the_problem_and_the_good_one_is_ok(tmp
     assert rows["kernels:hang"]["status"] == "failed" and "timeout" in err["kernels:hang"].lower()
 
 
+@pytest.mark.slow  # starts a process
 def test_a_wrong_scale_in_a_copy_of_the_example_is_wrong_and_compare_fails(tmp_path):
     """A pull request's kernel (same import path, run from its checkout) against main's: wrong rows, gate fails."""
     runs = {}
@@ -182,6 +184,7 @@ def _dist(site: Path, entries: dict[str, str], name: str = "two_kernels") -> Pat
 TWO = {"two_plain": "two_kernels_mod:plain", "two_transposed": "two_kernels_mod:transposed"}
 
 
+@pytest.mark.slow  # starts a process
 def test_entry_point_impls_are_listed_with_their_source_and_run(tmp_path, monkeypatch):
     site = _dist(tmp_path / "site", TWO)
     res = _cli("info", "--impls", cwd=tmp_path, pythonpath=str(site))
@@ -207,6 +210,7 @@ def test_entry_point_impls_are_listed_with_their_source_and_run(tmp_path, monkey
         catalog.entry_point_impls.cache_clear()
 
 
+@pytest.mark.slow  # starts a process
 def test_an_entry_point_named_like_a_builtin_is_refused_with_exit_2(tmp_path, write_suite):
     site = _dist(tmp_path / "site", {"flash": "two_kernels_mod:plain"})
     res = _cli("info", "--impls", cwd=tmp_path, pythonpath=str(site))
@@ -216,6 +220,7 @@ def test_an_entry_point_named_like_a_builtin_is_refused_with_exit_2(tmp_path, wr
     assert res.returncode == 2 and "name of a built-in impl" in res.stderr, res.stderr
 
 
+@pytest.mark.slow  # starts a process
 def test_impl_option_adds_an_import_path_beside_the_suites_impls(tmp_path):
     suite = _suite(tmp_path, ["naive", "xla_sdpa"])
     res = _cli("list", str(suite), "--json", "--impl", "naive", "--impl", GOOD, cwd=tmp_path)
