@@ -11,8 +11,8 @@ START, END = "<!-- columns:start -->", "<!-- columns:end -->"
 
 
 def table() -> str:
-    lines = ["| column | unit | group | meaning |", "|---|---|---|---|"]
-    lines += [f"| `{c.name}` | {c.unit} | {c.group} | {c.doc.replace('|', '/')} |" for c in results.COLUMNS]
+    lines = ["| column | type | unit | group | meaning |", "|---|---|---|---|---|"]
+    lines += [f"| `{c.name}` | {c.dtype} | {c.unit} | {c.group} | {c.doc.replace('|', '/')} |" for c in results.COLUMNS]
     return "\n".join(lines)
 
 

@@ -283,10 +283,10 @@ def test_a_user_kernel_with_block_params_is_tuned_through_the_workers_path(tmp_p
     a second case reads the winner from the cache."""
     r = _run({**SMALL, "mode": "fwd"}, chunky, tmp_path)
     m = r.metrics
-    assert m["tuned"] == "search" and m["block_k"] in (32, 64, 128) and _searched_3(m)
+    assert m["tuned"] == "search" and m["tuned_block_k"] in (32, 64, 128) and _searched_3(m)
     assert m["default_s"] > 0 and m["tune_best_s"] > 0 and r.correct
     again = _run({**SMALL, "mode": "fwd"}, chunky, tmp_path)
-    assert again.metrics["tuned"] == "cache" and again.metrics["block_k"] == m["block_k"]
+    assert again.metrics["tuned"] == "cache" and again.metrics["tuned_block_k"] == m["tuned_block_k"]
     assert again.metrics["tune_tried"] == 0
 
 
@@ -298,12 +298,12 @@ def test_an_interpreted_kernel_is_not_tuned_and_the_row_says_why(tmp_path):
 
 def test_a_suite_that_fixes_blocks_is_measured_at_exactly_those(tmp_path):
     r = _run({**SMALL, "mode": "fwd", "block_q": 64, "block_k": 128}, "flash", tmp_path, interpret=True)
-    assert r.metrics["tuned"] == "fixed" and "block_q" not in r.metrics  # the case's own blocks stay in the row
+    assert r.metrics["tuned"] == "fixed" and "tuned_block_q" not in r.metrics  # the case's own blocks are the row's
 
 
 def test_no_tune_runs_the_kernels_defaults(tmp_path, chunky):
     r = _run({**SMALL, "mode": "fwd"}, chunky, tmp_path, tune=False)
-    assert r.metrics["tuned"] == "off" and "block_k" not in r.metrics
+    assert r.metrics["tuned"] == "off" and "tuned_block_k" not in r.metrics
 
 
 def test_on_an_accelerator_the_device_clock_is_the_headline_and_the_wall_clock_stays_beside_it():
@@ -386,13 +386,13 @@ def test_the_train_step_runs_its_attention_at_the_tuned_blocks_from_the_same_cac
         mp.setattr(impls, "attend", lambda q, k, v, impl, cfg: seen.append((impl, cfg)) or attend(q, k, v, impl, cfg))
         r = train_case.run_train_case(params, chunky, plan, False, "cpu")
     m = r.metrics
-    assert m["tuned"] == "search" and m["block_k"] in (32, 64, 128) and _searched_3(m)
-    assert {c.block_k for impl, c in seen if impl == chunky} == {m["block_k"]}  # (naive: the reference loss)
+    assert m["tuned"] == "search" and m["tuned_block_k"] in (32, 64, 128) and _searched_3(m)
+    assert {c.block_k for impl, c in seen if impl == chunky} == {m["tuned_block_k"]}  # (naive: the reference loss)
     assert "attention tuned at its per-shard shape 2x128x4x32" in r.notes and r.correct is not False
     again = train_case.run_train_case(params, chunky, plan, False, "cpu")
-    assert again.metrics["tuned"] == "cache" and again.metrics["block_k"] == m["block_k"]
+    assert again.metrics["tuned"] == "cache" and again.metrics["tuned_block_k"] == m["tuned_block_k"]
     off = train_case.run_train_case(params, chunky, TimingPlan(warmup=1, iters=1), False, "cpu")
-    assert off.metrics["tuned"] == "off" and "block_k" not in off.metrics
+    assert off.metrics["tuned"] == "off" and "tuned_block_k" not in off.metrics
 
 
 def test_the_paged_kernels_search_pages_per_block_that_divide_the_page_table():
@@ -417,9 +417,9 @@ def test_an_interpreted_paged_kernel_is_not_tuned_and_a_fixed_block_stays(tmp_pa
                 dtype="float32")
     plan = TimingPlan(warmup=1, iters=2, tune=True, tune_dir=str(tmp_path))
     r = run_paged_case(base, "paged", plan, True, "cpu")
-    assert r.metrics["tuned"] == "off" and "refused" in r.notes and r.metrics["pages_per_compute_block"] == 1
+    assert r.metrics["tuned"] == "off" and "refused" in r.notes and r.metrics["tuned_pages_per_compute_block"] == 1
     fixed = run_paged_case({**base, "pages_per_compute_block": 4}, "paged", plan, True, "cpu")
-    assert fixed.metrics["tuned"] == "fixed" and fixed.metrics["pages_per_compute_block"] == 4
+    assert fixed.metrics["tuned"] == "fixed" and "tuned_pages_per_compute_block" not in fixed.metrics
 
 
 def test_the_tune_command_fills_no_results_file_and_says_what_it_did_not_tune(tmp_path):

@@ -6,12 +6,11 @@ from __future__ import annotations
 import math
 from typing import Any, Mapping, Optional
 
-from xlabench.results.schema import CASE_COLUMN_NAMES
+from xlabench.results.schema import CASE_COLUMN_NAMES, KERNEL_OPTIONS
 
-# Columns a kernel and its baseline may differ in: which kernel, and its blocks.
-FREE = frozenset({"impl", "blocks", "pages_per_compute_block"})
-SHAPE_COLUMNS: tuple[str, ...] = tuple(
-    c for c in [*CASE_COLUMN_NAMES, "platform", "device_kind"] if c not in FREE and not c.startswith("block_"))
+# Columns a kernel and its baseline may differ in: which kernel, and its options (blocks, megacore mode).
+FREE = frozenset({"impl", "blocks", *KERNEL_OPTIONS})
+SHAPE_COLUMNS: tuple[str, ...] = tuple(c for c in [*CASE_COLUMN_NAMES, "platform", "device_kind"] if c not in FREE)
 
 
 def _empty(v: Any) -> bool:

@@ -11,7 +11,9 @@ from rich.table import Table
 
 from xlabench.cli.common import BadInput, console, examples, load_suite
 from xlabench.cli.click_options import run_options
+from xlabench.results.schema import TUNED_PREFIX
 from xlabench.run.run_options import RunOptions
+from xlabench.tune.space import TUNED_PARAMS
 
 
 @click.command(epilog=examples(
@@ -75,7 +77,9 @@ def table(rows: list[dict[str, Any]]) -> Table:
         t.add_column(col, overflow="fold", **kw)
     for r in rows:
         case = " ".join(f"{k}={r[k]}" for k in ("seq_len", "batch", "mode", "causal", "context_lens") if r.get(k) is not None)
-        blocks = " ".join(filter(None, [f"{r['block_q']}x{r['block_k']}" if r.get("block_q") else "", r.get("blocks") or ""]))
+        sizes = [r.get(TUNED_PREFIX + n) for n in TUNED_PARAMS.get(str(r.get("workload")), ())]
+        sizes_text = "x".join(str(v) for v in sizes if v not in (None, ""))
+        blocks = " ".join(filter(None, [sizes_text, r.get("blocks") or ""]))
         best, default = r.get("tune_best_s"), r.get("default_s")
         speed = f"{float(default) / float(best):.2f}x" if best and default else "-"
         t.add_row(str(r["impl"]), case, blocks, str(r.get("tuned")), str(r.get("tune_tried") or 0), _ms(best),

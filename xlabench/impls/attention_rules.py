@@ -11,12 +11,10 @@ import dataclasses
 from typing import Any, Optional
 
 from xlabench import impls as catalog
-from xlabench.workloads import TUNED_PARAMS
-from xlabench.tune.space import pow2_tiles
+from xlabench.tune.space import BLOCK_PARAMS, pow2_tiles
 from xlabench.workloads.attention import (BWD_BLOCK_PARAMS, AttentionParams, block_stages, block_unsupported,
                                           extra_block, kernel_blocks, tile_candidates)
 
-BLOCKS = BLOCK_PARAMS = TUNED_PARAMS["attention"]
 
 
 def cudnn(b, sq, sk, hq, hkv, dtype, cfg, platform) -> Optional[str]:
@@ -69,15 +67,16 @@ def splash_space(p: AttentionParams) -> list:
     blocks, each with and without splash's fused backward kernel (``fused_bwd`` 1: dq, dk and dv from one
     kernel, which computes the scores and probabilities once instead of in both the dq and the dkv kernel;
     0, the kernel's default, is where the descent starts)."""
-    fwd = [{**c, "block_kv_compute": c["block_k"] >> i} for c in tile_candidates(p.seq_len, p.kv_len)
-           for i in range(SPLASH_COMPUTE_SPLITS) if i == 0 or c["block_k"] >> i >= 128]
+    kv = BLOCK_PARAMS[1]
+    fwd = [{**c, "block_kv_compute": c[kv] >> i} for c in tile_candidates(p.seq_len, p.kv_len)
+           for i in range(SPLASH_COMPUTE_SPLITS) if i == 0 or c[kv] >> i >= 128]
     bwd = [{**c, "fused_bwd": f} for c in tile_candidates(p.seq_len, p.kv_len, BWD_BLOCK_PARAMS) for f in (0, 1)]
     return block_stages(p, fwd, bwd, {"block_kv_compute": min(128, p.kv_len)}, {"fused_bwd": 0})
 
 
 def pallas_gpu_space(p: AttentionParams) -> list:
     """Triton's tiles are smaller: block_q x block_k over the powers of two 32..256 that tile S."""
-    return block_stages(p, [{"block_q": bq, "block_k": bk} for bq in pow2_tiles(p.seq_len, 32, 256)
+    return block_stages(p, [dict(zip(BLOCK_PARAMS, (bq, bk))) for bq in pow2_tiles(p.seq_len, 32, 256)
                             for bk in pow2_tiles(p.kv_len, 32, 256)])
 
 
@@ -98,12 +97,12 @@ def torch_xla_splash(b, sq, sk, hq, hkv, dtype, cfg, platform) -> Optional[str]:
 # (backend, impl) -> the registry record's rule, block parameters and search; an impl not here runs
 # everything. torch_xla's kernels are not tuned (its flash reads class-level block sizes at trace time).
 RULES: dict[tuple[str, str], dict[str, Any]] = {
-    ("jax", "flash"): dict(unsupported=jax_flash, block_params=BLOCKS, tune_space=flash_space),
-    ("jax", "splash"): dict(unsupported=jax_splash, block_params=BLOCKS, tune_space=splash_space),
-    ("jax", "pallas_gpu"): dict(unsupported=pallas_gpu, block_params=BLOCKS, tune_space=pallas_gpu_space),
+    ("jax", "flash"): dict(unsupported=jax_flash, block_params=BLOCK_PARAMS, tune_space=flash_space),
+    ("jax", "splash"): dict(unsupported=jax_splash, block_params=BLOCK_PARAMS, tune_space=splash_space),
+    ("jax", "pallas_gpu"): dict(unsupported=pallas_gpu, block_params=BLOCK_PARAMS, tune_space=pallas_gpu_space),
     ("jax", "cudnn"): dict(unsupported=cudnn),
-    ("torch_xla", "flash"): dict(unsupported=torch_xla_flash, block_params=BLOCKS),
-    ("torch_xla", "splash"): dict(unsupported=torch_xla_splash, block_params=BLOCKS),
+    ("torch_xla", "flash"): dict(unsupported=torch_xla_flash, block_params=BLOCK_PARAMS),
+    ("torch_xla", "splash"): dict(unsupported=torch_xla_splash, block_params=BLOCK_PARAMS),
 }
 
 

@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from xlabench import impls, results
+from xlabench.results.schema import KERNEL_OPTIONS
 from xlabench.measure import status as st
 
 INTERPRET_NOTE = "(CPU interpret: pipeline check, not kernel speed)"
@@ -25,9 +26,9 @@ BASELINE_IMPL = "naive"
 # columns are here so that two device kinds or two framework versions never share one line.
 DESCRIBING: list[str] = [c for c in results.CASE_COLUMN_NAMES if c != "workload"] + [
     "device_kind", "framework_version", "run_id"]
-# Kernel tuning knobs: the naive baseline has none, so they never take part in matching a kernel row
-# with its baseline row.
-TUNING = ("block_q", "block_k", "pages_per_compute_block", "megacore_mode")
+# Kernel tuning knobs (results.schema.KERNEL_OPTIONS): the naive baseline has none, so they never take
+# part in matching a kernel row with its baseline row.
+TUNING = KERNEL_OPTIONS
 # `xlabench compile` rows: no timings; per-device memory against the target's HBM instead.
 COMPILE_ONLY_STATUSES = tuple(s for s in results.COMPILE_STATUSES if s not in results.STATUSES)
 MEMORY_STATUSES = (st.COMPILED, st.OOM)  # rows whose peak_memory_bytes is a figure to draw

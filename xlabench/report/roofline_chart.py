@@ -22,9 +22,10 @@ from xlabench.report.chart_parts import Chart, NoData, _finish, _panels, add_not
 from xlabench.report.line_chart import _line_chart
 from xlabench.measure import status as st
 from xlabench.results import CASE_COLUMN_NAMES
+from xlabench.results.schema import KERNEL_OPTIONS
 
 ROOF_COLOUR = "#222222"
-_NOT_SHAPE = {"impl", "backend", "block_q", "block_k", "devices"}
+_NOT_SHAPE = {"impl", "backend", *KERNEL_OPTIONS, "devices"}
 
 
 def _num(rows: pd.DataFrame, column: str) -> pd.Series:

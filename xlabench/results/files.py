@@ -18,11 +18,13 @@ except ImportError:  # not POSIX: no lock (a concurrent resume is then the user'
     fcntl = None  # type: ignore[assignment]
 
 from xlabench.results.schema import (
-    COLUMN_NAMES, COLUMNS, COMPILE_STATUSES, SAMPLE_COLUMNS, SCHEMA_VERSION, STATUSES, TEXT_COLUMN_NAMES,
+    COLUMN_NAMES, COLUMNS, COMPILE_STATUSES, DTYPE_OF, SAMPLE_COLUMNS, SCHEMA_VERSION, STATUSES, TUNED_PREFIX,
 )
+from xlabench.tune.space import TUNED_PARAMS
 
-# Version 1 files (before the device clock became the headline) read as rows timed on the wall clock.
-READABLE_VERSIONS = (1, SCHEMA_VERSION)
+# Version 1 files (before the device clock became the headline) read as rows timed on the wall clock;
+# version 2 files wrote the tuner's blocks over the case's own (read as version 3: tuned_* columns).
+READABLE_VERSIONS = (1, 2, SCHEMA_VERSION)
 
 
 def _cell(value: Any) -> str:
@@ -239,62 +241,99 @@ def check_records(path: Path, text: str, what: str, cut_last: bool = False) -> s
     return text
 
 
-# The timing columns (seconds): a number wherever a row has one.
-_SECONDS = [c.name for c in COLUMNS if c.unit == "s"]
+_EXPECTED = {"int": "an integer", "float": "a number", "bool": "true or false"}
+_UNIT = {c.name: c.unit for c in COLUMNS}
+
+
+def _typed(path: Path, df: Any) -> Any:
+    """``df`` (every cell read as text) with each column as its schema dtype (results.schema: text as
+    written, int and float as numbers, bool as True / False; an empty cell is missing), or ResultsFileError
+    naming the line, the column and the dtype of the first cell that is not one."""
+    import pandas as pd
+
+    out = {}
+    for col in df.columns:
+        kind, cells = DTYPE_OF.get(col, "text"), df[col]
+        if kind == "text":
+            out[col] = cells
+            continue
+        if kind == "bool":
+            typed = cells.str.strip().str.lower().map({"true": True, "false": False})
+            wrong = cells.notna() & typed.isna()
+        else:
+            typed = pd.to_numeric(cells, errors="coerce")
+            wrong = cells.notna() & typed.isna()
+            if kind == "int":
+                wrong |= typed.notna() & (typed % 1 != 0)
+        if wrong.any():
+            i = int(wrong.idxmax())
+            unit = f" ({_UNIT[col]})" if _UNIT.get(col) else ""
+            raise ResultsFileError(f"{path}:{i + 2}: {col} {cells[i]!r} is not {_EXPECTED[kind]}{unit}")
+        out[col] = typed.astype("int64") if kind == "int" and typed.notna().all() else typed
+    return pd.DataFrame(out, index=df.index)
 
 
 def _check_cells(path: Path, df: Any) -> None:
-    """Every row has a known status, its timings are numbers, and each case has one row (two runs appending
-    to one file at once wrote a case twice): ResultsFileError naming the line."""
-    import pandas as pd
-
+    """Every row has a known status and each case has one row (two runs appending to one file at once wrote
+    a case twice): ResultsFileError naming the line."""
     bad = df[~df["status"].isin(STATUSES + COMPILE_STATUSES)]
     if len(bad):
         raise ResultsFileError(f"{path}:{int(bad.index[0]) + 2}: status {bad['status'].iloc[0]!r} is not one of "
                                f"{', '.join(STATUSES)} (compile: {', '.join(COMPILE_STATUSES)})")
-    for col in (c for c in _SECONDS if c in df):
-        cells = df[col]
-        wrong = cells.notna() & pd.to_numeric(cells, errors="coerce").isna()
-        if wrong.any():
-            i = int(wrong.idxmax())
-            raise ResultsFileError(f"{path}:{i + 2}: {col} {cells[i]!r} is not a number of seconds")
     dup = df["case_id"][df["case_id"].duplicated()]
     if len(dup):
         raise ResultsFileError(f"{path}:{int(dup.index[0]) + 2}: case {dup.iloc[0]} has more than one row (two "
                                "runs appended to this file at once?); keep one row per case")
 
 
+def _tuned_apart(df: Any) -> Any:
+    """A version-2 file's rows as version 3 writes them: where the tuner chose the blocks (tuned search,
+    cache or off: the suite set none), the blocks it ran at move from the case's columns (block_q ...) to
+    the tuned_* ones, and the case's own are empty, as the suite left them."""
+    import numpy as np
+
+    v2 = (df["schema_version"] == 2) & df["tuned"].isin(["search", "cache", "off"]) if "tuned" in df else None
+    out = df.copy()
+    for name in dict.fromkeys(n for names in TUNED_PARAMS.values() for n in names):
+        if TUNED_PREFIX + name not in out:
+            out[TUNED_PREFIX + name] = np.nan
+        if v2 is not None and name in out and v2.any():
+            out[name] = out[name].astype("float64")  # room for the emptied cells
+            out.loc[v2, TUNED_PREFIX + name] = out.loc[v2, name]
+            out.loc[v2, name] = np.nan
+    return out
+
+
 def read_rows(path: Path, cut_last: bool = False):
-    """Load one results CSV as a DataFrame, checking it is a whole xlabench CSV of this schema version
-    (check_records, _check_cells). ``cut_last``: a final line cut off by a kill mid-write is dropped
-    (every complete row is kept: what --resume reads)."""
+    """Load one results CSV as a DataFrame of typed columns (each column's schema dtype), checking it is a
+    whole xlabench CSV of a version this xlabench reads (check_records, _typed, _check_cells); an older
+    version's rows read as this version's. ``cut_last``: a final line cut off by a kill mid-write is
+    dropped (every complete row is kept: what --resume reads)."""
     import pandas as pd
 
     path = Path(path)
     text = read_text(path)
     header = check_header(path, text)
     text = check_records(path, text, "results CSV", cut_last)
-    try:
-        df = pd.read_csv(io.StringIO(text), dtype={c: str for c in TEXT_COLUMN_NAMES}, keep_default_na=True)
-    except Exception as e:  # pandas raises several types for malformed files
-        raise ResultsFileError(f"{path}: cannot parse as CSV: {e}") from None
-    versions = set(pd.to_numeric(df["schema_version"], errors="coerce").dropna().astype(int))
-    if versions and not versions <= set(READABLE_VERSIONS):
-        raise ResultsFileError(f"{path}: schema version {sorted(versions)} but this xlabench reads versions "
-                               f"{', '.join(map(str, READABLE_VERSIONS))}")
     extra = [c for c in header if c not in COLUMN_NAMES]
     if extra:
         raise ResultsFileError(f"{path}: unknown column(s) {extra} for schema version {SCHEMA_VERSION}")
+    try:
+        df = pd.read_csv(io.StringIO(text), dtype=str, keep_default_na=True)
+    except Exception as e:  # pandas raises several types for malformed files
+        raise ResultsFileError(f"{path}: cannot parse as CSV: {e}") from None
+    df = _typed(path, df)
+    versions = set(df["schema_version"].dropna().astype(int))
+    if versions and not versions <= set(READABLE_VERSIONS):
+        raise ResultsFileError(f"{path}: schema version {sorted(versions)} but this xlabench reads versions "
+                               f"{', '.join(map(str, READABLE_VERSIONS))}")
     _check_cells(path, df)
+    df = _tuned_apart(df)
     # version 1 timed every row on the wall clock (its files have no clock column)
     clock = df["clock"].astype(object) if "clock" in df else pd.Series(None, index=df.index, dtype=object)
     # .copy(): one block per dtype (the python parser's ~150 columns come as fragments, and pandas warned on
     # every assign, on the user's terminal)
-    df = df.copy().assign(clock=clock.where(clock.notna() | (df["status"] != "ok"), "wall"))
-    for b in ("causal", "interpret", "correct", "scan_layers"):
-        if b in df:
-            df[b] = df[b].map({True: True, False: False, "true": True, "false": False})
-    return df
+    return df.copy().assign(clock=clock.where(clock.notna() | (df["status"] != "ok"), "wall"))
 
 
 def update_rows(path: Path, cells: Mapping[str, Mapping[str, Any]]) -> None:

@@ -7,6 +7,15 @@ from typing import Iterable, Mapping
 
 Blocks = Mapping[str, int]
 
+# The kernel parameters a suite may set and the tuner searches, per workload: the one list of them. The
+# results schema gives each a case column (the suite's value) and a ``tuned_<name>`` column (what the tuner
+# chose); `xlabench best`, a suite's `tuned:` file, the charts and the impl rules derive theirs from it.
+TUNED_PARAMS: dict[str, tuple[str, ...]] = {
+    "attention": ("block_q", "block_k"),
+    "paged_attention": ("pages_per_compute_block",),
+}
+BLOCK_PARAMS = TUNED_PARAMS["attention"]  # an attention kernel's query and key/value block sizes
+
 # The powers of two a block size is searched over (issue: 128 .. min(S, 2048)).
 SMALLEST_BLOCK = 128
 LARGEST_BLOCK = 2048

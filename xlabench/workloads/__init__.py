@@ -6,7 +6,8 @@ from typing import Type
 
 from pydantic import BaseModel
 
-from xlabench.workloads.attention import BLOCK_PARAMS, AttentionParams
+from xlabench.tune.space import TUNED_PARAMS  # noqa: F401 (workloads.TUNED_PARAMS: declared with the tuner)
+from xlabench.workloads.attention import AttentionParams
 from xlabench.workloads.paged import PagedParams
 from xlabench.workloads.train import TrainParams
 
@@ -14,12 +15,6 @@ PARAMS: dict[str, Type[BaseModel]] = {
     "attention": AttentionParams,
     "paged_attention": PagedParams,
     "train": TrainParams,
-}
-
-# Kernel parameters a suite may sweep to tune a kernel (empty: the kernel's default), per workload:
-# `xlabench best` picks the fastest correct values per impl and shape, a suite's `tuned:` applies them.
-TUNED_PARAMS: dict[str, tuple[str, ...]] = {
-    "attention": BLOCK_PARAMS,
 }
 
 

@@ -17,7 +17,7 @@ from xlabench.workloads import checks
 from xlabench.measure.timing import TimingPlan, case_result, max_normalised_error
 from xlabench.measure.worker_messages import CaseResult
 from xlabench.tune.search import Stage
-from xlabench.tune.space import diagonal, pow2_tiles
+from xlabench.tune.space import BLOCK_PARAMS, diagonal, pow2_tiles
 
 DTYPES = ("bfloat16", "float32")
 
@@ -47,7 +47,7 @@ class AttentionParams(BaseModel):
     @model_validator(mode="after")
     def _check(self) -> "AttentionParams":
         checks.at_least_one(self, ("batch", "num_heads", "seq_len", "head_dim", "devices"),
-                            ("num_kv_heads", "kv_seq_len", "block_q", "block_k"))
+                            ("num_kv_heads", "kv_seq_len", *BLOCK_PARAMS))
         checks.heads_divide(self.num_heads, self.kv_heads)
         return self
 
@@ -135,8 +135,7 @@ class AttnConfig:
     def with_blocks(self, blocks: Mapping[str, int]) -> "AttnConfig":
         """This config at ``blocks`` (block_q / block_k to their fields, the rest to ``blocks``)."""
         rest = tuple(sorted((k, int(v)) for k, v in blocks.items() if k not in BLOCK_PARAMS))
-        return dataclasses.replace(self, block_q=blocks.get("block_q", self.block_q),
-                                   block_k=blocks.get("block_k", self.block_k), blocks=rest)
+        return dataclasses.replace(self, **{n: blocks.get(n, getattr(self, n)) for n in BLOCK_PARAMS}, blocks=rest)
 
 
 def extra_block(cfg, name: str, default: int) -> int:
@@ -152,10 +151,14 @@ def default_scale(head_dim: int) -> float:
 # Pallas kernel block sizes: a case's block_q / block_k, default 128, clipped to the sequence. ``cfg`` is
 # any backend's attention config (it has block_q and block_k).
 DEFAULT_BLOCK = 128
-# The block sizes a suite sets (case parameters), and the backward pass's, which the kernels that take
-# them search in a second stage (the forward blocks fixed).
-BLOCK_PARAMS = ("block_q", "block_k")  # workloads.TUNED_PARAMS["attention"]
-BWD_BLOCK_PARAMS = ("block_q_bwd", "block_k_bwd")
+# The block sizes a suite sets (case parameters: tune.space.BLOCK_PARAMS), and the backward pass's, which
+# the kernels that take them search in a second stage (the forward blocks fixed).
+BWD_BLOCK_PARAMS = tuple(f"{name}_bwd" for name in BLOCK_PARAMS)
+
+
+def default_blocks(p: "AttentionParams") -> dict[str, int]:
+    """The kernels' default blocks for case ``p``: DEFAULT_BLOCK each, clipped to the query / key sequence."""
+    return dict(zip(BLOCK_PARAMS, (min(DEFAULT_BLOCK, p.seq_len), min(DEFAULT_BLOCK, p.kv_len))))
 
 
 def tile_candidates(sq: int, sk: int, names: tuple[str, str] = BLOCK_PARAMS) -> list[dict[str, int]]:
@@ -175,11 +178,10 @@ def block_stages(p: "AttentionParams", fwd: list[dict[str, int]], bwd: Optional[
     default is today's: 128 x 128, clipped, every other field at the kernel's own default
     (``default_extra``; the backward stage's other fields at ``bwd_default_extra``), the backward blocks
     equal to the forward ones (what ``default_s`` times)."""
-    default = {"block_q": min(DEFAULT_BLOCK, p.seq_len), "block_k": min(DEFAULT_BLOCK, p.kv_len),
-               **(default_extra or {})}
+    default = {**default_blocks(p), **(default_extra or {})}
     stages = [Stage(p.mode, tuple(fwd), default, diagonal(fwd, sorted({n for c in fwd for n in c})))]
     if p.mode != "fwd" and bwd:
-        bwd_default = {**default, BWD_BLOCK_PARAMS[0]: default["block_q"], BWD_BLOCK_PARAMS[1]: default["block_k"],
+        bwd_default = {**default, **{b: default[f] for b, f in zip(BWD_BLOCK_PARAMS, BLOCK_PARAMS)},
                        **(bwd_default_extra or {})}
         stages.append(Stage(p.mode, tuple(bwd), bwd_default, diagonal(bwd, BWD_BLOCK_PARAMS),
                             dict(zip(BWD_BLOCK_PARAMS, BLOCK_PARAMS))))
@@ -196,19 +198,18 @@ def declared_space(p: "AttentionParams", block_params: Sequence[str],
     own ``tune_candidates`` when it lists them, else the powers of two that tile S for each parameter;
     searched on the case's own program."""
     if candidates is None:
-        sizes = {"block_q": pow2_tiles(p.seq_len), "block_k": pow2_tiles(p.kv_len)}
+        sizes = dict(zip(BLOCK_PARAMS, (pow2_tiles(p.seq_len), pow2_tiles(p.kv_len))))
         candidates = [{}]
         for name in block_params:
             candidates = [{**c, name: b} for c in candidates for b in sizes[name]]
     cands = [dict(c) for c in candidates]
-    default = {k: v for k, v in {"block_q": min(DEFAULT_BLOCK, p.seq_len),
-                                 "block_k": min(DEFAULT_BLOCK, p.kv_len)}.items() if k in block_params}
+    default = {k: v for k, v in default_blocks(p).items() if k in block_params}
     return [Stage(p.mode, tuple(cands), default)]
 
 
 def tune_key_fields(p: "AttentionParams") -> dict[str, Any]:
     """What an attention winner depends on: the shape, dtype, causal and mode (not the blocks, not devices)."""
-    return p.resolved().model_dump(exclude={"block_q", "block_k", "devices"})
+    return p.resolved().model_dump(exclude={*BLOCK_PARAMS, "devices"})
 
 
 def block_unsupported(kernel: str, sq: int, sk: int, cfg) -> Optional[str]:

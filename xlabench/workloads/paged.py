@@ -29,11 +29,13 @@ from xlabench.workloads import checks
 from xlabench.measure.timing import TimingPlan, case_result, max_normalised_error
 from xlabench.measure.worker_messages import CaseResult
 from xlabench.tune.search import Stage
+from xlabench.tune.space import TUNED_PARAMS
 from xlabench.workloads.attention import DTYPES, ERR_TOL, default_scale
 
 LENGTHS_SEED = 0  # context lengths are drawn from this seed: a case has the same lengths everywhere
 INPUTS_SEED = 1  # page assignment and data
 ITEMSIZE = {"bfloat16": 2, "float32": 4}
+PAGED_BLOCKS = TUNED_PARAMS["paged_attention"]  # the paged kernels' tuned block (pages per compute block)
 assert set(ITEMSIZE) == set(DTYPES)
 
 _FIXED = re.compile(r"^\s*(\d+)\s*$")
@@ -245,7 +247,7 @@ def ragged_space(p: PagedParams) -> list[Stage]:
 
 def tune_key_fields(p: PagedParams) -> dict[str, Any]:
     """What a paged winner depends on: the case without its block (and devices)."""
-    return p.resolved().model_dump(exclude={"pages_per_compute_block", "devices"})
+    return p.resolved().model_dump(exclude={*PAGED_BLOCKS, "devices"})
 
 
 def megacore_only_paged(p: PagedParams, platform: str = "", device_kind: str = "") -> Optional[str]:

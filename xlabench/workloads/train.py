@@ -17,6 +17,7 @@ from xlabench.workloads import checks
 from xlabench.measure.timing import TimingPlan, case_result, max_normalised_error
 from xlabench.measure.worker_messages import CaseResult
 from xlabench.workloads import model_presets as presets
+from xlabench.tune.space import BLOCK_PARAMS
 
 MESH_AXES: tuple[str, ...] = ("data", "fsdp", "tensor")
 SHARDINGS: tuple[str, ...] = ("dp", "fsdp", "tp", "2d", "auto")
@@ -140,7 +141,7 @@ class TrainParams(BaseModel):
     def _check(self) -> "TrainParams":
         checks.at_least_one(self, ("seq_len", "devices", "steps_per_sample") + (() if self.auto_batch else
                                                                                ("global_batch",)),
-                            DIM_FIELDS[1:-1] + ("block_q", "block_k", "max_seq_len"))
+                            DIM_FIELDS[1:-1] + BLOCK_PARAMS + ("max_seq_len",))
         if self.memory_limit_gib is not None and self.memory_limit_gib <= 0:
             raise ValueError(f"memory_limit_gib must be > 0, got {self.memory_limit_gib}")
         if self.loss_chunk < 0:

@@ -15,7 +15,9 @@ from xlabench.backends.jax import hlo_cost, tune_case
 from xlabench.backends.jax.common import compile_timed, kernel_passes, peak_memory
 from xlabench.measure.phases import Phases
 from xlabench.measure.timing import TimingPlan, with_timer
+from xlabench.results.schema import TUNED_PREFIX
 from xlabench.tune import blocks_text
+from xlabench.tune.space import BLOCK_PARAMS
 from xlabench.tune.search import Dropped
 from xlabench.workloads.attention import AttentionParams, attention_result, input_shapes, make_inputs, tune_key_fields
 from xlabench.measure.worker_messages import CaseResult, CaseSkipped
@@ -89,7 +91,7 @@ def tune_for(p: AttentionParams, im: impls.JaxAttentionImpl, cfg: impls.AttnConf
     if not t.blocks:
         return cfg, t.fields, t.note
     cfg = cfg.with_blocks(t.blocks)
-    return cfg, {**t.fields, "block_q": cfg.block_q, "block_k": cfg.block_k,
+    return cfg, {**t.fields, **{TUNED_PREFIX + n: getattr(cfg, n) for n in BLOCK_PARAMS},
                  "blocks": blocks_text(dict(cfg.blocks))}, t.note
 
 

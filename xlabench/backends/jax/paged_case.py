@@ -14,9 +14,10 @@ from xlabench.backends.jax import paged_impls as impls
 from xlabench.backends.jax import hlo_cost, tune_case
 from xlabench.backends.jax.common import compile_timed, kernel_passes, peak_memory
 from xlabench.measure.timing import TimingPlan, with_timer
+from xlabench.results.schema import TUNED_PREFIX
 from xlabench.tune import blocks_text
 from xlabench.tune.search import Dropped
-from xlabench.workloads.paged import PagedParams, cached_inputs, paged_result, tune_key_fields
+from xlabench.workloads.paged import PAGED_BLOCKS, PagedParams, cached_inputs, paged_result, tune_key_fields
 from xlabench.measure.worker_messages import CaseResult, CaseSkipped
 
 
@@ -58,10 +59,12 @@ def run_paged_case(params: dict[str, Any], impl: str, plan: TimingPlan, interpre
     held.clear()
     if t.blocks:
         cfg = dataclasses.replace(cfg, **t.blocks)
-        tuned = {**t.fields, "pages_per_compute_block": cfg.pages_per_compute_block,
-                 "blocks": blocks_text(t.blocks, ["pages_per_compute_block"])}
-    else:  # the block it runs at, whatever decided it
-        tuned = {**t.fields, "pages_per_compute_block": cfg.pages_per_compute_block} if space else t.fields
+        tuned = {**t.fields, **{TUNED_PREFIX + n: getattr(cfg, n) for n in PAGED_BLOCKS},
+                 "blocks": blocks_text(t.blocks, PAGED_BLOCKS)}
+    elif t.fields.get("tuned") == "off":  # the kernel's default block, which it ran at
+        tuned = {**t.fields, **{TUNED_PREFIX + n: getattr(cfg, n) for n in PAGED_BLOCKS}}
+    else:
+        tuned = t.fields
 
     def fn(*a):
         return im.fn(*a, cfg)
