@@ -20,9 +20,10 @@ def test_info_reports_platform_and_the_hosts_cached_peak(tmp_path, monkeypatch):
     import jax
     import jaxlib
 
+    from xlabench import cache
     from xlabench.measure import host_peak
 
-    monkeypatch.setenv(host_peak.ENV_CACHE_DIR, str(tmp_path))
+    monkeypatch.setenv(cache.ENV_CACHE_DIR, str(tmp_path))
     monkeypatch.setenv(host_peak.ENV_REMEASURE, "0")  # and undone after the test (info --remeasure-peak sets it)
     key = host_peak.host_key(f"jax {jax.__version__} / jaxlib {jaxlib.__version__}")
     today = dt.datetime.now(dt.timezone.utc).date().isoformat()

@@ -8,6 +8,7 @@ import os
 
 import pytest
 
+from xlabench import cache as cache_root
 from xlabench import hardware
 from xlabench.measure import host_peak
 from xlabench.run.metrics import derive
@@ -35,15 +36,15 @@ class Host:
 
 @pytest.fixture
 def cache(tmp_path, monkeypatch):
-    monkeypatch.setenv(host_peak.ENV_CACHE_DIR, str(tmp_path / "cache"))
+    monkeypatch.setenv(cache_root.ENV_CACHE_DIR, str(tmp_path / "cache"))
     monkeypatch.delenv(host_peak.ENV_REMEASURE, raising=False)
     monkeypatch.setattr(host_peak, "PAUSE_S", 0.0)
     return tmp_path / "cache" / host_peak.FILE_NAME
 
 
 def test_tests_never_use_the_users_cache():
-    assert os.environ[host_peak.ENV_CACHE_DIR] != str(host_peak.Path.home() / ".cache" / "xlabench")
-    assert "xlabench-test-cache-" in os.environ[host_peak.ENV_CACHE_DIR]
+    assert os.environ[cache_root.ENV_CACHE_DIR] != str(cache_root.Path.home() / ".cache" / "xlabench")
+    assert "xlabench-test-cache-" in os.environ[cache_root.ENV_CACHE_DIR]
 
 
 def test_the_best_of_several_tries_is_cached_with_its_date_and_reused(cache):
@@ -106,7 +107,7 @@ def test_each_host_and_framework_has_its_own_entry(cache, monkeypatch):
 def test_an_unwritable_cache_still_gives_the_measured_peak(tmp_path, monkeypatch):
     blocker = tmp_path / "file"
     blocker.write_text("")
-    monkeypatch.setenv(host_peak.ENV_CACHE_DIR, str(blocker / "sub"))  # a folder under a file
+    monkeypatch.setenv(cache_root.ENV_CACHE_DIR, str(blocker / "sub"))  # a folder under a file
     monkeypatch.setattr(host_peak, "PAUSE_S", 0.0)
     p = host_peak.get(Host([0.1] * 3), "jax 1", today=DAY)
     assert p.tflops == 0.1 and "not cached" in p.source

@@ -12,12 +12,11 @@ compiles again and the entry is written anew. A store that cannot be written war
 
 from __future__ import annotations
 
-import json
-import os
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any, Optional
+
+from xlabench.cache import read_json, write_json
 
 LAYOUT = 1  # bump when an entry's layout changes: older entries are then misses
 SUBDIR = "compile-only"
@@ -40,7 +39,7 @@ class FigureStore:
     def get(self, key: str) -> Optional[dict[str, Any]]:
         p = self.path(key)
         try:
-            entry = json.loads(p.read_text())
+            entry = read_json(p)
         except FileNotFoundError:
             return None
         except (OSError, ValueError) as e:
@@ -53,13 +52,8 @@ class FigureStore:
         return entry["value"]
 
     def put(self, key: str, value: dict[str, Any]) -> None:
-        text = json.dumps({"layout": LAYOUT, "key": key, "value": value}, sort_keys=True)
         try:
-            self.folder.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=self.folder, prefix=f".{key[:16]}-", suffix=".tmp")
-            with os.fdopen(fd, "w") as f:
-                f.write(text)
-            os.replace(tmp, self.path(key))
+            write_json(self.path(key), {"layout": LAYOUT, "key": key, "value": value}, sort_keys=True)
         except OSError as e:
             _warn(f"cannot write {self.path(key)} ({e.strerror or type(e).__name__}); going on uncached")
 

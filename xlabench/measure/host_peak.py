@@ -12,26 +12,25 @@ is timed), at several sizes of at least 4x the last-level cache, the best of sev
 counting one read and one write per element; the host's figure is its best size. Probe 1 (until #40)
 timed ``jit(a + 1.0)`` with a fresh 256 MiB output per call: 1.2-2.8 GB/s where numpy streams 8-19.
 
-The cache is ``$XLABENCH_CACHE_DIR/host_peak.json`` (default ``~/.cache/xlabench``), one entry per
+The cache is ``host_peak.json`` in xlabench's cache folder (xlabench/cache.py), one entry per
 host key (hostname, CPU model, CPU count, framework: what the matmul's speed depends on; and the
 bandwidth probe's version, so a host measured by an older probe measures again), each with its date. An entry older than MAX_AGE_DAYS, an unreadable file or ``XLABENCH_REMEASURE_PEAK=1``
-measures afresh and rewrites the entry. Imports nothing of xlabench: the workers call it.
+measures afresh and rewrites the entry. Imports nothing of xlabench but the cache: the workers call it.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import json
 import os
 import platform
 import socket
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional, Sequence
 
-ENV_CACHE_DIR = "XLABENCH_CACHE_DIR"
+from xlabench.cache import read_json, root, write_json
+
 ENV_REMEASURE = "XLABENCH_REMEASURE_PEAK"
 FILE_NAME = "host_peak.json"
 MAX_AGE_DAYS = 30  # a host's BLAS, clocks or the framework's CPU code can change: measure again after that
@@ -135,13 +134,8 @@ class HostPeak:
         return f"best of {self.tries} tries on {self.measured}, {how}" + (f"; {self.note}" if self.note else "")
 
 
-def cache_root() -> Path:
-    """xlabench's per-user cache folder: $XLABENCH_CACHE_DIR, else ~/.cache/xlabench (also the compile cache's)."""
-    return Path(os.environ.get(ENV_CACHE_DIR) or str(Path.home() / ".cache" / "xlabench"))
-
-
 def cache_path() -> Path:
-    return cache_root() / FILE_NAME
+    return root() / FILE_NAME
 
 
 def _cpu_model() -> str:
@@ -164,8 +158,8 @@ def _read(path: Path) -> tuple[dict, str]:
     if not path.exists():
         return {}, ""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        data = read_json(path)
+    except (OSError, ValueError) as e:
         return {}, f"the cache was unreadable ({type(e).__name__}) and was rewritten"
     if not isinstance(data, dict) or not isinstance(data.get("hosts"), dict):
         return {}, "the cache was not a host_peak file and was rewritten"
@@ -192,11 +186,7 @@ def _entry(entries: dict, key: str, today: dt.date) -> tuple[Optional[dict], str
 
 def _write(path: Path, entries: dict) -> None:
     """Whole or not at all (two workers may write at once: the last one wins, neither is torn)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".host_peak.", suffix=".tmp")
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        json.dump({"hosts": entries}, f, indent=2)
-    os.replace(tmp, path)
+    write_json(path, {"hosts": entries}, indent=2)
 
 
 def get(measure_once: Callable[[], tuple[float, Bandwidth]], framework: str, tries: int = TRIES,

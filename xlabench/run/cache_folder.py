@@ -8,7 +8,7 @@ import tempfile
 from pathlib import Path
 from typing import Optional
 
-from xlabench.measure.host_peak import cache_root
+from xlabench import cache
 from xlabench.run.run_options import RunOptions
 from xlabench.suite import Suite
 
@@ -16,7 +16,7 @@ SUBDIR = "compile"
 
 
 def default_dir() -> Path:
-    return cache_root() / SUBDIR
+    return cache.folder(SUBDIR)
 
 
 def resolve(opts: RunOptions, suite: Optional[Suite] = None) -> tuple[Optional[str], Optional[str]]:

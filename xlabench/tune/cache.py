@@ -9,14 +9,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
 
-from xlabench.measure.host_peak import cache_root
+from xlabench import cache
 from xlabench.tune.space import Blocks, frozen
 
 SUBDIR = "tune"
@@ -29,7 +27,7 @@ _FIELDS = ("key", "space", "blocks", "best_s", "default_s", "tried", "dropped", 
 
 
 def default_dir() -> Path:
-    return cache_root() / SUBDIR
+    return cache.folder(SUBDIR)
 
 
 def cache_key(device_kind: str, backend: str, impl: str, case: Mapping[str, Any], versions: Mapping[str, str]) -> dict:
@@ -67,7 +65,7 @@ class TuneCache:
     def _read(self, key: Mapping[str, Any]) -> tuple[dict, dict[str, int]]:
         """(the entry, its blocks) for ``key``; OSError or ValueError (TypeError, AttributeError) when the
         file is missing or damaged."""
-        entry = json.loads(self.path(key).read_text())
+        entry = cache.read_json(self.path(key))
         if not isinstance(entry, dict) or any(f not in entry for f in _FIELDS):
             raise ValueError("fields missing")
         if entry["key"] != json.loads(json.dumps(key, default=str)):
@@ -99,14 +97,8 @@ class TuneCache:
 
     def store(self, key: Mapping[str, Any], space: str, outcome: Any) -> Path:
         """Write ``outcome`` (a TuneOutcome) for ``key``, atomically (a crash leaves the old file or none)."""
-        self.root.mkdir(parents=True, exist_ok=True)
         entry = {"key": key, "space": space, "blocks": dict(outcome.blocks), "best_s": outcome.best_s,
                  "default_s": outcome.default_s, "tried": outcome.tried, "dropped": dict(outcome.dropped),
                  "tune_s": outcome.tune_s, "clock": outcome.clock, "check": getattr(outcome, "check", ""),
                  "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-        p = self.path(key)
-        fd, tmp = tempfile.mkstemp(dir=self.root, prefix=".tmp-", suffix=".json")
-        with os.fdopen(fd, "w") as f:
-            json.dump(entry, f, indent=1, sort_keys=True, default=str)
-        os.replace(tmp, p)
-        return p
+        return cache.write_json(self.path(key), entry, indent=1, sort_keys=True, default=str)
