@@ -192,6 +192,42 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
+def _starts_python(args: object) -> bool:
+    """A command that is a Python process (a worker, the CLI as a process, python -c): not git, make, a server."""
+    argv = [args] if isinstance(args, (str, bytes, os.PathLike)) else list(args)  # type: ignore[call-overload]
+    words = " ".join(str(a) for a in argv[:3]).split()
+    return bool(words) and (os.path.basename(words[0]).startswith("python") or "xlabench" in " ".join(words))
+
+
+@pytest.fixture(autouse=True)
+def _fast_tests_start_no_python_process(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch):
+    """`make test-fast` (-m "not slow") stays fast: a test that starts a Python process (a worker, the CLI as a
+    process, python -c, multiprocessing) must be marked slow; one that is not fails, naming the command."""
+    if request.node.get_closest_marker("slow"):
+        yield
+        return
+    import multiprocessing.process
+
+    started: list[str] = []
+    popen_init, mp_start = subprocess.Popen.__init__, multiprocessing.process.BaseProcess.start
+
+    def popen(self: subprocess.Popen, args: object, *a: object, **kw: object) -> None:
+        if _starts_python(args):
+            started.append(str(args)[:200])
+        popen_init(self, args, *a, **kw)  # type: ignore[arg-type]
+
+    def mp(self: multiprocessing.process.BaseProcess) -> None:
+        started.append(f"multiprocessing {self.name}")
+        mp_start(self)
+
+    monkeypatch.setattr(subprocess.Popen, "__init__", popen)
+    monkeypatch.setattr(multiprocessing.process.BaseProcess, "start", mp)
+    yield
+    if started:
+        pytest.fail(f"this test starts a Python process ({started[0]}{' ...' if len(started) > 1 else ''}): mark it "
+                    "@pytest.mark.slow (make test-fast leaves slow tests out)", pytrace=False)
+
+
 @pytest.fixture(scope="session")
 def postgres_server():
     """A real PostgreSQL server for the whole session (tests/_postgres.py). Without Debian's binaries the
