@@ -1,10 +1,7 @@
 """Invariants every row must satisfy, checked where a row is built (its `suspect` column) and again by
 `xlabench audit` over any run file, old or new (docs/audit.md).
 
-Modules: ``rules`` (one row's invariants, pure functions over a row dict and the host facts), ``shape``
-(whether a speedup's baseline is the same case shape), ``files`` (the audit of run files: each row's rules,
-the rules across rows, the host facts from each run's meta), ``exceptions`` (the known exceptions beside
-committed data). No framework, no CLI.
+Its modules: README.md, Layout. No framework, no CLI.
 """
 
 from xlabench.audit.rules import (

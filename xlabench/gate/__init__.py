@@ -43,10 +43,7 @@ Defaults (see GateConfig and docs/gate.md):
 * min_samples 5: with fewer, the median is not one of the samples and the bootstrap has too few
   distinct resamples to give an interval (and 3 vs 3 samples cannot reach p < 0.05 at all).
 
-Modules: ``config`` (verdicts, metrics, GateConfig), ``stats`` (one case, on arrays), ``suite_shift``
-(all cases together, on arrays), ``load`` (a run and its samples, checked whole), ``compare`` (pairing,
-verdicts, confirmation), ``report`` (tables, markdown, JSON), ``session`` (gate's run / compare / re-run).
-No CLI, no printing, no framework. The names imported here are the package's interface.
+Its modules: README.md, Layout. No CLI, no printing, no framework. The names imported here are the package's interface.
 """
 
 import sys

@@ -9,9 +9,7 @@ A run writes three files under ``results/<suite>/``:
 Every CSV carries every column (empty where a column does not apply to the workload), so files of
 different suites concatenate and the reader never guesses.
 
-Modules: ``schema`` (columns, statuses, case ids: the one place each column is declared), ``files``
-(writing and reading a run), ``load`` (a run with its samples, checked whole), ``merge`` (shards into
-one run), ``display`` (helpers for tables). The names imported here are the package's interface.
+Its modules: README.md, Layout. The names imported here are the package's interface.
 """
 
 from xlabench.results.display import fmt_number, varying

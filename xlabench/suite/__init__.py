@@ -3,8 +3,7 @@
 Every error names the file, the key path (with its line where the YAML has it) and what was expected,
 and is raised as SuiteError, which the CLI turns into exit code 2 without a traceback.
 
-Modules: ``spec`` (what a suite may say, and Case), ``load`` (YAML to Suite), ``expand``
-(Suite: profiles and the matrix to cases), ``messages`` (errors that point into the YAML).
+Its modules: README.md, Layout.
 """
 
 from xlabench.suite.expand import Suite, count_cases, expand

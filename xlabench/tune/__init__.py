@@ -1,6 +1,6 @@
-"""Autotuning of kernel block sizes, framework-free: candidate spaces (space.py), the staged search on
-whatever compiles and times a candidate (search.py), the on-disk cache keyed by device and versions
-(cache.py). The backends supply the compile and timing functions (backends/jax/tune_case.py)."""
+"""Autotuning of kernel block sizes, framework-free: candidate spaces, the staged search on whatever
+compiles and times a candidate, the on-disk cache keyed by device and versions. The backends supply the
+compile and timing functions. Its modules: README.md, Layout."""
 
 from xlabench.tune.cache import TuneCache, cache_key, default_dir
 from xlabench.tune.search import Dropped, Stage, TuneOutcome, checked_search, search

@@ -2,8 +2,7 @@
 ``python -m xlabench.worker``; it imports one framework and answers probe / target / run / compile
 requests over a pipe.
 
-Modules: ``main`` (the request loop and its ops), ``parent_watch`` (dying with the parent), ``faults``
-(fault injection for tests). What crosses the pipe is typed in ``xlabench.measure.worker_messages``; the
+Its modules: README.md, Layout. What crosses the pipe is typed in ``xlabench.measure.worker_messages``; the
 parent imports ``measure``, never this package.
 """
 
