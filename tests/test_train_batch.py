@@ -185,3 +185,35 @@ def test_auto_batch_probes_and_the_run_use_the_blocks_tuned_at_the_smallest_batc
     tuned: dict = {}
     train_case.program(found, "flash", True, "tpu", tune=plan, tuned=tuned, tune_batch=p.batch_step())
     assert seen[-1] == 1 and "the blocks of global batch 1, for global_batch auto" in tuned["notes"]
+
+
+def test_a_compile_only_step_uses_the_blocks_the_tuning_cache_holds_for_the_target(tmp_path, monkeypatch) -> None:
+    """Issue 41: `xlabench compile` (no device to tune on) compiled flash at its default blocks while a run
+    on the chip compiles the tuned ones, so the memory it printed was another program's. The step now takes
+    the tuning cache's newest winner for the target's device kind and the per-shard shape (whatever jax /
+    libtpu tuned it), and says which blocks it used, or that the cache had none."""
+    from xlabench import tune
+    from xlabench.backends.jax import train_case
+    from xlabench.tune.search import TuneOutcome
+    from xlabench.workloads.attention import AttentionParams, tune_key_fields
+
+    monkeypatch.setattr(tune, "default_dir", lambda: tmp_path)
+    p = TrainParams(model="gpt2-tiny", global_batch=2, seq_len=128, dtype="float32", sharding="dp", devices=1)
+    notes: dict = {}
+    train_case.program(p, "flash", True, "cpu", tuned=notes, cached_for="TPU v5 lite")
+    assert "default blocks" in notes["notes"] and "holds no winner" in notes["notes"]
+    case = AttentionParams(batch=2, num_heads=4, num_kv_heads=4, seq_len=128, head_dim=32, causal=True,
+                           dtype="float32", mode="fwd_bwd")
+    cache = tune.TuneCache(tmp_path)
+    for jax_version, blocks, created in (("0.10.2", {"block_q": 64, "block_k": 128}, "2026-12-06T10:00:00Z"),
+                                         ("0.10.1", {"block_q": 128, "block_k": 128}, "2026-12-05T10:00:00Z")):
+        key = tune.cache_key("TPU v5 lite", "jax", "flash", tune_key_fields(case), {"jax": jax_version})
+        path = cache.store(key, "space", TuneOutcome(blocks=blocks, best_s=1e-3, default_s=2e-3, tried=1, timed=1,
+                                                     dropped={}, tune_s=1.0, clock="device"))
+        path.write_text(path.read_text().replace(path.read_text().split('"created": "')[1].split('"')[0], created))
+    notes.clear()
+    train_case.program(p, "flash", True, "cpu", tuned=notes, cached_for="TPU v5 lite")
+    assert "block_k=128 block_q=64" in notes["notes"] and "jax 0.10.2" in notes["notes"]
+    notes.clear()
+    train_case.program(p, "flash", True, "cpu", tuned=notes, cached_for="TPU v4")  # another chip: none
+    assert "holds no winner" in notes["notes"]

@@ -87,6 +87,21 @@ class TuneCache:
             return Lookup("stale", why=f"{p}: its winner is no longer a candidate")
         return Lookup("hit", {**entry, "blocks": blocks})
 
+    def latest(self, key: Mapping[str, Any]) -> Optional[dict]:
+        """The newest intact entry whose key is ``key`` but for its versions (jax, jaxlib, the runtime):
+        what a compile-only run, which has no device to tune on, compiles a kernel at (a winner tuned on
+        the chip with its own libtpu, brought along in the cache folder). None when there is none."""
+        want = json.loads(json.dumps({k: v for k, v in key.items() if k != "versions"}, default=str))
+        found = []
+        for path in self.root.glob("*.json") if self.root.is_dir() else ():
+            try:
+                entry = cache.read_json(path)
+                if {k: v for k, v in dict(entry["key"]).items() if k != "versions"} == want:
+                    found.append(entry)
+            except (OSError, ValueError, TypeError, AttributeError, KeyError):
+                continue
+        return max(found, key=lambda e: str(e.get("created", ""))) if found else None
+
     def winner(self, key: Mapping[str, Any]) -> Optional[dict[str, int]]:
         """The blocks an intact entry holds for ``key``, whatever space it was tuned over (a related case's
         winner, to start a search from: tune_case.tuned_blocks' hints); None when there is none."""

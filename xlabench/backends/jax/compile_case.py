@@ -95,11 +95,17 @@ def compile_train_case(params: dict[str, Any], impl: str, target: TargetSpec) ->
     device, mesh = devices[0], list(devices[:p.devices])
     compiled: dict[int, tuple[Any, bool]] = {}  # batch -> (row fields or CompileOom, served from the figure store)
 
+    blocks_note: dict[str, Any] = {}  # which attention blocks the compile used (the tuning cache's, or defaults)
+    # global_batch auto: every probe at the blocks of the smallest batch's shape, as a run on the chip does
+    tune_batch = p.batch_step() if p.auto_batch else None
+
     def analyzed(q: TrainParams) -> Any:
         """The row fields of the step at q's batch (a CompileOom where libtpu refused it), compiled once: the
-        batch search's probe at the batch it settles on is the compile this row reports."""
+        batch search's probe at the batch it settles on is the compile this row reports. The attention runs
+        at the blocks a run on the chip would: the tuning cache's winner for the target's device kind."""
         if q.batch() not in compiled:
-            prog = train_case.program(q, impl, interpret=False, platform="tpu", devices=mesh)
+            prog = train_case.program(q, impl, interpret=False, platform="tpu", devices=mesh, tuned=blocks_note,
+                                      tune_batch=tune_batch, cached_for=device.device_kind)
             try:  # donated as a TPU run does: parameters and optimizer state updated in place
                 out: Any = aot.compile_analyzed(prog.fn, prog.abstract_args, device, target, q.flops() / q.devices,
                                                 q.devices, **prog.jit_kwargs(donate=True))
@@ -120,6 +126,8 @@ def compile_train_case(params: dict[str, Any], impl: str, target: TargetSpec) ->
     if isinstance(out, aot.CompileOom):
         return _oom(out, device)
     fields = dict(out)
+    if blocks_note.get("notes"):
+        fields["notes"] += f"; {blocks_note['notes']}"
     if p.devices < len(devices):
         fields["notes"] += f"; compiled for {p.devices} of the target's {len(devices)} devices"
     if batch_note:

@@ -68,7 +68,7 @@ def initializer(cfg: ModelConfig, dtype: str, mode: str, mesh_key: MeshKey,
 
 def attention_fn(impl: str, cfg: ModelConfig, p: TrainParams, mesh: jax.sharding.Mesh, interpret: bool,
                  platform: str, tune: TimingPlan | None = None, tuned: dict[str, Any] | None = None,
-                 tune_batch: int | None = None) -> Callable:
+                 tune_batch: int | None = None, cached_for: str | None = None) -> Callable:
     """The per-shard attention call for ``impl``; kernels without GQA get K/V heads repeated.
 
     With ``tune`` (a run's plan: tuning on) and no block sizes in the suite, the kernel's blocks are its
@@ -76,6 +76,8 @@ def attention_fn(impl: str, cfg: ModelConfig, p: TrainParams, mesh: jax.sharding
     searched now; ``tuned`` receives the row's tuning columns. ``tune_batch``: tune at this global batch's
     per-shard shape instead of the case's (global_batch auto: every probe of the batch search and the run
     itself use the blocks tuned at the smallest batch, so the memory the search measured is the run's).
+    ``cached_for`` (compile-only: a device kind, no device to tune on): the blocks the tuning cache holds for
+    that device kind and this per-shard shape, the run's blocks, where it has them; else the defaults.
     Raises CaseSkipped when the impl cannot run these (per-shard) shapes at all.
     """
     im = impls.get(impl)
@@ -114,12 +116,42 @@ def attention_fn(impl: str, cfg: ModelConfig, p: TrainParams, mesh: jax.sharding
                 f"{best * 1e3:.3f} ms against {default * 1e3:.3f} ms at the default blocks") if best and default
                 else ""]))
 
+    elif cached_for is not None and im.tune_space is not None and p.block_q is None and p.block_k is None:
+        acfg = _cached_blocks(acfg, impl, cached_for, AttentionParams(
+            batch=tb, num_heads=hq, num_kv_heads=hq if repeat > 1 else hkv, seq_len=s, head_dim=d, causal=True,
+            dtype=p.dtype, mode="fwd_bwd"), tuned)
+
     def attend(q: jax.Array, k: jax.Array, v: jax.Array) -> jax.Array:
         if repeat > 1:
             k, v = jnp.repeat(k, repeat, axis=2), jnp.repeat(v, repeat, axis=2)
         return impls.attend(q, k, v, impl, acfg)
 
     return attend
+
+
+def _cached_blocks(acfg: Any, impl: str, device_kind: str, case: AttentionParams,
+                   tuned: dict[str, Any] | None) -> Any:
+    """``acfg`` at the blocks the tuning cache holds for ``case`` on ``device_kind`` (any jax/libtpu version:
+    the newest), saying in ``tuned['notes']`` which blocks the compile used and where they came from."""
+    from xlabench import tune
+    from xlabench.tune.space import blocks_text
+    from xlabench.workloads.attention import tune_key_fields
+
+    key = tune.cache_key(device_kind, "jax", impl, tune_key_fields(case), {})
+    entry = tune.TuneCache(tune.default_dir()).latest(key)
+    shape = f"{case.batch}x{case.seq_len}x{case.num_heads}x{case.head_dim}"
+    if entry is None:
+        note = (f"attention at the kernel's default blocks: the tuning cache ({tune.default_dir()}) holds no winner "
+                f"for its per-shard shape {shape} (fwd_bwd) on {device_kind}; a run on the chip tunes it")
+    else:
+        blocks = {str(k): int(v) for k, v in dict(entry["blocks"]).items()}
+        acfg = acfg.with_blocks(blocks)
+        note = (f"attention at the tuned blocks the cache holds for its per-shard shape {shape} (fwd_bwd) on "
+                f"{device_kind}: {blocks_text(blocks)} (searched {entry.get('created', '?')}, "
+                f"jax {dict(entry['key'].get('versions', {})).get('jax', '?')})")
+    if tuned is not None:
+        tuned["notes"] = note
+    return acfg
 
 
 @dataclass
@@ -180,7 +212,8 @@ class StepProgram:
 
 def program(p: TrainParams, impl: str, interpret: bool, platform: str,
             devices: Sequence[jax.Device] | None = None, tune: TimingPlan | None = None,
-            tuned: dict[str, Any] | None = None, tune_batch: int | None = None) -> StepProgram:
+            tuned: dict[str, Any] | None = None, tune_batch: int | None = None,
+            cached_for: str | None = None) -> StepProgram:
     """Mesh, shardings and the step function of a case (raises CaseSkipped where it cannot run).
 
     ``devices``: what the mesh spans (default: this process's jax.devices()); pass a TPU topology's
@@ -192,7 +225,7 @@ def program(p: TrainParams, impl: str, interpret: bool, platform: str,
     mesh, p_shard, o_shard, tok_shard = layouts(cfg, p.sharding, _mesh_key(p), p.scan(),
                                                 None if devices is None else tuple(devices))
     hooks = sharding.hooks(mesh, p.sharding, attention_fn(impl, cfg, p, mesh, interpret, platform, tune, tuned,
-                                                          tune_batch), impl)
+                                                          tune_batch, cached_for), impl)
 
     def step(params, opt_state, tokens):
         (loss, per_seq), grads = jax.value_and_grad(
