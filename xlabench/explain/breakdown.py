@@ -13,6 +13,8 @@ bandwidth), a collective its interconnect bytes / ICI bandwidth; nothing overlap
 
 from __future__ import annotations
 
+import re
+from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -105,6 +107,27 @@ def _rates(c: Category, roofs: Roofs) -> None:
         c.roof_frac = achieved / peak
 
 
+_SERIAL = re.compile(r"\.\d+$")
+# Names XLA gives any op of a kind (fusion.12, copy.4): instances of these are listed one by one.
+_GENERIC = re.compile(r"^(%?)(fusion|copy|copy-start|copy-done|slice|slice-start|slice-done|bitcast|transpose|"
+                      r"reshape|convert|add|multiply|dynamic-slice|dynamic-update-slice|while|custom-call)$")
+
+
+def _families(ops: dict[str, tuple]) -> dict[str, tuple[float, float]]:
+    """name -> (seconds, calls) per step, the instances of one named kernel together: an unrolled step runs
+    each layer's copy of a kernel under its own HLO name (splash_mha_dkv_no_residuals.24, .25, ...), which
+    are listed as one line, ``<name>.* (N ops)``; ops named only by their kind (fusion.12) stay apart."""
+    groups: dict[str, list[tuple[str, float, float]]] = defaultdict(list)
+    for name, v in ops.items():
+        stem = _SERIAL.sub("", name)
+        groups[name if _GENERIC.match(stem) or stem == name else stem].append((name, v[1], v[2]))
+    out = {}
+    for stem, members in groups.items():
+        label = members[0][0] if len(members) == 1 else f"{stem}.* ({len(members)} ops)"
+        out[label] = (sum(m[1] for m in members), sum(m[2] for m in members))
+    return out
+
+
 def _assemble(per_op: dict[str, tuple[str, float, float, float, float]], step_s: float, roofs: Roofs,
               attention_flops: float | None) -> tuple[list[Category], list[str]]:
     """per_op: name -> (category, seconds, calls, flops, bytes), all per step."""
@@ -117,9 +140,9 @@ def _assemble(per_op: dict[str, tuple[str, float, float, float, float]], step_s:
         nbytes = sum(v[4] for v in ops.values()) or None
         if key == "attention" and ops and attention_flops:
             flops = attention_flops  # a Pallas call has no XLA cost: the analytic count (xlabench/flops.py)
-        top = sorted(ops.items(), key=lambda kv: -kv[1][1])[:TOP_OPS]
+        top = sorted(_families(ops).items(), key=lambda kv: -kv[1][0])[:TOP_OPS]
         c = Category(key, label, seconds, seconds / step_s if step_s else 0.0, flops, nbytes,
-                     top=[TopOp(n, v[1], v[2]) for n, v in top])
+                     top=[TopOp(n, v[0], v[1]) for n, v in top])
         _rates(c, roofs)
         out.append(c)
     if attention_flops and any(v[0] == "attention" for v in per_op.values()):
