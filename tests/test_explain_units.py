@@ -326,3 +326,17 @@ def test_a_run_copied_from_the_tpu_vm_is_explained_from_beside_its_csv(tmp_path)
     row = list(csv.DictReader(open(csv_path)))[0]
     assert row["explain_source"] == "trace" and float(row["explain_matmul_s"]) == pytest.approx(40e-9)
     assert json.loads(saved.read_text())["c1"]["categories"][0]["key"] == "matmul"
+
+
+def test_top_ops_list_a_named_kernels_instances_together_and_generic_ops_apart():
+    """An unrolled step runs each layer's copy of a kernel under its own name: one line for the kernel,
+    while ops named only by their kind (fusion.N, copy.N) are different ops and stay apart."""
+    from xlabench.explain.breakdown import _families
+
+    ops = {"splash_mha_dkv.24": ("attention", 2e-3, 1, 0, 0), "splash_mha_dkv.25": ("attention", 2e-3, 1, 0, 0),
+           "fusion.3": ("matmul", 1e-3, 1, 0, 0), "fusion.4": ("matmul", 3e-3, 1, 0, 0),
+           "exponential_reduce_fusion.2": ("elementwise", 1e-3, 4, 0, 0)}
+    fam = _families(ops)
+    assert fam["splash_mha_dkv.* (2 ops)"] == pytest.approx((4e-3, 2))
+    assert fam["fusion.3"] == pytest.approx((1e-3, 1)) and fam["fusion.4"] == pytest.approx((3e-3, 1))
+    assert fam["exponential_reduce_fusion.2"] == pytest.approx((1e-3, 4))
