@@ -20,6 +20,9 @@ if [ -d "$OUT/results/tune-cache" ]; then
   mkdir -p "$XLABENCH_CACHE_DIR/tune" && cp "$OUT/results/tune-cache/"*.json "$XLABENCH_CACHE_DIR/tune/" 2>/dev/null
 fi
 export PYTHONUNBUFFERED=1 COLUMNS=${COLUMNS:-160}
+# The rows' git_sha: a device machine gets the working tree, not its history (its git names the session's
+# first commit). Pass the commit the tree is: XLABENCH_GIT_SHA=$(git rev-parse --short=10 HEAD) bash ...
+[ -n "${XLABENCH_GIT_SHA:-}" ] || echo "note: XLABENCH_GIT_SHA is not set: the rows' git_sha is what this copy's git says"
 export JAX_PLATFORMS=${JAX_PLATFORMS:-tpu,cpu}
 export PYTHONPATH="${PYTHONPATH:+$PYTHONPATH:}$PWD"
 if ! python3 -c 'import click, yaml, pydantic, rich, pandas, matplotlib, optax, threadpoolctl' 2>/dev/null; then

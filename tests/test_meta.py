@@ -25,3 +25,14 @@ def test_meta_records_versions_and_the_end_and_the_rows_device_counts(tmp_path):
     assert got["ended"] and got["ended"] >= got.get("started", "")
     assert got["env"]["device_count"] == 8 and got["device_counts"] == [8]
     assert got["env"]["probe_device_count"] == 1  # what the probe worker saw, kept under its own name
+
+
+def test_a_copy_of_the_tree_run_elsewhere_records_the_commit_it_is_told(monkeypatch):
+    """The v5e rows said git_sha ae98852fd4+dirty for code four commits later: the device machine gets the
+    working tree, not its history. XLABENCH_GIT_SHA names the commit the copy is."""
+    from xlabench.run import scheduler
+
+    monkeypatch.setenv("XLABENCH_GIT_SHA", "442062f0ab")
+    assert scheduler.git_sha() == "442062f0ab"
+    monkeypatch.delenv("XLABENCH_GIT_SHA")
+    assert scheduler.git_sha() != "442062f0ab"

@@ -6,6 +6,7 @@ import dataclasses
 import datetime as dt
 import random
 import secrets
+import os
 import socket
 import subprocess
 from dataclasses import dataclass, field
@@ -33,6 +34,11 @@ def new_run_id() -> str:
 
 
 def git_sha() -> str:
+    """The checkout's short sha (+dirty), or $XLABENCH_GIT_SHA where it is set: a copy of a working tree run
+    elsewhere (the device machine of docs/tpu.md gets the files, not the history: its git said the session's
+    first commit, +dirty, for every run) says what it is a copy of."""
+    if os.environ.get("XLABENCH_GIT_SHA"):
+        return os.environ["XLABENCH_GIT_SHA"]
     root = envs.ROOT
     try:
         sha = subprocess.run(["git", "rev-parse", "--short=10", "HEAD"], cwd=root, capture_output=True,
