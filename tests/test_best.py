@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 from _gate_data import case, draw, write_run
 from conftest import run_cli
-from xlabench import results, suite
+from xlabench import results, suite, tune
 from xlabench.cli import main
 from xlabench.report import best_config as best, chartdata as cd
 from xlabench.report import markdown
@@ -184,3 +184,47 @@ def test_interpreted_rows_are_flagged_and_never_tuned_from(tmp_path):
     assert res.exit_code == 0 and "interpreted: not tuned" in res.output and "CPU interpreter" in res.output
     res = CliRunner().invoke(main, ["best", str(path), "-o", str(tmp_path / "t.yaml")])
     assert res.exit_code == 2 and "nothing to tune from" in res.output and not (tmp_path / "t.yaml").exists()
+
+
+def test_best_writes_its_winner_into_the_tuning_cache_where_the_tuner_finds_it_current(tmp_path):
+    """One tuning story: a sweep's winner goes under the key and candidate space the JAX worker computes for
+    the case (its device kind and the versions the run's meta records), so --tune reads it as a cache hit
+    instead of searching again; the tuned file is the export of that entry."""
+    import json
+
+    from xlabench.backends.jax import tune_case
+    from xlabench.impls import attention_rules
+    from xlabench.workloads.attention import AttentionParams, tune_key_fields
+
+    rng = np.random.default_rng(0)
+    speed = {None: 2.0, 128: 1.9, 256: 1.2}  # flash at S=256 searches 128 and 256 per block
+    path = write_run(tmp_path / "sweep.csv", [(case("flash", seq_len=256, block_q=b, block_k=b), draw(rng, 8, x))
+                                              for b, x in speed.items()])
+    meta = results.RunFiles(path).meta
+    meta.write_text(json.dumps({"run_id": "run", "env": {"tune_versions": tune_case.versions()}}))
+    out, folder = tmp_path / "tuned.yaml", tmp_path / "tune"
+    res = CliRunner().invoke(main, ["best", str(path), "--tune-dir", str(folder), "-o", str(out)])
+    assert res.exit_code == 0, res.output
+    assert "wrote 1 configuration(s) into the tuning cache" in res.output
+    (cfg,) = tuned.load(out, "attention")
+    assert cfg.params == {"block_q": 256, "block_k": 256}
+    p = AttentionParams(**cfg.shape)
+    key = tune.cache_key("cpu", "jax", "flash", tune_key_fields(p), tune_case.versions())
+
+    def build(program, blocks):
+        raise AssertionError("a cache hit compiles nothing")
+
+    t = tune_case.tuned_blocks(attention_rules.flash_space(p), key, build, str(folder))
+    assert t.fields["tuned"] == "cache" and t.blocks == {"block_q": 256, "block_k": 256}
+    assert t.fields["default_s"] > t.fields["tune_best_s"] > 0 and t.fields["tune_clock"] == "wall"
+
+
+def test_best_says_why_a_pick_is_not_cached(tmp_path):
+    """A run whose meta has no tune versions (written before), and blocks the kernel's search never tries
+    (64 at S=256): each named in one line; the tuned file still holds them."""
+    out = tmp_path / "tuned.yaml"
+    res = CliRunner().invoke(main, ["best", str(_sweep(tmp_path)), "--tune-dir", str(tmp_path / "tune"), "-o", str(out)])
+    assert res.exit_code == 0, res.output
+    assert res.output.count("not cached: jax/flash") == 2 and "no single env.tune_versions" in res.output
+    assert not list((tmp_path / "tune").glob("*.json"))
+    assert {c.shape["seq_len"]: c.params["block_q"] for c in tuned.load(out, "attention")} == {128: None, 256: 64}

@@ -1,5 +1,6 @@
 """`xlabench best`: per impl and shape of a block-size sweep, the configuration that significantly beats the
-kernel's default, printed, and written as a tuned file a later suite applies with `tuned: FILE`."""
+kernel's default, printed and written into the tuning cache that `run --tune` reads; `-o` exports those
+entries as a tuned file a later suite applies with `tuned: FILE`."""
 
 from __future__ import annotations
 
@@ -17,11 +18,14 @@ from xlabench.report import inputs as inputs_lib
 @click.command(epilog=examples("xlabench best results/attention/", "xlabench best results/attention/*.csv -o tuned.yaml"))
 @click.argument("csv_files", nargs=-1, required=True, type=click.Path())
 @click.option("-o", "--output", default=None, type=click.Path(dir_okay=False),
-              help="Write the best configurations as YAML (use it in a suite as `tuned: FILE`).")
-def best(csv_files: tuple[str, ...], output: Optional[str]) -> None:
+              help="Export the configurations written to the tuning cache as YAML (use it in a suite as `tuned: FILE`).")
+@click.option("--tune-dir", default=None, type=click.Path(file_okay=False),
+              help="The tuning cache to write into. Default: the one `run --tune` reads ($XLABENCH_CACHE_DIR/tune).")
+def best(csv_files: tuple[str, ...], output: Optional[str], tune_dir: Optional[str]) -> None:
     """Best block sizes per impl and shape: the fastest ok, correct configuration of each sweep (>= 2
     configurations) that beats the kernel's default (block sizes unset) by the gate's test on the raw
-    samples; else "no significant winner" (the default is kept). Interpreted rows are never tuned from."""
+    samples; else "no significant winner" (the default is kept). Interpreted rows are never tuned from.
+    Each is written into the tuning cache, where `run --tune` on the same device and versions finds it."""
     from xlabench.report import best_config as best_lib
     from xlabench.report import chartdata as cd
 
@@ -48,18 +52,45 @@ def best(csv_files: tuple[str, ...], output: Optional[str]) -> None:
     console.print(t)
     for line in best_lib.notes(picks):
         console.print(line, markup=False, soft_wrap=True)
+    configs = _cache(picks, found.files, tune_dir)
     if output:
-        _write(picks, output)
+        _write(picks, configs, output)
 
 
-def _write(picks: list, output: str) -> None:
-    """The tuned file of the winners (one workload), or exit 2 saying why there is none."""
-    from xlabench.report import best_config as best_lib
+def _cache(picks: list, files: list, tune_dir: Optional[str]) -> list:
+    """Write the picks into the tuning cache; the configurations written (the tuned file's), notes printed."""
+    import json
+
+    from xlabench import tune
+    from xlabench.report import best_cache
+
+    envs = {}
+    for f in files:
+        meta = results.RunFiles(f).meta
+        try:
+            m = json.loads(meta.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        envs[str(m.get("run_id") or results.RunFiles(f).csv.stem)] = m.get("env") or {}
+    folder = Path(tune_dir) if tune_dir else tune.default_dir()
+    output_dir(folder, "--tune-dir", "the tuning cache")
+    configs, notes = best_cache.store(picks, envs, tune.TuneCache(folder))
+    for line in notes:
+        console.print(line, markup=False, soft_wrap=True)
+    cached = len(configs) - len(notes)
+    if cached:
+        console.print(f"wrote {cached} configuration(s) into the tuning cache {folder}", soft_wrap=True)
+    return configs
+
+
+def _write(picks: list, configs: list, output: str) -> None:
+    """The tuned file: an export of the entries written to the cache (one workload), or exit 2 saying why
+    there is none."""
     from xlabench.suite import tuned
 
-    configs = best_lib.tuned_configs(picks)
     if not configs:
-        raise BadInput(f"-o: nothing to tune from: {', '.join(sorted({p.verdict for p in picks}))}")
+        verdicts = ", ".join(sorted({p.verdict for p in picks}))
+        raise BadInput(f"-o: nothing to tune from: {verdicts}")
     workloads = sorted({c.workload for c in configs})
     if len(workloads) > 1:
         raise BadInput(f"-o: these rows tune {', '.join(workloads)}; a tuned file holds one workload "

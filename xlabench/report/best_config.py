@@ -17,8 +17,8 @@ than two configurations (not a choice). A wrong or failed row is never picked, h
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
-from typing import Any, Optional, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Mapping, Optional, Sequence
 
 import numpy as np
 import pandas as pd
@@ -48,6 +48,8 @@ class Pick:
     config: Optional[TunedConfig]
     test: Optional[gate.Assessment] = None  # shown vs default (ratio = shown / default)
     reason: str = ""
+    # where the rows ran: device_kind, clock, run_ids, configurations swept (what the tuning cache keeps)
+    source: Mapping[str, Any] = field(default_factory=dict)
 
 
 def _shape_columns(rows: pd.DataFrame, workload: str) -> list[str]:
@@ -152,7 +154,13 @@ def best_configs(df: pd.DataFrame, samples: Optional[Samples] = None,
         by_group.setdefault(i, {})[k] = a
     for i, tests in by_group.items():
         picks[i] = _decide(groups[i], tests)
-    return [p for p in picks if p is not None]
+    return [replace(p, source=_source(g)) for p, g in zip(picks, groups) if p is not None]
+
+
+def _source(g: _Group) -> dict[str, Any]:
+    rows = pd.concat(list(g.by_config.values()))
+    return {"device_kind": str(g.row["device_kind"]), "clock": str(g.row.get("clock") or "wall"),
+            "run_ids": sorted({str(r) for r in rows["run_id"]}), "configurations": len(g.by_config)}
 
 
 def _decide(g: _Group, tests: dict[tuple, gate.Assessment]) -> Pick:

@@ -7,6 +7,7 @@ from typing import Type
 from pydantic import BaseModel
 
 from xlabench.tune.space import TUNED_PARAMS  # noqa: F401 (workloads.TUNED_PARAMS: declared with the tuner)
+from xlabench.workloads import attention, paged
 from xlabench.workloads.attention import AttentionParams
 from xlabench.workloads.paged import PagedParams
 from xlabench.workloads.train import TrainParams
@@ -16,6 +17,10 @@ PARAMS: dict[str, Type[BaseModel]] = {
     "paged_attention": PagedParams,
     "train": TrainParams,
 }
+
+
+# What a tuned winner depends on, per workload that tunes: the case without its blocks (the tuning cache's key).
+TUNE_KEY_FIELDS = {"attention": attention.tune_key_fields, "paged_attention": paged.tune_key_fields}
 
 
 def params_model(workload: str) -> Type[BaseModel]:

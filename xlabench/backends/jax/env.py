@@ -83,6 +83,8 @@ def versions() -> str:
 
 
 def probe(measure_peaks: bool = True) -> dict[str, Any]:
+    from xlabench.backends.jax.tune_case import versions as tune_versions
+
     devs = jax.devices()
     platform = devs[0].platform
     env: dict[str, Any] = {
@@ -94,6 +96,7 @@ def probe(measure_peaks: bool = True) -> dict[str, Any]:
         "process_index": jax.process_index(),
         "framework_version": versions(),
         "numpy_version": np.__version__,
+        "tune_versions": tune_versions(),  # what the tuning cache keys a winner by (`xlabench best` writes there)
     }
     if platform == "cpu" and measure_peaks:
         env.update(cpu_peak_env())

@@ -1,0 +1,90 @@
+"""One tuning story: `xlabench best`'s picks go into the tuning cache that `run --tune` reads
+(xlabench/tune/cache.py), under the key and the candidate space the JAX worker computes for the same case,
+so a later run on that device and those versions finds them current; the `tuned:` file is an export of
+the entries so written (and of the picks the cache cannot hold, each named in a note).
+
+A pick is cached where the worker would look for it: a JAX built-in kernel with a search space (a user
+kernel's space is in its own code, which only a worker imports; torch_xla does not tune), of a run whose
+meta records the versions the cache keys a winner by (``env.tune_versions``, written since schema 3).
+Every pick left out says why, in one line.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any, Callable, Mapping, Optional, Sequence
+
+from xlabench import tune
+from xlabench.impls import attention_rules, paged_rules
+from xlabench.report.best_config import Pick
+from xlabench.suite.tuned import TunedConfig
+from xlabench.tune.cache import space_fingerprint
+from xlabench.tune.search import TuneOutcome
+from xlabench.workloads import PARAMS, TUNE_KEY_FIELDS
+
+TUNING_BACKEND = "jax"  # the backend whose workers tune (backends/jax/tune_case.py)
+
+
+def kernel_space(workload: str, backend: str, impl: str) -> Optional[Callable[[Any], list]]:
+    """The search space a built-in kernel declares beside its rules (params -> stages), or None."""
+    if workload == "attention":
+        return attention_rules.rule(backend, impl).get("tune_space")
+    return paged_rules.SPACES.get((backend, impl))
+
+
+def _entry(p: Pick, envs: Mapping[str, Mapping[str, Any]]) -> tuple[Optional[tuple], str]:
+    """((key, space, outcome) for the cache, "") or (None, why the pick cannot be cached)."""
+    c = p.config
+    assert c is not None
+    if c.backend != TUNING_BACKEND:
+        return None, f"{c.backend} does not tune (run --tune searches JAX kernels only)"
+    space = kernel_space(c.workload, c.backend, c.impl)
+    if space is None:
+        return None, "no built-in search space (a user kernel's is in its own code)"
+    runs = p.source.get("run_ids", [])
+    versions = [envs.get(r, {}).get("tune_versions") for r in runs]
+    if not versions or any(v != versions[0] for v in versions) or not isinstance(versions[0], dict):
+        return None, (f"run(s) {', '.join(runs)}: no single env.tune_versions in the meta (a run written before "
+                      "schema 3, or runs of different versions): run the sweep again")
+    params = PARAMS[c.workload](**c.shape)
+    stages = space(params)
+    candidates = [dict(x) for st in stages for x in st.candidates]
+    blocks = {k: int(v) for k, v in c.params.items() if v is not None} or dict(stages[0].default)
+    if not any(set(blocks.items()) <= set(x.items()) for x in candidates):
+        return None, (f"{' '.join(f'{k}={v}' for k, v in sorted(blocks.items()))} is not a candidate of the "
+                      "kernel's search space (the tuner would take it as stale)")
+    default_s = c.median_s * c.speedup_vs_default if c.median_s and c.speedup_vs_default else c.median_s
+    outcome = TuneOutcome(blocks, float(c.median_s or 0.0), default_s, int(p.source.get("configurations", 0)), 0, {},
+                          0.0, str(p.source.get("clock") or "wall"), f"xlabench best: {p.verdict}")
+    key = tune.cache_key(str(p.source.get("device_kind")), c.backend, c.impl, TUNE_KEY_FIELDS[c.workload](params),
+                         versions[0])
+    return (key, space_fingerprint(candidates), outcome), ""
+
+
+def store(picks: Sequence[Pick], envs: Mapping[str, Mapping[str, Any]], cache: tune.TuneCache
+          ) -> tuple[list[TunedConfig], list[str]]:
+    """Write each pick's configuration into ``cache`` (``envs``: run id -> its meta's env). Returns the
+    `tuned:` file's configurations: those written, read back from the cache (a winner's blocks as the cache
+    holds them; a kept default stays unset, so a later --tune may still search it), then those the cache
+    cannot hold, as picked; and a note per pick not cached."""
+    configs, uncached, notes = [], [], []
+    for p in picks:
+        if p.config is None:
+            continue
+        entry, why = _entry(p, envs)
+        if entry is None:
+            notes.append(f"not cached: {p.config.backend}/{p.config.impl} {_shape(p.config)}: {why}")
+            uncached.append(p.config)
+            continue
+        key, space, outcome = entry
+        cache.store(key, space, outcome)
+        found = cache.load(key, space, [])  # the export reads what the cache now holds
+        blocks = found.entry["blocks"] if found.entry else {}
+        kept = all(v is None for v in p.config.params.values())
+        params = dict(p.config.params) if kept else {k: blocks[k] for k in p.config.params if k in blocks}
+        configs.append(replace(p.config, params=params))
+    return configs + uncached, notes
+
+
+def _shape(c: TunedConfig) -> str:
+    return " ".join(f"{k}={v}" for k, v in c.shape.items())
