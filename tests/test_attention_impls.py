@@ -12,7 +12,7 @@ from xlabench import impls as catalog
 from xlabench.backends.jax import attention_impls as impls
 from xlabench.backends.jax.attention_case import run_attention_case
 from xlabench.measure.timing import TimingPlan, max_normalised_error
-from xlabench.measure.worker_messages import CaseSkipped
+from xlabench.protocol.worker_messages import CaseSkipped
 
 PLAN = TimingPlan(warmup=0, iters=1)
 CPU_IMPLS = [i.name for i in catalog.CATALOG if i.backend == "jax" and "attention" in i.workloads and i.runs_on("cpu")]

@@ -211,7 +211,7 @@ def test_the_row_builder_writes_suspect_and_cache_resident(tmp_path: Path) -> No
     2: with the host's 32 MiB cache recorded, the MBU is a cache figure (a note), the MFU a broken rule."""
     from xlabench import suite
     from xlabench.measure.timing import summarize
-    from xlabench.measure.worker_messages import CaseResult
+    from xlabench.protocol.worker_messages import CaseResult
     from xlabench.run import rows as row_builder
     from xlabench.run.scheduler import RunContext
 

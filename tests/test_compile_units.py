@@ -10,7 +10,7 @@ import pytest
 from xlabench import hardware
 from xlabench.backends.jax.aot import parse_oom
 from xlabench.backends.jax.common import check_fits
-from xlabench.measure.worker_messages import CaseSkipped
+from xlabench.protocol.worker_messages import CaseSkipped
 
 GIB = 1 << 30
 

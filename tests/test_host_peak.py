@@ -12,7 +12,7 @@ from xlabench import cache as cache_root
 from xlabench import hardware
 from xlabench.measure import host_peak
 from xlabench.run.metrics import derive
-from xlabench.measure.worker_messages import CaseResult
+from xlabench.protocol.worker_messages import CaseResult
 from xlabench.measure.timing import summarize
 
 DAY = dt.date(2026, 12, 4)

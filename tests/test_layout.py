@@ -105,17 +105,18 @@ def test_parent_side_modules_never_import_a_framework():
     assert offenders == []
 
 
-def test_measure_is_the_bottom_floor():
-    """measure/ imports no framework and no xlabench package above it (only the cache's root and JSON
-    writer, below it): every floor may import it."""
+def test_protocol_and_measure_are_the_bottom_floors():
+    """protocol/ (what crosses between parent and worker) imports nothing of xlabench but itself; measure/
+    only protocol and the cache below it; neither a framework: every floor may import them."""
     _, externals = _graph()
     every = _all_imports()
-    mods = [m for m in every if m == "xlabench.measure" or m.startswith("xlabench.measure.")]
-    assert "xlabench.measure.timers" in mods
-    for m in mods:
-        assert not externals[m] & set(FRAMEWORKS), m
-        assert {d for d in every[m] if not d.startswith(("xlabench.measure", "xlabench.cache"))} == set(), m
-
+    below = {"protocol": ("xlabench.protocol",), "measure": ("xlabench.measure", "xlabench.protocol", "xlabench.cache")}
+    for package, allowed in below.items():
+        mods = [m for m in every if m == f"xlabench.{package}" or m.startswith(f"xlabench.{package}.")]
+        assert len(mods) > 3, package
+        for m in mods:
+            assert not externals[m] & set(FRAMEWORKS), m
+            assert {d for d in every[m] if not d.startswith(allowed)} == set(), m
 
 
 def test_worker_is_imported_only_by_the_process_entry():
@@ -129,7 +130,7 @@ def test_worker_is_imported_only_by_the_process_entry():
 
 # The floors README's Layout section draws, bottom to top: a package imports only from floors below it.
 FLOORS = (
-    {"cache"},  # the cache's one root folder and atomic JSON writer (imports nothing of xlabench)
+    {"cache", "protocol"},  # the cache's root and JSON writer; the worker protocol, env names and statuses
     {"measure", "flops", "roofline"},
     {"tune"},  # framework-free block-size search and its cache; the workloads declare their spaces with it
     {"workloads", "results", "hardware"},

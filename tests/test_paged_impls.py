@@ -13,7 +13,7 @@ from xlabench.backends.jax import paged_impls  # noqa: E402
 from xlabench.backends.jax.common import max_normalised_error  # noqa: E402
 from xlabench.backends.jax.paged_case import run_paged_case  # noqa: E402
 from xlabench.measure.timing import TimingPlan  # noqa: E402
-from xlabench.measure.worker_messages import CaseResult, CaseSkipped  # noqa: E402
+from xlabench.protocol.worker_messages import CaseResult, CaseSkipped  # noqa: E402
 from xlabench.workloads.paged import PagedParams, make_inputs, reference  # noqa: E402
 
 PLAN = TimingPlan(warmup=0, iters=1)

@@ -11,7 +11,7 @@ import numpy as np
 
 from xlabench import suite
 from xlabench.run import scheduler
-from xlabench.measure.worker_messages import CaseResult, RunRequest
+from xlabench.protocol.worker_messages import CaseResult, RunRequest
 from xlabench.measure.timing import summarize
 
 SUITE = """

@@ -9,7 +9,7 @@ import pytest
 from xlabench.measure.timing import TimingPlan, case_result, summarize
 from xlabench.run import repeats
 from xlabench.run.metrics import derive
-from xlabench.measure.worker_messages import PROTOCOL_VERSION, CaseResult, ProtocolError
+from xlabench.protocol.worker_messages import PROTOCOL_VERSION, CaseResult, ProtocolError
 
 ENV = {"platform": "cpu", "device_kind": "cpu", "device_count": 1}
 

@@ -16,7 +16,7 @@ from xlabench import results
 from xlabench.gate.config import METRICS
 from xlabench.run import repeats
 from xlabench.run.metrics import derive
-from xlabench.measure.worker_messages import CaseResult
+from xlabench.protocol.worker_messages import CaseResult
 from xlabench.measure.timing import TimingPlan, case_result, summarize
 
 ENV = {"platform": "cpu", "device_kind": "cpu", "device_count": 1}

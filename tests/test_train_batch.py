@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from xlabench import results
-from xlabench.measure.worker_messages import CaseSkipped
-from xlabench.measure.plan import TimingPlan
+from xlabench.protocol.worker_messages import CaseSkipped
+from xlabench.protocol.plan import TimingPlan
 from xlabench.workloads.train import TrainParams, largest_batch
 
 from conftest import require_libtpu, run_cli

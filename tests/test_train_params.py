@@ -185,7 +185,7 @@ def test_a_train_row_states_its_mfu_under_palms_convention_beside_the_causal_cou
     """Measured on the v5e (gpt2-355m, seq 1024, batch 8, splash): 212.5 ms a step is MFU 44.5% on the causal
     count (flops) and 47.4% on PaLM's non-causal 6N + 12LHQT (flops_palm), the convention published MFU
     figures use: the row gives both."""
-    from xlabench.measure.worker_messages import CaseResult
+    from xlabench.protocol.worker_messages import CaseResult
     from xlabench.run.metrics import derive
 
     r = CaseResult(samples=(0.2124595,), stats={"median_s": 0.2124595}, timer="wallclock",

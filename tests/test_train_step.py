@@ -11,7 +11,7 @@ import pytest
 
 from xlabench.backends.jax import attention_impls as impls
 from xlabench.backends.jax import model, sharding, train_case
-from xlabench.measure.worker_messages import CaseSkipped
+from xlabench.protocol.worker_messages import CaseSkipped
 from xlabench.workloads import model_presets as mp
 from xlabench.workloads.train import REMAT, TrainParams
 

@@ -261,7 +261,7 @@ def chunky(monkeypatch):
 
 def _run(params, impl, tune_dir, tune=True, interpret=False):
     from xlabench.backends.jax.attention_case import run_attention_case
-    from xlabench.measure.plan import TimingPlan
+    from xlabench.protocol.plan import TimingPlan
 
     plan = TimingPlan(warmup=1, iters=2, tune=tune, tune_dir=str(tune_dir))
     return run_attention_case(params, impl, plan, interpret, "cpu")
@@ -307,7 +307,7 @@ def test_no_tune_runs_the_kernels_defaults(tmp_path, chunky):
 
 
 def test_on_an_accelerator_the_device_clock_is_the_headline_and_the_wall_clock_stays_beside_it():
-    from xlabench.measure.worker_messages import CaseResult
+    from xlabench.protocol.worker_messages import CaseResult
     from xlabench.measure.timing import device_headline, device_summary, summarize
     from xlabench.run.metrics import derive
 
@@ -375,7 +375,7 @@ def test_the_train_step_runs_its_attention_at_the_tuned_blocks_from_the_same_cac
     second case of the same shape reads the winner from the cache."""
     from xlabench.backends.jax import attention_impls as impls
     from xlabench.backends.jax import train_case
-    from xlabench.measure.plan import TimingPlan
+    from xlabench.protocol.plan import TimingPlan
 
     seen = []
     attend = impls.attend
@@ -411,7 +411,7 @@ def test_the_paged_kernels_search_pages_per_block_that_divide_the_page_table():
 
 def test_an_interpreted_paged_kernel_is_not_tuned_and_a_fixed_block_stays(tmp_path):
     from xlabench.backends.jax.paged_case import run_paged_case
-    from xlabench.measure.plan import TimingPlan
+    from xlabench.protocol.plan import TimingPlan
 
     base = dict(batch=2, context_lens="256", num_heads=4, num_kv_heads=2, head_dim=128, page_size=16,
                 dtype="float32")
@@ -439,7 +439,7 @@ def test_the_tune_command_fills_no_results_file_and_says_what_it_did_not_tune(tm
 
 
 def test_a_train_step_keeps_its_pipelined_wall_time_as_the_headline():
-    from xlabench.measure.worker_messages import CaseResult
+    from xlabench.protocol.worker_messages import CaseResult
     from xlabench.measure.timing import device_headline, summarize
 
     wall, device = [0.105, 0.104], [0.0995, 0.0996]

@@ -13,7 +13,7 @@ from typing import Any, Iterable, Optional
 from xlabench import results
 from xlabench.audit import exceptions as excepted
 from xlabench.audit.rules import DEFAULT_S, ROW_RULES, Host, cache_resident, check_row, default_s, num
-from xlabench.measure.status import OK
+from xlabench.protocol.status import OK
 
 
 class AuditInputError(Exception):

@@ -14,7 +14,7 @@ from typing import Any, Callable, Mapping, Optional
 
 from xlabench import roofline
 from xlabench.hardware import interconnect
-from xlabench.measure.status import OK
+from xlabench.protocol.status import OK
 
 TUNE_TOLERANCE = 0.15  # a tuned row's median vs its search's best, its default_s vs the default blocks' own row
 ROOFLINE_TOLERANCE = roofline.FRAC_SLACK - 1  # a time may beat its floor by this much (nominal peaks) unexplained

@@ -15,7 +15,7 @@ from typing import Any, Callable, Optional, Sequence
 
 from xlabench import impls as catalog
 from xlabench.impls import attention_rules as rules
-from xlabench.measure.worker_env import IMPL_PATH_VAR
+from xlabench.protocol.worker_env import IMPL_PATH_VAR
 from xlabench.workloads import attention
 
 

@@ -14,7 +14,7 @@ from xlabench import hardware, results, roofline
 from xlabench.cli.common import BadInput, console, err_console, examples, load_suite, status_line
 from xlabench.cli.click_options import run_options
 from xlabench.run.run_options import RunOptions
-from xlabench.measure.status import COMPILED, FAILED, LOWERED, OOM, SKIPPED
+from xlabench.protocol.status import COMPILED, FAILED, LOWERED, OOM, SKIPPED
 
 _STYLE = {COMPILED: "green", LOWERED: "green", OOM: "magenta", FAILED: "red", SKIPPED: "yellow"}
 _GIB = float(1 << 30)

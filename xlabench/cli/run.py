@@ -20,7 +20,7 @@ from xlabench.cli import history as history_commands
 from xlabench.cli.common import BadInput, console, err_console, examples, load_suite, status_line, warn
 from xlabench.cli.click_options import run_options
 from xlabench.run.run_options import RunOptions, resume_words
-from xlabench.measure import status as st
+from xlabench.protocol import status as st
 
 _STYLE = {st.OK: "green", st.FAILED: "red", st.SKIPPED: "yellow"}
 

@@ -18,7 +18,7 @@ from xlabench.gate.config import (
 from xlabench.gate.run_data import RunData
 from xlabench.gate.stats import Assessment, assess, samples_needed
 from xlabench.gate.suite_shift import SuiteShift, assess_suite
-from xlabench.measure import status as st
+from xlabench.protocol import status as st
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from xlabench.gate.config import GateInputError
 from xlabench.gate.run_data import RunData
 from xlabench.measure.sample_size import min_samples_per_side, sample_shortfall
 from xlabench.run import interrupts
-from xlabench.measure.status import OK
+from xlabench.protocol.status import OK
 from xlabench.run.run_options import Filter, OptionError, RunOptions
 
 

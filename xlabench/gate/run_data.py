@@ -11,7 +11,7 @@ import numpy as np
 from xlabench import results
 from xlabench.results import ResultsFileError
 from xlabench.gate.config import num
-from xlabench.measure.status import OK
+from xlabench.protocol.status import OK
 
 
 @dataclass

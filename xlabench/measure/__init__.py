@@ -1,4 +1,4 @@
-"""The framework-free measuring core, on the bottom floor: what every other package may import.
+"""The framework-free measuring core, above the worker protocol: what every floor above may import.
 
 Its modules: README.md, Layout.
 """

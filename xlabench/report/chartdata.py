@@ -17,7 +17,7 @@ import pandas as pd
 
 from xlabench import impls, results
 from xlabench.results.schema import KERNEL_OPTIONS
-from xlabench.measure import status as st
+from xlabench.protocol import status as st
 
 INTERPRET_NOTE = "(CPU interpret: pipeline check, not kernel speed)"
 BASELINE_IMPL = "naive"

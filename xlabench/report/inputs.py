@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Iterable
 
 from xlabench import results
-from xlabench.measure import status as st
+from xlabench.protocol import status as st
 
 SAMPLES_SUFFIX, COMPILE_SUFFIX = results.SAMPLES_SUFFIX, results.COMPILE_SUFFIX
 USABLE = {False: (st.OK,), True: (st.COMPILED, st.OOM, st.LOWERED)}  # is a compile file -> usable statuses

@@ -21,7 +21,7 @@ from xlabench.report import summary as summary_lib
 from xlabench import results
 from xlabench.audit import marks
 from xlabench.results import fmt_number
-from xlabench.measure import status as st
+from xlabench.protocol import status as st
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,7 @@ from xlabench.report.chart_parts import (  # noqa: F401 (grid: the charts' API f
     _series_label, peak_note, style,
 )
 from xlabench.report.line_chart import _line_chart, spread_band  # noqa: F401 (spread_band: for tests)
-from xlabench.measure import status as st
+from xlabench.protocol import status as st
 
 
 # ----------------------------------------------------------------------------------------- chart kinds

@@ -20,7 +20,7 @@ from xlabench import roofline as rl
 from xlabench.report import chartdata as cd
 from xlabench.report.chart_parts import Chart, NoData, _finish, _panels, add_note, style
 from xlabench.report.line_chart import _line_chart
-from xlabench.measure import status as st
+from xlabench.protocol import status as st
 from xlabench.results import CASE_COLUMN_NAMES
 from xlabench.results.schema import KERNEL_OPTIONS
 

@@ -22,7 +22,7 @@ from rich.text import Text
 from xlabench import impls as catalog
 from xlabench.audit import marks
 from xlabench import results
-from xlabench.measure import status as st
+from xlabench.protocol import status as st
 from xlabench.results.display import clock_note
 
 _STYLE = {st.OK: "green", st.FAILED: "red", st.SKIPPED: "yellow"}

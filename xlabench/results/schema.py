@@ -7,7 +7,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from xlabench.measure.status import COMPILE_STATUSES, RUN_STATUSES  # noqa: F401 (results.COMPILE_STATUSES)
+from xlabench.protocol.status import COMPILE_STATUSES, RUN_STATUSES  # noqa: F401 (results.COMPILE_STATUSES)
 from xlabench.tune.space import BLOCK_PARAMS, TUNED_PARAMS
 
 # 2: the headline is the device clock on accelerators (clock, wall_median_s); tuning columns.
@@ -254,7 +254,7 @@ TEXT_COLUMN_NAMES: frozenset[str] = frozenset(n for n, t in DTYPE_OF.items() if 
 # says 'default'), and they are not the shape of a case.
 KERNEL_OPTIONS: tuple[str, ...] = tuple(c.name for c in CASE_COLUMNS if c.tuned or c.name == "megacore_mode")
 SAMPLE_COLUMNS = ["run_id", "case_id", "iteration", "seconds"]
-STATUSES = RUN_STATUSES  # a run's rows (measure/status.py: the words a worker's reply uses too)
+STATUSES = RUN_STATUSES  # a run's rows (protocol/status.py: the words a worker's reply uses too)
 
 # Columns that do not identify a case: excluded from the case hash.
 _NOT_IDENTIFYING = {"devices"}

@@ -22,13 +22,13 @@ from xlabench.run import cache_folder, parallel, scheduler, shard, workers
 from xlabench.run import rows as row_builder
 from xlabench import impls as catalog
 from xlabench import suite as suite_lib
-from xlabench.measure.worker_messages import CompileRequest, CompileResult, ProtocolError
-from xlabench.measure.target import TargetSpec
+from xlabench.protocol.worker_messages import CompileRequest, CompileResult, ProtocolError
+from xlabench.protocol.target import TargetSpec
 from xlabench.run.envs import COMPILE_VARIANT
 from xlabench.run.run_options import RunOptions
 from xlabench.explain.kept import explain_dir
 from xlabench.run.suite_runner import RunInputError, open_run, select_cases
-from xlabench.measure.status import COMPILED, FAILED, SKIPPED
+from xlabench.protocol.status import COMPILED, FAILED, SKIPPED
 
 TORCH_XLA_REASON = ("torch_xla 2.9 has no compile-only TPU client (it compiles only on the devices it runs on); "
                     "the JAX rows compile the same Pallas kernels that torch_xla's custom_kernel traces")

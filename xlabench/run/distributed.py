@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 from typing import Mapping, Optional
 
-from xlabench.measure.worker_env import (  # noqa: F401 (named here for the parent: run.distributed.ENV_*)
+from xlabench.protocol.worker_env import (  # noqa: F401 (named here for the parent: run.distributed.ENV_*)
     ENV_AUTO, ENV_COORDINATOR, ENV_INIT_TIMEOUT, ENV_NUM_PROCESSES, ENV_PROCESS_ID)
 
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
-from xlabench.measure.worker_env import TORCH_XLA_SPMD_VAR
+from xlabench.protocol.worker_env import TORCH_XLA_SPMD_VAR
 
 ROOT = Path(__file__).resolve().parents[2]  # the checkout: the folder holding the xlabench package
 TORCH_XLA_ENV_VAR = "XLABENCH_TORCH_XLA_PYTHON"

@@ -8,7 +8,7 @@ from typing import Any, Optional
 from xlabench import flops as flop_formulas
 from xlabench import roofline
 from xlabench.hardware import device_peak, interconnect
-from xlabench.measure.worker_messages import CaseResult
+from xlabench.protocol.worker_messages import CaseResult
 
 
 def derive(result: CaseResult, env: dict[str, Any], devices: int,

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from xlabench.measure.timing import device_summary, summarize
-from xlabench.measure.worker_messages import CaseResult
+from xlabench.protocol.worker_messages import CaseResult
 
 
 def pool(replies: Sequence[CaseResult]) -> CaseResult:

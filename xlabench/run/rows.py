@@ -16,8 +16,8 @@ from typing import Any, Mapping, Optional, Sequence
 from xlabench import audit
 from xlabench import impls as catalog
 from xlabench import results
-from xlabench.measure.worker_messages import CaseResult
-from xlabench.measure.status import OK
+from xlabench.protocol.worker_messages import CaseResult
+from xlabench.protocol.status import OK
 from xlabench.measure.timing import device_headline
 from xlabench.run import repeats
 from xlabench.run.metrics import derive

@@ -18,7 +18,7 @@ from pydantic import Field, TypeAdapter, ValidationError
 
 from xlabench.impls import BACKENDS
 from xlabench.suite.expand import same_text as _same
-from xlabench.measure.timers import TIMERS
+from xlabench.protocol.timers import TIMERS
 
 
 class OptionError(ValueError):

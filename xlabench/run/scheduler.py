@@ -23,10 +23,10 @@ from xlabench.run.interrupts import interruptible, uninterrupted
 from xlabench.run.parallel import in_parallel
 from xlabench.run.workers import Worker, WorkerError, WorkerPool
 from xlabench.suite import Case
-from xlabench.measure.worker_messages import CaseResult, ProtocolError, RunRequest
-from xlabench.measure.plan import default_tune
+from xlabench.protocol.worker_messages import CaseResult, ProtocolError, RunRequest
+from xlabench.protocol.plan import default_tune
 from xlabench.workloads import TUNED_PARAMS
-from xlabench.measure.status import FAILED, OK, SKIPPED
+from xlabench.protocol.status import FAILED, OK, SKIPPED
 
 
 def new_run_id() -> str:
@@ -63,7 +63,7 @@ class RunContext:
     cpu_peaks: dict[str, Any] = field(default_factory=dict)  # and where the peak comes from (cpu_peak_source)
     trace_root: Optional[Path] = None  # `run --trace DIR`: each case's profile under DIR/<case_id>/
     jobs: int = 1  # cases at once (`run --jobs`, CPU only): their rows say they shared the host
-    tune: Optional[bool] = None  # `run --tune/--no-tune` (None: measure.plan.default_tune of the platform)
+    tune: Optional[bool] = None  # `run --tune/--no-tune` (None: protocol.plan.default_tune of the platform)
     tune_dir: Optional[str] = None  # the tuning cache (None: $XLABENCH_CACHE_DIR/tune)
     llc_bytes: Optional[int] = None  # CPU: the host's last-level cache (audit: cache-resident rows)
 

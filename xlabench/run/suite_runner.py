@@ -30,7 +30,7 @@ from xlabench.run.workers import WorkerError, WorkerPool
 from xlabench.impls.attention_rules import predict_skip as _predict_attention_skip
 from xlabench.impls.attention_rules import RULES as _ATTENTION_RULES
 from xlabench.impls.paged_rules import SPACES as _PAGED_SPACES, predict_skip as _predict_paged_skip
-from xlabench.measure.status import FAILED
+from xlabench.protocol.status import FAILED
 from xlabench.tune import default_dir as tune_cache_dir
 
 # `xlabench tune`: each case's measurement after its search is one call, on the wall clock.

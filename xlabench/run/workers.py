@@ -16,7 +16,7 @@ from typing import Any, Optional
 
 from xlabench.run import envs
 from xlabench.run.distributed import DistributedConfig
-from xlabench.measure.worker_env import COMPILE_CACHE_VAR, FIGURE_CACHE_VAR, IMPL_PATH_VAR
+from xlabench.protocol.worker_env import COMPILE_CACHE_VAR, FIGURE_CACHE_VAR, IMPL_PATH_VAR
 from xlabench.run.envs import Interpreters, worker_environ
 
 

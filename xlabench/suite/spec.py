@@ -8,8 +8,8 @@ from typing import Annotated, Any, Optional, Sequence, Union
 from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator
 
 from xlabench import impls as catalog
-from xlabench.measure.plan import TimingPlan, default_timer
-from xlabench.measure.timers import Timer
+from xlabench.protocol.plan import TimingPlan, default_timer
+from xlabench.protocol.timers import Timer
 from xlabench.workloads import PARAMS as WORKLOAD_PARAMS
 
 

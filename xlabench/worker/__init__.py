@@ -2,7 +2,7 @@
 ``python -m xlabench.worker``; it imports one framework and answers probe / target / run / compile
 requests over a pipe.
 
-Its modules: README.md, Layout. What crosses the pipe is typed in ``xlabench.measure.worker_messages``; the
+Its modules: README.md, Layout. What crosses the pipe is typed in ``xlabench.protocol.worker_messages``; the
 parent imports ``measure``, never this package.
 """
 

@@ -15,11 +15,11 @@ import sys
 import traceback
 from typing import Any, Optional
 
-from xlabench.measure.worker_messages import CaseSkipped, CompileRequest, ProtocolError, RunRequest
-from xlabench.measure.target import TargetSpec
+from xlabench.protocol.worker_messages import CaseSkipped, CompileRequest, ProtocolError, RunRequest
+from xlabench.protocol.target import TargetSpec
 from xlabench.worker.faults import inject_fault
 from xlabench.worker.parent_watch import die_with_parent
-from xlabench.measure.status import FAILED, OK, SKIPPED
+from xlabench.protocol.status import FAILED, OK, SKIPPED
 
 
 def _failed(e: Exception) -> dict[str, Any]:

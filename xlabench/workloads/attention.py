@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, model_validator
 from xlabench import flops as flop_formulas
 from xlabench.workloads import checks
 from xlabench.measure.timing import TimingPlan, case_result, max_normalised_error
-from xlabench.measure.worker_messages import CaseResult
+from xlabench.protocol.worker_messages import CaseResult
 from xlabench.tune.search import Stage
 from xlabench.tune.space import BLOCK_PARAMS, diagonal, pow2_tiles
 

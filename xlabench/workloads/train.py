@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, field_validator, model_validator
 from xlabench import flops as flop_formulas
 from xlabench.workloads import checks
 from xlabench.measure.timing import TimingPlan, case_result, max_normalised_error
-from xlabench.measure.worker_messages import CaseResult
+from xlabench.protocol.worker_messages import CaseResult
 from xlabench.workloads import model_presets as presets
 from xlabench.tune.space import BLOCK_PARAMS
 

@@ -22,9 +22,9 @@ import jax.numpy as jnp
 
 from xlabench.backends.jax import hlo_cost, jax_compile_cache, trace_timer
 from xlabench.measure import figure_store
-from xlabench.measure.worker_messages import CaseSkipped
-from xlabench.measure.worker_env import FIGURE_CACHE_VAR
-from xlabench.measure.target import TargetSpec
+from xlabench.protocol.worker_messages import CaseSkipped
+from xlabench.protocol.worker_env import FIGURE_CACHE_VAR
+from xlabench.protocol.target import TargetSpec
 
 LIBTPU_HOWTO = ("compile-only TPU devices need libtpu, which this environment lacks: "
                 "pip install -e '.[tpu-compile]' (or `make tpu-compile`)")

@@ -20,7 +20,7 @@ from xlabench.tune import blocks_text
 from xlabench.tune.space import BLOCK_PARAMS
 from xlabench.tune.search import Dropped
 from xlabench.workloads.attention import AttentionParams, attention_result, input_shapes, make_inputs, tune_key_fields
-from xlabench.measure.worker_messages import CaseResult, CaseSkipped
+from xlabench.protocol.worker_messages import CaseResult, CaseSkipped
 
 
 def skip_reason(p: AttentionParams, im: impls.JaxAttentionImpl, cfg: impls.AttnConfig, platform: str) -> str | None:

@@ -11,7 +11,7 @@ import numpy as np
 from xlabench.measure import timing as harness
 from xlabench.backends.jax.aot import CompileOom, lower_and_compile
 from xlabench.backends.jax import trace_timer
-from xlabench.measure.worker_messages import CaseSkipped
+from xlabench.protocol.worker_messages import CaseSkipped
 from xlabench.measure.timing import TimingPlan, summarize, time_calls
 
 

@@ -22,9 +22,9 @@ from xlabench.backends.jax.paged_case import config as paged_config
 from xlabench.workloads import attention as attention_workload
 from xlabench.workloads import paged as paged_workload
 from xlabench.workloads.train import TrainParams
-from xlabench.measure.worker_messages import CaseSkipped, CompileResult
-from xlabench.measure.status import COMPILED, LOWERED, OOM
-from xlabench.measure.target import TargetSpec
+from xlabench.protocol.worker_messages import CaseSkipped, CompileResult
+from xlabench.protocol.status import COMPILED, LOWERED, OOM
+from xlabench.protocol.target import TargetSpec
 
 def target_env(target: TargetSpec) -> dict[str, Any]:
     """The row's environment columns: the target's devices, not this host's."""

@@ -62,7 +62,7 @@ def cpu_peak_env() -> dict[str, Any]:
 def init_distributed_from_env() -> None:
     """jax.distributed.initialize from the parent's settings (xlabench/run/distributed.py), with a timeout so an
     unreachable coordinator or a missing peer fails the worker instead of hanging it."""
-    from xlabench.measure import worker_env as d
+    from xlabench.protocol import worker_env as d
 
     timeout = int(os.environ.get(d.ENV_INIT_TIMEOUT, "120"))
     if os.environ.get(d.ENV_AUTO) == "1":

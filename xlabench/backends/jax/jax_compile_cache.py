@@ -14,7 +14,7 @@ from typing import Optional
 import jax
 from jax import monitoring
 
-from xlabench.measure.worker_env import COMPILE_CACHE_VAR
+from xlabench.protocol.worker_env import COMPILE_CACHE_VAR
 
 HIT_EVENT = "/jax/compilation_cache/cache_hits"
 _hits = 0

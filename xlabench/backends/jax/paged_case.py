@@ -18,7 +18,7 @@ from xlabench.results.schema import TUNED_PREFIX
 from xlabench.tune import blocks_text
 from xlabench.tune.search import Dropped
 from xlabench.workloads.paged import PAGED_BLOCKS, PagedParams, cached_inputs, paged_result, tune_key_fields
-from xlabench.measure.worker_messages import CaseResult, CaseSkipped
+from xlabench.protocol.worker_messages import CaseResult, CaseSkipped
 
 
 def config(p: PagedParams, interpret: bool, platform: str) -> impls.PagedConfig:

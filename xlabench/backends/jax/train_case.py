@@ -18,7 +18,7 @@ from xlabench.backends.jax import aot, hlo_cost
 from xlabench.backends.jax.common import compile_timed, peak_memory, trace_pass
 from xlabench.explain.categories import OPTIMIZER_SCOPE
 from xlabench.measure.timing import TimingPlan, summarize, time_calls, with_timer
-from xlabench.measure.worker_messages import CaseResult, CaseSkipped
+from xlabench.protocol.worker_messages import CaseResult, CaseSkipped
 from xlabench.workloads.attention import AttentionParams
 from xlabench.workloads.model_presets import ModelConfig
 from xlabench.workloads.train import (ADAMW, MESH_AXES, PARAM_SEED, TOKEN_SEED, TrainParams, largest_batch, make_tokens,

@@ -31,7 +31,7 @@ import jax
 from xlabench import tune
 from xlabench.backends.jax import trace_timer
 from xlabench.backends.jax.common import check_fits
-from xlabench.measure.worker_messages import CaseSkipped
+from xlabench.protocol.worker_messages import CaseSkipped
 from xlabench.tune.cache import space_fingerprint
 from xlabench.tune.search import Dropped, NoCandidate, Stage
 from xlabench.tune.space import near

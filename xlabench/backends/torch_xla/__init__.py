@@ -12,7 +12,7 @@ import os  # noqa: I001
 import torch_xla  # noqa: F401  (first, see above)
 import torch_xla.runtime as xr
 
-from xlabench.measure.worker_env import TORCH_XLA_SPMD_VAR
+from xlabench.protocol.worker_env import TORCH_XLA_SPMD_VAR
 
 # SPMD is process-global and cannot be undone: the runner starts a worker per mode (xlabench.run.envs.worker_variant).
 if os.environ.get(TORCH_XLA_SPMD_VAR):

@@ -16,7 +16,7 @@ from xlabench.measure.timing import TimingPlan
 from xlabench.backends import user_impl
 from xlabench.workloads.attention import (REF_MAX_SCORE_BYTES, AttentionParams, attention_result, chunked_reference,
                                          input_shapes, make_inputs)
-from xlabench.measure.worker_messages import CaseResult, CaseSkipped
+from xlabench.protocol.worker_messages import CaseResult, CaseSkipped
 
 TORCH_DTYPES = {"bfloat16": torch.bfloat16, "float32": torch.float32}
 

@@ -130,7 +130,7 @@ def _single_device_mesh():
     import torch_xla.runtime as xr
 
     if xr.global_runtime_device_count() != 1:  # a torch_xla mesh must list every device of the process
-        from xlabench.measure.worker_messages import CaseSkipped
+        from xlabench.protocol.worker_messages import CaseSkipped
 
         raise CaseSkipped("torch_xla splash_attention needs a mesh of every device; an attention case runs on "
                           "one device, so splash needs devices: 1")

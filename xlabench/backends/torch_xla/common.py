@@ -20,7 +20,7 @@ import torch_xla.core.xla_model as xm
 import torch_xla.debug.metrics as met
 
 from xlabench.backends.torch_xla.env import sync
-from xlabench.measure.worker_messages import CaseResult
+from xlabench.protocol.worker_messages import CaseResult
 from xlabench.measure.timing import TimingPlan, summarize, time_calls, with_timer
 
 

@@ -13,7 +13,7 @@ from xlabench.backends.torch_xla.common import measure, peak_memory, with_device
 from xlabench.backends.torch_xla.env import device_kind
 from xlabench.measure.timing import TimingPlan
 from xlabench.workloads.paged import PagedParams, cached_inputs, paged_result
-from xlabench.measure.worker_messages import CaseResult, CaseSkipped
+from xlabench.protocol.worker_messages import CaseResult, CaseSkipped
 
 
 def run_paged_case(params: dict[str, Any], impl: str, plan: TimingPlan, interpret: bool,

@@ -28,7 +28,7 @@ from xlabench.backends.torch_xla.attention_case import TORCH_DTYPES, _highest_pr
 from xlabench.backends.torch_xla.common import measure, peak_memory, with_device_times, xla_device
 from xlabench.backends.torch_xla.model import Transformer, logical_axes
 from xlabench.measure.timing import TimingPlan
-from xlabench.measure.worker_messages import CaseResult, CaseSkipped
+from xlabench.protocol.worker_messages import CaseResult, CaseSkipped
 from xlabench.workloads.attention import AttentionParams
 from xlabench.workloads.model_layout import BATCH_AXES, HEADS, mesh_axis
 from xlabench.workloads.model_presets import ModelConfig

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from xlabench.measure.timers import Timer
+from xlabench.protocol.timers import Timer
 
 
 @dataclass(frozen=True)
@@ -17,7 +17,7 @@ class TimingPlan:
     iters: int = 10
     min_time_s: float = 0.0
     max_iters: int = 1000
-    timer: Timer = "wallclock"  # trace adds a profiled pass for device seconds (measure.timers)
+    timer: Timer = "wallclock"  # trace adds a profiled pass for device seconds (protocol.timers)
     trace_dir: str | None = None  # keep the profiled pass's trace here (xprof / TensorBoard / Perfetto)
     tune: bool = False  # search the kernel's block sizes first (xlabench/tune) when the case does not fix them
     tune_dir: str | None = None  # the tuning cache (default: $XLABENCH_CACHE_DIR/tune)

@@ -15,9 +15,9 @@ from typing import Any, Mapping, Optional, Protocol, TypeVar
 
 from pydantic import ConfigDict, TypeAdapter, ValidationError
 
-from xlabench.measure.target import TargetSpec
-from xlabench.measure.plan import TimingPlan
-from xlabench.measure.status import COMPILE_RESULTS
+from xlabench.protocol.target import TargetSpec
+from xlabench.protocol.plan import TimingPlan
+from xlabench.protocol.status import COMPILE_RESULTS
 
 PROTOCOL_VERSION = 1
 # The timing statistics of a reply (timing.summarize's keys, in its order).
