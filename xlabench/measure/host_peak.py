@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Callable, Optional, Sequence
 
 from xlabench.cache import read_json, root, write_json
+from xlabench.measure import host_cache
 
 ENV_REMEASURE = "XLABENCH_REMEASURE_PEAK"
 FILE_NAME = "host_peak.json"
@@ -76,21 +77,9 @@ class Bandwidth:
         return cls(sizes, rates)
 
 
-def llc_bytes(root: Path = Path("/sys/devices/system/cpu/cpu0/cache")) -> int:
-    """The last-level cache of CPU 0 (the highest level's data or unified cache in sysfs), else
-    DEFAULT_LLC_BYTES."""
-    best = (0, 0)
-    for d in sorted(root.glob("index*")):
-        try:
-            level, kind = int((d / "level").read_text()), (d / "type").read_text().strip()
-            size = (d / "size").read_text().strip().upper()
-        except (OSError, ValueError):
-            continue
-        scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(size[-1:], 1)
-        digits = size.rstrip("KMG")
-        if kind in ("Data", "Unified") and digits.isdigit():
-            best = max(best, (level, int(digits) * scale))
-    return best[1] or DEFAULT_LLC_BYTES
+def llc_bytes(root: Path = host_cache.SYSFS) -> int:
+    """The host's last-level cache (host_cache.llc_bytes), else DEFAULT_LLC_BYTES where no source says."""
+    return host_cache.llc_bytes(root) or DEFAULT_LLC_BYTES
 
 
 def stream_sizes(llc: int) -> tuple[int, ...]:
