@@ -11,6 +11,7 @@ import tempfile
 import textwrap
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -199,33 +200,52 @@ def _starts_python(args: object) -> bool:
     return bool(words) and (os.path.basename(words[0]).startswith("python") or "xlabench" in " ".join(words))
 
 
-@pytest.fixture(autouse=True)
-def _fast_tests_start_no_python_process(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch):
-    """`make test-fast` (-m "not slow") stays fast: a test that starts a Python process (a worker, the CLI as a
-    process, python -c, multiprocessing) must be marked slow; one that is not fails, naming the command."""
-    if request.node.get_closest_marker("slow"):
-        yield
-        return
+# `make test-fast` (-m "not slow") stays fast: a test that starts a Python process (a worker, the CLI as a
+# process, python -c, multiprocessing), itself or through a fixture it is the first to need, must be marked
+# slow; one that is not fails at teardown, naming the command.
+_RUNNING: list[Any] = [None]  # the test whose setup, call or teardown runs now
+_STARTED: list[str] = []
+
+
+def _watch_process_starts() -> None:
     import multiprocessing.process
 
-    started: list[str] = []
     popen_init, mp_start = subprocess.Popen.__init__, multiprocessing.process.BaseProcess.start
 
-    def popen(self: subprocess.Popen, args: object, *a: object, **kw: object) -> None:
-        if _starts_python(args):
-            started.append(str(args)[:200])
-        popen_init(self, args, *a, **kw)  # type: ignore[arg-type]
+    def popen(self: subprocess.Popen, args: Any, *a: Any, **kw: Any) -> None:
+        if _RUNNING[0] is not None and _starts_python(args):
+            _STARTED.append(str(args)[:200])
+        popen_init(self, args, *a, **kw)
 
-    def mp(self: multiprocessing.process.BaseProcess) -> None:
-        started.append(f"multiprocessing {self.name}")
+    def mp(self: Any) -> None:
+        if _RUNNING[0] is not None:
+            _STARTED.append(f"multiprocessing {self.name}")
         mp_start(self)
 
-    monkeypatch.setattr(subprocess.Popen, "__init__", popen)
-    monkeypatch.setattr(multiprocessing.process.BaseProcess, "start", mp)
+    subprocess.Popen.__init__ = popen  # type: ignore[method-assign]
+    multiprocessing.process.BaseProcess.start = mp  # type: ignore[method-assign]
+
+
+_watch_process_starts()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: Any):
+    _RUNNING[0] = item
+    _STARTED.clear()
     yield
-    if started:
-        pytest.fail(f"this test starts a Python process ({started[0]}{' ...' if len(started) > 1 else ''}): mark it "
-                    "@pytest.mark.slow (make test-fast leaves slow tests out)", pytrace=False)
+    _RUNNING[0] = None
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+    outcome = yield
+    report = outcome.get_result()
+    if call.when == "teardown" and _STARTED and report.passed and not item.get_closest_marker("slow"):
+        report.outcome = "failed"
+        report.longrepr = (f"this test (or a fixture it is the first to need) starts a Python process ({_STARTED[0]}"
+                           f"{' ...' if len(_STARTED) > 1 else ''}): mark it @pytest.mark.slow (make test-fast "
+                           "leaves slow tests out)")
 
 
 @pytest.fixture(scope="session")

@@ -104,6 +104,7 @@ def _cases(tmp_path: Path) -> list[suite_lib.Case]:
     return suite_lib.load(p).cases("")
 
 
+@pytest.mark.slow  # starts a process (the host calibration's python -c)
 def test_interrupt_in_a_case_kills_the_workers_and_writes_no_row_for_it(tmp_path):
     pool = FakePool(FakeWorker(lambda: _signal_self(signal.SIGINT)))
     writer, seen = ListWriter(), []

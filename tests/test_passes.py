@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pytest
 
 from xlabench import suite
 from xlabench.run import scheduler
@@ -74,6 +75,7 @@ def _cases(tmp_path: Path) -> list[suite.Case]:
     return suite.load(p).cases()
 
 
+@pytest.mark.slow  # starts a process (the host calibration's python -c)
 def test_repeats_are_passes_over_the_suite_in_shuffled_order(tmp_path):
     cases = _cases(tmp_path)
     ids = [c.case_id for c in cases]

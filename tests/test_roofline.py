@@ -251,6 +251,7 @@ def test_collectives_of_a_real_fsdp_step_are_its_weight_gathers_and_gradient_red
     assert coll.by_kind["all-gather"]["bytes"] > 0 and coll.by_kind["all-reduce"]["bytes"] > 0
 
 
+@pytest.mark.slow  # its fixture starts a process (the sharded steps on 8 virtual devices)
 def test_fsdp_and_2d_move_the_bytes_their_shardings_predict(mesh_report: dict) -> None:
     for scan in (False, True):
         fsdp = json.loads(_case(mesh_report, "fsdp", scan)["fields"]["collectives"])
@@ -262,6 +263,7 @@ def test_fsdp_and_2d_move_the_bytes_their_shardings_predict(mesh_report: dict) -
         assert two_d["all-reduce"]["count"] > fsdp["all-reduce"]["count"]
 
 
+@pytest.mark.slow  # its fixture starts a process (the sharded steps on 8 virtual devices)
 def test_scanned_and_unrolled_steps_agree_on_flops(mesh_report: dict) -> None:
     for mode in ("fsdp", "2d"):
         scanned, unrolled = _case(mesh_report, mode, True), _case(mesh_report, mode, False)
@@ -271,6 +273,7 @@ def test_scanned_and_unrolled_steps_agree_on_flops(mesh_report: dict) -> None:
         assert any("trip count" in n for n in scanned["notes"])
 
 
+@pytest.mark.slow  # its fixture starts a process (the sharded steps on 8 virtual devices)
 def test_scanned_and_unrolled_forward_steps_agree_on_intensity(mesh_report: dict) -> None:
     """Where the two programs move the same data (the forward: no stacked residuals), loop-aware counting
     gives the scanned step the unrolled one's intensity. The train step's scanned backward moves more
@@ -284,6 +287,7 @@ def test_scanned_and_unrolled_forward_steps_agree_on_intensity(mesh_report: dict
         assert train_s["xla_bytes_accessed"] > train_u["xla_bytes_accessed"]
 
 
+@pytest.mark.slow  # its fixture starts a process (the sharded steps on 8 virtual devices)
 def test_loop_aware_figures_grow_by_one_body_per_layer(mesh_report: dict) -> None:
     """2, 4 and 6 scanned layers: each 2 more layers add the same FLOPs and bytes (cost_analysis alone adds
     nearly none), so the intensity of a scanned step is that of its layers."""

@@ -14,6 +14,9 @@ from pathlib import Path
 
 import pytest
 
+# every test reads the report of one process that runs the sharded steps on 8 virtual devices
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parent.parent
 # float32 on CPU: reductions split over devices round differently (~1e-7 relative on the loss). The
 # updates (final - initial weights after 3 AdamW steps) differ by ~1e-4 of their norm at most
@@ -51,7 +54,6 @@ CASES = [("gpt2-tiny", "dp", "naive"), ("gpt2-tiny", "fsdp", "naive"), ("gpt2-ti
          ("llama-tiny", "2d", "flash")]
 
 
-@pytest.mark.slow  # starts a process
 @pytest.mark.parametrize("model,mode,impl", CASES)
 def test_sharded_step_matches_one_device(report: dict, model: str, mode: str, impl: str) -> None:
     c = _case(report, model, mode, impl)

@@ -219,6 +219,8 @@ def plan_run(s: suite_lib.Suite, opts: RunOptions) -> RunPlan:
         raise RunInputError(str(e)) from None
     cases = select_cases(s, prof, opts, shard_of)
     interpreters = Interpreters(torch_xla_override=opts.python_torch_xla)
+    if opts.python_torch_xla and interpreters.missing("torch_xla"):  # as run refuses it
+        raise RunInputError(f"--python-torch-xla: {interpreters.missing('torch_xla')}")
     return RunPlan(prof, platform, [(c, plan_skip(c, platform) or interpreters.missing(c.backend)
                                      or predict_skip(c, platform)) for c in cases], done)
 
