@@ -128,3 +128,19 @@ def test_block_names_are_spelled_out_once():
     spelled = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "xlabench").rglob("*.py")
                      if set(BLOCK_PARAMS) & set(_string_constants(p)))
     assert spelled == ["xlabench/tune/space.py"]
+
+
+@pytest.mark.parametrize("cell, want", [(2, 2.0), (0.5, 0.5), ("3e-3", 3e-3), (None, None), (float("nan"), None),
+                                        (float("inf"), None), (True, None), ("", None), ("abc", None)])
+def test_a_cell_is_read_as_a_number_in_one_place(cell, want):
+    """Five modules each parsed a cell with their own try/float/isnan (roofline, audit, explain, gate,
+    history): they now share protocol.cells.number."""
+    from xlabench import roofline
+    from xlabench.audit import rules
+    from xlabench.explain import runfile
+    from xlabench.gate import config
+    from xlabench.protocol.cells import number
+
+    assert number(cell) == want and config.num(cell) == want
+    row = {"x": cell}
+    assert roofline._num(row, "x") == rules.num(row, "x") == runfile._number(row, "x") == want

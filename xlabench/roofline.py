@@ -16,8 +16,9 @@ the row has them, else the analytic counts, and ``roofline_source`` says which.
 
 from __future__ import annotations
 
-import math
 from typing import Any, Mapping, Optional
+
+from xlabench.protocol.cells import number
 
 COMPUTE, MEMORY, COLLECTIVE = "compute", "memory", "collective"
 FRAC_SLACK = 1.05  # a roofline_frac above this is explained in roofline_note
@@ -28,12 +29,7 @@ MASKED = 1.5
 
 
 def _num(row: Mapping[str, Any], key: str) -> Optional[float]:
-    v = row.get(key)
-    try:
-        f = float(v)
-    except (TypeError, ValueError):
-        return None
-    return f if math.isfinite(f) else None
+    return number(row.get(key))
 
 
 def work(row: Mapping[str, Any]) -> tuple[Optional[float], Optional[float], str]:

@@ -12,6 +12,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Optional
 
+from xlabench.protocol.cells import number
 from xlabench import roofline
 from xlabench.hardware import interconnect
 from xlabench.protocol.status import OK
@@ -35,14 +36,7 @@ class Host:
 
 def num(row: Mapping[str, Any], key: str) -> Optional[float]:
     """A finite number from a row cell, else None (empty, NaN, text)."""
-    v = row.get(key)
-    if isinstance(v, bool):
-        return None
-    try:
-        f = float(v)
-    except (TypeError, ValueError):
-        return None
-    return f if math.isfinite(f) else None
+    return number(row.get(key))
 
 
 def _ok(row: Mapping[str, Any]) -> bool:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
+from xlabench.protocol.cells import number
 from xlabench import hardware
 from xlabench import results
 from xlabench.explain import breakdown as bd
@@ -44,11 +45,7 @@ def _value(row: Mapping[str, Any], key: str) -> Any:
 
 
 def _number(row: Mapping[str, Any], key: str) -> float | None:
-    v = _value(row, key)
-    try:
-        return float(v) if v is not None else None
-    except (TypeError, ValueError):
-        return None
+    return number(row.get(key))
 
 
 def read_run(csv: Path) -> tuple[list[dict[str, Any]], dict[str, Any]]:

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
 import numpy as np
 
+from xlabench.protocol.cells import number
 from xlabench.measure.sample_size import DEFAULT_ALPHA
 
 # Verdicts. REGRESSION and FAILED fail the gate; the rest are reported.
@@ -33,13 +33,7 @@ UNJUDGED_FAILING = (UNDERPOWERED, CONFOUNDED)  # exit 3 unless GateConfig.allow_
 EXIT_PASS, EXIT_FAIL, EXIT_NOTHING, EXIT_UNJUDGED = 0, 1, 2, 3
 
 
-def num(v: Any) -> Optional[float]:
-    """A CSV cell as a float, None where it is empty or not a number."""
-    try:
-        f = float(v)
-    except (TypeError, ValueError):
-        return None
-    return None if math.isnan(f) else f
+num = number  # a cell as a float, None where it is empty (protocol.cells)
 
 
 class GateInputError(Exception):

@@ -15,6 +15,7 @@ from typing import Any, Optional, Sequence
 
 import numpy as np
 
+from xlabench.protocol.cells import number
 from xlabench import results
 from xlabench.history.series import GEOMEAN, Change, Event, Group
 
@@ -171,11 +172,8 @@ def _marks(g: Group, idx: np.ndarray, changes: Sequence[Change]) -> tuple[list[i
 
 
 def _number(v: Any) -> Optional[float]:
-    try:
-        f = float(v)
-    except (TypeError, ValueError):
-        return None
-    return f if math.isfinite(f) and f > 0 else None
+    f = number(v)
+    return f if f is not None and f > 0 else None
 
 
 def _newest_run_section(g: Group, newest: dict[str, Any], metrics: dict[str, dict[str, Any]], out: Path) -> str:
