@@ -30,6 +30,7 @@ def tune(suite_file: str, run_opts: RunOptions) -> None:
 
     s = load_suite(suite_file)
     try:
+        suite_runner.check_torch_xla_option(run_opts)
         plan = suite_runner.plan_run(s, run_opts)
     except suite_runner.RunInputError as e:
         raise BadInput(str(e)) from None

@@ -149,8 +149,7 @@ def run_suite(s: suite_lib.Suite, opts: RunOptions = RunOptions(), hooks: RunHoo
     if opts.resume_csv and opts.profile is None and files.meta.exists():
         opts = opts.replace(profile=json.loads(files.meta.read_text()).get("profile") or "base")
     interpreters = Interpreters(torch_xla_override=opts.python_torch_xla)
-    if opts.python_torch_xla and interpreters.missing("torch_xla"):
-        raise RunInputError(f"--python-torch-xla: {interpreters.missing('torch_xla')}")
+    check_torch_xla_option(opts)
     log = files.log if primary else files.log.with_name(f"{files.csv.stem}.p{dist.process_id}.log")
     cache_dir, cache_warning = cache_folder.resolve(opts, s)
     if cache_warning:
@@ -202,6 +201,13 @@ def untunable(c: Any, platform: str) -> Optional[str]:
     return None
 
 
+def check_torch_xla_option(opts: RunOptions) -> None:
+    """A --python-torch-xla that names no usable environment is bad input (RunInputError) where cases run."""
+    missing = Interpreters(torch_xla_override=opts.python_torch_xla).missing("torch_xla") if opts.python_torch_xla else None
+    if missing:
+        raise RunInputError(f"--python-torch-xla: {missing}")
+
+
 def plan_run(s: suite_lib.Suite, opts: RunOptions) -> RunPlan:
     """The run ``opts`` asks for, decided without a worker and without writing anything: the platform is
     guessed from the host (envs.guess_platform), skips come from the impl catalog and the environments."""
@@ -219,8 +225,6 @@ def plan_run(s: suite_lib.Suite, opts: RunOptions) -> RunPlan:
         raise RunInputError(str(e)) from None
     cases = select_cases(s, prof, opts, shard_of)
     interpreters = Interpreters(torch_xla_override=opts.python_torch_xla)
-    if opts.python_torch_xla and interpreters.missing("torch_xla"):  # as run refuses it
-        raise RunInputError(f"--python-torch-xla: {interpreters.missing('torch_xla')}")
     return RunPlan(prof, platform, [(c, plan_skip(c, platform) or interpreters.missing(c.backend)
                                      or predict_skip(c, platform)) for c in cases], done)
 
