@@ -207,3 +207,18 @@ def test_an_empty_note_leaves_no_stray_separator_in_the_row():
     out = paged_result(p, summarize([1e-3] * 3), [1e-3] * 3, TimingPlan(warmup=0, iters=3), None, 0.1, None,
                        cached_reference(p), None, ["", "peak memory: XLA memory_analysis", ""])
     assert out.notes == "peak memory: XLA memory_analysis"
+
+
+def test_the_paged_kernels_declare_their_search_and_default_beside_their_rules():
+    """The searches lived in workloads/paged.py, their rules in impls/paged_rules.py and the untuned
+    default (1 page) twice: now the search and its default sit with the rules, the default declared once."""
+    from xlabench.impls import paged_rules
+    from xlabench.workloads import paged
+
+    p = paged.PagedParams(batch=2, context_lens="256", num_heads=4, head_dim=128, page_size=16)
+    for impl, space in paged_rules.SPACES.items():
+        assert impl in paged_rules.RULES
+        (stage,) = space(p)
+        assert stage.default == {"pages_per_compute_block": p.compute_pages}
+        assert {c["pages_per_compute_block"] for c in stage.candidates} == set(paged_rules.page_blocks(p))
+    assert not hasattr(paged, "paged_space") and not hasattr(paged, "ragged_space")

@@ -11,7 +11,8 @@ from typing import Any, Optional
 
 from xlabench import hardware
 from xlabench import impls as catalog
-from xlabench.workloads.paged import PagedParams, megacore_only_paged, paged_space, ragged_space
+from xlabench.tune.search import Stage
+from xlabench.workloads.paged import DEFAULT_PAGES, PAGED_BLOCKS, PagedParams, megacore_only_paged
 
 # Why jax's ragged_paged rows are skipped on CPU: the interpreter fails on the kernel (the worker tries it,
 # and quotes the error after this).
@@ -73,6 +74,29 @@ RULES = {
     ("torch_xla", "naive"): megacore_only_paged, ("torch_xla", "paged"): jax_paged,
     ("torch_xla", "multi_queries_paged"): torch_multi_queries, ("torch_xla", "ragged_paged"): torch_ragged,
 }
+
+
+# The kernels' block-size searches (xlabench/tune): pages per compute block over the powers of two that
+# divide the page table (at most MOST_PAGES), and for ragged paged also the query tokens per block.
+MOST_PAGES = 128
+QUERY_BLOCKS = (8, 16, 32, 64, 128)
+
+
+def page_blocks(p: PagedParams) -> list[int]:
+    return [n for n in (1 << i for i in range(8)) if n <= MOST_PAGES and p.pages_per_sequence % n == 0]
+
+
+def paged_space(p: PagedParams) -> list[Stage]:
+    (name,) = PAGED_BLOCKS
+    return [Stage("fwd", tuple({name: n} for n in page_blocks(p)), {name: DEFAULT_PAGES})]
+
+
+def ragged_space(p: PagedParams) -> list[Stage]:
+    tokens = p.batch * p.q_tokens
+    queries = [q for q in QUERY_BLOCKS if q <= max(QUERY_BLOCKS[0], tokens)]
+    (name,) = PAGED_BLOCKS
+    return [Stage("fwd", tuple({name: n, "queries_per_block": q} for n in page_blocks(p) for q in queries),
+                  {name: DEFAULT_PAGES})]
 
 
 # (backend, impl) -> its block-size search (xlabench/tune), beside its rule: the kernels that have one.

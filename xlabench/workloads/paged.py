@@ -28,7 +28,6 @@ from xlabench import flops as flop_formulas
 from xlabench.workloads import checks
 from xlabench.measure.timing import TimingPlan, case_result, max_normalised_error
 from xlabench.protocol.worker_messages import CaseResult
-from xlabench.tune.search import Stage
 from xlabench.tune.space import TUNED_PARAMS
 from xlabench.workloads.attention import DTYPES, ERR_TOL, default_scale
 
@@ -36,6 +35,7 @@ LENGTHS_SEED = 0  # context lengths are drawn from this seed: a case has the sam
 INPUTS_SEED = 1  # page assignment and data
 ITEMSIZE = {"bfloat16": 2, "float32": 4}
 PAGED_BLOCKS = TUNED_PARAMS["paged_attention"]  # the paged kernels' tuned block (pages per compute block)
+DEFAULT_PAGES = 1  # pages per compute block where the suite and the tuner set none (the search's default too)
 assert set(ITEMSIZE) == set(DTYPES)
 
 _FIXED = re.compile(r"^\s*(\d+)\s*$")
@@ -182,8 +182,8 @@ class PagedParams(BaseModel):
 
     @property
     def compute_pages(self) -> int:
-        """Pages per kernel compute block: the case's, else 1 (what an untuned run uses)."""
-        return self.pages_per_compute_block or 1
+        """Pages per kernel compute block: the case's, else DEFAULT_PAGES (what an untuned run uses)."""
+        return self.pages_per_compute_block or DEFAULT_PAGES
 
     @property
     def pages_per_sequence(self) -> int:
@@ -222,27 +222,6 @@ class PagedParams(BaseModel):
         """How any backend's impl runs this case (the run and the compile-only path share it)."""
         return PagedConfig(sm_scale=default_scale(self.head_dim), pages_per_compute_block=self.compute_pages,
                            megacore_mode=self.megacore_mode, interpret=interpret, platform=platform)
-
-
-# The kernels' block-size searches (xlabench/tune): pages per compute block over the powers of two that
-# divide the page table (at most MOST_PAGES), and for ragged paged also the query tokens per block.
-MOST_PAGES = 128
-QUERY_BLOCKS = (8, 16, 32, 64, 128)
-
-
-def page_blocks(p: PagedParams) -> list[int]:
-    return [n for n in (1 << i for i in range(8)) if n <= MOST_PAGES and p.pages_per_sequence % n == 0]
-
-
-def paged_space(p: PagedParams) -> list[Stage]:
-    return [Stage("fwd", tuple({"pages_per_compute_block": n} for n in page_blocks(p)), {"pages_per_compute_block": 1})]
-
-
-def ragged_space(p: PagedParams) -> list[Stage]:
-    tokens = p.batch * p.q_tokens
-    queries = [q for q in QUERY_BLOCKS if q <= max(QUERY_BLOCKS[0], tokens)]
-    return [Stage("fwd", tuple({"pages_per_compute_block": n, "queries_per_block": q} for n in page_blocks(p)
-                               for q in queries), {"pages_per_compute_block": 1})]
 
 
 def tune_key_fields(p: PagedParams) -> dict[str, Any]:
