@@ -325,7 +325,7 @@ def peak_note(rows: pd.DataFrame) -> Optional[str]:
         return None
     parts = []
     for kind, g in ok.groupby(cd.text(ok["device_kind"]), sort=False):
-        peak = pd.to_numeric(g["peak_tflops"], errors="coerce").median()
+        peak = g["peak_tflops"].median()
         source = str(g["peak_source"].iloc[0]) if "peak_source" in g and pd.notna(g["peak_source"].iloc[0]) else ""
         if pd.notna(peak):
             parts.append(f"{peak:.3g} TFLOP/s per {kind} device"

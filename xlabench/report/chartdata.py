@@ -103,7 +103,7 @@ def usable(df: pd.DataFrame) -> pd.Series:
 
 def metric(df: pd.DataFrame, column: str, scale: float = 1.0) -> pd.Series:
     """A numeric column where the row is usable, NaN elsewhere (a gap in a chart, never a zero)."""
-    return pd.to_numeric(df[column], errors="coerce").where(usable(df)) * scale
+    return df[column].where(usable(df)) * scale
 
 
 def interpreted(df: pd.DataFrame) -> bool:
@@ -303,11 +303,11 @@ def compile_rows(df: pd.DataFrame) -> pd.DataFrame:
 def memory_gib(df: pd.DataFrame) -> pd.Series:
     """Per-device memory in GiB of compiled rows (what XLA's memory_analysis counts) and oom rows (what
     libtpu said the program needs); NaN for every other row (a gap, never a zero)."""
-    return pd.to_numeric(df["peak_memory_bytes"], errors="coerce").where(df["status"].isin(MEMORY_STATUSES)) / GIB
+    return df["peak_memory_bytes"].where(df["status"].isin(MEMORY_STATUSES)) / GIB
 
 
 def capacity_gib(df: pd.DataFrame) -> pd.Series:
-    return pd.to_numeric(df["hbm_capacity_bytes"], errors="coerce") / GIB
+    return df["hbm_capacity_bytes"] / GIB
 
 
 def fit_x(df: pd.DataFrame, workload: str) -> pd.Series:
@@ -315,7 +315,7 @@ def fit_x(df: pd.DataFrame, workload: str) -> pd.Series:
     col = FIT_X[workload]
     if workload == "paged_attention":
         return df[col].map(context_length)
-    return pd.to_numeric(df[col], errors="coerce")
+    return df[col]
 
 
 def fit_keys(rows: pd.DataFrame, workload: str) -> list[str]:
@@ -348,7 +348,7 @@ def fit_summary(rows: pd.DataFrame, workload: str) -> pd.DataFrame:
     rows = rows.reset_index(drop=True)
     keys = fit_keys(rows, workload)
     xs, mem = fit_x(rows, workload), memory_gib(rows)
-    hbm = pd.to_numeric(rows["hbm_fraction"], errors="coerce")
+    hbm = rows["hbm_fraction"]
     out = []
     for _, g in rows.groupby(key(rows, keys), sort=False):
         if (g["status"] == st.SKIPPED).all():

@@ -35,15 +35,15 @@ def explain_bars(df: pd.DataFrame) -> Chart:
     """Step time per device by category, one bar per row that `xlabench explain` filled in."""
     if "explain_step_s" not in df:
         raise NoData("no explain_* columns (run `xlabench explain RUN.csv` first)")
-    rows = df[pd.to_numeric(df["explain_step_s"], errors="coerce").notna()].reset_index(drop=True)
+    rows = df[df["explain_step_s"].notna()].reset_index(drop=True)
     if rows.empty:
         raise NoData("no row explained (run `xlabench explain RUN.csv` first)")
     parts = [(k, label, COLOURS[k]) for k, label in CATEGORIES] + [GAP, IDLE]
     estimate = rows["explain_source"] == "estimate"
-    seconds = {k: pd.to_numeric(rows[f"explain_{k}_s"], errors="coerce").fillna(0.0) for k in COLOURS}
+    seconds = {k: rows[f"explain_{k}_s"].fillna(0.0) for k in COLOURS}
     # the device time no op event covers (shown, never spread over the categories)
-    seconds["gap"] = (pd.to_numeric(rows["explain_step_s"], errors="coerce") - sum(seconds.values())).clip(lower=0)
-    seconds["idle"] = pd.to_numeric(rows["explain_idle_s"], errors="coerce").fillna(0.0)
+    seconds["gap"] = (rows["explain_step_s"] - sum(seconds.values())).clip(lower=0)
+    seconds["idle"] = rows["explain_idle_s"].fillna(0.0)
     drawn = [p for p in parts if seconds[p[0]].any()]
     # tall enough for the bars and for the legend beside them (one entry per part drawn, + the hatch key)
     fig = Figure(figsize=(10, max(1.6 + 0.45 * len(rows), 1.9 + 0.3 * (len(drawn) + estimate.any()))),

@@ -103,9 +103,9 @@ def _key(enc: Encoding, series: list[tuple[dict[str, Any], pd.DataFrame]], band:
 def spread_band(rows: pd.DataFrame, y: pd.Series) -> tuple[pd.Series, pd.Series]:
     """(low, high) of a figure inversely proportional to the time (a rate, a speedup): the figure at the
     p90 and at the p10 time, y * median / p90 and y * median / p10; NaN where the quantiles are missing."""
-    med = pd.to_numeric(rows["median_s"], errors="coerce")
-    return (y * med / pd.to_numeric(rows["p90_s"], errors="coerce"),
-            y * med / pd.to_numeric(rows["p10_s"], errors="coerce"))
+    med = rows["median_s"]
+    return (y * med / rows["p90_s"],
+            y * med / rows["p10_s"])
 
 
 def _draw_band(ax: Axes, x: np.ndarray, lo: np.ndarray, hi: np.ndarray, colour: str) -> Optional[Artist]:

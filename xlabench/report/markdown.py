@@ -208,7 +208,7 @@ BOUNDS_INTRO = ("Per case, the roofline of its program (xlabench/roofline.py): a
 
 def bounds(rows: pd.DataFrame) -> str:
     """The 'What bounds each case' table of one suite's rows (run or compile)."""
-    rows = rows[pd.to_numeric(rows["arith_intensity"], errors="coerce").notna()].reset_index(drop=True)
+    rows = rows[rows["arith_intensity"].notna()].reset_index(drop=True)
     if rows.empty:
         return ""
     shape = [c for c in shape_columns(rows) if c not in ("device_kind", "framework_version", "run_id", "target")]

@@ -55,7 +55,7 @@ def _mark_largest_batch(chart: Chart, rows: pd.DataFrame, y: pd.Series) -> None:
     whose max_batch column holds it), on the line that drew the point."""
     if "max_batch" not in rows:
         return
-    found = rows[(pd.to_numeric(rows["max_batch"], errors="coerce") > 0) & y.notna()]
+    found = rows[(rows["max_batch"] > 0) & y.notna()]
     rings = 0
     for idx, r in found.iterrows():
         x = float(r["global_batch"])
@@ -136,7 +136,7 @@ def paged_bandwidth(df: pd.DataFrame) -> Chart:
     common = dict(y=cd.metric(rows, "gbytes_per_s"), first=["impl"], colour_by="impl", dash_by="impl", ncols=2,
                   ylabel="GB/s", util=("gbytes_per_s", "mbu", "MBU"))
     if per_batch.max() <= 1 and per_batch.size > 1:  # one context per batch: batch on x
-        batches = pd.to_numeric(rows["batch"], errors="coerce")
+        batches = rows["batch"]
         labels = {float(b): f"{cd.fmt_value('', b)}\n{_short_spec(c)}" for b, c in zip(batches, rows["context_lens"])}
         return _line_chart("paged", rows, x="batch", x_values=batches, panel_keys=varying, named_panels=varying,
                            xlabel="batch (sequences) / context length (tokens)",
@@ -167,7 +167,7 @@ def sharding_bars(df: pd.DataFrame, global_batch: Optional[float] = None) -> Cha
     orders = {"impl": cd.impl_order(rows["impl"]), "sharding": cd.sort_order(rows["sharding"], cd.SHARDING_ORDER)}
     panel_keys = ["backend", "device_kind", "model"]
     extras = cd.split_keys(rows, "global_batch", panel_keys + ["sharding", "impl"])
-    facets, dropped = _drop_empty(_facets(rows, panel_keys, orders), pd.to_numeric(rows["mfu"], errors="coerce").notna())
+    facets, dropped = _drop_empty(_facets(rows, panel_keys, orders), rows["mfu"].notna())
     fig, axes = _panels(len(facets), 2, width=5.2)
     chart = Chart("sharding", fig)
     chart.notes += dropped

@@ -29,7 +29,7 @@ _NOT_SHAPE = {"impl", "backend", *KERNEL_OPTIONS, "devices"}
 
 
 def _num(rows: pd.DataFrame, column: str) -> pd.Series:
-    return pd.to_numeric(rows[column], errors="coerce") if column in rows else pd.Series(np.nan, index=rows.index)
+    return rows[column] if column in rows else pd.Series(np.nan, index=rows.index)
 
 
 def points(df: pd.DataFrame) -> pd.DataFrame:
