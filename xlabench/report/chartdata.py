@@ -89,16 +89,9 @@ def published(paths: Sequence[Path]) -> list[dict[str, Any]]:
     return out
 
 
-def flag(value: Any) -> bool | None:
-    """A boolean cell (Python or numpy bool, or 'true'/'false') as True/False; None when empty."""
-    if isinstance(value, (bool, np.bool_)):
-        return bool(value)
-    return {"true": True, "false": False}.get(str(value).lower())
-
-
 def usable(df: pd.DataFrame) -> pd.Series:
     """Rows whose figures may be drawn or ranked: measured ok and not known to be wrong."""
-    return (df["status"] == st.OK) & (df["correct"].map(flag) != False)  # noqa: E712 (None counts as not wrong)
+    return (df["status"] == st.OK) & (df["correct"] != False)  # noqa: E712 (a typed bool; empty counts as not wrong)
 
 
 def metric(df: pd.DataFrame, column: str, scale: float = 1.0) -> pd.Series:
@@ -108,7 +101,7 @@ def metric(df: pd.DataFrame, column: str, scale: float = 1.0) -> pd.Series:
 
 def interpreted(df: pd.DataFrame) -> bool:
     """Whether any of these rows ran a Pallas kernel in the CPU interpreter."""
-    return bool((df["interpret"].map(flag) == True).any())  # noqa: E712
+    return bool((df["interpret"] == True).any())  # noqa: E712 (a typed bool; empty is not interpreted)
 
 
 def distinct(values: Iterable[Any]) -> list[Any]:
