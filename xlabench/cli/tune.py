@@ -9,6 +9,7 @@ from typing import Any
 import click
 from rich.table import Table
 
+from xlabench.protocol.cells import number
 from xlabench.cli.common import BadInput, console, examples, load_suite
 from xlabench.cli.click_options import run_options
 from xlabench.results.schema import TUNED_PREFIX
@@ -64,10 +65,8 @@ def tune(suite_file: str, run_opts: RunOptions) -> None:
 
 
 def _ms(v: Any) -> str:
-    try:
-        return f"{float(v) * 1e3:.3f}"
-    except (TypeError, ValueError):
-        return "-"
+    f = number(v)
+    return "-" if f is None else f"{f * 1e3:.3f}"
 
 
 def table(rows: list[dict[str, Any]]) -> Table:

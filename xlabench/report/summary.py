@@ -19,6 +19,7 @@ from rich.console import Console, ConsoleOptions, RenderResult
 from rich.table import Table
 from rich.text import Text
 
+from xlabench.protocol.cells import number
 from xlabench import impls as catalog
 from xlabench.audit import marks
 from xlabench import results
@@ -117,12 +118,10 @@ def _value(v: Any) -> str:
 
 def _num(v: Any, scale: float = 1.0) -> str:
     """Three significant digits without trailing noise: 0.0123, 1.23, 12.3, 123, 1234."""
-    try:
-        f = float(v) * scale
-    except (TypeError, ValueError):
+    f = number(v)
+    if f is None:
         return ""
-    if math.isnan(f):
-        return ""
+    f *= scale
     a = abs(f)
     return f"{f:.0f}" if a >= 100 else f"{f:.1f}" if a >= 10 else f"{f:.2f}" if a >= 1 else f"{f:.3g}"
 
