@@ -5,15 +5,13 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from xlabench import results
+from xlabench.results.display import columns_markdown
 
 START, END = "<!-- columns:start -->", "<!-- columns:end -->"
 
 
 def table() -> str:
-    lines = ["| column | type | unit | group | meaning |", "|---|---|---|---|---|"]
-    lines += [f"| `{c.name}` | {c.dtype} | {c.unit} | {c.group} | {c.doc.replace('|', '/')} |" for c in results.COLUMNS]
-    return "\n".join(lines)
+    return columns_markdown()
 
 
 def main() -> None:

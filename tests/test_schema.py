@@ -144,3 +144,16 @@ def test_a_cell_is_read_as_a_number_in_one_place(cell, want):
     assert number(cell) == want and config.num(cell) == want
     row = {"x": cell}
     assert roofline._num(row, "x") == rules.num(row, "x") == runfile._number(row, "x") == want
+
+
+def test_columns_markdown_is_the_readmes_table_with_each_columns_type():
+    """`xlabench columns --markdown` said 'as in the README' and wrote its own table (no type column)."""
+    from click.testing import CliRunner
+
+    from xlabench.cli import main
+
+    res = CliRunner().invoke(main, ["columns", "--markdown"])
+    assert res.exit_code == 0
+    table = res.output.strip()
+    assert table in (ROOT / "README.md").read_text()
+    assert "| `block_q` | int |" in table and "| `git_sha` | text |" in table

@@ -112,15 +112,15 @@ def _print_tables() -> None:
 @click.command(epilog=examples("xlabench columns", "xlabench columns --markdown > docs/columns.md"))
 @click.option("--markdown", is_flag=True, help="Print a markdown table (as in the README).")
 def columns(markdown: bool) -> None:
-    """Every CSV column with its unit and meaning (the schema in xlabench/results/schema.py)."""
+    """Every CSV column with its type, unit and meaning (the schema in xlabench/results/schema.py)."""
     if markdown:
-        click.echo("| column | unit | group | meaning |\n|---|---|---|---|")
-        for c in results.COLUMNS:
-            click.echo(f"| `{c.name}` | {c.unit} | {c.group} | {c.doc.replace('|', '/')} |")
+        from xlabench.results.display import columns_markdown
+
+        click.echo(columns_markdown())
         return
     t = Table(title=f"results CSV columns (schema version {results.SCHEMA_VERSION})")
-    for col in ("column", "unit", "group", "meaning"):
+    for col in ("column", "type", "unit", "group", "meaning"):
         t.add_column(col)
     for c in results.COLUMNS:
-        t.add_row(c.name, c.unit, c.group, c.doc)
+        t.add_row(c.name, c.dtype, c.unit, c.group, c.doc)
     console.print(t)

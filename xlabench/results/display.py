@@ -67,3 +67,12 @@ def clock_note(rows: Iterable[Mapping[str, Any]]) -> str:
             return f"times and rates on {TRAIN_WALL}"
         return f"times and rates on {CLOCK_WORDS.get(clocks[0], clocks[0])}"
     return "times and rates on mixed clocks (the rows' clock column: " + ", ".join(clocks) + ")"
+
+
+def columns_markdown() -> str:
+    """The schema as a markdown table (README's column table, `xlabench columns --markdown`)."""
+    from xlabench.results.schema import COLUMNS
+
+    lines = ["| column | type | unit | group | meaning |", "|---|---|---|---|---|"]
+    lines += [f"| `{c.name}` | {c.dtype} | {c.unit} | {c.group} | {c.doc.replace('|', '/')} |" for c in COLUMNS]
+    return "\n".join(lines)
