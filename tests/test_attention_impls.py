@@ -39,7 +39,7 @@ def test_impl_matches_reference(impl, mode, causal, kv_heads):
     f = result.fields
     assert f["correct"], f"{impl} error {f['max_abs_err']} above {f['err_tol']}"
     assert f["max_abs_err"] < 1e-4  # float32 on CPU: observed ~1e-6
-    assert f["n"] == 1 and len(result.samples) == 1
+    assert len(result.samples) == 1  # the reply: samples, summarised by the parent
 
 
 def test_bfloat16_within_its_tolerance():

@@ -13,7 +13,7 @@ from xlabench import hardware
 from xlabench.measure import host_peak
 from xlabench.run.metrics import derive
 from xlabench.protocol.worker_messages import CaseResult
-from xlabench.measure.timing import summarize
+from xlabench.run.rows import measured
 
 DAY = dt.date(2026, 12, 4)
 
@@ -63,8 +63,8 @@ def test_the_best_of_several_tries_is_cached_with_its_date_and_reused(cache):
 def _mfu(peak: host_peak.HostPeak) -> float:
     env = {"platform": "cpu", "device_kind": "cpu", "device_count": 1, "measured_cpu_tflops": peak.tflops,
            "measured_cpu_gbytes_per_s": peak.gbytes_per_s, "cpu_peak_source": peak.source}
-    result = CaseResult(samples=(1e-3,) * 5, stats=summarize([1e-3] * 5), metrics={"flops": 1e8})
-    out = derive(result, env, 1, None)
+    result = CaseResult(samples=(1e-3,) * 5, metrics={"flops": 1e8})
+    out = derive(measured([result]), env, 1, None)
     assert out["peak_source"].startswith("measured on this host") and peak.measured in out["peak_source"]
     return out["mfu"]
 

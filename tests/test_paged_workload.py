@@ -182,16 +182,16 @@ def test_suite_file_validates():
 
 def test_paged_result_checks_against_the_reference_and_reports_counts_not_rates():
     """The shared end of a paged case (both backends): the error, the K/V-rounding note, the counts."""
-    from xlabench.measure.timing import TimingPlan, summarize
+    from xlabench.measure.timing import TimingPlan
     from xlabench.workloads.paged import cached_reference, paged_result
 
     p = PagedParams(**{**BASE, "context_lens": [2, 16, 37, 64]}, q_tokens=2).resolved()
     out = cached_reference(p, "bfloat16")
-    r = paged_result(p, summarize([1.0, 2.0]), [1.0, 2.0], TimingPlan(), None, 0.5, None, out, "bfloat16", ["m"])
+    r = paged_result(p, [1.0, 2.0], TimingPlan(), None, 0.5, None, out, "bfloat16", ["m"])
     assert r.max_abs_err == 0.0 and r.correct is True and r.tokens_per_step == 8 and not r.tokens_global
     assert r.notes == "m; reference with K/V rounded to bfloat16 (the kernel casts them)"
     assert r.metrics == {"flops": p.flops(), "kernel_flops": p.flops(), "bytes": p.bytes()}
-    wrong = paged_result(p, summarize([1.0]), [1.0], TimingPlan(), None, 0.5, None, out * 2, None, [])
+    wrong = paged_result(p, [1.0], TimingPlan(), None, 0.5, None, out * 2, None, [])
     assert wrong.correct is False and wrong.notes == ""
     assert p.paged_config(True, "cpu").sm_scale == pytest.approx(1 / math.sqrt(p.head_dim))
 
@@ -199,12 +199,12 @@ def test_paged_result_checks_against_the_reference_and_reports_counts_not_rates(
 def test_an_empty_note_leaves_no_stray_separator_in_the_row():
     """The paged runner passes its tuning note even when empty: the row's notes read '; peak memory: ...'
     (every CPU paged row, 2026-12-06)."""
-    from xlabench.measure.timing import TimingPlan, summarize
+    from xlabench.measure.timing import TimingPlan
     from xlabench.workloads.paged import PagedParams, cached_reference, paged_result
 
     p = PagedParams(batch=2, num_heads=8, num_kv_heads=2, context_lens=64, page_size=16, head_dim=128,
                     dtype="float32").resolved()
-    out = paged_result(p, summarize([1e-3] * 3), [1e-3] * 3, TimingPlan(warmup=0, iters=3), None, 0.1, None,
+    out = paged_result(p, [1e-3] * 3, TimingPlan(warmup=0, iters=3), None, 0.1, None,
                        cached_reference(p), None, ["", "peak memory: XLA memory_analysis", ""])
     assert out.notes == "peak memory: XLA memory_analysis"
 

@@ -14,10 +14,10 @@ from conftest import run_cli
 
 from xlabench import results
 from xlabench.gate.config import METRICS
-from xlabench.run import repeats
+from xlabench.run.rows import measured
 from xlabench.run.metrics import derive
 from xlabench.protocol.worker_messages import CaseResult
-from xlabench.measure.timing import TimingPlan, case_result, summarize
+from xlabench.measure.timing import TimingPlan, case_result
 
 ENV = {"platform": "cpu", "device_kind": "cpu", "device_count": 1}
 TINY = dict(batch=1, num_heads=2, seq_len=128, head_dim=32, dtype="float32", causal=False, mode="fwd")
@@ -66,24 +66,23 @@ def test_no_events_of_the_executable_is_an_error_naming_it():
 
 
 def _reply(samples, device=()):
-    r = case_result(summarize(samples), list(samples), TimingPlan(), None, 1.0, None, 0.0, 1.0, "")
+    r = case_result(list(samples), TimingPlan(), None, 1.0, None, 0.0, 1.0, "")
     if device:
-        from xlabench.measure.timing import device_summary
-        r = r.replace(timer="trace", device_samples=tuple(device), device_stats=device_summary(device))
+        r = r.replace(timer="trace", device_samples=tuple(device))
     return r
 
 
 def test_every_result_says_its_timer_wallclock_unless_traced():
     assert _reply([1.0]).fields["timer"] == "wallclock"  # every backend's case_result (torch_xla too)
-    assert "device_median_s" not in _reply([1.0]).fields
+    assert "device_median_s" not in measured([_reply([1.0])]).fields
 
 
 def test_device_samples_pool_cross_the_pipe_and_give_host_overhead():
     a, b = _reply([2.0, 2.0, 2.0], device=[1.0, 1.0, 1.0]), _reply([4.0, 4.0, 4.0], device=[2.0, 2.0, 2.0])
-    out = repeats.pool([a, b])
-    assert out.device_samples == (1.0,) * 3 + (2.0,) * 3 and out.fields["device_median_s"] == 1.5
+    out = measured([a, b])
+    assert out.samples == (2.0,) * 3 + (4.0,) * 3 and out.fields["device_median_s"] == 1.5  # CPU: wall headline
     assert derive(out, ENV, 1, None)["host_overhead"] == pytest.approx(3.0 / 1.5)
-    assert "host_overhead" not in derive(_reply([1.0]), ENV, 1, None)
+    assert "host_overhead" not in derive(measured([_reply([1.0])]), ENV, 1, None)
     back = CaseResult.from_message(json.loads(json.dumps(a.to_message())))
     assert back == a
 
@@ -92,7 +91,7 @@ def test_with_timer_records_a_failed_trace_as_a_note_not_a_zero():
     from xlabench.measure.timing import with_timer
 
     r = with_timer(_reply([1.0]), TimingPlan(timer="trace"), "no profiler events of the executable jit_f")
-    assert r.fields["timer"] == "trace" and "device_median_s" not in r.fields
+    assert r.fields["timer"] == "trace" and "device_median_s" not in measured([r]).fields
     assert "trace timer: no device times (no profiler events of the executable jit_f)" in r.notes
 
 
@@ -115,7 +114,7 @@ def test_trace_of_a_real_attention_case_is_device_time_within_host_time():
     from xlabench.backends.jax.attention_case import run_attention_case
 
     r = run_attention_case(TINY, "naive", TimingPlan(warmup=2, iters=10, timer="trace"), False, "cpu")
-    f = r.fields
+    f = measured([r]).fields
     assert f["timer"] == "trace" and len(r.device_samples) == f["n"] == 10
     assert 0 < f["device_p10_s"] <= f["device_median_s"] <= f["device_p90_s"]
     # The wallclock and the profiled pass are separate loops: on this 2-core host under other jobs' load
@@ -198,9 +197,9 @@ def test_bad_timer_option_is_exit_2(write_suite):
 def test_device_time_above_wallclock_is_said_in_the_notes():
     from xlabench.measure.timing import with_timer
 
-    r = with_timer(_reply([1.0, 1.0]), TimingPlan(timer="trace"), (2.0, 2.0))
-    assert r.fields["device_median_s"] == 2.0 and "device_median_s above median_s" in r.notes
-    assert not with_timer(_reply([1.0, 1.0]), TimingPlan(timer="trace"), (0.5, 0.5)).notes
+    f = measured([with_timer(_reply([1.0, 1.0]), TimingPlan(timer="trace"), (2.0, 2.0))]).fields
+    assert f["device_median_s"] == 2.0 and "device_median_s above median_s" in f["notes"]
+    assert not measured([with_timer(_reply([1.0, 1.0]), TimingPlan(timer="trace"), (0.5, 0.5))]).fields["notes"]
 
 
 @pytest.mark.slow  # starts a process
@@ -232,20 +231,24 @@ def test_trace_dir_keeps_a_profile_per_case_listed_in_the_meta_and_linked_by_the
 def test_where_the_device_clock_is_the_headline_min_time_goes_to_the_device_pass():
     """On an accelerator a kernel's headline is its device seconds: the wall loop (the column beside it)
     takes ``iters`` synced calls, and the device pass the calls that ``min_time_s`` asks for."""
-    from xlabench.measure.timing import device_is_headline, device_iters, passes
+    import dataclasses
+
+    from xlabench.measure.timing import device_iters, passes
+    from xlabench.run.case_plan import headline
 
     plan = TimingPlan(warmup=1, iters=20, min_time_s=1.0, max_iters=1000, timer="trace")
-    assert device_is_headline("tpu", "attention", plan) and device_is_headline("gpu", "paged_attention", plan)
-    assert not device_is_headline("cpu", "attention", plan)  # CPU: the wall clock stays the headline
-    assert not device_is_headline("tpu", "train", plan)  # a train step: its pipelined loop's wall time
-    assert not device_is_headline("tpu", "attention", TimingPlan(min_time_s=1.0, timer="wallclock"))
-    assert passes(plan, True).min_time_s == 0.0 and passes(plan, True).iters == 20
-    assert passes(plan, False) == plan
+    assert headline("tpu", "attention", plan) == headline("gpu", "paged_attention", plan) == "device"
+    assert headline("cpu", "attention", plan) == "wall"  # CPU: the wall clock stays the headline
+    assert headline("tpu", "train", plan) == "wall"  # a train step: its pipelined loop's wall time
+    assert headline("tpu", "attention", TimingPlan(min_time_s=1.0, timer="wallclock")) == "wall"
+    head = dataclasses.replace(plan, headline="device")  # the parent's decision, in the plan it sends
+    assert passes(head).min_time_s == 0.0 and passes(head).iters == 20
+    assert passes(plan) == plan
     wall = [4e-3] * 20
-    assert device_iters(plan, wall, True) == 250  # 1 s at 4 ms a call
-    assert device_iters(plan, wall, False) == 20  # as many as the wall loop took
-    assert device_iters(plan, [1e-5] * 20, True) == 1000  # at most max_iters
-    assert device_iters(plan, [2.0] * 20, True) == 20  # at least the wall loop's
+    assert device_iters(head, wall) == 250  # 1 s at 4 ms a call
+    assert device_iters(plan, wall) == 20  # as many as the wall loop took
+    assert device_iters(head, [1e-5] * 20) == 1000  # at most max_iters
+    assert device_iters(head, [2.0] * 20) == 20  # at least the wall loop's
 
 
 def test_a_pipelined_pass_dispatches_before_it_syncs_and_times_every_call():

@@ -187,11 +187,12 @@ def test_a_train_row_states_its_mfu_under_palms_convention_beside_the_causal_cou
     figures use: the row gives both."""
     from xlabench.protocol.worker_messages import CaseResult
     from xlabench.run.metrics import derive
+    from xlabench.run.rows import measured
 
-    r = CaseResult(samples=(0.2124595,), stats={"median_s": 0.2124595}, timer="wallclock",
+    r = CaseResult(samples=(0.2124595,), timer="wallclock",
                    metrics={"flops": 1.861108e13, "flops_palm": 1.986263e13})
-    out = derive(r, {"platform": "tpu", "device_kind": "TPU v5 lite", "device_count": 1}, 1, None)
+    out = derive(measured([r]), {"platform": "tpu", "device_kind": "TPU v5 lite", "device_count": 1}, 1, None)
     assert out["peak_tflops"] == 197
     assert out["mfu"] == pytest.approx(0.4447, abs=1e-4) and out["mfu_palm"] == pytest.approx(0.4746, abs=1e-4)
-    attention = CaseResult(samples=(1e-3,), stats={"median_s": 1e-3}, timer="wallclock", metrics={"flops": 1e11})
-    assert "mfu_palm" not in derive(attention, {"platform": "tpu", "device_kind": "TPU v5 lite"}, 1, None)
+    attention = CaseResult(samples=(1e-3,), timer="wallclock", metrics={"flops": 1e11})
+    assert "mfu_palm" not in derive(measured([attention]), {"platform": "tpu", "device_kind": "TPU v5 lite"}, 1, None)

@@ -8,6 +8,7 @@ import json
 import math
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -259,12 +260,22 @@ def chunky(monkeypatch):
     sys.modules.pop("chunky", None)
 
 
+def _plan(params, impl, tune_dir, tune=True, interpret=False, workload="attention"):
+    """The parent's plan of the case (run/case_plan.py) with --tune (``tune``) and ``tune_dir`` as its
+    tuning cache; ``interpret``: the platform runs the kernel in the interpreter."""
+    from xlabench.protocol.plan import TimingPlan
+    from xlabench.run.case_plan import tuning
+
+    case = SimpleNamespace(workload=workload, params=params)
+    mode, note = tuning(case, interpret, "cpu", tune)
+    return TimingPlan(warmup=1, iters=2, tune=mode, tune_dir=str(tune_dir) if mode == "search" else None,
+                      tune_note=note)
+
+
 def _run(params, impl, tune_dir, tune=True, interpret=False):
     from xlabench.backends.jax.attention_case import run_attention_case
-    from xlabench.protocol.plan import TimingPlan
 
-    plan = TimingPlan(warmup=1, iters=2, tune=tune, tune_dir=str(tune_dir))
-    return run_attention_case(params, impl, plan, interpret, "cpu")
+    return run_attention_case(params, impl, _plan(params, impl, tune_dir, tune, interpret), interpret, "cpu")
 
 
 SMALL = {"batch": 1, "num_heads": 2, "seq_len": 128, "head_dim": 32, "dtype": "float32", "causal": True}
@@ -308,24 +319,24 @@ def test_no_tune_runs_the_kernels_defaults(tmp_path, chunky):
 
 def test_on_an_accelerator_the_device_clock_is_the_headline_and_the_wall_clock_stays_beside_it():
     from xlabench.protocol.worker_messages import CaseResult
-    from xlabench.measure.timing import device_headline, device_summary, summarize
     from xlabench.run.metrics import derive
+    from xlabench.run.rows import measured
 
     wall, device = [5.42e-3, 5.40e-3, 5.50e-3], [4.16e-3, 4.15e-3, 4.17e-3]
-    r = CaseResult(samples=tuple(wall), stats=summarize(wall), timer="trace", device_samples=tuple(device),
-                   device_stats=device_summary(device), metrics={"flops": 1e12})
-    tpu = device_headline(r, "tpu")
-    assert tpu.samples == tuple(device) and tpu.stats["median_s"] == pytest.approx(4.16e-3)
+    r = CaseResult(samples=tuple(wall), timer="trace", device_samples=tuple(device), metrics={"flops": 1e12})
+    tpu = measured([r], "device")
+    assert tpu.samples == tuple(device) and tpu.fields["median_s"] == pytest.approx(4.16e-3)
     f = tpu.fields
     assert f["clock"] == "device" and f["wall_median_s"] == pytest.approx(5.42e-3)
     env = {"platform": "tpu", "device_kind": "TPU v5 lite", "device_count": 1}
     d = derive(tpu, env, 1, None)
     assert d["tflops_per_s"] == pytest.approx(1e12 / 4.16e-3 / 1e12)  # rates from the device clock
     assert d["host_overhead"] == pytest.approx(5.42 / 4.16)
-    cpu = device_headline(r, "cpu")
-    assert cpu is r and cpu.fields["clock"] == "wall" and cpu.fields["wall_median_s"] == cpu.stats["median_s"]
-    no_trace = CaseResult(samples=tuple(wall), stats=summarize(wall), timer="wallclock")
-    assert device_headline(no_trace, "tpu").fields["clock"] == "wall"
+    cpu = measured([r], "wall")
+    assert cpu.samples == tuple(wall) and cpu.fields["clock"] == "wall"
+    assert cpu.fields["wall_median_s"] == cpu.fields["median_s"] == pytest.approx(5.42e-3)
+    no_trace = CaseResult(samples=tuple(wall), timer="wallclock")
+    assert measured([no_trace], "device").fields["clock"] == "wall"
 
 
 def test_a_forward_winner_that_does_not_fit_the_backward_program_is_not_forced_on_it():
@@ -381,7 +392,7 @@ def test_the_train_step_runs_its_attention_at_the_tuned_blocks_from_the_same_cac
     attend = impls.attend
     params = dict(model="gpt2-tiny", global_batch=2, seq_len=128, dtype="float32", sharding="dp", devices=1,
                   steps_per_sample=1)
-    plan = TimingPlan(warmup=1, iters=1, tune=True, tune_dir=str(tmp_path))
+    plan = TimingPlan(warmup=1, iters=1, tune="search", tune_dir=str(tmp_path))
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(impls, "attend", lambda q, k, v, impl, cfg: seen.append((impl, cfg)) or attend(q, k, v, impl, cfg))
         r = train_case.run_train_case(params, chunky, plan, False, "cpu")
@@ -411,15 +422,16 @@ def test_the_paged_kernels_search_pages_per_block_that_divide_the_page_table():
 
 def test_an_interpreted_paged_kernel_is_not_tuned_and_a_fixed_block_stays(tmp_path):
     from xlabench.backends.jax.paged_case import run_paged_case
-    from xlabench.protocol.plan import TimingPlan
 
     base = dict(batch=2, context_lens="256", num_heads=4, num_kv_heads=2, head_dim=128, page_size=16,
                 dtype="float32")
-    plan = TimingPlan(warmup=1, iters=2, tune=True, tune_dir=str(tmp_path))
+    plan = _plan(base, "paged", tmp_path, interpret=True, workload="paged_attention")
     r = run_paged_case(base, "paged", plan, True, "cpu")
-    assert r.metrics["tuned"] == "off" and "refused" in r.notes and r.metrics["tuned_pages_per_compute_block"] == 1
-    fixed = run_paged_case({**base, "pages_per_compute_block": 4}, "paged", plan, True, "cpu")
-    assert fixed.metrics["tuned"] == "fixed" and "tuned_pages_per_compute_block" not in fixed.metrics
+    assert r.metrics["tuned"] == "off" and "refused" in r.notes and r.metrics["pages_per_compute_block"] == 1
+    fixed_case = {**base, "pages_per_compute_block": 4}
+    fixed = run_paged_case(fixed_case, "paged", _plan(fixed_case, "paged", tmp_path, interpret=True,
+                                                      workload="paged_attention"), True, "cpu")
+    assert fixed.metrics["tuned"] == "fixed" and fixed.metrics["pages_per_compute_block"] == 4
 
 
 def test_the_tune_command_fills_no_results_file_and_says_what_it_did_not_tune(tmp_path):
@@ -439,13 +451,16 @@ def test_the_tune_command_fills_no_results_file_and_says_what_it_did_not_tune(tm
 
 
 def test_a_train_step_keeps_its_pipelined_wall_time_as_the_headline():
+    from xlabench.protocol.plan import TimingPlan
     from xlabench.protocol.worker_messages import CaseResult
-    from xlabench.measure.timing import device_headline, summarize
+    from xlabench.run.case_plan import headline
+    from xlabench.run.rows import measured
 
     wall, device = [0.105, 0.104], [0.0995, 0.0996]
-    r = CaseResult(samples=tuple(wall), stats=summarize(wall), timer="trace", device_samples=tuple(device))
-    assert device_headline(r, "tpu", "train") is r
-    assert device_headline(r, "tpu", "paged_attention").fields["clock"] == "device"
+    r = CaseResult(samples=tuple(wall), timer="trace", device_samples=tuple(device))
+    traced = TimingPlan(timer="trace")
+    assert measured([r], headline("tpu", "train", traced)).fields["clock"] == "wall"
+    assert measured([r], headline("tpu", "paged_attention", traced)).fields["clock"] == "device"
 
 
 def test_tables_and_charts_say_which_clock_their_numbers_are_on():

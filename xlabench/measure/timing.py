@@ -87,69 +87,35 @@ def device_summary(samples: Sequence[float]) -> dict[str, float]:
 def with_timer(result: CaseResult, plan: TimingPlan, traced: tuple[float, ...] | str,
                source: str = "") -> CaseResult:
     """The result with the timer it was measured with and its per-iteration device seconds (or, when
-    none were found, a note saying why and empty device columns: never a zero). Every backend's ending:
+    none were found, a note saying why and no device samples: never a zero). Every backend's ending:
     ``traced`` is the JAX trace pass's seconds or torch_xla's ExecuteTime ones; ``source`` says where
-    they came from, in the row's notes."""
+    they came from, in the row's notes. No statistic: the parent summarises (run/rows.py)."""
     if not plan.device_timed:
         return result.replace(timer="wallclock")
     if isinstance(traced, str):
         note = f"trace timer: no device times ({traced}); device columns empty"
         return result.replace(timer="trace", notes="; ".join(filter(None, [result.notes, note])))
-    stats = device_summary(traced)
     notes = "; ".join(filter(None, [result.notes, f"trace timer: {source}" if source else ""]))
-    median = result.stats.get("median_s")
-    if median and stats["device_median_s"] > median:  # seen on CPU for programs of tens of microseconds
-        notes = "; ".join(filter(None, [notes, "trace timer: device_median_s above median_s: the profiled pass ran "
-                                               "slower (the profiler's own cost on the threads that run the ops, "
-                                               "or the host's drift between the passes)"]))
-    return result.replace(timer="trace", device_samples=traced, device_stats=stats, notes=notes)
+    return result.replace(timer="trace", device_samples=tuple(traced), notes=notes)
 
 
-# The workloads whose headline is the device clock on an accelerator (kernels: what tokamax and xprof
-# report); a train step keeps its pipelined loop's wall time (steps dispatched back to back, one sync: what
-# a training loop pays), the device seconds beside it.
-DEVICE_HEADLINE_WORKLOADS = ("attention", "paged_attention")
+def passes(plan: TimingPlan) -> TimingPlan:
+    """The wall-clock loop's plan. Where the device clock is the headline (``plan.headline``, the parent's
+    decision), the wall clock is the column beside it (wall_median_s, host_overhead): ``iters`` synced
+    calls, and ``min_time_s`` goes to the device pass (device_iters), which dispatches its calls back to
+    back and costs the device's time, not the host's sync per call as well."""
+    return dataclasses.replace(plan, min_time_s=0.0) if plan.headline == "device" else plan
 
 
-def _kernel_on_accelerator(platform: str, workload: str) -> bool:
-    return platform != "cpu" and workload in DEVICE_HEADLINE_WORKLOADS
-
-
-def device_is_headline(platform: str, workload: str, plan: TimingPlan) -> bool:
-    """Whether the case's headline will be its device seconds (device_headline): a kernel workload timed by
-    the device clock on an accelerator."""
-    return plan.device_timed and _kernel_on_accelerator(platform, workload)
-
-
-def passes(plan: TimingPlan, device_head: bool) -> TimingPlan:
-    """The wall-clock loop's plan. Where the device clock is the headline, the wall clock is the column
-    beside it (wall_median_s, host_overhead): ``iters`` synced calls, and ``min_time_s`` goes to the device
-    pass (device_iters), which dispatches its calls back to back and costs the device's time, not the
-    host's sync per call as well."""
-    return dataclasses.replace(plan, min_time_s=0.0) if device_head else plan
-
-
-def device_iters(plan: TimingPlan, wall_samples: Sequence[float], device_head: bool) -> int:
+def device_iters(plan: TimingPlan, wall_samples: Sequence[float]) -> int:
     """Calls in the device clock's pass: as many as the wall loop took; where the device clock is the
     headline, enough for ``min_time_s`` at the wall loop's median (an upper bound of the device's time per
     call), between ``iters`` and ``max_iters``."""
     n = len(wall_samples)
-    if not device_head or plan.min_time_s <= 0 or not n:
+    if plan.headline != "device" or plan.min_time_s <= 0 or not n:
         return n
     per_call = max(float(np.median(np.asarray(wall_samples, dtype=np.float64))), 1e-9)
     return max(n, min(plan.max_iters, math.ceil(plan.min_time_s / per_call)))
-
-
-def device_headline(result: CaseResult, platform: str, workload: str = "attention") -> CaseResult:
-    """On an accelerator, a result whose device clock ran (the trace timer) with its device seconds as the
-    headline: samples, median_s ... cv, and every rate derived from them, are the device's per-iteration
-    seconds, as tokamax and xprof report a kernel and as a training loop that never syncs each step pays;
-    the wall clock's median per call stays in ``wall_median_s`` (host_overhead is their ratio). On CPU, or
-    without device samples, the result is unchanged (``clock`` wall)."""
-    if not result.device_samples or not _kernel_on_accelerator(platform, workload):
-        return result
-    return result.replace(samples=tuple(result.device_samples), stats=summarize(list(result.device_samples)),
-                          clock="device", wall_median_s=result.stats.get("median_s"))
 
 
 def max_normalised_error(outs: Sequence[np.ndarray], refs: Sequence[np.ndarray]) -> float:
@@ -168,12 +134,12 @@ def max_normalised_error(outs: Sequence[np.ndarray], refs: Sequence[np.ndarray])
     return worst
 
 
-def case_result(stats: dict[str, Any], samples: list[float], plan: TimingPlan, lower_s: float | None,
+def case_result(samples: list[float], plan: TimingPlan, lower_s: float | None,
                 compile_s: float, mem: int | None, err: float, err_tol: float, notes: str,
                 tokens_per_step: float | None = None, tokens_global: bool = False, **metrics: Any) -> CaseResult:
-    """The reply of a case runner (any backend): timings, correctness, counts (``metrics``, e.g. flops;
-    ``tokens_per_step``, whose rate the parent derives) and samples."""
-    return CaseResult(samples=tuple(samples), stats=stats, warmup=plan.warmup, compile_s=compile_s,
+    """The reply of a case runner (any backend): its samples, correctness, counts (``metrics``, e.g. flops;
+    ``tokens_per_step``, whose rate the parent derives); no statistic of the samples."""
+    return CaseResult(samples=tuple(samples), warmup=plan.warmup, compile_s=compile_s,
                       lower_s=lower_s, peak_memory_bytes=mem, max_abs_err=err, err_tol=err_tol,
                       correct=bool(err <= err_tol), notes=notes, metrics=metrics,
                       tokens_per_step=tokens_per_step, tokens_global=tokens_global, timer="wallclock")

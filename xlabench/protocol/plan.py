@@ -1,10 +1,15 @@
-"""How one case is timed: the plan the parent builds from the suite's ``measure`` block and sends."""
+"""How one case is timed and tuned: the plan the parent decides (run/case_plan.py) from the suite's
+``measure`` block, the platform and the run's options, and sends; the worker follows it."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 from xlabench.protocol.timers import Timer
+
+Clock = Literal["wall", "device"]  # the clock of a row's headline (samples, median_s ...)
+Tuning = Literal["off", "fixed", "search"]  # the kernel's defaults | the suite's blocks | its search
 
 
 @dataclass(frozen=True)
@@ -19,8 +24,12 @@ class TimingPlan:
     max_iters: int = 1000
     timer: Timer = "wallclock"  # trace adds a profiled pass for device seconds (protocol.timers)
     trace_dir: str | None = None  # keep the profiled pass's trace here (xprof / TensorBoard / Perfetto)
-    tune: bool = False  # search the kernel's block sizes first (xlabench/tune) when the case does not fix them
-    tune_dir: str | None = None  # the tuning cache (default: $XLABENCH_CACHE_DIR/tune)
+    # "device": the device clock is the row's headline, so the wall loop takes ``iters`` synced calls and
+    # ``min_time_s`` goes to the device pass (measure.timing.passes); decided in the parent, once.
+    headline: Clock = "wall"
+    tune: Tuning = "off"  # a kernel with a block-size search: search it (xlabench/tune) first, or not
+    tune_dir: str | None = None  # the tuning cache folder (tune "search"; the parent always names it)
+    tune_note: str = ""  # why a kernel with a search is not tuned, for its row's notes
 
     @property
     def device_timed(self) -> bool:

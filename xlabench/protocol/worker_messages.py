@@ -19,11 +19,7 @@ from xlabench.protocol.target import TargetSpec
 from xlabench.protocol.plan import TimingPlan
 from xlabench.protocol.status import COMPILE_RESULTS
 
-PROTOCOL_VERSION = 1
-# The timing statistics of a reply (timing.summarize's keys, in its order).
-STAT_FIELDS = ("n", "median_s", "mean_s", "min_s", "p10_s", "p90_s", "stdev_s", "cv")
-# The statistics of the trace timer's device seconds (timing.device_summary's keys).
-DEVICE_STAT_FIELDS = ("device_median_s", "device_p10_s", "device_p90_s")
+PROTOCOL_VERSION = 2  # 2: a CaseResult carries samples only (the parent summarises: run/rows.py)
 
 
 class CaseSkipped(Exception):
@@ -164,17 +160,18 @@ class CompileRequest(_CaseRequest):
 
 @dataclass(frozen=True)
 class CaseResult:
-    """The reply of every case runner (any backend, any workload): what the worker measured.
+    """The reply of every case runner (any backend, any workload): what the worker measured, and nothing
+    derived from it.
 
-    Workers report counts per iteration (``metrics``: flops, bytes ...; ``tokens_per_step``); every
-    rate (TFLOP/s, GB/s, tokens/s) is derived once in the parent after the repeats are pooled
-    (xlabench.run.metrics.derive).
+    Workers report their samples (wall clock, and the device clock's where it ran) and counts per
+    iteration (``metrics``: flops, bytes ...; ``tokens_per_step``); every statistic (median, p10 ...) and
+    rate (TFLOP/s, GB/s, tokens/s) is computed once in the parent, from the samples of every repeat
+    (run/rows.py).
     """
 
     __pydantic_config__ = FORBID_EXTRA
 
-    samples: tuple[float, ...]  # per-iteration seconds, every one kept
-    stats: Mapping[str, Any]  # timing.summarize(samples): n, median_s, ...
+    samples: tuple[float, ...]  # per-iteration wall-clock seconds, every one kept
     warmup: Optional[int] = None
     compile_s: Optional[float] = None
     lower_s: Optional[float] = None
@@ -191,20 +188,11 @@ class CaseResult:
     tokens_global: bool = False  # tokens_per_step is a global batch over the case's devices: tokens_per_s_per_device too
     timer: Optional[str] = None  # wallclock | trace: how the row was timed (samples are wallclock either way)
     device_samples: tuple[float, ...] = ()  # trace timer: per-iteration device seconds of a separate profiled pass
-    device_stats: Mapping[str, Any] = field(default_factory=dict)  # timing.device_summary(device_samples)
-    # Which clock ``samples`` and ``stats`` are (wall | device: timing.device_headline swapped them in the
-    # parent), and the wall clock's median per call beside a device headline.
-    clock: str = "wall"
-    wall_median_s: Optional[float] = None
 
     @property
     def fields(self) -> dict[str, Any]:
-        """The row columns of this result (no derived rates), in the order rows always had them."""
-        out: dict[str, Any] = {**self.stats, "clock": self.clock,
-                               "wall_median_s": self.wall_median_s if self.clock == "device" else self.stats.get("median_s")}
-        if self.timer is not None:
-            out["timer"] = self.timer
-        out.update(self.device_stats)
+        """The row columns the worker measured (no statistic, no rate), in the order rows have them."""
+        out: dict[str, Any] = {} if self.timer is None else {"timer": self.timer}
         for name in ("lower_s", "compile_s", "compile_cached", "warmup"):
             out[name] = getattr(self, name)
         out.update(self.metrics)
@@ -220,11 +208,7 @@ class CaseResult:
 
     @classmethod
     def from_message(cls, msg: Mapping[str, Any]) -> "CaseResult":
-        result = _decode(cls, msg)
-        missing = [k for k in STAT_FIELDS if k not in result.stats]
-        if missing:
-            raise ProtocolError(f"CaseResult: stats lack {', '.join(missing)}")
-        return result
+        return _decode(cls, msg)
 
 
 @dataclass(frozen=True)

@@ -8,13 +8,13 @@ from typing import Any, Optional
 from xlabench import flops as flop_formulas
 from xlabench import roofline
 from xlabench.hardware import device_peak, interconnect
-from xlabench.protocol.worker_messages import CaseResult
 
 
-def derive(result: CaseResult, env: dict[str, Any], devices: int,
+def derive(result: Any, env: dict[str, Any], devices: int,
            peak_override: Optional[float], interpret: bool = False) -> dict[str, Any]:
     """tflops_per_s, mfu (and mfu_palm for a train step), gbytes_per_s, mbu, tokens_per_s (and per device), host_overhead (trace timer)
-    and the peak used, and the roofline (xlabench/roofline.py), of a successful case's result."""
+    and the peak used, and the roofline (xlabench/roofline.py), of a successful case's measurement
+    (rows.Measured: its ``fields``, ``tokens_per_step`` and ``tokens_global``)."""
     fields = result.fields
     out: dict[str, Any] = {}
     peak = device_peak(env.get("platform", ""), env.get("device_kind", ""),

@@ -1,25 +1,35 @@
-"""The one place a run's row is assembled: ``case_row`` takes the case, the run's context, the worker's
-environment, and either the worker's typed results (one CaseResult per repeat) or the reason the case
-ended without one, and returns the CSV row and its samples. The scheduler only collects those pieces; the
-compile session and a run that cannot start take their first columns from ``identity``.
+"""The one place a run's row is assembled: ``case_row`` takes the case, the run's context, the case's plan
+(run/case_plan.py), the worker's environment, and either the worker's samples (one CaseResult per repeat)
+or the reason the case ended without one, and returns the CSV row and its samples. Every statistic of the
+row (median_s ... cv, the device columns) is computed here, once, from every repeat's samples on the clock
+the plan made the headline; the scheduler only collects the pieces; the compile session and a run that
+cannot start take their first columns from ``identity``.
 
-The walk from the CLI to a row: cli/run.py `run` -> run/session.py run_suite -> run/scheduler.py
-run_cases (start_case, run_repeat: a worker's CaseResult) -> here case_row (repeats.pool,
-timing.device_headline, metrics.derive) -> results.RowWriter.write."""
+The walk from the CLI to a row: cli/run.py `run` -> run/suite_runner.py run_suite -> run/scheduler.py
+run_cases (start_case, run_repeat: case_plan.plan_case, a worker's CaseResult) -> here case_row (measured:
+pooled and summarised; metrics.derive) -> results.RowWriter.write.
+
+Why repeats: on a shared host a run's median drifts between runs by more than the iterations of one run
+vary, so no within-run statistic can see it. Each repeat is a separate worker request (fresh inputs,
+fresh trace and compile, its own warm-up), taken in passes over the suite (scheduler.run_cases), so
+pooling K of them averages K draws of that drift, spread over the run; the gate then compares pooled
+samples (measured in benchmarks/gate_quality.py)."""
 
 from __future__ import annotations
 
 import datetime as dt
 import statistics
+from dataclasses import dataclass
 from typing import Any, Mapping, Optional, Sequence
 
 from xlabench import audit
 from xlabench import impls as catalog
 from xlabench import results
-from xlabench.protocol.worker_messages import CaseResult
+from xlabench.protocol.plan import Clock
 from xlabench.protocol.status import OK
-from xlabench.measure.timing import device_headline
-from xlabench.run import repeats
+from xlabench.measure.timing import device_summary, summarize
+from xlabench.protocol.worker_messages import CaseResult
+from xlabench.run.case_plan import CasePlan, plan_case
 from xlabench.run.metrics import derive
 from xlabench.suite import Case
 
@@ -30,57 +40,109 @@ def now() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
 
 
-def interpreted(info: Optional[catalog.ImplInfo], platform: str) -> bool:
-    """Whether an impl (its catalog entry) runs in the Pallas interpreter on ``platform`` (the worker is
-    told so)."""
-    return bool(info and info.interpreted(platform))
+@dataclass(frozen=True)
+class Measured:
+    """A case's measurement, summarised once: ``fields`` (the row's measured columns: the statistics of the
+    headline ``samples``, the clock, the device columns, then the worker's own columns) and the counts
+    whose rates the parent derives."""
+
+    fields: dict[str, Any]
+    samples: tuple[float, ...]
+    tokens_per_step: Optional[float] = None
+    tokens_global: bool = False
+    correct: Optional[bool] = None
+
+
+ABOVE_WALL = ("trace timer: device_median_s above median_s: the profiled pass ran slower (the profiler's own cost "
+              "on the threads that run the ops, or the host's drift between the passes)")
+
+
+def pooled(replies: Sequence[CaseResult]) -> CaseResult:
+    """One reply for K ok replies of the same case: every sample (and device sample) in order, the worst
+    error, correct only if every repeat was; other fields (compile time, losses, counts) from the first."""
+    if not replies:
+        raise ValueError("no replies to pool")
+    if len(replies) == 1:
+        return replies[0]
+    first = replies[0]
+    errs = [r.max_abs_err for r in replies]
+    medians = ", ".join(f"{statistics.median(r.samples) * 1e3:.4g} ms" if r.samples else "?" for r in replies)
+    return first.replace(samples=tuple(s for r in replies for s in r.samples),
+                         device_samples=tuple(s for r in replies for s in r.device_samples),
+                         max_abs_err=max(errs) if all(e is not None for e in errs) else first.max_abs_err,
+                         correct=all(bool(r.correct) for r in replies),
+                         notes="; ".join(filter(None, [first.notes, f"{len(replies)} repeats pooled (medians {medians})"])))
+
+
+def measured(replies: Sequence[CaseResult], headline: Clock = "wall") -> Measured:
+    """The replies pooled and summarised: on the device clock where the plan made it the headline and the
+    device clock ran (samples, median_s ... cv, and every rate derived from them, are then the device's
+    per-iteration seconds; the wall clock's median per call stays in ``wall_median_s``), else on the wall
+    clock. Rates need nothing more: they are derived from the pooled median (metrics.derive)."""
+    r = pooled(replies)
+    wall = summarize(list(r.samples))
+    device = device_summary(r.device_samples)
+    on_device = headline == "device" and bool(r.device_samples)
+    samples = tuple(r.device_samples) if on_device else tuple(r.samples)
+    fields: dict[str, Any] = {**(summarize(list(samples)) if on_device else wall),
+                              "clock": "device" if on_device else "wall", "wall_median_s": wall["median_s"]}
+    worker = r.fields
+    if "timer" in worker:
+        fields["timer"] = worker.pop("timer")
+    fields.update(device)
+    fields.update(worker)
+    if device and device["device_median_s"] > wall["median_s"]:  # seen on CPU for programs of tens of microseconds
+        fields["notes"] = "; ".join(filter(None, [fields.get("notes"), ABOVE_WALL]))
+    return Measured(fields, samples, r.tokens_per_step, r.tokens_global, r.correct)
 
 
 _FIND = object()
 
 
-def identity(case: Case, ctx: Any, platform: Optional[str] = None, info: Any = _FIND) -> dict[str, Any]:
+def identity(case: Case, ctx: Any, plan: Optional[CasePlan] = None) -> dict[str, Any]:
     """The columns every row of the case has, whatever happened to it: ids, the case's parameters, where
-    and by which xlabench it ran (``info``: the impl's catalog entry, looked up here when not given)."""
-    platform = platform or ctx.platform
-    if info is _FIND:
-        info = catalog.find(case.backend, case.impl, case.workload)
+    and by which xlabench it ran (``plan``: the case's; without one the row says only the run's platform)."""
     row: dict[str, Any] = {
         "schema_version": results.SCHEMA_VERSION, "run_id": ctx.run_id, "suite": case.suite,
         "profile": case.profile, "case_id": case.case_id, "workload": case.workload,
         "backend": case.backend, "impl": case.impl, "hostname": ctx.hostname, "git_sha": ctx.git_sha,
-        "platform": platform, "warmup": case.measure.warmup,
+        "platform": plan.platform if plan else ctx.platform, "warmup": case.measure.warmup,
     }
     row.update({k: v for k, v in case.params.items() if k in results.CASE_COLUMN_NAMES})
-    row["interpret"] = interpreted(info, platform)
+    row["interpret"] = plan.interpret if plan else False
     return row
 
 
 def case_row(case: Case, ctx: Any, env: Mapping[str, Any] | None = None, replies: Sequence[CaseResult] = (),
-             ended: Optional[tuple[str, Optional[str]]] = None, calib: Sequence[float] = (), info: Any = _FIND
-             ) -> tuple[dict[str, Any], list[float]]:
+             ended: Optional[tuple[str, Optional[str]]] = None, calib: Sequence[float] = (), info: Any = _FIND,
+             plan: Optional[CasePlan] = None) -> tuple[dict[str, Any], list[float]]:
     """(row, samples) of a case that has ended: ``ended`` = (status, error) when it ended without a result
-    (skipped before a worker, a worker failure, a failed or skipped reply), else its ``replies`` pooled,
-    put on the device clock where it ran on one, its rates derived; ``calib``: the host's calibration
-    kernel seconds beside its repeats; ``env``: the worker's environment (empty: no worker was reached)."""
+    (skipped before a worker, a worker failure, a failed or skipped reply), else its ``replies`` pooled and
+    summarised on the clock its ``plan`` made the headline, its rates derived; ``calib``: the host's
+    calibration kernel seconds beside its repeats; ``env``: the worker's environment (empty: no worker was
+    reached). Without a ``plan`` (no repeat ran) it is decided here, by the same rule (case_plan), from
+    ``info`` (the impl's catalog entry, looked up when not given)."""
     env = dict(env or {})
-    platform = env.get("platform") or ctx.platform
-    row = identity(case, ctx, platform, info)
+    if plan is None:
+        info = catalog.find(case.backend, case.impl, case.workload) if info is _FIND else info
+        plan = plan_case(case, info, env.get("platform") or ctx.platform, ctx)
+    platform = plan.platform
+    row = identity(case, ctx, plan)
     if env:
         row.update({k: env.get(k) for k in ENV_KEYS})
     if ended is not None:
         status, error = ended
         row.update(status=status, error=error, timestamp=now())
         return row, []
-    result = device_headline(repeats.pool(replies), platform, case.workload)
+    m = measured(replies, plan.headline)
     row.update(status=OK, error=None, repeats=len(replies))
-    row.update(result.fields)
+    row.update(m.fields)
     if calib:
         row["host_calib_s"] = statistics.median(calib)
     peaks = {**env, **ctx.cpu_peaks} if platform == "cpu" else env
-    row.update(derive(result, peaks, case.devices, ctx.peak_override or case.peak_tflops, bool(row["interpret"])))
+    row.update(derive(m, peaks, case.devices, ctx.peak_override or case.peak_tflops, bool(row["interpret"])))
     notes = [row.get("notes")]
-    if result.correct is False:
+    if m.correct is False:
         notes.append("WRONG RESULT: error above tolerance")
     if ctx.jobs > 1:
         notes.append(f"timed with {ctx.jobs} jobs at once (--jobs): the host's cores were shared")
@@ -89,4 +151,4 @@ def case_row(case: Case, ctx: Any, env: Mapping[str, Any] | None = None, replies
     row["notes"] = "; ".join(filter(None, notes)) or None
     row["suspect"] = audit.suspect_text(audit.check_row(row, host))
     row["timestamp"] = now()
-    return row, list(result.samples)
+    return row, list(m.samples)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as dt
 import random
 import secrets
@@ -23,8 +22,8 @@ from xlabench.run.interrupts import interruptible, uninterrupted
 from xlabench.run.parallel import in_parallel
 from xlabench.run.workers import Worker, WorkerError, WorkerPool
 from xlabench.suite import Case
-from xlabench.protocol.worker_messages import CaseResult, ProtocolError, RunRequest
-from xlabench.protocol.plan import default_tune
+from xlabench.protocol.worker_messages import CaseResult, ProtocolError
+from xlabench.run.case_plan import CasePlan, plan_case
 from xlabench.workloads import TUNED_PARAMS
 from xlabench.protocol.status import FAILED, OK, SKIPPED
 
@@ -63,8 +62,8 @@ class RunContext:
     cpu_peaks: dict[str, Any] = field(default_factory=dict)  # and where the peak comes from (cpu_peak_source)
     trace_root: Optional[Path] = None  # `run --trace DIR`: each case's profile under DIR/<case_id>/
     jobs: int = 1  # cases at once (`run --jobs`, CPU only): their rows say they shared the host
-    tune: Optional[bool] = None  # `run --tune/--no-tune` (None: protocol.plan.default_tune of the platform)
-    tune_dir: Optional[str] = None  # the tuning cache (None: $XLABENCH_CACHE_DIR/tune)
+    tune: Optional[bool] = None  # `run --tune/--no-tune` (None: measure.plan.default_tune of the platform)
+    tune_dir: Optional[str] = None  # the tuning cache folder a search uses (run_suite: tune.default_dir())
     llc_bytes: Optional[int] = None  # CPU: the host's last-level cache (audit: cache-resident rows)
 
     def trace_dir(self, case: Case, repeat: int) -> Optional[str]:
@@ -90,6 +89,7 @@ class CaseRun:
 
     case: Case
     info: Optional[catalog.ImplInfo] = None  # its impl's catalog entry (looked up once)
+    plan: Optional[CasePlan] = None  # the parent's decisions for it (case_plan.plan_case), once its platform is known
     replies: list[CaseResult] = field(default_factory=list)  # one per repeat done
     ended: Optional[tuple[str, Optional[str]]] = None  # (status, error) when it ended without a result
     env: dict[str, Any] = field(default_factory=dict)  # the worker's environment (device kind, CPU peaks)
@@ -127,10 +127,8 @@ def run_repeat(state: CaseRun, pool: WorkerPool, ctx: RunContext) -> None:
         if case.devices > int(worker.env.get("device_count", 1)):
             raise WorkerError(f"case needs {case.devices} devices; the {case.backend} worker sees "
                               f"{worker.env.get('device_count')} ({worker.env.get('process_count', 1)} process(es))")
-        platform = worker.env.get("platform", ctx.platform)
-        plan = dataclasses.replace(case.measure.plan(platform, ctx.trace_dir(case, i)), tune_dir=ctx.tune_dir,
-                                   tune=default_tune(platform) if ctx.tune is None else ctx.tune)
-        req = RunRequest.from_case(case, plan, interpret=row_builder.interpreted(state.info, platform), platform=platform)
+        state.plan = state.plan or plan_case(case, state.info, worker.env.get("platform", ctx.platform), ctx)
+        req = state.plan.request(case, ctx.trace_dir(case, i))
         reply = worker.request(req.to_message(), ctx.timeout_override or case.measure.timeout_s)
         result = CaseResult.from_message(reply["result"]) if reply["status"] == OK else None
     except ProtocolError as e:  # a worker of another xlabench version: the case fails, saying what differs
@@ -216,7 +214,7 @@ def run_cases(cases: Iterable[Case], writer: results.RowWriter, ctx: RunContext,
     def ended(state: CaseRun) -> None:
         if state.done:
             row, samples = row_builder.case_row(state.case, ctx, state.env, state.replies, state.ended, state.calib,
-                                                state.info)
+                                                state.info, state.plan)
             with uninterrupted():
                 writer.write(row, samples)
                 rows.append((position[id(state.case)], row))

@@ -286,11 +286,11 @@ def numpy_reference(q: np.ndarray, k: np.ndarray, v: np.ndarray, do: Optional[np
     return [out, dq, dk, dv]
 
 
-def attention_result(p: AttentionParams, stats: dict[str, Any], samples: list[float], plan: TimingPlan,
+def attention_result(p: AttentionParams, samples: list[float], plan: TimingPlan,
                      lower_s: Optional[float], compile_s: float, mem: Optional[int], outs: Sequence[Any],
                      refs: Sequence[Any], notes: Sequence[str]) -> CaseResult:
     """The end of an attention case, any backend: outputs (and gradients) [B, S, H, D] checked against
     the reference, and the counts."""
-    return case_result(stats, samples, plan, lower_s, compile_s, mem, max_normalised_error(outs, refs), p.err_tol(),
+    return case_result(samples, plan, lower_s, compile_s, mem, max_normalised_error(outs, refs), p.err_tol(),
                        "; ".join(notes), flops=p.flops(), kernel_flops=p.kernel_flops(),
                        io_bytes=p.io_bytes(naive=False))

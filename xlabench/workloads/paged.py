@@ -338,7 +338,7 @@ def cached_reference(p: PagedParams, kv_round: Optional[str] = None) -> np.ndarr
     return _reference_of(_data_key(p), kv_round)
 
 
-def paged_result(p: PagedParams, stats: dict[str, Any], samples: list[float], plan: TimingPlan,
+def paged_result(p: PagedParams, samples: list[float], plan: TimingPlan,
                  lower_s: Optional[float], compile_s: float, mem: Optional[int], out: np.ndarray,
                  kv_round: Optional[str], notes: list[str]) -> CaseResult:
     """The end of a paged case, any backend: ``out`` checked against the reference (K/V rounded to
@@ -346,5 +346,5 @@ def paged_result(p: PagedParams, stats: dict[str, Any], samples: list[float], pl
     err = max_normalised_error([out], [cached_reference(p, kv_round)])
     if kv_round:
         notes = [*notes, f"reference with K/V rounded to {kv_round} (the kernel casts them)"]
-    return case_result(stats, samples, plan, lower_s, compile_s, mem, err, p.err_tol(), "; ".join(filter(None, notes)),
+    return case_result(samples, plan, lower_s, compile_s, mem, err, p.err_tol(), "; ".join(filter(None, notes)),
                        tokens_per_step=p.batch * p.q_tokens, flops=p.flops(), kernel_flops=p.flops(), bytes=p.bytes())

@@ -316,7 +316,7 @@ def make_tokens(p: TrainParams, seed: int = 0) -> np.ndarray:
     return rng.integers(0, p.config().vocab_size, size=(p.batch(), p.seq_len + 1), dtype=np.int32)
 
 
-def train_result(p: TrainParams, stats: dict[str, Any], samples: list[float], plan: TimingPlan,
+def train_result(p: TrainParams, samples: list[float], plan: TimingPlan,
                  lower_s: Optional[float], compile_s: float, mem: Optional[int], losses: Sequence[float],
                  timed_from: int, first_seq: np.ndarray, ref: np.ndarray, notes: Sequence[str],
                  remarks: Sequence[str] = ()) -> CaseResult:
@@ -330,7 +330,7 @@ def train_result(p: TrainParams, stats: dict[str, Any], samples: list[float], pl
                      f"float32 naive reference {float(ref.mean()):.4f}", *remarks]
     if not finite:
         lines.append("NON-FINITE LOSS")
-    return case_result(stats, samples, plan, lower_s, compile_s, mem, err if finite else math.inf,
+    return case_result(samples, plan, lower_s, compile_s, mem, err if finite else math.inf,
                        p.err_tol(), "; ".join(lines), tokens_per_step=p.tokens, tokens_global=True,
                        flops=p.flops(), flops_palm=p.flops_palm(), params_count=p.params_count(),
                        loss_first=timed[0], loss_last=timed[-1], losses=json.dumps([round(x, 6) for x in timed]))

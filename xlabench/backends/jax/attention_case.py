@@ -71,9 +71,9 @@ def step_fn(p: AttentionParams, im: impls.JaxAttentionImpl, cfg: impls.AttnConfi
 
 def tune_for(p: AttentionParams, im: impls.JaxAttentionImpl, cfg: impls.AttnConfig, plan: TimingPlan, impl: str,
              platform: str, get_args: Callable[[], tuple]) -> tuple[impls.AttnConfig, dict[str, Any], str]:
-    """(the config to run at, the row's tuning columns, a note): the case's own blocks when its suite fixes
-    them (``fixed``), tuning is off (``off``) or the kernel is interpreted (refused: an interpreter's timings
-    say nothing of a chip); else the winner of the kernel's search, from the tuning cache or searched now."""
+    """(the config to run at, the row's tuning columns, a note): the case's own blocks when the plan says
+    ``fixed`` or ``off`` (the parent's decision: run/case_plan.py); else the winner of the kernel's search,
+    from the tuning cache or searched now."""
     args = functools.cache(get_args)  # the inputs are made once, and only when a search needs them
 
     def build(program: str, blocks: dict[str, int]) -> tuple[Callable, tuple]:
@@ -86,8 +86,7 @@ def tune_for(p: AttentionParams, im: impls.JaxAttentionImpl, cfg: impls.AttnConf
     space = None if im.tune_space is None else functools.partial(im.tune_space, p)
     # a fwd_bwd search starts from the fwd case's winner when the cache has it (a suite runs fwd first)
     hints = [tune_key_fields(p.model_copy(update={"mode": "fwd"}))] if p.mode == "fwd_bwd" else []
-    t = tune_case.decide(plan, space, p.block_q is not None or p.block_k is not None, cfg.interpret, impl,
-                         tune_key_fields(p), build, hints)
+    t = tune_case.decide(plan, space, impl, tune_key_fields(p), build, hints)
     if not t.blocks:
         return cfg, t.fields, t.note
     cfg = cfg.with_blocks(t.blocks)
@@ -151,7 +150,7 @@ def run_attention_case(params: dict[str, Any], impl: str, plan: TimingPlan, inte
         with phase("compile"):
             compiled, lower_s, compile_s = compile_timed(fn, args)
         with phase("timing"):
-            stats, samples, out, traced = kernel_passes(compiled, args, plan, platform, "attention")
+            samples, out, traced = kernel_passes(compiled, args, plan)
     with phase("xla figures"):
         mem, mem_note = peak_memory(compiled, device)
         xla, xla_notes = hlo_cost.xla_figures(compiled, 1)
@@ -167,7 +166,7 @@ def run_attention_case(params: dict[str, Any], impl: str, plan: TimingPlan, inte
     else:
         with phase("reference"):
             refs = reference(p, host, cfg.sm_scale)
-    result = attention_result(p, stats, samples, plan, lower_s, compile_s, mem, outs, refs, [n for n in notes if n])
+    result = attention_result(p, samples, plan, lower_s, compile_s, mem, outs, refs, [n for n in notes if n])
     if problem:
         result = result.replace(max_abs_err=float("inf"), correct=False)
     result = result.replace(metrics={**result.metrics, **xla, **tuned})

@@ -12,7 +12,7 @@ from xlabench.measure import timing as harness
 from xlabench.backends.jax.aot import CompileOom, lower_and_compile
 from xlabench.backends.jax import trace_timer
 from xlabench.protocol.worker_messages import CaseSkipped
-from xlabench.measure.timing import TimingPlan, summarize, time_calls
+from xlabench.measure.timing import TimingPlan, time_calls
 
 
 def compile_timed(fn: Callable, args: Sequence[Any], **jit_kwargs) -> tuple[Any, float, float]:
@@ -76,21 +76,14 @@ def peak_memory(compiled: Any, device: Any) -> tuple[int | None, str]:
     return None, "peak memory: not reported by this backend"
 
 
-def measure(compiled: Any, args: Sequence[Any], plan: TimingPlan) -> tuple[dict[str, Any], list[float], Any]:
-    samples, out = time_calls(lambda: compiled(*args), jax.block_until_ready, plan)
-    return summarize(samples), samples, out
-
-
-def kernel_passes(compiled: Any, args: Sequence[Any], plan: TimingPlan, platform: str,
-                  workload: str) -> tuple[dict[str, Any], list[float], Any, tuple[float, ...] | str]:
-    """A kernel's wall-clock loop, then its device clock's pass (trace_pass): (stats, samples, the last
-    output, the device seconds). Where the device clock is the headline (measure/timing.device_is_headline),
-    the wall loop takes ``iters`` calls and the device pass ``min_time_s``, its calls back to back."""
-    head = harness.device_is_headline(platform, workload, plan)
-    stats, samples, out = measure(compiled, args, harness.passes(plan, head))
-    iters = harness.device_iters(plan, samples, head)
-    traced = trace_pass(compiled, lambda: compiled(*args), plan, iters, pipelined=head)
-    return stats, samples, out, traced
+def kernel_passes(compiled: Any, args: Sequence[Any], plan: TimingPlan) -> tuple[list[float], Any, tuple[float, ...] | str]:
+    """A kernel's wall-clock loop, then its device clock's pass (trace_pass): (samples, the last output, the
+    device seconds). Where the parent made the device clock the headline (``plan.headline``), the wall loop
+    takes ``iters`` calls and the device pass ``min_time_s``, its calls back to back."""
+    samples, out = time_calls(lambda: compiled(*args), jax.block_until_ready, harness.passes(plan))
+    iters = harness.device_iters(plan, samples)
+    traced = trace_pass(compiled, lambda: compiled(*args), plan, iters, pipelined=plan.headline == "device")
+    return samples, out, traced
 
 
 def trace_pass(compiled: Any, call: Callable[[], Any], plan: TimingPlan, iters: int,

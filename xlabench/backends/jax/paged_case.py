@@ -54,8 +54,7 @@ def run_paged_case(params: dict[str, Any], impl: str, plan: TimingPlan, interpre
         return (lambda *a: im.fn(*a, c)), held[0]
 
     space = None if im.tune_space is None else functools.partial(im.tune_space, p)
-    t = tune_case.decide(plan, space, p.pages_per_compute_block is not None, interpret, impl,
-                         tune_key_fields(p), build)
+    t = tune_case.decide(plan, space, impl, tune_key_fields(p), build)
     held.clear()
     if t.blocks:
         cfg = dataclasses.replace(cfg, **t.blocks)
@@ -72,7 +71,7 @@ def run_paged_case(params: dict[str, Any], impl: str, plan: TimingPlan, interpre
     try:
         with impls.tpu_interpret(cfg):  # interpret mode is fixed at trace time: trace inside it
             compiled, lower_s, compile_s = compile_timed(fn, args)
-            stats, samples, out, traced = kernel_passes(compiled, args, plan, platform, "paged_attention")
+            samples, out, traced = kernel_passes(compiled, args, plan)
     except Exception as e:
         if interpret and im.interpreter_broken:
             first = str(e).strip().splitlines()[0] if str(e).strip() else ""
@@ -82,6 +81,6 @@ def run_paged_case(params: dict[str, Any], impl: str, plan: TimingPlan, interpre
     xla, xla_notes = hlo_cost.xla_figures(compiled, 1)
     del args
 
-    result = paged_result(p, stats, samples, plan, lower_s, compile_s, mem, np.asarray(out),
+    result = paged_result(p, samples, plan, lower_s, compile_s, mem, np.asarray(out),
                           im.kv_round(platform), [t.note, mem_note, *xla_notes])
     return with_timer(result.replace(metrics={**result.metrics, **xla, **tuned}), plan, traced)

@@ -31,7 +31,7 @@ What the CPU figure is worth: for programs of tens of microseconds the profiler'
 op span (the ops run on host threads the profiler records on): a paged decode case of 10 ops measured
 50 us wallclock and 115 us of op span, an interpreted Pallas kernel (540 op events per execution) 130 us
 and 400 us; from about 0.2 ms up (the tiny attention case of the tests) the two agree within the host's
-noise. with_timer (measure/timing.py) says so in the row's notes when device_median_s exceeds median_s.
+noise. The row builder (run/rows.py) says so in the row's notes when device_median_s exceeds median_s.
 
 Why a separate profiled pass after the wallclock iterations rather than the same loop: measured here
 (naive attention, float32, 20 iterations), the profiler made the wallclock median of B=2 S=128 H=4 D=64

@@ -17,7 +17,7 @@ from xlabench.backends.jax import model, sharding
 from xlabench.backends.jax import aot, hlo_cost
 from xlabench.backends.jax.common import compile_timed, peak_memory, trace_pass
 from xlabench.explain.categories import OPTIMIZER_SCOPE
-from xlabench.measure.timing import TimingPlan, summarize, time_calls, with_timer
+from xlabench.measure.timing import TimingPlan, time_calls, with_timer
 from xlabench.protocol.worker_messages import CaseResult, CaseSkipped
 from xlabench.workloads.attention import AttentionParams
 from xlabench.workloads.model_presets import ModelConfig
@@ -366,7 +366,7 @@ def run_train_case(params: dict[str, Any], impl: str, plan: TimingPlan, interpre
     samples = [t / n for t in loops]  # a sample: one loop's mean step time
     mem, mem_note = peak_memory(setup.compiled, device)
     xla, xla_notes = hlo_cost.xla_figures(setup.compiled, p.devices)
-    result = train_result(p, summarize(samples), samples, plan, setup.lower_s, setup.compile_s, mem,
+    result = train_result(p, samples, plan, setup.lower_s, setup.compile_s, mem,
                           [float(loss) for loss, _ in outs], plan.warmup * n, np.asarray(outs[0][1])[: len(ref)],
                           ref, [mem_note, *xla_notes, f"step time: {n} steps dispatched per sample, one sync, "
                                                       f"sample = loop time / {n}"], [batch_note] if batch_note else [])

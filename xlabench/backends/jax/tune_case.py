@@ -172,13 +172,13 @@ class Tuned:
     note: str = ""
 
 
-def tuned_blocks(stages: list[Stage], key: dict, build: Build, tune_dir: Optional[str],
+def tuned_blocks(stages: list[Stage], key: dict, build: Build, tune_dir: str,
                  hints: Sequence[dict] = ()) -> Tuned:
     """The winner of ``stages`` for the case ``key`` names: from the cache, else searched (and stored).
     ``hints``: the keys of related cases (a fwd_bwd case's fwd one); the first cached winner among them
     seeds the first stage's descent in place of its own seeds (space.near: it and its smaller neighbours)."""
     started = time.perf_counter()
-    cache = tune.TuneCache(tune_dir or tune.default_dir())
+    cache = tune.TuneCache(tune_dir)
     for hint in hints:
         seeds = near(cache.winner(hint) or {}, stages[0].candidates) if stages and stages[0].seeds else ()
         if seeds:
@@ -206,23 +206,19 @@ def tuned_blocks(stages: list[Stage], key: dict, build: Build, tune_dir: Optiona
                  "; ".join(n for n in (note, "" if out.check in ("ok", "searched twice") else f"tuning: {out.check}") if n))
 
 
-INTERPRETED = "the kernel runs in the Pallas interpreter, whose timings say nothing of a chip"
-
-
-def decide(plan: Any, space: Optional[Callable[[], list[Stage]]], fixed: bool, interpret: bool, impl: str,
-           key_fields: dict[str, Any], build: Build, hints: Sequence[dict[str, Any]] = ()) -> Tuned:
-    """Every workload's tuning decision, in one place: not tunable (no space: no columns); ``fixed`` (the
-    suite sets the blocks); off for an interpreted kernel (refused, saying why, when --tune asked) or when
-    ``plan.tune`` is off; else the winner for this device, impl and case (``key_fields``), from the cache or
-    searched now with ``build`` (starting from a related case's cached winner, ``hints``: key fields)."""
+def decide(plan: Any, space: Optional[Callable[[], list[Stage]]], impl: str, key_fields: dict[str, Any],
+           build: Build, hints: Sequence[dict[str, Any]] = ()) -> Tuned:
+    """Every workload's tuning, as the parent's plan decided it (run/case_plan.py: ``plan.tune``): not
+    tunable (no space: no columns); ``fixed`` (the suite sets the blocks); ``off`` (with the plan's note:
+    an interpreted kernel, --no-tune, CPU by default); ``search``: the winner for this device, impl and case
+    (``key_fields``), from the cache in ``plan.tune_dir`` or searched now with ``build`` (starting from a
+    related case's cached winner, ``hints``: key fields)."""
     if space is None:
         return Tuned({}, {})
-    if fixed:
-        return Tuned({}, {"tuned": "fixed"})
-    if interpret:
-        return Tuned({}, {"tuned": "off"}, f"not tuned{' (--tune refused)' if plan.tune else ''}: {INTERPRETED}")
-    if not plan.tune:
-        return Tuned({}, {"tuned": "off"})
+    if plan.tune != "search":
+        return Tuned({}, {"tuned": plan.tune}, plan.tune_note)
+    if not plan.tune_dir:
+        raise ValueError("a tuning search needs the plan's tune_dir (the parent names the cache folder)")
     kind, ver = jax.devices()[0].device_kind, versions()
     key = tune.cache_key(kind, "jax", impl, key_fields, ver)
     return tuned_blocks(space(), key, build, plan.tune_dir, [tune.cache_key(kind, "jax", impl, h, ver) for h in hints])

@@ -63,7 +63,7 @@ def run_attention_case(params: dict[str, Any], impl: str, plan: TimingPlan, inte
         notes.insert(0, im.note)
     if problem:  # a wrong row, not a crash: nothing to compare element by element
         notes.insert(0, f"wrong output: {problem}")
-    result = attention_result(p, m.stats, m.samples, plan, None, m.compile_s, mem, outs, refs, notes)
+    result = attention_result(p, m.samples, plan, None, m.compile_s, mem, outs, refs, notes)
     if problem:
         result = result.replace(max_abs_err=float("inf"), correct=False)
     if im.kernel_flops is not None:

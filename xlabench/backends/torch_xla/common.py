@@ -21,7 +21,7 @@ import torch_xla.debug.metrics as met
 
 from xlabench.backends.torch_xla.env import sync
 from xlabench.protocol.worker_messages import CaseResult
-from xlabench.measure.timing import TimingPlan, summarize, time_calls, with_timer
+from xlabench.measure.timing import TimingPlan, time_calls, with_timer
 
 
 @dataclass(frozen=True)
@@ -43,7 +43,6 @@ class MetricDelta:
 
 @dataclass
 class XlaMeasurement:
-    stats: dict[str, Any]
     samples: list[float]
     out: Any
     compile_s: float
@@ -55,7 +54,7 @@ class XlaMeasurement:
     def device_seconds(self) -> tuple[float, ...] | str:
         """Per timed iteration, the seconds of its device executions (ExecuteTime samples; k executions
         per iteration are summed); or why there are none."""
-        n, count = int(self.stats["n"]), self.executions.count
+        n, count = len(self.samples), self.executions.count
         if not count:
             return "torch_xla recorded no ExecuteTime in the timed iterations"
         if count % n:
@@ -73,7 +72,7 @@ class XlaMeasurement:
                        "(the graph changed between iterations; the median includes compiling)")
         out.append(f"torch_xla CompileTime: {self.compiles_in_warmup} graph(s) compiled in warm-up")
         if self.executions.count:
-            n = self.stats["n"]
+            n = len(self.samples)
             out.append(f"torch_xla ExecuteTime: {self.executions.seconds / n * 1e3:.4g} ms per iteration on the "
                        f"device ({self.executions.count} execution(s) over {n} timed iterations)")
         return out
@@ -116,7 +115,7 @@ def measure(call: Callable[[], Any], plan: TimingPlan, compiling_calls: int = 1)
     held, count = _execution_samples(), (e2 - e1).count
     new = tuple(s for _, s in held[-count:]) if count and len(held) >= count else ()  # the timed loop's, newest last
     return XlaMeasurement(
-        stats=summarize(samples), samples=samples, out=out, compile_s=warm.seconds,
+        samples=samples, out=out, compile_s=warm.seconds,
         compiles_in_warmup=warm.count, recompiles_while_timing=timed.count, executions=e2 - e1,
         execution_seconds=new)
 

@@ -44,5 +44,5 @@ def run_paged_case(params: dict[str, Any], impl: str, plan: TimingPlan, interpre
     notes = m.notes() + [mem_note]
     if im.cpu_note and platform == "cpu":
         notes.insert(0, im.cpu_note)
-    return with_device_times(paged_result(p, m.stats, m.samples, plan, None, m.compile_s, mem, out,
+    return with_device_times(paged_result(p, m.samples, plan, None, m.compile_s, mem, out,
                                           im.kv_round(platform), notes), plan, m)

@@ -186,7 +186,7 @@ def run_train_case(params: dict[str, Any], impl: str, plan: TimingPlan, interpre
         remarks.append("scan_layers: torch_xla loops over layers in Python (per-layer weights, as with "
                        "scan_layers=false: the same model and losses); only the JAX step scans")
     # timed: the steps after the compiling ones and the warm-up
-    result = train_result(p, m.stats, m.samples, plan, None, m.compile_s, mem, [float(loss) for loss, _ in outs],
+    result = train_result(p, m.samples, plan, None, m.compile_s, mem, [float(loss) for loss, _ in outs],
                           COMPILING_STEPS + plan.warmup, outs[0][1].cpu().numpy()[:n_ref], ref,
                           m.notes() + [mem_note], remarks)
     return with_device_times(result, plan, m)

@@ -1,0 +1,80 @@
+"""What the parent decides for a case before its worker runs it, once: the platform, whether its kernel
+runs in the Pallas interpreter, which clock is its row's headline, how it is tuned (off, fixed or a
+search, with the cache folder) and how it is timed. The request carries the plan (RunRequest); the
+worker follows it and the row builder (run/rows.py) reads the same plan, so no rule runs twice.
+Framework-free."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, Optional
+
+from xlabench import impls as catalog
+from xlabench.protocol.plan import Clock, TimingPlan, Tuning, default_tune
+from xlabench.protocol.worker_messages import RunRequest
+from xlabench.suite import Case
+from xlabench.tune.space import BLOCK_PARAMS, TUNED_PARAMS
+
+# The workloads whose headline is the device clock on an accelerator (kernels: what tokamax and xprof
+# report); a train step keeps its pipelined loop's wall time (steps dispatched back to back, one sync: what
+# a training loop pays), the device seconds beside it.
+DEVICE_HEADLINE_WORKLOADS = ("attention", "paged_attention")
+
+# The case parameters that fix a kernel's blocks, per workload (set: the row is measured at exactly those):
+# the tuned parameters, and a train step's attention blocks.
+FIXED_BY: dict[str, tuple[str, ...]] = {**TUNED_PARAMS, "train": BLOCK_PARAMS}
+
+INTERPRETED = "the kernel runs in the Pallas interpreter, whose timings say nothing of a chip"
+
+
+@dataclass(frozen=True)
+class CasePlan:
+    """The parent's decisions for one case (``timing`` holds the headline clock and the tuning too)."""
+
+    platform: str
+    interpret: bool
+    timing: TimingPlan
+
+    @property
+    def headline(self) -> Clock:
+        return self.timing.headline
+
+    def request(self, case: Any, trace_dir: Optional[str] = None) -> RunRequest:
+        """The worker's request for one repeat (``trace_dir``: that repeat's kept profile)."""
+        return RunRequest.from_case(case, dataclasses.replace(self.timing, trace_dir=trace_dir),
+                                    interpret=self.interpret, platform=self.platform)
+
+
+def interpreted(info: Optional[catalog.ImplInfo], platform: str) -> bool:
+    """Whether an impl (its catalog entry) runs in the Pallas interpreter on ``platform``."""
+    return bool(info and info.interpreted(platform))
+
+
+def headline(platform: str, workload: str, timing: TimingPlan) -> Clock:
+    """The clock of the row's headline: the device clock for a kernel workload timed by it (the trace timer)
+    on an accelerator, as tokamax and xprof report a kernel; else the wall clock."""
+    on_device = timing.device_timed and platform != "cpu" and workload in DEVICE_HEADLINE_WORKLOADS
+    return "device" if on_device else "wall"
+
+
+def tuning(case: Case, interpret: bool, platform: str, asked: Optional[bool]) -> tuple[Tuning, str]:
+    """(mode, note) of a kernel's block-size search, if it has one (the worker knows its space): ``fixed``
+    when the suite sets the blocks; ``off`` for an interpreted kernel (refused, saying why, when --tune
+    asked: ``asked``) or when tuning is off (--no-tune, or by default on CPU); else ``search``."""
+    if any(case.params.get(k) is not None for k in FIXED_BY.get(case.workload, ())):
+        return "fixed", ""
+    if interpret:
+        return "off", f"not tuned{' (--tune refused)' if asked else ''}: {INTERPRETED}"
+    return ("search" if (default_tune(platform) if asked is None else asked) else "off"), ""
+
+
+def plan_case(case: Case, info: Optional[catalog.ImplInfo], platform: str, ctx: Any) -> CasePlan:
+    """Every decision the parent makes for ``case`` on ``platform`` under the run's context ``ctx``
+    (its --tune / --no-tune and tuning cache folder)."""
+    interpret = interpreted(info, platform)
+    timing = case.measure.plan(platform)
+    mode, note = tuning(case, interpret, platform, ctx.tune)
+    timing = dataclasses.replace(timing, headline=headline(platform, case.workload, timing), tune=mode,
+                                 tune_dir=ctx.tune_dir if mode == "search" else None, tune_note=note)
+    return CasePlan(platform, interpret, timing)
