@@ -17,6 +17,7 @@ from _gate_data import case, draw, write_run
 from conftest import TINY_SUITE
 from xlabench.cli import main
 from xlabench.run import suite_runner as run_session
+from xlabench.run.session import open_run
 from xlabench.run.run_options import LIMITS, RunOptions
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -179,7 +180,7 @@ def test_run_out_a_file_is_exit_2(files):
 def test_run_out_under_a_file_is_exit_2(files):
     """A folder that cannot be made (a file on the way) is one line too, from the library's check."""
     with pytest.raises(run_session.RunInputError, match="--out"):
-        run_session.open_run(run_session.suite_lib.load(files["suite"]), str(files["file"] / "sub"), None)
+        open_run(run_session.suite_lib.load(files["suite"]), str(files["file"] / "sub"), None)
 
 
 def test_run_negative_timeout_is_exit_2_before_anything_runs(files, monkeypatch):

@@ -206,16 +206,16 @@ def test_a_second_resume_of_a_csv_being_written_is_refused(run_csv, tmp_path):
     """Two concurrent --resume runs both ran the missing case (9 rows for 8 cases): the first holds the file
     from reading what is done until its last row; the second is one line, exit 2, before any case."""
     from xlabench import suite as suite_lib
-    from xlabench.run import suite_runner
+    from xlabench.run import session, suite_runner
 
     s = suite_lib.load(_suite(tmp_path))
-    first = suite_runner.open_run(s, str(tmp_path), str(run_csv))
+    first = session.open_run(s, str(tmp_path), str(run_csv))
     with pytest.raises(suite_runner.RunInputError, match=f"--resume: .*{run_csv.name}.* another run"):
-        suite_runner.open_run(s, str(tmp_path), str(run_csv))
+        session.open_run(s, str(tmp_path), str(run_csv))
     res = _cli("run", _suite(tmp_path), "--resume", run_csv, "--profile", "base")
     _one_line_exit_2(res, str(run_csv), "another run")
     first[0].release()
-    assert suite_runner.open_run(s, str(tmp_path), str(run_csv))[1] == first[1]  # free again once released
+    assert session.open_run(s, str(tmp_path), str(run_csv))[1] == first[1]  # free again once released
 
 
 def _with_rows(run_csv: Path, edit) -> Path:

@@ -8,7 +8,7 @@ import pytest
 
 from _gate_data import case, draw, write_run
 from xlabench import suite as suite_lib
-from xlabench.run import suite_runner as session
+from xlabench.run import session
 
 
 def _suite(tmp_path, name="tiny"):

@@ -9,26 +9,21 @@ Framework-free: the parent never imports JAX.
 
 from __future__ import annotations
 
-import datetime as dt
-import sys
-import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Callable, Optional
 
 from xlabench import hardware, results
 from xlabench.results.files import software
-from xlabench.run import cache_folder, parallel, scheduler, shard, workers
+from xlabench.run import parallel, scheduler, shard, workers
 from xlabench.run import rows as row_builder
-from xlabench import impls as catalog
 from xlabench import suite as suite_lib
-from xlabench.protocol.worker_messages import CompileRequest, CompileResult, ProtocolError
+from xlabench.protocol.worker_messages import CompileRequest, CompileResult
 from xlabench.protocol.target import TargetSpec
 from xlabench.run.envs import COMPILE_VARIANT
 from xlabench.run.run_options import RunOptions
-from xlabench.explain.kept import explain_dir
-from xlabench.run.suite_runner import RunInputError, open_run, select_cases
-from xlabench.protocol.status import COMPILED, FAILED, SKIPPED
+from xlabench.run.session import RunInputError, Session, open_session
+from xlabench.run.suite_runner import select_cases
+from xlabench.protocol.status import COMPILED, SKIPPED
 
 TORCH_XLA_REASON = ("torch_xla 2.9 has no compile-only TPU client (it compiles only on the devices it runs on); "
                     "the JAX rows compile the same Pallas kernels that torch_xla's custom_kernel traces")
@@ -62,15 +57,9 @@ def topology_label(target: hardware.Target, slices: int) -> str:
 
 
 def _skip_reason(case: suite_lib.Case, target: hardware.Target) -> Optional[str]:
-    """Why a case is not compiled for this target, decided without a worker."""
-    if case.backend == "torch_xla":
-        return TORCH_XLA_REASON
-    info = catalog.find(case.backend, case.impl, case.workload)
-    if info is None:
-        return f"impl {case.impl!r} does not exist for backend {case.backend!r}"
-    if target.platform not in info.platforms:
-        return f"{case.backend}/{case.impl} runs on {', '.join(info.platforms)}, not {target.platform} ({target.name})"
-    return None
+    """Why a case is not compiled for this target, decided without a worker (scheduler.plan_skip)."""
+    return TORCH_XLA_REASON if case.backend == "torch_xla" else \
+        scheduler.plan_skip(case, target.platform, target=target.name)
 
 
 def _row(case: suite_lib.Case, ctx: scheduler.RunContext, target: hardware.Target, slices: int,
@@ -87,10 +76,6 @@ def _framework_version(jax_versions: Optional[str], target: hardware.Target) -> 
     new libtpu changes its memory and FLOP figures as much as a new jaxlib does."""
     libtpu = software()["libtpu_version"] if target.platform == "tpu" else None
     return f"{jax_versions} / libtpu {libtpu}" if jax_versions and libtpu else jax_versions
-
-
-def _now() -> str:
-    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
 
 
 def _checked(s: suite_lib.Suite, target_name: str, slices: int,
@@ -134,50 +119,27 @@ def compile_suite(s: suite_lib.Suite, target_name: str, slices: int = 1, opts: R
                   on_case_start: Callable[[int, suite_lib.Case], None] = lambda job, case: None,
                   on_row: Callable[[suite_lib.Case, dict[str, Any]], None] = lambda c, r: None,
                   on_warning: Callable[[str], None] = lambda text: None) -> CompileOutcome:
-    """Compile every case of the suite's profile (``opts.profile``, default the target's platform: tpu, gpu) that ``opts``' filters
-    leave for ``target_name``; ``opts.timeout_s`` limits each compile, ``opts.resume_csv`` continues a compile.
+    """Compile every case of the suite's profile (``opts.profile``, default the target's platform: tpu, gpu)
+    that ``opts``' filters leave for ``target_name``; ``opts.timeout_s`` limits each compile,
+    ``opts.resume_csv`` continues a compile.
 
     ``opts.jobs`` cases compile at once (default: parallel.default_jobs()), each job in a worker of its
     own. ``on_start(profile, cases to do, cases already done, target env, jobs)``, ``on_case_start(job,
-    case)`` and ``on_row`` (in the order cases finish) report progress,
-    ``on_warning`` what the user should know (a cache folder that cannot be written).
+    case)`` and ``on_row`` (in the order cases finish) report progress, ``on_warning`` what the user should
+    know (a cache folder that cannot be written).
     Raises CompileError for bad input and for a host that cannot compile for the target."""
     target, prof, cases = _checked(s, target_name, slices, opts)
-    if note := mesh_note(cases, target, slices):
-        on_warning(note)
-    try:
-        files, done, run_id = open_run(s, opts.out_dir, opts.resume_csv, suffix=results.COMPILE_SUFFIX, same=("target", target.name))
-    except RunInputError as e:
-        raise CompileError(str(e)) from None
-    todo = [c for c in cases if c.case_id not in done]
-
-    # JAX's persistent cache cannot serve libtpu's compile-only client (docs/compile.md): the worker keeps
-    # its own figures per program under the same folder (xlabench/measure/figure_store.py).
-    cache_dir, cache_warning = cache_folder.resolve(opts, s)
-    if cache_warning:
-        on_warning(cache_warning)
-    pool = workers.WorkerPool(files.log, search_path=(str(Path(s.path).resolve().parent),), compile_cache=cache_dir)
+    sess = _open(s, target, cases, slices, opts, on_warning)
+    todo = [c for c in cases if c.case_id not in sess.done]
     spec = target_spec(target, slices)
-    try:
-        worker = pool.get("jax", 1, COMPILE_VARIANT)
-        env = {**worker.request({"op": "target", "target": spec.to_message()}, pool.PROBE_TIMEOUT_S)["env"],
-               "framework_version": _framework_version(worker.env.get("framework_version"), target)}
-    except workers.WorkerError as e:
-        pool.close()
-        raise CompileError(f"cannot compile for {target.name}: {e}") from None
-    ctx = scheduler.RunContext(run_id=run_id, platform=target.platform)
-    keep_root = explain_dir(files.csv).resolve() if opts.explain else None
+    env, host_env = _target_env(sess, target, spec)
+    ctx = scheduler.RunContext(run_id=sess.run_id, platform=target.platform)
+    keep_root = sess.trace_root()
     jobs = max(1, min(opts.jobs or parallel.default_jobs(), sum(_skip_reason(c, target) is None for c in todo)))
-    results.write_meta(files, {
-        "run_id": run_id, "suite": s.name, "suite_file": str(s.path), "profile": prof, "command": sys.argv,
-        "target": target.name, "topology": topology_label(target, slices), "slices": slices, "env": env,
-        "host_env": worker.env, "git_sha": ctx.git_sha, "hostname": ctx.hostname, "jobs": jobs,
-        "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "schema_version": results.SCHEMA_VERSION,
-        "suite_spec": s.spec.model_dump(mode="json"), **({"trace_root": str(keep_root)} if keep_root else {})})
-    on_start(prof, len(todo), len(done), env, jobs)
-    # One worker pool per job; with several jobs, the costliest cases first so that no job is left with
-    # a long compile at the end (rows are written as they finish, whatever the order).
-    pools = [pool] + [pool.like() for _ in range(jobs - 1)]
+    sess.write_meta(prof, ctx, env, jobs, target=target.name, topology=topology_label(target, slices),
+                    slices=slices, host_env=host_env)
+    on_start(prof, len(todo), len(sess.done), env, jobs)
+    pools = sess.add_jobs(jobs)  # one worker pool per job
     peaks: list[Optional[int]] = [None] * jobs
 
     def compile_case(job: int, case: suite_lib.Case) -> dict[str, Any]:
@@ -186,32 +148,59 @@ def compile_suite(s: suite_lib.Suite, target_name: str, slices: int = 1, opts: R
         if reason:
             row.update(status=SKIPPED, error=reason)
         else:
-            row.update(_compile_one(case, pools[job], spec, opts.timeout_s or case.measure.timeout_s,
-                                    str(keep_root / case.case_id) if keep_root else None))
+            keep = str(keep_root.resolve() / case.case_id) if keep_root else None
+            row.update(_compile_one(case, pools[job], spec, opts.timeout_s or case.measure.timeout_s, keep))
             row.update(_ceilings(row, target, slices))
-        row["timestamp"] = _now()
+        row["timestamp"] = row_builder.now()
         return row
 
     def finish(job: int) -> None:
         peaks[job] = pools[job].peak_rss_bytes()
         pools[job].close()
 
-    def abort() -> None:
-        for p in pools:
-            p.kill_all()
-
-    order = todo if jobs == 1 else sorted(todo, key=lambda c: -shard.estimated_cost(c))
     rows: list[dict[str, Any]] = []
     try:
-        with results.RowWriter(files) as writer:
-            for case, row in parallel.in_parallel(order, jobs, compile_case, on_case_start, finish, abort):
+        with sess.writer() as writer:
+            for case, row in parallel.in_parallel(_order(todo, jobs), jobs, compile_case, on_case_start, finish,
+                                                  sess.kill_all):
                 writer.write(row)
                 rows.append(row)
                 on_row(case, row)
     finally:
-        for p in pools:
-            p.close()
-    return CompileOutcome(files, prof, target, todo, rows, jobs, peaks)
+        sess.close()
+    return CompileOutcome(sess.files, prof, target, todo, rows, jobs, peaks)
+
+
+def _open(s: suite_lib.Suite, target: hardware.Target, cases: list[suite_lib.Case], slices: int, opts: RunOptions,
+          on_warning: Callable[[str], None]) -> Session:
+    """The compile's session (a .compile.csv of this target), after saying what the cases' meshes leave out;
+    the cache folder holds the worker's figures per program (measure/figure_store.py, docs/compile.md)."""
+    if note := mesh_note(cases, target, slices):
+        on_warning(note)
+    try:
+        return open_session(s, opts.replace(run_id=None, trace_dir=None, local_devices=None), on_warning,
+                            suffix=results.COMPILE_SUFFIX, same=("target", target.name))
+    except RunInputError as e:
+        raise CompileError(str(e)) from None
+
+
+def _order(todo: list[suite_lib.Case], jobs: int) -> list[suite_lib.Case]:
+    """With several jobs, the costliest cases first so that no job is left with a long compile at the end
+    (rows are written as they finish, whatever the order)."""
+    return todo if jobs == 1 else sorted(todo, key=lambda c: -shard.estimated_cost(c))
+
+
+def _target_env(sess: Session, target: hardware.Target, spec: TargetSpec) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(the target's devices as the rows' environment, the compiling worker's own), or CompileError when
+    this host cannot compile for the target (the session is closed)."""
+    try:
+        worker = sess.pool.get("jax", 1, COMPILE_VARIANT)
+        env = {**worker.request({"op": "target", "target": spec.to_message()}, sess.pool.PROBE_TIMEOUT_S)["env"],
+               "framework_version": _framework_version(worker.env.get("framework_version"), target)}
+    except workers.WorkerError as e:
+        sess.close()
+        raise CompileError(f"cannot compile for {target.name}: {e}") from None
+    return env, worker.env
 
 
 def _ceilings(row: dict[str, Any], target: hardware.Target, slices: int) -> dict[str, Any]:
@@ -233,15 +222,10 @@ def _ceilings(row: dict[str, Any], target: hardware.Target, slices: int) -> dict
 def _compile_one(case: suite_lib.Case, pool: workers.WorkerPool, target: TargetSpec,
                  timeout_s: float, keep_dir: Optional[str] = None) -> dict[str, Any]:
     """One case's compile in the worker: the row fields it adds (status, error, figures); ``keep_dir``:
-    where the worker writes its optimized HLO text (`compile --explain`)."""
-    try:  # a worker that crashed or hung is replaced by the next get
-        reply = pool.get("jax", 1, COMPILE_VARIANT).request(CompileRequest.from_case(case, target, keep_dir).to_message(),
-                                                            timeout_s)
-        if "result" not in reply:  # skipped or failed
-            return {"status": reply["status"], "error": reply.get("error")}
-        result = CompileResult.from_message(reply["result"])
-    except workers.WorkerError as e:
-        return {"status": FAILED, "error": str(e)}
-    except ProtocolError as e:
-        return {"status": FAILED, "error": f"worker reply: {e}"}
-    return {"status": result.status, "error": result.error, **result.fields}
+    where the worker writes its optimized HLO text (`compile --explain`). Failures: workers.ask."""
+    out = workers.ask(pool, ("jax", 1, COMPILE_VARIANT),
+                      lambda worker: CompileRequest.from_case(case, target, keep_dir).to_message(), timeout_s,
+                      CompileResult.from_message)
+    if isinstance(out, tuple):  # skipped or failed
+        return {"status": out[0], "error": out[1]}
+    return {"status": out.status, "error": out.error, **out.fields}

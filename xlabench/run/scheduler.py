@@ -1,4 +1,11 @@
-"""Runs cases in workers and writes one row per case as soon as it ends: repeats in passes over the suite, skips planned from the impl catalog; each row assembled once, from the worker's typed results (run/rows.py)."""
+"""Runs cases in workers and writes one row per case as soon as it ends: repeats in passes over the suite, skips planned from the impl catalog; each row assembled once, from the worker's samples (run/rows.py).
+
+Repeats are taken in passes over the cases, the order shuffled after the first pass (random
+interleaving, as Google Benchmark's --benchmark_enable_random_interleaving): a case's runs are
+spread over the run instead of back to back, so a slow stretch of a shared host hits every case
+a little instead of all of one case's runs (benchmarks/gate_quality.py measures the effect). The
+first pass keeps suite order but shuffles the configurations of a sweep among their places
+(first_pass), so that no configuration always runs first."""
 
 from __future__ import annotations
 
@@ -20,12 +27,12 @@ from xlabench.run.calibrate import host_calib_s
 from xlabench.run.envs import worker_variant
 from xlabench.run.interrupts import interruptible, uninterrupted
 from xlabench.run.parallel import in_parallel
-from xlabench.run.workers import Worker, WorkerError, WorkerPool
+from xlabench.run.workers import Worker, WorkerError, WorkerPool, ask
 from xlabench.suite import Case
-from xlabench.protocol.worker_messages import CaseResult, ProtocolError
+from xlabench.protocol.worker_messages import CaseResult
 from xlabench.run.case_plan import CasePlan, plan_case
 from xlabench.workloads import TUNED_PARAMS
-from xlabench.protocol.status import FAILED, OK, SKIPPED
+from xlabench.protocol.status import SKIPPED
 
 
 def new_run_id() -> str:
@@ -72,14 +79,17 @@ class RunContext:
         return str((self.trace_root / case.case_id / (f"repeat-{repeat + 1}" if case.measure.repeats > 1 else "")).resolve())
 
 
-def plan_skip(case: Case, platform: str, info: Optional[catalog.ImplInfo] = None) -> Optional[str]:
+def plan_skip(case: Case, platform: str, info: Optional[catalog.ImplInfo] = None,
+              target: Optional[str] = None) -> Optional[str]:
     """Why a case cannot run on this platform at all (decided without a worker), or None; ``info``: its
-    catalog entry, when the caller has it."""
+    catalog entry, when the caller has it; ``target``: a compile for that target (the impl must run there
+    natively: an interpreter compiles for no chip)."""
     info = info or catalog.find(case.backend, case.impl, case.workload)
     if info is None:
         return f"impl {case.impl!r} does not exist for backend {case.backend!r}"
-    if not info.runs_on(platform):
-        return f"{case.backend}/{case.impl} runs on {', '.join(info.platforms)}, not {platform}"
+    if not (platform in info.platforms if target else info.runs_on(platform)):
+        return f"{case.backend}/{case.impl} runs on {', '.join(info.platforms)}, not {platform}" + \
+            (f" ({target})" if target else "")
     return None
 
 
@@ -116,34 +126,25 @@ def start_case(case: Case, pool: WorkerPool, ctx: RunContext) -> CaseRun:
 def run_repeat(state: CaseRun, pool: WorkerPool, ctx: RunContext) -> None:
     """One independent run of the case (fresh inputs, trace and, for JAX, compile; its own warm-up).
 
-    Never raises for the case's own failures: they end the case (a failed row)."""
+    Never raises for the case's own failures: they end the case (a failed row, workers.ask)."""
     case = state.case
     i, n = len(state.replies), state.wanted
-    attempt = f"repeat {i + 1} of {n}: " if n > 1 else ""  # which repeat a failure happened in
-    worker: Optional[Worker] = None
-    try:
-        worker = pool.get(case.backend, case.devices, worker_variant(case.backend, case.workload, case.params))
+
+    def request(worker: Worker) -> dict[str, Any]:
         state.env = state.env or dict(worker.env)
         if case.devices > int(worker.env.get("device_count", 1)):
             raise WorkerError(f"case needs {case.devices} devices; the {case.backend} worker sees "
                               f"{worker.env.get('device_count')} ({worker.env.get('process_count', 1)} process(es))")
         state.plan = state.plan or plan_case(case, state.info, worker.env.get("platform", ctx.platform), ctx)
-        req = state.plan.request(case, ctx.trace_dir(case, i))
-        reply = worker.request(req.to_message(), ctx.timeout_override or case.measure.timeout_s)
-        result = CaseResult.from_message(reply["result"]) if reply["status"] == OK else None
-    except ProtocolError as e:  # a worker of another xlabench version: the case fails, saying what differs
-        state.ended = (FAILED, f"{attempt}worker reply: {e}")
-        return
-    except WorkerError as e:
-        if worker is not None and not worker.alive():
-            pool.discard(worker)
-        state.ended = (FAILED, f"{attempt}{e}")
-        return
-    if result is None:
-        error = reply.get("error")
-        state.ended = (reply["status"], f"{attempt}{error}" if reply["status"] == FAILED else error)
+        return state.plan.request(case, ctx.trace_dir(case, i)).to_message()
+
+    out = ask(pool, (case.backend, case.devices, worker_variant(case.backend, case.workload, case.params)), request,
+              ctx.timeout_override or case.measure.timeout_s, CaseResult.from_message,
+              f"repeat {i + 1} of {n}: " if n > 1 else "")  # which repeat a failure happened in
+    if isinstance(out, CaseResult):
+        state.replies.append(out)
     else:
-        state.replies.append(result)
+        state.ended = out
 
 
 def _sweep_key(case: Case) -> tuple:
@@ -187,14 +188,8 @@ def run_cases(cases: Iterable[Case], writer: results.RowWriter, ctx: RunContext,
               on_row: Callable[[Case, dict[str, Any]], None] = lambda c, r: None,
               on_repeat: Callable[[Case], None] = lambda c: None,
               more_pools: Sequence[WorkerPool] = ()) -> list[dict[str, Any]]:
-    """Run every case, writing each row as soon as its case ends.
-
-    Repeats are taken in passes over the cases, the order shuffled after the first pass (random
-    interleaving, as Google Benchmark's --benchmark_enable_random_interleaving): a case's runs are
-    spread over the run instead of back to back, so a slow stretch of a shared host hits every case
-    a little instead of all of one case's runs (benchmarks/gate_quality.py measures the effect). The
-    first pass keeps suite order but shuffles the configurations of a sweep among their places
-    (first_pass), so that no configuration always runs first. Cases are grouped by backend and worker so an accelerator's worker is started once per group.
+    """Run every case, writing each row as soon as its case ends, repeats in passes (the module's
+    docstring). Cases are grouped by backend and worker so an accelerator's worker is started once per group.
     With ``more_pools`` (``run --jobs``, CPU only) each pass runs 1 + len(more_pools) repeats at once,
     one per pool; rows are still written here, as their cases end.
     An interrupt (see ``interruptible``) kills the workers and propagates: the case in flight gets no row.

@@ -9,24 +9,23 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Optional
 
-from xlabench.explain.kept import explain_dir
 from xlabench import impls as catalog
 from xlabench import results
 from xlabench import suite as suite_lib
 from xlabench.measure import host_cache, sample_size
-from xlabench.run import cache_folder, distributed, shard
+from xlabench.run import distributed, shard
 from xlabench.run.envs import Interpreters, guess_platform
 from xlabench.run.run_options import Filter, OptionError, RunOptions
 from xlabench.run.interrupts import Interrupted, interruptible
 from xlabench.run import rows as row_builder
-from xlabench.run.scheduler import RunContext, new_run_id, plan_skip, run_cases
-from xlabench.run.workers import WorkerError, WorkerPool
+from xlabench.run.scheduler import RunContext, plan_skip, run_cases
+from xlabench.run.session import RunInputError, Session, open_session
+from xlabench.run.workers import WorkerError
 from xlabench.impls.attention_rules import predict_skip as _predict_attention_skip
 from xlabench.impls.attention_rules import RULES as _ATTENTION_RULES
 from xlabench.impls.paged_rules import SPACES as _PAGED_SPACES, predict_skip as _predict_paged_skip
@@ -35,10 +34,6 @@ from xlabench.tune import default_dir as tune_cache_dir
 
 # `xlabench tune`: each case's measurement after its search is one call, on the wall clock.
 TUNE_ONLY_MEASURE = {"warmup": 1, "iters": 1, "min_time_s": 0.0, "repeats": 1, "timer": "wallclock"}
-
-
-class RunInputError(Exception):
-    """Bad input (an option, a --resume file, a profile): the message is user-facing (the CLI exits 2)."""
 
 
 class RunStartError(Exception):
@@ -135,7 +130,6 @@ def run_suite(s: suite_lib.Suite, opts: RunOptions = RunOptions(), hooks: RunHoo
         dist = distributed.from_options(opts.coordinator, opts.num_processes, opts.process_id, opts.init_timeout)
     except ValueError as e:
         raise RunInputError(str(e)) from None
-    primary = dist is None or dist.is_primary
     if (opts.jobs or 1) > 1 and dist is not None:
         raise RunInputError(f"--jobs {opts.jobs}: a multi-host run times one case at a time on every host")
     chosen = None  # (profile, cases): decided here, before a worker starts or a folder is made, when named
@@ -145,26 +139,19 @@ def run_suite(s: suite_lib.Suite, opts: RunOptions = RunOptions(), hooks: RunHoo
             chosen = prof, select_cases(s, prof, opts, shard_of)
         except suite_lib.SuiteError as e:
             raise RunInputError(str(e)) from None
-    files, done, run_id = open_run(s, opts.out_dir, opts.resume_csv, opts.run_id)
-    if opts.resume_csv and opts.profile is None and files.meta.exists():
-        opts = opts.replace(profile=json.loads(files.meta.read_text()).get("profile") or "base")
     interpreters = Interpreters(torch_xla_override=opts.python_torch_xla)
     check_torch_xla_option(opts)
-    log = files.log if primary else files.log.with_name(f"{files.csv.stem}.p{dist.process_id}.log")
-    cache_dir, cache_warning = cache_folder.resolve(opts, s)
-    if cache_warning:
-        hooks.warning(cache_warning)
-    pool = WorkerPool(log, interpreters, dist=dist, local_devices=opts.local_devices,
-                      search_path=(str(Path(s.path).resolve().parent),), compile_cache=cache_dir)
+    sess = open_session(s, opts, hooks.warning, interpreters=interpreters, dist=dist)
+    if opts.resume_csv and opts.profile is None and sess.files.meta.exists():
+        sess.opts = sess.opts.replace(profile=json.loads(sess.files.meta.read_text()).get("profile") or "base")
     tally: dict[str, int | None] = {"done": None, "total": None}  # what an interrupt reports
     try:
         with interruptible():
-            return _run_with_pool(s, pool, files, opts, run_id=run_id, done=done, tally=tally, dist=dist,
-                                  shard_of=shard_of, hooks=hooks, chosen=chosen)
+            return _run_with_pool(sess, tally=tally, dist=dist, shard_of=shard_of, hooks=hooks, chosen=chosen)
     except Interrupted as e:
-        pool.kill_all()
+        sess.pool.kill_all()
         e.done, e.total = tally["done"], tally["total"]
-        e.csv = files.csv if primary and files.csv.exists() else None
+        e.csv = sess.files.csv if sess.primary and sess.files.csv.exists() else None
         raise
 
 
@@ -229,31 +216,6 @@ def plan_run(s: suite_lib.Suite, opts: RunOptions) -> RunPlan:
                                      or predict_skip(c, platform)) for c in cases], done)
 
 
-def open_run(s: suite_lib.Suite, out_dir: str, resume_csv: Optional[str], run_id: Optional[str] = None,
-             suffix: str = ".csv", same: tuple[str, str] | None = None) -> tuple[results.RunFiles, set[str], str]:
-    """(files, case ids already done, run id) of a new run under ``out_dir/<suite>/`` or of the one
-    ``resume_csv`` continues; that one must hold this suite (and, with ``same = (column, value)``, only
-    that value in the column: a compile's target)."""
-    if not resume_csv:
-        run_id = run_id or new_run_id()
-        files = results.RunFiles(Path(out_dir) / s.name / f"{run_id}{suffix}")
-        try:
-            results.make_dir(files.csv.parent, "--out", f"rows go to OUT/<suite>/<run-id>{suffix}")
-        except results.OutputPathError as e:
-            raise RunInputError(str(e)) from None
-        return files, set(), run_id
-    try:
-        files, prior, done, run_id = results.read_prior(Path(resume_csv))
-    except results.ResultsFileError as e:
-        raise RunInputError(f"--resume: {e}") from None
-    for column, want in [("suite", s.name)] + ([same] if same else []):
-        have = sorted(set(prior[column].astype(str))) if len(prior) else [want]
-        if have != [want]:
-            files.release()
-            raise RunInputError(f"--resume: {resume_csv} holds {column} {', '.join(map(repr, have))}, not {want!r}")
-    return files, done, run_id  # files hold the run's lock until its writer closes (RunFiles.hold)
-
-
 def _with_impl_paths(s: suite_lib.Suite, opts: RunOptions) -> suite_lib.Suite:
     """``--impl package.module:fn`` adds a user impl the suite does not list (other --impl values filter)."""
     paths = [i for i in opts.only_impls if catalog.is_path(i)]
@@ -283,85 +245,89 @@ def select_cases(s: suite_lib.Suite, prof: str, opts: RunOptions = RunOptions(),
     return cases
 
 
-def _run_with_pool(s: suite_lib.Suite, pool: WorkerPool, files: results.RunFiles, opts: RunOptions, *, run_id: str,
-                   done: set[str], tally: dict[str, int | None], dist: Any, shard_of: tuple[int, int] | None,
+def _run_with_pool(sess: Session, *, tally: dict[str, int | None], dist: Any, shard_of: tuple[int, int] | None,
                    hooks: RunHooks, chosen: Optional[tuple[str, list[suite_lib.Case]]] = None) -> RunOutcome:
-    """run_suite once its workers can start: probe, pick the cases (unless ``chosen``: a named profile's,
+    """run_suite once its session is open: probe, pick the cases (unless ``chosen``: a named profile's,
     picked before), run them. ``tally`` counts the cases with a row (done) out of the run's cases (total),
     for the interrupt message."""
-    primary = dist is None or dist.is_primary
     process_id = 0 if dist is None else dist.process_id
-    interpreters = pool.interpreters
     started = time.time()
     try:
-        first = pool.get(platform_backend(s, interpreters), 1)
+        first = sess.pool.get(platform_backend(sess.suite, sess.pool.interpreters), 1)
     except WorkerError as e:
         if dist is None:
             raise RunStartError(str(e)) from None
-        return _fail_all(s, opts.profile, files, run_id, f"multi-host start failed: {e}", primary, process_id)
+        return _fail_all(sess, f"multi-host start failed: {e}", process_id)
     platform = first.env["platform"]
-    jobs = opts.jobs or 1
-    if refused := jobs_refused(jobs, platform):
-        pool.close()
-        raise RunInputError(refused)
-    try:
-        if chosen is None:
-            prof = s.pick_profile(platform, opts.profile)
-            chosen = prof, select_cases(s, prof, opts, shard_of)
-        prof, cases = chosen
-    except (suite_lib.SuiteError, RunInputError) as e:
-        pool.close()
-        raise RunInputError(str(e)) from None
-    warnings: list[str] = []
-    todo = [c for c in cases if c.case_id not in done]
+    prof, cases = _pick_cases(sess, platform, shard_of, chosen)
+    todo = [c for c in cases if c.case_id not in sess.done]
     tally["done"], tally["total"] = len(cases) - len(todo), len(cases)
-    warnings += [f"{pool.missing(b)}; its cases become skipped rows"
-                 for b in dict.fromkeys(c.backend for c in todo) if pool.missing(b)]
+    warnings = [f"{sess.pool.missing(b)}; its cases become skipped rows"
+                for b in dict.fromkeys(c.backend for c in todo) if sess.pool.missing(b)]
     for w in warnings:
         hooks.warning(w)
-    cpu_peaks = {k: first.env[k] for k in ("measured_cpu_tflops", "measured_cpu_gbytes_per_s", "cpu_peak_source")
-                 if k in first.env}
-    trace_root = (Path(opts.trace_dir) if opts.trace_dir is not None
-                  else explain_dir(files.csv) if opts.explain else None)
-    ctx = RunContext(run_id=run_id, platform=platform, peak_override=opts.peak_tflops,
-                     timeout_override=opts.timeout_s, cpu_peaks=cpu_peaks, trace_root=trace_root,
-                     jobs=max(1, min(jobs, len(todo))), tune=True if opts.tune_only else opts.tune,
-                     tune_dir=str(tune_cache_dir()), llc_bytes=host_cache.llc_bytes() if platform == "cpu" else None)
-    meta = {"run_id": run_id, "suite": s.name, "shard": opts.shard_spec, "suite_file": str(s.path), "profile": prof,
-            "workload": s.spec.workload, "command": sys.argv, "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            "env": {**first.env, **({"llc_bytes": ctx.llc_bytes} if ctx.llc_bytes else {})}, "git_sha": ctx.git_sha, "hostname": ctx.hostname, "jobs": ctx.jobs,
-            "schema_version": results.SCHEMA_VERSION,
-            "suite_spec": s.spec.model_dump(mode="json")}
-    if trace_root is not None:
-        meta["trace_root"] = str(trace_root.resolve())  # each case's profile and HLO text (xlabench explain)
-    if primary:
-        results.write_meta(files, meta)
-    lines = [f"suite {s.name} profile {prof or 'base'} on {platform} ({first.env['device_kind']}, "
-             f"{first.env['framework_version']}): {len(todo)} case(s)" + (f", {len(done)} already done" if done else "")
-             + (f", {ctx.jobs} jobs at once" if ctx.jobs > 1 else "")]
-    if platform == "cpu":
-        lines.append("CPU: Pallas kernels run in interpret mode; their rows say interpret=true "
-                     "(a pipeline check, not kernel speed)")
-    hooks.start(lines, sum(c.measure.repeats for c in todo), todo, jobs=ctx.jobs)
+    ctx = _context(sess, first.env, platform, len(todo))
+    meta = sess.write_meta(prof, ctx, {**first.env, **({"llc_bytes": ctx.llc_bytes} if ctx.llc_bytes else {})},
+                           ctx.jobs, shard=sess.opts.shard_spec, workload=sess.suite.spec.workload)
+    hooks.start(_start_lines(sess, prof, platform, first.env, len(todo), ctx.jobs),
+                sum(c.measure.repeats for c in todo), todo, jobs=ctx.jobs)
 
     def on_row(case: suite_lib.Case, row: dict[str, Any]) -> None:
         tally["done"] = (tally["done"] or 0) + 1
         hooks.row(case, row)
 
-    more = [pool.like() for _ in range(ctx.jobs - 1)]  # --jobs: a pool per job
-    with results.RowWriter(files) if primary else results.NullWriter() as writer:
+    sess.add_jobs(ctx.jobs)  # --jobs: a pool per job
+    with sess.writer() as writer:
         try:
-            rows = run_cases(todo, writer, ctx, pool, on_row, hooks.repeat, more)
+            rows = run_cases(todo, writer, ctx, sess.pool, on_row, hooks.repeat, sess.more)
         finally:
-            for p in [pool, *more]:
-                p.close()
-    if primary:
-        if trace_root is not None:
-            meta["traces"] = traces_of(trace_root, todo)
-        results.finish_meta(files, meta, rows)
-    return RunOutcome(files, prof, todo, rows, primary=primary, process_id=process_id,
+            sess.close()
+    if sess.primary:
+        if ctx.trace_root is not None:
+            meta["traces"] = traces_of(ctx.trace_root, todo)
+        results.finish_meta(sess.files, meta, rows)
+    return RunOutcome(sess.files, prof, todo, rows, primary=sess.primary, process_id=process_id,
                       seconds=time.time() - started, warnings=warnings,
-                      samples_note=None if opts.tune_only else samples_note(cases))
+                      samples_note=None if sess.opts.tune_only else samples_note(cases))
+
+
+def _pick_cases(sess: Session, platform: str, shard_of: tuple[int, int] | None,
+                chosen: Optional[tuple[str, list[suite_lib.Case]]]) -> tuple[str, list[suite_lib.Case]]:
+    """(profile, cases) of the run on ``platform`` (``chosen``: picked before the worker started); bad
+    input closes the session's pool and raises RunInputError."""
+    opts = sess.opts
+    try:
+        if refused := jobs_refused(opts.jobs or 1, platform):
+            raise RunInputError(refused)
+        if chosen is None:
+            prof = sess.suite.pick_profile(platform, opts.profile)
+            chosen = prof, select_cases(sess.suite, prof, opts, shard_of)
+        return chosen
+    except (suite_lib.SuiteError, RunInputError) as e:
+        sess.pool.close()
+        raise RunInputError(str(e)) from None
+
+
+def _context(sess: Session, env: dict[str, Any], platform: str, todo: int) -> RunContext:
+    """The run's context: the first worker's platform and CPU peaks, the run's options, the tuning cache."""
+    opts = sess.opts
+    cpu_peaks = {k: env[k] for k in ("measured_cpu_tflops", "measured_cpu_gbytes_per_s", "cpu_peak_source") if k in env}
+    return RunContext(run_id=sess.run_id, platform=platform, peak_override=opts.peak_tflops,
+                      timeout_override=opts.timeout_s, cpu_peaks=cpu_peaks, trace_root=sess.trace_root(),
+                      jobs=max(1, min(opts.jobs or 1, todo)), tune=True if opts.tune_only else opts.tune,
+                      tune_dir=str(tune_cache_dir()), llc_bytes=host_cache.llc_bytes() if platform == "cpu" else None)
+
+
+def _start_lines(sess: Session, prof: str, platform: str, env: dict[str, Any], todo: int, jobs: int) -> list[str]:
+    """What the run says before its first case."""
+    done = sess.done
+    lines = [f"suite {sess.suite.name} profile {prof or 'base'} on {platform} ({env['device_kind']}, "
+             f"{env['framework_version']}): {todo} case(s)" + (f", {len(done)} already done" if done else "")
+             + (f", {jobs} jobs at once" if jobs > 1 else "")]
+    if platform == "cpu":
+        lines.append("CPU: Pallas kernels run in interpret mode; their rows say interpret=true "
+                     "(a pipeline check, not kernel speed)")
+    return lines
 
 
 def traces_of(root: Path, cases: Iterable[suite_lib.Case]) -> dict[str, list[str]]:
@@ -375,15 +341,15 @@ def traces_of(root: Path, cases: Iterable[suite_lib.Case]) -> dict[str, list[str
     return out
 
 
-def _fail_all(s: suite_lib.Suite, profile: Optional[str], files: results.RunFiles, run_id: str, error: str,
-              primary: bool, process_id: int) -> RunOutcome:
+def _fail_all(sess: Session, error: str, process_id: int) -> RunOutcome:
     """A run that cannot start its workers (e.g. a multi-host peer or coordinator is unreachable):
     every case gets a failed row naming the cause."""
+    s, profile = sess.suite, sess.opts.profile
     prof = s.pick_profile(None, profile) if profile is not None else ""
-    ctx = RunContext(run_id=run_id, platform="")
+    ctx = RunContext(run_id=sess.run_id, platform="")
     rows = [row_builder.case_row(case, ctx, ended=(FAILED, error))[0] for case in s.cases(prof)]
-    if primary:
-        with results.RowWriter(files) as writer:
-            for row in rows:
-                writer.write(row)
-    return RunOutcome(files, prof, s.cases(prof), rows, primary=primary, process_id=process_id, start_error=error)
+    with sess.writer() as writer:
+        for row in rows:
+            writer.write(row)
+    return RunOutcome(sess.files, prof, s.cases(prof), rows, primary=sess.primary, process_id=process_id,
+                      start_error=error)

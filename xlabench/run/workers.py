@@ -1,4 +1,4 @@
-"""Worker processes: one python -m xlabench.worker per (backend, device count, variant), reused across cases, killed with its process group; a crash, a hang past the timeout or an OOM kill is a WorkerError naming the cause."""
+"""Worker processes: one python -m xlabench.worker per (backend, device count, variant), reused across cases, killed with its process group; a crash, a hang past the timeout or an OOM kill is a WorkerError naming the cause; ``ask`` maps a request's reply or failure to a row's status, for `run` and `compile` alike."""
 
 from __future__ import annotations
 
@@ -12,11 +12,13 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Callable, Optional, Union
 
 from xlabench.run import envs
 from xlabench.run.distributed import DistributedConfig
+from xlabench.protocol.status import FAILED
 from xlabench.protocol.worker_env import COMPILE_CACHE_VAR, FIGURE_CACHE_VAR, IMPL_PATH_VAR
+from xlabench.protocol.worker_messages import ProtocolError
 from xlabench.run.envs import Interpreters, worker_environ
 
 
@@ -259,3 +261,33 @@ def probe(backend: str = "jax", devices: int = 1, interpreters: Interpreters = I
     finally:
         w.close()
 
+
+Ended = tuple[str, Optional[str]]  # (status, error) of a case that ended without a result
+
+
+def ask(pool: "WorkerPool", key: tuple[str, int, str], request: Callable[[Worker], dict[str, Any]], timeout_s: float,
+        decode: Callable[[dict[str, Any]], Any], attempt: str = "") -> Union[Any, Ended]:
+    """One request to the worker of ``key`` (backend, devices, variant), the message made by ``request`` from
+    that worker (which may refuse it: WorkerError): the decoded ``result`` of a reply that has one, else
+    (status, error) for the row: the worker's own skipped or failed reply, a worker that crashed or hung
+    (discarded: the next get starts another), or a reply of another xlabench version. ``attempt`` (which
+    repeat) starts a failure's error. Never raises for the case's own failures."""
+    worker: Optional[Worker] = None
+    try:
+        worker = pool.get(*key)
+        reply = worker.request(request(worker), timeout_s)
+        if "result" not in reply:  # skipped or failed
+            error = reply.get("error")
+            return reply["status"], f"{attempt}{error}" if reply["status"] == FAILED else error
+        return decode(reply["result"])
+    except ProtocolError as e:  # a worker of another xlabench version: the case fails, saying what differs
+        return FAILED, f"{attempt}worker reply: {e}"
+    except WorkerError as e:
+        if worker is not None and not worker.alive():
+            pool.discard(worker)
+        return FAILED, f"{attempt}{e}"
+
+
+def ended(outcome: Any) -> Optional[Ended]:
+    """The (status, error) an ``ask`` returned, or None when it returned a result."""
+    return outcome if isinstance(outcome, tuple) else None

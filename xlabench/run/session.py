@@ -1,0 +1,122 @@
+"""One session for `run` and `compile`: it owns the run's files (a new run's or the one --resume continues),
+the workers' compilation-cache folder, the worker pools (one per job), the meta JSON's shared keys, the row
+writer (the mapping of a worker's reply or failure to a row's status is workers.ask). Each runner gives only how a case
+becomes a row (run/suite_runner.py: a run's timed repeats; run/compile_runner.py: a compile for a target).
+Framework-free: the parent never imports JAX."""
+
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Optional, Union
+
+from xlabench import results
+from xlabench import suite as suite_lib
+from xlabench.explain.kept import explain_dir
+from xlabench.run import cache_folder
+from xlabench.run.envs import Interpreters
+from xlabench.run.run_options import RunOptions
+from xlabench.run.scheduler import new_run_id
+from xlabench.run.workers import WorkerPool
+
+
+class RunInputError(Exception):
+    """Bad input (an option, a --resume file, a profile): the message is user-facing (the CLI exits 2)."""
+
+
+def open_run(s: suite_lib.Suite, out_dir: str, resume_csv: Optional[str], run_id: Optional[str] = None,
+             suffix: str = ".csv", same: tuple[str, str] | None = None) -> tuple[results.RunFiles, set[str], str]:
+    """(files, case ids already done, run id) of a new run under ``out_dir/<suite>/`` or of the one
+    ``resume_csv`` continues; that one must hold this suite (and, with ``same = (column, value)``, only
+    that value in the column: a compile's target)."""
+    if not resume_csv:
+        run_id = run_id or new_run_id()
+        files = results.RunFiles(Path(out_dir) / s.name / f"{run_id}{suffix}")
+        try:
+            results.make_dir(files.csv.parent, "--out", f"rows go to OUT/<suite>/<run-id>{suffix}")
+        except results.OutputPathError as e:
+            raise RunInputError(str(e)) from None
+        return files, set(), run_id
+    try:
+        files, prior, done, run_id = results.read_prior(Path(resume_csv))
+    except results.ResultsFileError as e:
+        raise RunInputError(f"--resume: {e}") from None
+    for column, want in [("suite", s.name)] + ([same] if same else []):
+        have = sorted(set(prior[column].astype(str))) if len(prior) else [want]
+        if have != [want]:
+            files.release()
+            raise RunInputError(f"--resume: {resume_csv} holds {column} {', '.join(map(repr, have))}, not {want!r}")
+    return files, done, run_id  # files hold the run's lock until its writer closes (RunFiles.hold)
+
+
+@dataclass
+class Session:
+    """A run's or a compile's files, pools, meta and writer (``primary``: this process writes the files)."""
+
+    suite: suite_lib.Suite
+    opts: RunOptions
+    files: results.RunFiles
+    done: set[str]
+    run_id: str
+    pool: WorkerPool
+    primary: bool = True
+    more: list[WorkerPool] = field(default_factory=list)  # a pool per further job (--jobs)
+
+    @property
+    def pools(self) -> list[WorkerPool]:
+        return [self.pool, *self.more]
+
+    def add_jobs(self, jobs: int) -> list[WorkerPool]:
+        """A worker pool per job, the first the session's own: every job's worker is its own process."""
+        self.more = [self.pool.like() for _ in range(jobs - 1)]
+        return self.pools
+
+    def trace_root(self) -> Optional[Path]:
+        """Where each case keeps its profile and HLO text: ``--trace DIR``, else ``<run-id>.explain/`` with
+        --explain, else nowhere."""
+        if self.opts.trace_dir is not None:
+            return Path(self.opts.trace_dir)
+        return explain_dir(self.files.csv) if self.opts.explain else None
+
+    def write_meta(self, profile: str, ctx: Any, env: dict[str, Any], jobs: int, **more: Any) -> dict[str, Any]:
+        """The meta JSON beside the CSV (primary only): the keys every run and compile has, then ``more``."""
+        s, root = self.suite, self.trace_root()
+        meta = {"run_id": self.run_id, "suite": s.name, "suite_file": str(s.path), "profile": profile,
+                "command": sys.argv, "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "env": env,
+                "git_sha": ctx.git_sha, "hostname": ctx.hostname, "jobs": jobs,
+                "schema_version": results.SCHEMA_VERSION, "suite_spec": s.spec.model_dump(mode="json"), **more}
+        if root is not None:
+            meta["trace_root"] = str(root.resolve())  # each case's profile and HLO text (xlabench explain)
+        if self.primary:
+            results.write_meta(self.files, meta)
+        return meta
+
+    def writer(self) -> Union[results.RowWriter, results.NullWriter]:
+        return results.RowWriter(self.files) if self.primary else results.NullWriter()
+
+    def close(self) -> None:
+        for p in self.pools:
+            p.close()
+
+    def kill_all(self) -> None:
+        for p in self.pools:
+            p.kill_all()
+
+
+def open_session(s: suite_lib.Suite, opts: RunOptions, warning: Callable[[str], None], *, suffix: str = ".csv",
+                 same: tuple[str, str] | None = None, interpreters: Interpreters = Interpreters(),
+                 dist: Any = None) -> Session:
+    """The session of a run (``dist``: a multi-host run's place) or a compile (``suffix`` .compile.csv, its
+    target ``same``): its files, its cache folder (a folder that cannot be written costs ``warning`` and an
+    uncached run) and its first worker pool. RunInputError for bad input."""
+    files, done, run_id = open_run(s, opts.out_dir, opts.resume_csv, opts.run_id, suffix=suffix, same=same)
+    primary = dist is None or dist.is_primary
+    log = files.log if primary else files.log.with_name(f"{files.csv.stem}.p{dist.process_id}.log")
+    cache_dir, cache_warning = cache_folder.resolve(opts, s)
+    if cache_warning:
+        warning(cache_warning)
+    pool = WorkerPool(log, interpreters, dist=dist, local_devices=opts.local_devices,
+                      search_path=(str(Path(s.path).resolve().parent),), compile_cache=cache_dir)
+    return Session(s, opts, files, done, run_id, pool, primary)
