@@ -96,6 +96,7 @@ def test_the_shared_chunked_reference_matches_the_numpy_spec(causal, kv_heads, s
     assert len(fwd) == 1 and max_normalised_error(fwd, spec[:1]) < 1e-5
 
 
+@pytest.mark.slow  # the CPU interpreter simulates splash's fused backward (~25 s)
 def test_splash_with_its_fused_backward_kernel_gives_the_reference_gradients():
     """fused_bwd 1 (a candidate of splash's backward search): one kernel computes dq, dk and dv. Interpreted
     on the CPU, its gradients equal the float32 reference's, causal and not, like the two-kernel default's."""

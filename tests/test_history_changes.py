@@ -218,6 +218,7 @@ def test_each_creeping_step_passes_the_pairwise_gate(creeping_store):
         assert cmp.suite is None or cmp.suite.verdict != gate_lib.REGRESSION
 
 
+@pytest.mark.slow  # its fixture reads many runs in processes (multiprocessing)
 def test_history_names_commit_20_of_the_creeping_slowdown(creeping_store):
     url, _, factors = creeping_store
     with st.open_store(url) as s:

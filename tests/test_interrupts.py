@@ -115,6 +115,7 @@ def test_interrupt_in_a_case_kills_the_workers_and_writes_no_row_for_it(tmp_path
     assert pool.killed
 
 
+@pytest.mark.slow  # starts a process (the host calibration's python -c)
 def test_interrupt_while_a_row_is_written_keeps_the_row_whole_and_counted(tmp_path):
     writer = ListWriter(on_write=lambda: _signal_self(signal.SIGINT))
     seen: list[int] = []

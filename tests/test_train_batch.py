@@ -71,6 +71,7 @@ def _cpu_params(**kw) -> TrainParams:
                                  sharding="dp", devices=1, steps_per_sample=1), **kw})
 
 
+@pytest.mark.slow  # a batch search: compiles many train steps (~45 s)
 def test_cpu_budget_boundary_on_a_small_model() -> None:
     """The budget set between two batches' needs: the search lands on the boundary, and the step at
     one more sequence needs more than the budget."""
@@ -90,6 +91,7 @@ def test_cpu_budget_boundary_on_a_small_model() -> None:
         train_case.resolve_batch(_cpu_params(memory_limit_gib=1e-4), "naive", False, "cpu", None, donate=False)
 
 
+@pytest.mark.slow  # a batch search: compiles many train steps (~45 s)
 def test_auto_batch_row_carries_the_batch_it_found() -> None:
     from xlabench.backends.jax import train_case
 

@@ -65,6 +65,7 @@ def _assert_same_training(a, b) -> None:
     assert update_rel_diff(ua, ub) <= UPDATE_TOL, update_rel_diff(ua, ub)
 
 
+@pytest.mark.slow  # trains with Pallas kernels the CPU interpreter simulates (~35 s)
 @pytest.mark.parametrize("name,impl", [("gpt2-tiny", "flash"), ("llama-tiny", "flash")])
 def test_pallas_kernels_train_like_naive(naive_runs: dict, name: str, impl: str) -> None:
     """flash has no GQA: llama-tiny (4 query / 2 KV heads) runs it with K/V heads repeated."""

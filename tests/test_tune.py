@@ -380,6 +380,7 @@ def test_the_speedup_chart_draws_tuned_kernels_beside_their_default_blocks():
     assert np.allclose(tuned / default, (rows.default_s / rows.median_s).to_numpy(), rtol=1e-6)
 
 
+@pytest.mark.slow  # a block search: compiles and times many interpreted kernels (~50 s)
 def test_the_train_step_runs_its_attention_at_the_tuned_blocks_from_the_same_cache(tmp_path, chunky):
     """A train case with tuning on: the step's attention (per-shard [B, S, H, D], causal, fwd_bwd) is tuned
     as an attention case of that shape, the kernel in the step runs at the winner, the row says so, and a
