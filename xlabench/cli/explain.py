@@ -11,10 +11,8 @@ from xlabench.cli.click_options import run_options
 from xlabench.run.run_options import RunOptions
 
 
-@click.command(epilog=examples("xlabench run suites/gpt2.yaml --explain",
-                               "xlabench explain results/gpt2/RUN.csv -k impl=flash",
-                               "xlabench compile suites/gpt2.yaml --target v4-8 --explain",
-                               "xlabench explain results/gpt2/RUN.compile.csv"))
+@click.command(epilog=examples("xlabench explain results/gpt2/RUN.csv -k impl=flash   # after: run ... --explain",
+                               "xlabench explain results/gpt2/RUN.compile.csv   # after: compile ... --explain"))
 @click.argument("csv_file", type=click.Path(dir_okay=False))
 @run_options("where")
 def explain(csv_file: str, run_opts: RunOptions) -> None:
