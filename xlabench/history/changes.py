@@ -55,13 +55,11 @@ import numpy as np
 from scipy import ndimage, stats
 
 from xlabench.history import ALPHA, bands
+from xlabench.history.robust import HUBER_K, SPIKE_K, SPIKES, clip_outliers, despike, noise, spread  # noqa: F401
 
 MIN_SIZE = 3       # runs on each side of a split (fewer: a side has next to no variance to test against)
 MAX_BUMP = 30      # longest window of runs scanned as a regression and its fix (longer ones: two steps)
 WINDOW = 30        # runs on each side a change is confirmed and measured on (up to the neighbouring changes)
-SPIKE_K = 10.0     # a run this many sigma from the median of its 5 neighbours is a bad run: set to that median
-SPIKES = 1         # at most this many bad runs (or 5 %: one run in 20) are set aside before heavy tails are judged
-HUBER_K = 3.0      # a run is clipped to this many sigma from the running median of its neighbours
 RAMP_ALPHA = 0.05  # a run before a change still counts as changed while it is this significantly beyond the runs before it
 SPREAD_RUNS = 5    # a side with fewer runs: its spread is floored by the runs' within-run samples
 CONFIDENCE = 0.95
@@ -91,63 +89,6 @@ class Size:
     ratio: float  # geometric mean after / before (a time: > 1 is slower)
     low: float
     high: float
-
-
-def noise(y: np.ndarray) -> float:
-    """The series' run-to-run standard deviation from its consecutive differences, robustly (1.4826 MAD of
-    the differences / sqrt 2): a step or an outlier moves one or two differences, not their median. Where
-    more than half the differences are 0 (quantised timings), their standard deviation instead."""
-    d = np.diff(np.asarray(y, float))
-    if len(d) < 2:
-        return float("nan")
-    s = 1.4826 * float(np.median(np.abs(d - np.median(d)))) / np.sqrt(2)
-    if s <= 0:
-        s = float(np.std(d)) / np.sqrt(2)
-    return max(s, 1e-9)
-
-
-def clip_outliers(y: np.ndarray, sigma: float, k: float = HUBER_K) -> np.ndarray:
-    """y with each run clipped to k sigma around the median of the 5 runs around it (a median filter keeps a
-    step's edge; one or two bad runs in five are clipped)."""
-    y = np.asarray(y, float)
-    if len(y) < 5:
-        return y.copy()
-    m = ndimage.median_filter(y, size=5, mode="mirror")
-    r = y - m
-    return m + np.where(np.abs(r) > SPIKE_K * sigma, 0.0, np.clip(r, -k * sigma, k * sigma))
-
-
-def despike(y: np.ndarray, sigma: float) -> np.ndarray:
-    """y with its bad runs set to the median of the 5 runs around them, where it has at most max(SPIKES,
-    5 %) of them (else y): a bad run lies beyond SPIKE_K sigma of that median with both its neighbours
-    within HUBER_K sigma of theirs, every one slower than that median (bad runs are slow), and the runs left
-    without a run beyond 4 sigma of their neighbours' median or more than 2 jumps beyond 4 sigma sqrt 2 (a
-    step or a regression and its fix: heavy-tailed noise, or a case jumping between modes, has more). A few of them are not noise; a case whose median jumps between modes has more,
-    or several in a row."""
-    y = np.asarray(y, float)
-    if len(y) < 5:
-        return y.copy()
-    m = ndimage.median_filter(y, size=5, mode="mirror")
-    r = np.abs(y - m)
-    near = np.concatenate([[True], r[:-1] <= HUBER_K * sigma]) & np.concatenate([r[1:] <= HUBER_K * sigma, [True]])
-    bad = (r > SPIKE_K * sigma) & near
-    if not bad.any() or bad.sum() > max(SPIKES, 0.05 * len(y)) or np.any(y[bad] < m[bad]):
-        return y  # none, too many, or a fast one: not bad runs (a slow machine, a noisy neighbour)
-    out = np.where(bad, m, y)
-    rest = np.abs(out - ndimage.median_filter(out, size=5, mode="mirror"))
-    if np.any(rest > 4 * sigma) or np.sum(np.abs(np.diff(out)) > 4 * np.sqrt(2) * sigma) > 2:
-        return y  # the rest has tails too: heavy-tailed noise, not a few bad runs in normal noise
-    return out
-
-
-def spread(z: np.ndarray) -> float:
-    """The noise of a series as its runs stray from the median of the 5 around them (root mean square,
-    / 0.85: its share of normal noise's variance on 30 runs). A median filter keeps a step's edge, so a
-    step does not inflate it; noise that is not normal does (runs in two bands, heavy tails once clipped)."""
-    if len(z) < 5:
-        return 0.0
-    r = z - ndimage.median_filter(z, size=5, mode="mirror")
-    return float(np.sqrt(np.mean(r ** 2) / 0.85))
 
 
 def scan(z: np.ndarray, sigma: float, allowed: Optional[np.ndarray] = None, min_size: int = MIN_SIZE,
