@@ -229,6 +229,14 @@ def _watch_process_starts() -> None:
 _watch_process_starts()
 
 
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """The host calibration's probe process (xlabench/run/calibrate.py: one per process, started on first use)
+    starts here, outside every test: else whichever test first runs cases in this process would start it."""
+    from xlabench.run import calibrate
+
+    calibrate.host_calib_s(1)
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: Any):
     _RUNNING[0] = item
