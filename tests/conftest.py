@@ -284,7 +284,9 @@ def history_url(request, tmp_path: Path) -> str:
 # `--dist loadfile` hands whole modules to idle workers in collection order, so a long module collected
 # last leaves the other worker idle at the end (CI was 902 s against its 900 s limit that way).
 LONGEST_FIRST = ("test_compile", "test_train_batch", "test_compile_train", "test_train_sharding", "test_torch_xla",
-                 "test_user_impls", "test_multihost", "test_roofline", "test_tune", "test_compile_cache")
+                 "test_user_impls", "test_multihost", "test_roofline", "test_tune", "test_compile_cache",
+                 # then the longest of `make test-fast` (not slow: 20-60 s each on 2 workers), for its balance
+                 "test_train_step", "test_train_model", "test_attention_impls", "test_plots_readable", "test_paged_impls")
 
 
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list) -> None:

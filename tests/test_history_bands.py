@@ -46,6 +46,7 @@ def test_noise_only_banded_series_stay_under_alpha():
     assert np.mean(alarms) <= cp.ALPHA
 
 
+@pytest.mark.slow  # a Monte-Carlo simulation (200 random series)
 def test_normal_noise_is_left_to_the_plain_scan(monkeypatch):
     """Normal noise with a step: the band model is tried on a few series (bands_likely) and its changes
     replace the plain scan's on fewer still."""

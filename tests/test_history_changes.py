@@ -48,6 +48,7 @@ def test_the_rank_family_finds_several_steps():
         assert hits >= 40, family
 
 
+@pytest.mark.slow  # a Monte-Carlo simulation (200 random series)
 def test_a_small_step_after_a_large_one_is_found():
     """A 15% step at run 44 of 60, then 3.5% more at run 52 (1% noise): the part after the first change is
     judged by the whole series' noise estimate and its degrees of freedom (with the part's own 0.4 (m - 1),
@@ -69,6 +70,7 @@ def test_a_short_regression_and_its_fix_are_both_found():
     assert hits >= 45
 
 
+@pytest.mark.slow  # a Monte-Carlo simulation (200 random series)
 def test_recall_at_one_percent_noise_for_steps_of_five_percent_and_more():
     """200 series of 30 runs, a step of 5-20% at a random run 3..27, 1% noise: found within one run of the
     step in at least 90% (the issue's goal), with at most one change in ten elsewhere."""
@@ -82,6 +84,7 @@ def test_recall_at_one_percent_noise_for_steps_of_five_percent_and_more():
     assert hits >= 180 and wrong <= 20
 
 
+@pytest.mark.slow  # a Monte-Carlo simulation (200 random series)
 def test_a_ramp_is_located_where_it_starts():
     """200 creeping series (3% at 20, then 1% per commit for 5 commits) in 1% noise: the largest |z| lies
     mid-ramp; the change is reported at 20 +- 1 in at least 95% of them."""
