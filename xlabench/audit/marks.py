@@ -36,3 +36,13 @@ def footnotes(rows: Iterable[Mapping[str, Any]], label: Callable[[Mapping[str, A
     the row's case the way its table or chart does."""
     rows = list(rows)
     return [f"[{n}] {label(r)}: {suspect(r)}" for r, n in zip(rows, numbered(rows)) if n]
+
+
+def rule_counts(rows: Iterable[Mapping[str, Any]]) -> dict[str, int]:
+    """How many suspect rows break each rule (the name before ':' in each of a row's reasons), most first."""
+    counts: dict[str, int] = {}
+    for r in rows:
+        for reason in (suspect(r) or "").split("; ") if suspect(r) else ():
+            rule = reason.split(":", 1)[0].strip()
+            counts[rule] = counts.get(rule, 0) + 1
+    return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))

@@ -16,7 +16,6 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.ticker import FixedLocator, NullLocator
 
-from xlabench import results
 from xlabench.audit import marks
 from xlabench.report import chartdata as cd
 from xlabench.results.display import clock_note
@@ -174,15 +173,16 @@ def _finish(chart: Chart, rows: pd.DataFrame, what: str, gaps: int = 0,
 
 
 def suspect_notes(rows: pd.DataFrame) -> list[str]:
-    """The footer's lines for the chart's suspect rows (drawn as measured): what the mark means, then
-    '[n] impl and its varying parameters: reasons' per row."""
-    if "suspect" not in rows or not rows["suspect"].map(lambda v: bool(marks.suspect({"suspect": v}))).any():
+    """The footer's line for the chart's suspect rows (drawn as measured): how many points break which
+    invariant, and where the reasons are; a chart has no room for every row's (the quick start's CPU run,
+    against a peak measured under load, had 8 rows of 4-line reasons covering the plot)."""
+    records = rows.to_dict("records")
+    n = sum(bool(marks.suspect(r)) for r in records)
+    if "suspect" not in rows or not n:
         return []
-    shape = results.varying(rows.to_dict("records"), [c for c in cd.DESCRIBING if c != "impl" and c in rows])
-
-    def label(r: Any) -> str:
-        return " ".join([str(r.get("impl")), *(f"{c}={cd.fmt_value(c, r.get(c))}" for c in shape)])
-    return [f"{marks.INTRO}:"] + marks.footnotes(rows.to_dict("records"), label)
+    rules = ", ".join(f"{rule} x{k}" for rule, k in marks.rule_counts(records).items())
+    return [f"{n} of {len(records)} point(s) suspect ({rules}): their numbers are drawn as measured; "
+            "`xlabench audit` and `xlabench report` give the reasons (docs/audit.md)"]
 
 
 def _stagger_ticks(fig: Figure) -> None:
