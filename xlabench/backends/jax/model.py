@@ -211,6 +211,18 @@ def cross_entropy(z: jax.Array, targets: jax.Array) -> jax.Array:
     return jax.nn.logsumexp(z, axis=-1) - jnp.take_along_axis(z, targets[..., None], axis=-1)[..., 0]
 
 
+def _chunked(x: jax.Array, targets: jax.Array, chunk: int) -> tuple[jax.Array, jax.Array]:
+    """x [B, S, D] and targets [B, S] as ``chunk``-position pieces of every sequence, [n, B, c, D] and
+    [n, B, c], the sequence padded to whole chunks (the callers drop the pad positions' losses)."""
+    b, s, d = x.shape
+    chunk = min(chunk, s)
+    n = -(-s // chunk)
+    if n * chunk != s:
+        x = jnp.pad(x, ((0, 0), (0, n * chunk - s), (0, 0)))
+        targets = jnp.pad(targets, ((0, 0), (0, n * chunk - s)))
+    return x.reshape(b, n, chunk, d).swapaxes(0, 1), targets.reshape(b, n, chunk).swapaxes(0, 1)
+
+
 def chunked_cross_entropy(x: jax.Array, w: jax.Array, targets: jax.Array, cfg: ModelConfig, hooks: Hooks,
                           chunk: int) -> jax.Array:
     """Per-token cross-entropy [B, S] of the logits ``x @ w`` (x [B, S, D], w [D, padded_vocab]),
@@ -221,14 +233,9 @@ def chunked_cross_entropy(x: jax.Array, w: jax.Array, targets: jax.Array, cfg: M
     weight gradient in float32 across chunks. Chunks split the sequence, never the batch, so they keep
     the batch's sharding.
     """
-    b, s, d = x.shape
-    chunk = min(chunk, s)
-    n = -(-s // chunk)
-    if n * chunk != s:  # pad the sequence to whole chunks; the pad positions' losses are dropped below
-        x = jnp.pad(x, ((0, 0), (0, n * chunk - s), (0, 0)))
-        targets = jnp.pad(targets, ((0, 0), (0, n * chunk - s)))
-    xs = x.reshape(b, n, chunk, d).swapaxes(0, 1)  # [n, B, c, D]
-    ts = targets.reshape(b, n, chunk).swapaxes(0, 1)  # [n, B, c]
+    b, s, _ = x.shape
+    xs, ts = _chunked(x, targets, chunk)
+    n, chunk = ts.shape[0], ts.shape[2]
 
     def fwd(xs: jax.Array, w: jax.Array, ts: jax.Array) -> tuple[jax.Array, tuple]:
         def body(_: None, xt: tuple[jax.Array, jax.Array]) -> tuple[None, tuple[jax.Array, jax.Array]]:
@@ -272,15 +279,10 @@ def mean_cross_entropy(x: jax.Array, w: jax.Array, targets: jax.Array, cfg: Mode
     weight (dx, kept like x) and with x (dw, accumulated in float32), scaled by the scalar in the backward.
     The per-token values go out through stop_gradient: nothing differentiates them, so the result is exact.
     """
-    b, s, d = x.shape
-    chunk = min(chunk, s)
-    n = -(-s // chunk)
+    b, s, _ = x.shape
+    xs, ts = _chunked(x, targets, chunk)
+    n, chunk = ts.shape[0], ts.shape[2]
     valid = jnp.arange(n * chunk).reshape(n, chunk) < s  # [n, c]: pad positions carry no loss
-    if n * chunk != s:
-        x = jnp.pad(x, ((0, 0), (0, n * chunk - s), (0, 0)))
-        targets = jnp.pad(targets, ((0, 0), (0, n * chunk - s)))
-    xs = x.reshape(b, n, chunk, d).swapaxes(0, 1)  # [n, B, c, D]
-    ts = targets.reshape(b, n, chunk).swapaxes(0, 1)  # [n, B, c]
     scale = 1.0 / (b * s)
 
     def fwd(xs: jax.Array, w: jax.Array) -> tuple[tuple[jax.Array, jax.Array], tuple]:

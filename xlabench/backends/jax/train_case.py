@@ -138,10 +138,11 @@ def _cached_blocks(acfg: Any, impl: str, device_kind: str, case: AttentionParams
     from xlabench.workloads.attention import tune_key_fields
 
     key = tune.cache_key(device_kind, "jax", impl, tune_key_fields(case), {})
-    entry = tune.TuneCache(tune.default_dir()).latest(key)
+    folder = tune.default_dir()
+    entry = tune.TuneCache(folder).latest(key)
     shape = f"{case.batch}x{case.seq_len}x{case.num_heads}x{case.head_dim}"
     if entry is None:
-        note = (f"attention at the kernel's default blocks: the tuning cache ({tune.default_dir()}) holds no winner "
+        note = (f"attention at the kernel's default blocks: the tuning cache ({folder}) holds no winner "
                 f"for its per-shard shape {shape} (fwd_bwd) on {device_kind}; a run on the chip tunes it")
     else:
         blocks = {str(k): int(v) for k, v in dict(entry["blocks"]).items()}

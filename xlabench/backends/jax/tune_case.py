@@ -133,6 +133,7 @@ def time_many(handles: list[Handle], iters: int) -> tuple[list[float], str]:
                 for _ in range(iters):
                     jax.block_until_ready(h.call())
 
+    shared = {m for m in (h.module for h in handles) if sum(o.module == m for o in handles) > 1}
     try:
         planes = trace_timer.profiled_planes(run)
         out = []
@@ -141,7 +142,7 @@ def time_many(handles: list[Handle], iters: int) -> tuple[list[float], str]:
                 out.append(float("inf"))
                 continue
             seconds = trace_timer.device_seconds(planes, h.module)
-            if len(seconds) > iters or sum(o.module == h.module for o in handles) > 1:
+            if len(seconds) > iters or h.module in shared:
                 raise PooledTrace(f"the trace holds {len(seconds)} executions of {h.module}, called {iters} times: "
                                   "two candidates share its name, their timings would be pooled")
             out.append(statistics.median(seconds))
