@@ -14,8 +14,16 @@ timed ``jit(a + 1.0)`` with a fresh 256 MiB output per call: 1.2-2.8 GB/s where 
 
 The cache is ``host_peak.json`` in xlabench's cache folder (xlabench/cache.py), one entry per
 host key (hostname, CPU model, CPU count, framework: what the matmul's speed depends on; and the
-bandwidth probe's version, so a host measured by an older probe measures again), each with its date. An entry older than MAX_AGE_DAYS, an unreadable file or ``XLABENCH_REMEASURE_PEAK=1``
-measures afresh and rewrites the entry. Imports nothing of xlabench but the cache: the workers call it.
+bandwidth probe's version, so a host measured by an older probe measures again), each with its date
+and the host's load when it was measured. An entry older than MAX_AGE_DAYS, an unreadable file or
+``XLABENCH_REMEASURE_PEAK=1`` measures afresh and rewrites the entry.
+
+Load only ever lowers a try, so a peak measured while other jobs ran is too low, and every row rated
+against it reads too high (the quick start on a quiet host, against a peak cached under a test run's
+load, had MFU over 100%). A run that finds the host quieter by LOAD_MARGIN per CPU than the cached
+entry's load measures again and keeps the better of the two (the host's capacity is the best it was ever
+seen to do); an entry without a load measures again once. Imports nothing of xlabench but the cache: the
+workers call it.
 """
 
 from __future__ import annotations
@@ -43,6 +51,7 @@ STREAM_MAX_BYTES = 1 << 30  # per array (two arrays): a host with a huge cache g
 STREAM_REPS = 5  # timed passes per size (after one untimed pass: compile, first touch)
 DEFAULT_LLC_BYTES = 32 << 20  # where sysfs does not say
 MIB = 1 << 20
+LOAD_MARGIN = 0.5  # per CPU: a cached peak measured at least this much busier than now is measured again
 
 
 @dataclass(frozen=True)
@@ -115,12 +124,14 @@ class HostPeak:
     path: str
     note: str = ""  # why it was measured afresh, where the cache could not be used
     bandwidth: Optional[Bandwidth] = None  # the bandwidth probe's figures (gbytes_per_s is their best)
+    load: Optional[float] = None  # the host's load per CPU when it was measured (1-minute average)
 
     @property
     def source(self) -> str:
         """What a row's peak_source says about the CPU peak."""
         how = f"cached in {self.path}" if self.cached else f"measured now, cached in {self.path}"
-        return f"best of {self.tries} tries on {self.measured}, {how}" + (f"; {self.note}" if self.note else "")
+        at = "" if self.load is None else f" at load {self.load:.2f} per CPU"
+        return f"best of {self.tries} tries on {self.measured}{at}, {how}" + (f"; {self.note}" if self.note else "")
 
 
 def cache_path() -> Path:
@@ -137,8 +148,20 @@ def _cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
+def _cpus() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def load_per_cpu() -> float:
+    """The host's 1-minute load average per CPU (0.0 where the OS does not say)."""
+    try:
+        return os.getloadavg()[0] / _cpus()
+    except (OSError, AttributeError):
+        return 0.0
+
+
 def host_key(framework: str) -> str:
-    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    cpus = _cpus()
     return f"{socket.gethostname()} | {_cpu_model()} | {cpus} cpus | {framework} | bandwidth probe {BANDWIDTH_PROBE}"
 
 
@@ -155,22 +178,30 @@ def _read(path: Path) -> tuple[dict, str]:
     return data["hosts"], ""
 
 
-def _entry(entries: dict, key: str, today: dt.date) -> tuple[Optional[dict], str]:
-    """The usable entry for this host, or why there is none."""
+def _entry(entries: dict, key: str, today: dt.date, load_now: float) -> tuple[Optional[dict], str, bool]:
+    """The usable entry for this host, or why there is none, and whether a new measurement keeps the
+    better of it and the entry (the entry was measured busier than now or without a load record)."""
     e = entries.get(key)
     if e is None:
-        return None, ""
+        return None, "", False
     try:
         tflops, tries = float(e["tflops"]), int(e["tries"])
         bandwidth = Bandwidth.from_json(e["bandwidth"])
         day = dt.date.fromisoformat(str(e["measured"]))
     except (KeyError, TypeError, ValueError, AttributeError):
-        return None, "this host's cache entry was malformed and was rewritten"
+        return None, "this host's cache entry was malformed and was rewritten", False
     if not tflops > 0:
-        return None, "this host's cache entry was not positive and was rewritten"
+        return None, "this host's cache entry was not positive and was rewritten", False
     if (today - day).days > MAX_AGE_DAYS or day > today:
-        return None, f"the cached peak of {day} was stale (over {MAX_AGE_DAYS} days) and was re-measured"
-    return {"tflops": tflops, "bandwidth": bandwidth, "measured": day.isoformat(), "tries": tries}, ""
+        return None, f"the cached peak of {day} was stale (over {MAX_AGE_DAYS} days) and was re-measured", False
+    load = e.get("load_per_cpu")
+    if not isinstance(load, (int, float)):
+        return None, "the cached peak had no load record and was re-measured", True
+    if load - load_now >= LOAD_MARGIN:
+        return None, (f"the cached peak was measured at load {load:.2f} per CPU, the host is at {load_now:.2f} "
+                      f"now: re-measured, the better kept"), True
+    return {"tflops": tflops, "bandwidth": bandwidth, "measured": day.isoformat(), "tries": tries,
+            "load": float(load)}, "", False
 
 
 def _write(path: Path, entries: dict) -> None:
@@ -178,32 +209,48 @@ def _write(path: Path, entries: dict) -> None:
     write_json(path, {"hosts": entries}, indent=2)
 
 
+def _kept_better(entries: dict, key: str, tflops: float, bw: Bandwidth) -> tuple[float, Bandwidth]:
+    """The new figures, or the cached entry's where they are better (a re-measure at a quieter moment:
+    the host's capacity is the best it was seen to do)."""
+    old = entries.get(key) or {}
+    try:
+        old_bw = Bandwidth.from_json(old["bandwidth"])
+        return max(tflops, float(old["tflops"])), max((bw, old_bw), key=lambda b: b.best)
+    except (KeyError, TypeError, ValueError, AttributeError):
+        return tflops, bw
+
+
 def get(measure_once: Callable[[], tuple[float, Bandwidth]], framework: str, tries: int = TRIES,
-        today: Optional[dt.date] = None) -> HostPeak:
+        today: Optional[dt.date] = None, load: Optional[Callable[[], float]] = None) -> HostPeak:
     """The cached peak of this host, else the best of ``tries`` calls of ``measure_once`` (each
     (TFLOP/s, the bandwidth probe's figures); the best matmul and the try with the best bandwidth),
-    cached. A cache that cannot be written still gives the measured peak."""
+    cached with ``load()`` (default: load_per_cpu). A cache that cannot be written still gives the
+    measured peak."""
     path, key = cache_path(), host_key(framework)
     today = today or dt.datetime.now(dt.timezone.utc).date()
+    load_now = (load or load_per_cpu)()
     entries, note = _read(path)
     if os.environ.get(ENV_REMEASURE, "") not in ("", "0"):
-        entry, note = None, f"re-measured ({ENV_REMEASURE})"
+        entry, note, keep_better = None, f"re-measured ({ENV_REMEASURE})", False
     else:
-        entry, why = _entry(entries, key, today)
+        entry, why, keep_better = _entry(entries, key, today, load_now)
         note = note or why
     if entry is not None:
         bw = entry["bandwidth"]
-        return HostPeak(entry["tflops"], bw.best, entry["measured"], entry["tries"], True, str(path), bandwidth=bw)
+        return HostPeak(entry["tflops"], bw.best, entry["measured"], entry["tries"], True, str(path),
+                        bandwidth=bw, load=entry["load"])
     results = []
     for i in range(tries):
         if i:
             time.sleep(PAUSE_S)
         results.append(measure_once())
     tflops, bw = max(r[0] for r in results), max((r[1] for r in results), key=lambda b: b.best)
+    if keep_better:
+        tflops, bw = _kept_better(entries, key, tflops, bw)
     entries[key] = {"tflops": tflops, "gbytes_per_s": bw.best, "bandwidth": bw.to_json(),
-                    "measured": today.isoformat(), "tries": tries}
+                    "measured": today.isoformat(), "tries": tries, "load_per_cpu": round(load_now, 3)}
     try:
         _write(path, entries)
     except OSError as e:
         note = "; ".join(filter(None, [note, f"not cached: {e}"]))
-    return HostPeak(tflops, bw.best, today.isoformat(), tries, False, str(path), note, bw)
+    return HostPeak(tflops, bw.best, today.isoformat(), tries, False, str(path), note, bw, round(load_now, 3))
