@@ -1,20 +1,53 @@
-"""The built-in attention kernels' rules: why one cannot run a case (a skipped row), and the block
-parameters it takes. Framework-free, so the worker (through each backend's registry) and `run --dry-run`
-(in the parent, without a framework) decide a case's skip by the same code.
+"""The built-in attention kernels' rules: why one cannot run a case (a skipped row), the block parameters
+it takes, and for each tuned kernel (flash, splash, pallas_gpu) its typed config and search space, side by
+side. Framework-free, so the worker (through each backend's registry) and `run --dry-run` (in the parent,
+without a framework) decide a case's skip by the same code.
 
 A rule is ``unsupported(batch, seq_len, kv_len, num_heads, kv_heads, dtype, cfg, platform)`` (impls.AttentionRule).
+
+A kernel's config (a tune.space.KernelConfig, tokamax-style) declares the block fields the kernel takes:
+their names are the ones the tuner, the tuning cache and the results' ``tuned_*`` and ``blocks`` columns
+use (block_q and block_k are tune.space.BLOCK_PARAMS, the backward ones derive from them), their defaults
+come from the case (``with_defaults``), and its search space builds its candidates through it
+(``candidate``: a name it does not have is refused). The JAX kernel reads ``Config.of(cfg, sq, sk)``.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from xlabench import impls as catalog
-from xlabench.tune.space import BLOCK_PARAMS, pow2_tiles
-from xlabench.workloads.attention import (BWD_BLOCK_PARAMS, AttentionParams, block_stages, block_unsupported,
-                                          extra_block, kernel_blocks, tile_candidates)
+from xlabench.tune.space import BACKWARD, BLOCK_PARAMS, pow2_tiles
+from xlabench.workloads.attention import (BWD_BLOCK_PARAMS, AttentionParams, BackwardBlocks, KernelBlocks,
+                                          block_stages, block_unsupported, tile_candidates)
 
+
+@dataclass(frozen=True)
+class FlashConfig(BackwardBlocks):
+    """Pallas TPU flash_attention: block_q x block_k forward; block_q_bwd x block_k_bwd for its dkv and dq
+    kernels (default the forward ones)."""
+
+
+@dataclass(frozen=True)
+class SplashConfig(BackwardBlocks):
+    """Pallas TPU splash attention: flash's blocks, and ``block_kv_compute`` (the key/value block each
+    step computes on, dividing block_k; default block_k) and ``fused_bwd`` (1: one backward kernel for dq,
+    dk and dv, which computes the scores and probabilities once instead of in both the dq and the dkv
+    kernel; 0, the kernel's default: two)."""
+
+    block_kv_compute: Optional[int] = None
+    fused_bwd: int = field(default=0, metadata={"stage": BACKWARD})
+
+    def with_defaults(self, sq: int, sk: int) -> "SplashConfig":
+        c = super().with_defaults(sq, sk)
+        return c if c.block_kv_compute is not None else dataclasses.replace(c, block_kv_compute=c.block_k)
+
+
+@dataclass(frozen=True)
+class PallasGpuConfig(KernelBlocks):
+    """Pallas Triton (GPU) mha: block_q x block_k forward (its backward blocks are min(32, each), untuned)."""
 
 
 def cudnn(b, sq, sk, hq, hkv, dtype, cfg, platform) -> Optional[str]:
@@ -27,17 +60,16 @@ def jax_flash(b, sq, sk, hq, hkv, dtype, cfg, platform) -> Optional[str]:
     if hq != hkv:
         return ("Pallas TPU flash_attention needs num_kv_heads == num_heads (no GQA/MQA); "
                 "splash supports GQA")
-    _, bk = kernel_blocks(cfg, sq, sk)
+    bk = FlashConfig.of(cfg, sq, sk).block_k
     if bk % 128:
         return f"Pallas TPU flash_attention needs block_k to be a multiple of 128 (got {bk})"
     return block_unsupported("flash", sq, sk, cfg)
 
 
 def jax_splash(b, sq, sk, hq, hkv, dtype, cfg, platform) -> Optional[str]:
-    _, bk = kernel_blocks(cfg, sq, sk)
-    compute = extra_block(cfg, "block_kv_compute", bk)
-    if bk % compute:
-        return f"splash needs block_kv_compute to divide block_k (got {compute} for {bk})"
+    c = SplashConfig.of(cfg, sq, sk)
+    if c.block_k % c.block_kv_compute:
+        return f"splash needs block_kv_compute to divide block_k (got {c.block_kv_compute} for {c.block_k})"
     return block_unsupported("splash", sq, sk, cfg)
 
 
@@ -52,7 +84,7 @@ def pallas_gpu(b, sq, sk, hq, hkv, dtype, cfg, platform) -> Optional[str]:
 def flash_space(p: AttentionParams) -> list:
     """block_q x block_k over the powers of two 128..min(S, 2048) that tile S; for fwd_bwd then the
     backward blocks (dkv and dq kernels) over the same, the forward ones fixed."""
-    return block_stages(p, tile_candidates(p.seq_len, p.kv_len),
+    return block_stages(p, FlashConfig, tile_candidates(p.seq_len, p.kv_len),
                         tile_candidates(p.seq_len, p.kv_len, BWD_BLOCK_PARAMS))
 
 
@@ -64,20 +96,20 @@ def splash_space(p: AttentionParams) -> list:
     descent from the square blocks at block_kv_compute = block_kv: the three interact (on the v5e at S=4096,
     2048 x 1024 was slower than 1024 x 1024 at block_kv_compute 1024 and the fastest at 256, so a search
     of the blocks first and block_kv_compute after stopped at 1024 x 1024, 10% slower); then the backward
-    blocks, each with and without splash's fused backward kernel (``fused_bwd`` 1: dq, dk and dv from one
-    kernel, which computes the scores and probabilities once instead of in both the dq and the dkv kernel;
-    0, the kernel's default, is where the descent starts)."""
+    blocks, each with and without splash's fused backward kernel (``fused_bwd``, SplashConfig; 0, the
+    kernel's default, is where the descent starts)."""
     kv = BLOCK_PARAMS[1]
-    fwd = [{**c, "block_kv_compute": c[kv] >> i} for c in tile_candidates(p.seq_len, p.kv_len)
+    fwd = [SplashConfig.candidate(**c, block_kv_compute=c[kv] >> i) for c in tile_candidates(p.seq_len, p.kv_len)
            for i in range(SPLASH_COMPUTE_SPLITS) if i == 0 or c[kv] >> i >= 128]
-    bwd = [{**c, "fused_bwd": f} for c in tile_candidates(p.seq_len, p.kv_len, BWD_BLOCK_PARAMS) for f in (0, 1)]
-    return block_stages(p, fwd, bwd, {"block_kv_compute": min(128, p.kv_len)}, {"fused_bwd": 0})
+    bwd = [SplashConfig.candidate(**c, fused_bwd=f) for c in tile_candidates(p.seq_len, p.kv_len, BWD_BLOCK_PARAMS)
+           for f in (0, 1)]
+    return block_stages(p, SplashConfig, fwd, bwd)
 
 
 def pallas_gpu_space(p: AttentionParams) -> list:
     """Triton's tiles are smaller: block_q x block_k over the powers of two 32..256 that tile S."""
-    return block_stages(p, [dict(zip(BLOCK_PARAMS, (bq, bk))) for bq in pow2_tiles(p.seq_len, 32, 256)
-                            for bk in pow2_tiles(p.kv_len, 32, 256)])
+    return block_stages(p, PallasGpuConfig, [dict(zip(BLOCK_PARAMS, (bq, bk))) for bq in pow2_tiles(p.seq_len, 32, 256)
+                                             for bk in pow2_tiles(p.kv_len, 32, 256)])
 
 
 def torch_xla_flash(b, sq, sk, hq, hkv, dtype, cfg, platform) -> Optional[str]:

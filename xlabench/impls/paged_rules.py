@@ -1,4 +1,5 @@
-"""The built-in paged-attention kernels' rules: why one cannot run a case (a skipped row). Framework-free,
+"""The built-in paged-attention kernels' rules: why one cannot run a case (a skipped row), and for each
+tuned kernel its typed config and search space, side by side (as attention_rules' kernels). Framework-free,
 so the worker (each backend's registry) and `run --dry-run` (in the parent, without a framework) decide a
 case's skip by the same code. A rule is ``unsupported(params, platform, device_kind)`` (impls.PagedRule);
 the parent knows no device kind (None): a rule that needs one leaves the case to its worker.
@@ -7,12 +8,13 @@ Left to the worker: the Pallas ragged kernel's own head-tiling check (it imports
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Optional
 
 from xlabench import hardware
 from xlabench import impls as catalog
 from xlabench.tune.search import Stage
-from xlabench.workloads.paged import DEFAULT_PAGES, PAGED_BLOCKS, PagedParams, megacore_only_paged
+from xlabench.workloads.paged import PAGED_BLOCKS, PagedBlocks, PagedParams, megacore_only_paged
 
 # Why jax's ragged_paged rows are skipped on CPU: the interpreter fails on the kernel (the worker tries it,
 # and quotes the error after this).
@@ -76,10 +78,25 @@ RULES = {
 }
 
 
-# The kernels' block-size searches (xlabench/tune): pages per compute block over the powers of two that
-# divide the page table (at most MOST_PAGES), and for ragged paged also the query tokens per block.
+# The tuned kernels' configs (tune.space.KernelConfig: each field a name the tuner, the cache and the
+# results' blocks column use) and block-size searches (xlabench/tune): pages per compute block over the
+# powers of two that divide the page table (at most MOST_PAGES), and for ragged paged also the query
+# tokens per block.
 MOST_PAGES = 128
 QUERY_BLOCKS = (8, 16, 32, 64, 128)
+
+
+@dataclass(frozen=True)
+class PagedKernelConfig(PagedBlocks):
+    """Pallas TPU paged_attention (and the GPU one): pages per compute block."""
+
+
+@dataclass(frozen=True)
+class RaggedPagedConfig(PagedBlocks):
+    """Pallas TPU ragged_paged_attention: KV pages per block (pages_per_compute_block) and
+    ``queries_per_block``, the query tokens per block (None: the kernel's tuned table on TPU, else at most 32)."""
+
+    queries_per_block: Optional[int] = None
 
 
 def page_blocks(p: PagedParams) -> list[int]:
@@ -88,15 +105,16 @@ def page_blocks(p: PagedParams) -> list[int]:
 
 def paged_space(p: PagedParams) -> list[Stage]:
     (name,) = PAGED_BLOCKS
-    return [Stage("fwd", tuple({name: n} for n in page_blocks(p)), {name: DEFAULT_PAGES})]
+    return [Stage("fwd", tuple(PagedKernelConfig.candidate(**{name: n}) for n in page_blocks(p)),
+                  PagedKernelConfig.resolve({}).blocks())]
 
 
 def ragged_space(p: PagedParams) -> list[Stage]:
     tokens = p.batch * p.q_tokens
     queries = [q for q in QUERY_BLOCKS if q <= max(QUERY_BLOCKS[0], tokens)]
     (name,) = PAGED_BLOCKS
-    return [Stage("fwd", tuple({name: n, "queries_per_block": q} for n in page_blocks(p) for q in queries),
-                  {name: DEFAULT_PAGES})]
+    return [Stage("fwd", tuple(RaggedPagedConfig.candidate(**{name: n}, queries_per_block=q) for n in page_blocks(p)
+                               for q in queries), RaggedPagedConfig.resolve({}).blocks())]
 
 
 # (backend, impl) -> its block-size search (xlabench/tune), beside its rule: the kernels that have one.

@@ -1,9 +1,13 @@
-"""Candidate spaces: a candidate is a mapping of block parameter -> size; each kernel declares its own space
-beside its constraint checks (backends/*/attention_impls.py, paged_impls.py) from the pieces here."""
+"""Candidate spaces and kernel configs. A candidate is a mapping of block parameter -> size; each tuned
+kernel declares its typed config (a KernelConfig: the block fields it takes, their defaults from the case,
+the search stage each belongs to) and its search space beside its rules (impls/attention_rules.py,
+impls/paged_rules.py), from the pieces here. A config's field names are the names the tuner, the tuning
+cache and the results' ``tuned_*`` and ``blocks`` columns use, so a candidate is a partial config."""
 
 from __future__ import annotations
 
-from typing import Iterable, Mapping
+import dataclasses
+from typing import Any, Iterable, Mapping, Optional, TypeVar
 
 Blocks = Mapping[str, int]
 
@@ -15,6 +19,67 @@ TUNED_PARAMS: dict[str, tuple[str, ...]] = {
     "paged_attention": ("pages_per_compute_block",),
 }
 BLOCK_PARAMS = TUNED_PARAMS["attention"]  # an attention kernel's query and key/value block sizes
+
+FORWARD, BACKWARD = "fwd", "bwd"  # the search stage a config field belongs to (field metadata "stage")
+C = TypeVar("C", bound="KernelConfig")
+
+
+@dataclasses.dataclass(frozen=True)
+class KernelConfig:
+    """A kernel's typed config, tokamax-style: a frozen dataclass of the block fields the kernel takes.
+    A field at None is unset (``with_defaults`` fills it from the case, as the kernel's default); a kernel
+    reads its sizes as attributes of its resolved config, never by name."""
+
+    @classmethod
+    def names(cls, stage: Optional[str] = None) -> tuple[str, ...]:
+        """The field names (of one search ``stage``: FORWARD, the default, or BACKWARD)."""
+        return tuple(f.name for f in dataclasses.fields(cls) if stage in (None, f.metadata.get("stage", FORWARD)))
+
+    @classmethod
+    def refuse_unknown(cls, names: Iterable[str]) -> None:
+        """ValueError naming each of ``names`` this kernel has no field for, and the fields it has."""
+        unknown = sorted(set(names) - set(cls.names()))
+        if unknown:
+            raise ValueError(f"{cls.__name__} has no block {', '.join(map(repr, unknown))}: it takes "
+                             f"{', '.join(cls.names())}")
+
+    @classmethod
+    def candidate(cls, **blocks: int) -> dict[str, int]:
+        """One candidate of the kernel's search: some of its fields, checked (an unknown name is refused)."""
+        cls.refuse_unknown(blocks)
+        return {name: int(size) for name, size in blocks.items()}
+
+    @classmethod
+    def resolve(cls: type[C], blocks: Mapping[str, Optional[int]], *case: Any) -> C:
+        """The config at ``blocks`` (a case's or a candidate's; None: unset), the rest at their defaults for
+        ``case`` (what ``with_defaults`` takes); ValueError for a name the kernel has no field for."""
+        cls.refuse_unknown(blocks)
+        return cls(**{n: int(v) for n, v in blocks.items() if v is not None}).with_defaults(*case)
+
+    def with_defaults(self: C, *case: Any) -> C:
+        """This config with its unset fields at the kernel's defaults for ``case`` (a subclass's)."""
+        return self
+
+    def blocks(self, names: Optional[Iterable[str]] = None) -> dict[str, int]:
+        """{field: size} of the set fields (of ``names``): a candidate, the search's default, a cache entry."""
+        return {n: getattr(self, n) for n in (self.names() if names is None else names) if getattr(self, n) is not None}
+
+
+def config_fields(name: str, names: Iterable[str], base: type = KernelConfig, stage: str = FORWARD) -> type:
+    """A KernelConfig subclass with one optional int field per name in ``names``: the fields of a list
+    declared elsewhere (TUNED_PARAMS) without spelling them again."""
+    return dataclasses.make_dataclass(name, [(n, Optional[int], dataclasses.field(default=None, metadata={"stage": stage}))
+                                             for n in names], bases=(base,), frozen=True)
+
+
+def with_blocks(cfg: Any, blocks: Mapping[str, int], own: Iterable[str]) -> Any:
+    """``cfg`` (a backend's AttnConfig or PagedConfig) at ``blocks``: the ones it has a field for (``own``,
+    the case's parameters) to those fields, the rest to its ``blocks`` pairs (sorted), which each kernel's
+    config reads (KernelConfig.resolve)."""
+    own = tuple(own)
+    rest = frozen({k: v for k, v in blocks.items() if k not in own})
+    return dataclasses.replace(cfg, **{n: blocks.get(n, getattr(cfg, n)) for n in own}, blocks=rest)
+
 
 # The powers of two a block size is searched over (issue: 128 .. min(S, 2048)).
 SMALLEST_BLOCK = 128

@@ -17,7 +17,7 @@ from xlabench.workloads import checks
 from xlabench.measure.timing import TimingPlan, case_result, max_normalised_error
 from xlabench.protocol.worker_messages import CaseResult
 from xlabench.tune.search import Stage
-from xlabench.tune.space import BLOCK_PARAMS, diagonal, pow2_tiles
+from xlabench.tune.space import BACKWARD, BLOCK_PARAMS, FORWARD, config_fields, diagonal, pow2_tiles, with_blocks
 
 DTYPES = ("bfloat16", "float32")
 
@@ -129,18 +129,12 @@ class AttnConfig:
     block_k: Optional[int] = None
     interpret: bool = False  # run the Pallas kernel in the CPU interpreter
     # The kernel's other block fields (tuned, e.g. splash's block_kv_compute, the backward blocks), as
-    # sorted (name, size) pairs; a kernel reads them with extra_block(cfg, name, its default).
+    # sorted (name, size) pairs; a kernel reads them through its typed config (KernelBlocks.of).
     blocks: tuple[tuple[str, int], ...] = ()
 
     def with_blocks(self, blocks: Mapping[str, int]) -> "AttnConfig":
         """This config at ``blocks`` (block_q / block_k to their fields, the rest to ``blocks``)."""
-        rest = tuple(sorted((k, int(v)) for k, v in blocks.items() if k not in BLOCK_PARAMS))
-        return dataclasses.replace(self, **{n: blocks.get(n, getattr(self, n)) for n in BLOCK_PARAMS}, blocks=rest)
-
-
-def extra_block(cfg, name: str, default: int) -> int:
-    """A kernel's other block field from ``cfg.blocks`` (AttnConfig), else ``default``."""
-    return dict(getattr(cfg, "blocks", ()) or ()).get(name, default)
+        return with_blocks(self, blocks, BLOCK_PARAMS)
 
 
 def default_scale(head_dim: int) -> float:
@@ -156,9 +150,37 @@ DEFAULT_BLOCK = 128
 BWD_BLOCK_PARAMS = tuple(f"{name}_bwd" for name in BLOCK_PARAMS)
 
 
+@dataclass(frozen=True)
+class KernelBlocks(config_fields("AttentionBlocks", BLOCK_PARAMS)):
+    """A blocked attention kernel's typed config (a tune.space.KernelConfig): block_q and block_k, each at
+    the case's, default DEFAULT_BLOCK, clipped to its sequence. A kernel's own config adds its fields
+    (impls/attention_rules.py: FlashConfig, SplashConfig, PallasGpuConfig)."""
+
+    def with_defaults(self, sq: int, sk: int) -> "KernelBlocks":
+        sizes = (min(self.block_q or DEFAULT_BLOCK, sq), min(self.block_k or DEFAULT_BLOCK, sk))
+        return dataclasses.replace(self, **dict(zip(BLOCK_PARAMS, sizes)))
+
+    @classmethod
+    def of(cls, cfg: Any, sq: int, sk: int) -> Any:
+        """The kernel's config for a case: ``cfg``'s (AttnConfig) block_q, block_k and other blocks, the rest
+        at the kernel's defaults for sequences ``sq`` x ``sk``; ValueError for a block it has no field for."""
+        return cls.resolve({**{n: getattr(cfg, n) for n in BLOCK_PARAMS}, **dict(cfg.blocks)}, sq, sk)
+
+
+@dataclass(frozen=True)
+class BackwardBlocks(config_fields("AttentionBackwardBlocks", BWD_BLOCK_PARAMS, KernelBlocks, BACKWARD)):
+    """KernelBlocks and the backward pass's block_q_bwd / block_k_bwd (its dkv and dq kernels), each
+    default the forward one."""
+
+    def with_defaults(self, sq: int, sk: int) -> "BackwardBlocks":
+        c = super().with_defaults(sq, sk)
+        return dataclasses.replace(c, **{b: getattr(c, f) for b, f in zip(BWD_BLOCK_PARAMS, BLOCK_PARAMS)
+                                         if getattr(c, b) is None})
+
+
 def default_blocks(p: "AttentionParams") -> dict[str, int]:
     """The kernels' default blocks for case ``p``: DEFAULT_BLOCK each, clipped to the query / key sequence."""
-    return dict(zip(BLOCK_PARAMS, (min(DEFAULT_BLOCK, p.seq_len), min(DEFAULT_BLOCK, p.kv_len))))
+    return KernelBlocks.resolve({}, p.seq_len, p.kv_len).blocks()
 
 
 def tile_candidates(sq: int, sk: int, names: tuple[str, str] = BLOCK_PARAMS) -> list[dict[str, int]]:
@@ -166,30 +188,33 @@ def tile_candidates(sq: int, sk: int, names: tuple[str, str] = BLOCK_PARAMS) -> 
     return [{names[0]: bq, names[1]: bk} for bq in pow2_tiles(sq) for bk in pow2_tiles(sk)]
 
 
-def block_stages(p: "AttentionParams", fwd: list[dict[str, int]], bwd: Optional[list[dict[str, int]]] = None,
-                 default_extra: Optional[dict[str, int]] = None,
-                 bwd_default_extra: Optional[dict[str, int]] = None) -> list[Stage]:
-    """A kernel's search for case ``p``: the forward blocks (``fwd``, every field of the kernel's forward
-    together: splash's block_kv_compute too) on the case's own program, descending from the square blocks
-    (every field one size: block_kv_compute = block_kv); for fwd_bwd, then the backward blocks (``bwd``) on
-    it, the forward ones fixed, descending from the forward winner's sizes. The forward stage of a fwd_bwd
-    case runs the fwd_bwd program, not the forward one: a forward winner can exceed VMEM there (on the v5e, flash's 2048 x 1024 forward
-    blocks at S=4096 fit the forward program and not the forward-with-residuals kernel of fwd_bwd). The
-    default is today's: 128 x 128, clipped, every other field at the kernel's own default
-    (``default_extra``; the backward stage's other fields at ``bwd_default_extra``), the backward blocks
-    equal to the forward ones (what ``default_s`` times)."""
-    default = {**default_blocks(p), **(default_extra or {})}
-    stages = [Stage(p.mode, tuple(fwd), default, diagonal(fwd, sorted({n for c in fwd for n in c})))]
+def block_stages(p: "AttentionParams", config: type[KernelBlocks], fwd: list[dict[str, int]],
+                 bwd: Optional[list[dict[str, int]]] = None) -> list[Stage]:
+    """Kernel ``config``'s search for case ``p``: the forward blocks (``fwd``, every field of the kernel's
+    forward together: splash's block_kv_compute too) on the case's own program, descending from the square
+    blocks (every field one size: block_kv_compute = block_kv); for fwd_bwd, then the backward blocks
+    (``bwd``) on it, the forward ones fixed, descending from the forward winner's sizes. The forward stage
+    of a fwd_bwd case runs the fwd_bwd program, not the forward one: a forward winner can exceed VMEM there
+    (on the v5e, flash's 2048 x 1024 forward blocks at S=4096 fit the forward program and not the
+    forward-with-residuals kernel of fwd_bwd). The default is the config's defaults for the case (128 x 128,
+    clipped, the backward blocks equal to the forward ones: what ``default_s`` times): its forward fields
+    for the forward stage, all of them for the backward one. Every candidate is checked against
+    ``config``'s fields."""
+    for c in [*fwd, *(bwd or ())]:
+        config.refuse_unknown(c)
+    default = config.resolve({}, p.seq_len, p.kv_len)
+    stages = [Stage(p.mode, tuple(fwd), default.blocks(config.names(FORWARD)),
+                    diagonal(fwd, sorted({n for c in fwd for n in c})))]
     if p.mode != "fwd" and bwd:
-        bwd_default = {**default, **{b: default[f] for b, f in zip(BWD_BLOCK_PARAMS, BLOCK_PARAMS)},
-                       **(bwd_default_extra or {})}
-        stages.append(Stage(p.mode, tuple(bwd), bwd_default, diagonal(bwd, BWD_BLOCK_PARAMS),
+        stages.append(Stage(p.mode, tuple(bwd), default.blocks(), diagonal(bwd, BWD_BLOCK_PARAMS),
                             dict(zip(BWD_BLOCK_PARAMS, BLOCK_PARAMS))))
     return stages
 
 
 def kernel_blocks(cfg, sq: int, sk: int) -> tuple[int, int]:
-    return min(cfg.block_q or DEFAULT_BLOCK, sq), min(cfg.block_k or DEFAULT_BLOCK, sk)
+    """(block_q, block_k) a blocked kernel runs case config ``cfg`` at (KernelBlocks' defaults)."""
+    b = KernelBlocks.resolve({n: getattr(cfg, n) for n in BLOCK_PARAMS}, sq, sk)
+    return b.block_q, b.block_k
 
 
 def declared_space(p: "AttentionParams", block_params: Sequence[str],

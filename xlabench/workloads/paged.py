@@ -15,11 +15,12 @@ Conventions (the same for every impl, so rows compare):
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 import re
 from dataclasses import dataclass
-from typing import Any, Literal, Optional
+from typing import Any, Literal, Mapping, Optional
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, field_validator, model_validator
@@ -28,7 +29,7 @@ from xlabench import flops as flop_formulas
 from xlabench.workloads import checks
 from xlabench.measure.timing import TimingPlan, case_result, max_normalised_error
 from xlabench.protocol.worker_messages import CaseResult
-from xlabench.tune.space import TUNED_PARAMS
+from xlabench.tune.space import TUNED_PARAMS, config_fields, with_blocks
 from xlabench.workloads.attention import DTYPES, ERR_TOL, default_scale
 
 LENGTHS_SEED = 0  # context lengths are drawn from this seed: a case has the same lengths everywhere
@@ -100,7 +101,28 @@ class PagedConfig:
     interpret: bool  # run the Pallas kernel in the CPU interpreter
     platform: str
     device_kind: Optional[str] = None  # compile-only runs: the target's chip, for the kernels' tuned tables
-    queries_per_block: Optional[int] = None  # ragged paged: query tokens per block (None: the kernel's table)
+    # The kernel's other block fields (tuned, e.g. ragged paged's queries per block), as sorted (name, size)
+    # pairs; a kernel reads them through its typed config (PagedBlocks.of).
+    blocks: tuple[tuple[str, int], ...] = ()
+
+    def with_blocks(self, blocks: Mapping[str, int]) -> "PagedConfig":
+        """This config at ``blocks`` (pages_per_compute_block to its field, the rest to ``blocks``)."""
+        return with_blocks(self, blocks, PAGED_BLOCKS)
+
+
+@dataclass(frozen=True)
+class PagedBlocks(config_fields("PagedBlockFields", PAGED_BLOCKS)):
+    """A paged kernel's typed config (a tune.space.KernelConfig): pages_per_compute_block, the case's,
+    default DEFAULT_PAGES. A kernel's own config adds its fields (impls/paged_rules.py)."""
+
+    def with_defaults(self) -> "PagedBlocks":
+        return dataclasses.replace(self, **{n: DEFAULT_PAGES for n in PAGED_BLOCKS if getattr(self, n) is None})
+
+    @classmethod
+    def of(cls, cfg: Any) -> Any:
+        """The kernel's config for a case: ``cfg``'s (PagedConfig) pages per compute block and other blocks,
+        the rest at the kernel's defaults; ValueError for a block it has no field for."""
+        return cls.resolve({**{n: getattr(cfg, n) for n in PAGED_BLOCKS}, **dict(cfg.blocks)})
 
 
 class PagedParams(BaseModel):
@@ -183,7 +205,7 @@ class PagedParams(BaseModel):
     @property
     def compute_pages(self) -> int:
         """Pages per kernel compute block: the case's, else DEFAULT_PAGES (what an untuned run uses)."""
-        return self.pages_per_compute_block or DEFAULT_PAGES
+        return PagedBlocks.resolve({n: getattr(self, n) for n in PAGED_BLOCKS}).pages_per_compute_block
 
     @property
     def pages_per_sequence(self) -> int:

@@ -19,8 +19,6 @@ from xlabench.impls import AttentionImplRecord, lookup, no_rule
 from xlabench.workloads.attention import REF_MAX_SCORE_BYTES, reference_chunk
 from xlabench.workloads.attention import AttnConfig, default_scale  # noqa: F401 (re-exported for models)
 from xlabench.impls import attention_rules as rules
-from xlabench.workloads.attention import extra_block
-from xlabench.workloads.attention import kernel_blocks as _blocks
 
 
 @dataclass(frozen=True)
@@ -77,13 +75,11 @@ def flash(q, k, v, cfg: AttnConfig):
     """Pallas TPU flash attention, [B, H, S, D]."""
     from jax.experimental.pallas.ops.tpu import flash_attention as fa
 
-    sq, sk = q.shape[2], k.shape[2]
-    bq, bk = _blocks(cfg, sq, sk)
-    bqb, bkb = extra_block(cfg, "block_q_bwd", bq), extra_block(cfg, "block_k_bwd", bk)
+    c = rules.FlashConfig.of(cfg, q.shape[2], k.shape[2])
     sizes = fa.BlockSizes(
-        block_q=bq, block_k_major=bk, block_k=bk, block_b=1,
-        block_q_major_dkv=bqb, block_k_major_dkv=bkb, block_k_dkv=bkb, block_q_dkv=bqb,
-        block_k_major_dq=bkb, block_k_dq=bkb, block_q_dq=bqb)
+        block_q=c.block_q, block_k_major=c.block_k, block_k=c.block_k, block_b=1,
+        block_q_major_dkv=c.block_q_bwd, block_k_major_dkv=c.block_k_bwd, block_k_dkv=c.block_k_bwd,
+        block_q_dkv=c.block_q_bwd, block_k_major_dq=c.block_k_bwd, block_k_dq=c.block_k_bwd, block_q_dq=c.block_q_bwd)
     with tpu_interpret(cfg):
         return fa.flash_attention(q, k, v, causal=cfg.causal, sm_scale=cfg.sm_scale, block_sizes=sizes)
 
@@ -95,12 +91,11 @@ def splash(q, k, v, cfg: AttnConfig):
 
     b, hq, sq, d = q.shape
     hkv, skv = k.shape[1], k.shape[2]
-    bq, bk = _blocks(cfg, sq, skv)
-    bqb, bkb = extra_block(cfg, "block_q_bwd", bq), extra_block(cfg, "block_k_bwd", bk)
-    fused = bool(extra_block(cfg, "fused_bwd", 0))  # one backward kernel for dq, dk and dv (tune: splash_space)
-    sizes = sk_lib.BlockSizes(block_q=bq, block_kv=bk, block_kv_compute=extra_block(cfg, "block_kv_compute", bk),
-                              block_q_dkv=bqb, block_kv_dkv=bkb, block_kv_dkv_compute=bkb,
-                              block_q_dq=None if fused else bqb, block_kv_dq=None if fused else bkb,
+    c = rules.SplashConfig.of(cfg, sq, skv)
+    fused = bool(c.fused_bwd)  # one backward kernel for dq, dk and dv
+    sizes = sk_lib.BlockSizes(block_q=c.block_q, block_kv=c.block_k, block_kv_compute=c.block_kv_compute,
+                              block_q_dkv=c.block_q_bwd, block_kv_dkv=c.block_k_bwd, block_kv_dkv_compute=c.block_k_bwd,
+                              block_q_dq=None if fused else c.block_q_bwd, block_kv_dq=None if fused else c.block_k_bwd,
                               use_fused_bwd_kernel=fused)
     heads = hq if hkv == hq else hq // hkv
     one = mask_lib.CausalMask((sq, skv)) if cfg.causal else mask_lib.FullMask((sq, skv))
@@ -122,8 +117,8 @@ def pallas_gpu(q, k, v, cfg: AttnConfig):
     """Pallas Triton flash attention (GPU), [B, S, H, D]."""
     from jax.experimental.pallas.ops.gpu import attention as ga
 
-    sq, sk = q.shape[1], k.shape[1]
-    bq, bk = _blocks(cfg, sq, sk)
+    c = rules.PallasGpuConfig.of(cfg, q.shape[1], k.shape[1])
+    bq, bk = c.block_q, c.block_k
     sizes = ga.BlockSizes(block_q=bq, block_k=bk, block_q_dkv=min(32, bq), block_kv_dkv=min(32, bk),
                           block_q_dq=min(32, bq), block_kv_dq=min(32, bk))
     return ga.mha(q, k, v, None, sm_scale=cfg.sm_scale, causal=cfg.causal, block_sizes=sizes,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 from typing import Any
 
@@ -46,7 +45,7 @@ def run_paged_case(params: dict[str, Any], impl: str, plan: TimingPlan, interpre
     held = [args]  # for the search only (the case frees args after its timing)
 
     def build(program: str, blocks: dict[str, int]) -> tuple[Any, tuple]:
-        c = dataclasses.replace(cfg, **blocks)
+        c = cfg.with_blocks(blocks)
         reason = im.unsupported(p.model_copy(update={"pages_per_compute_block": c.pages_per_compute_block}),
                                 platform, device.device_kind)
         if reason:
@@ -57,7 +56,7 @@ def run_paged_case(params: dict[str, Any], impl: str, plan: TimingPlan, interpre
     t = tune_case.decide(plan, space, impl, tune_key_fields(p), build)
     held.clear()
     if t.blocks:
-        cfg = dataclasses.replace(cfg, **t.blocks)
+        cfg = cfg.with_blocks(t.blocks)
         tuned = {**t.fields, **{TUNED_PREFIX + n: getattr(cfg, n) for n in PAGED_BLOCKS},
                  "blocks": blocks_text(t.blocks, PAGED_BLOCKS)}
     elif t.fields.get("tuned") == "off":  # the kernel's default block, which it ran at

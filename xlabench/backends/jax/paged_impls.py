@@ -66,7 +66,7 @@ def paged(q, k_pages, v_pages, lengths, table, cfg: PagedConfig):
 
     with tpu_interpret(cfg):
         out = paged_attention(_scaled(q[:, 0], cfg), k_pages, v_pages, lengths, table,
-                              pages_per_compute_block=cfg.pages_per_compute_block,
+                              pages_per_compute_block=paged_rules.PagedKernelConfig.of(cfg).pages_per_compute_block,
                               megacore_mode=cfg.megacore_mode)
     return out[:, None]
 
@@ -106,11 +106,13 @@ def _tuned_for(device_kind: Optional[str]) -> Iterator[None]:
 
 
 def _ragged_blocks(args: tuple, cfg: PagedConfig) -> dict[str, int]:
-    """KV pages per block = the case's pages_per_compute_block; queries per block tuned (the config's), else
-    from the kernel's tuned table on TPU (it needs a TPU to look up), else at most 32."""
+    """KV pages per block and queries per block from the kernel's config (paged_rules.RaggedPagedConfig:
+    the case's or the tuner's); queries per block unset: from the kernel's tuned table on TPU (it needs a
+    TPU to look up), else at most 32."""
     from jax.experimental.pallas.ops.tpu import ragged_paged_attention as rpa
     from jax.experimental.pallas.ops.tpu.ragged_paged_attention import kernel as rpa_kernel
 
+    c = paged_rules.RaggedPagedConfig.of(cfg)
     q, kv, _, table = args[:4]
     tokens = q.shape[0]
     bq = min(tokens, 32)
@@ -119,7 +121,7 @@ def _ragged_blocks(args: tuple, cfg: PagedConfig) -> dict[str, int]:
         with _tuned_for(cfg.device_kind):
             _, bq = rpa.get_tuned_block_sizes(q.dtype, kv.dtype, hq_blk, hkv2_blk // 2, q.shape[2], kv.shape[1],
                                               tokens, table.shape[1])
-    return {"num_kv_pages_per_block": cfg.pages_per_compute_block, "num_queries_per_block": cfg.queries_per_block or bq}
+    return {"num_kv_pages_per_block": c.pages_per_compute_block, "num_queries_per_block": c.queries_per_block or bq}
 
 
 def ragged_paged(q, kv, lengths, table, cu_q_lens, num_seqs, cfg: PagedConfig):
@@ -159,9 +161,10 @@ def gpu_k_splits(pages_per_sequence: int, pages_per_compute_block: int, most: in
 def paged_gpu(q, k_pages, v_pages, lengths, table, cfg: PagedConfig):
     from jax.experimental.pallas.ops.gpu import paged_attention as gpa
 
-    splits = gpu_k_splits(table.shape[1], cfg.pages_per_compute_block)
+    pages = paged_rules.PagedKernelConfig.of(cfg).pages_per_compute_block
+    splits = gpu_k_splits(table.shape[1], pages)
     out = gpa.paged_attention(_scaled(q[:, 0], cfg), k_pages, v_pages, table, lengths,
-                              pages_per_compute_block=cfg.pages_per_compute_block, k_splits=splits,
+                              pages_per_compute_block=pages, k_splits=splits,
                               interpret=cfg.interpret)
     return out[:, None]
 
