@@ -29,13 +29,14 @@ def test_info_reports_platform_and_the_hosts_cached_peak(tmp_path, monkeypatch):
     today = dt.datetime.now(dt.timezone.utc).date().isoformat()
     (tmp_path / host_peak.FILE_NAME).write_text(json.dumps(
         {"hosts": {key: {"tflops": 123.4, "gbytes_per_s": 5678.0, "measured": today, "tries": 3,
+                         "load_per_cpu": 0.0,  # measured on a quiet host: served from the cache at any load
                          "bandwidth": {"sizes": [128 << 20, 256 << 20], "gbytes_per_s": [5678.0, 5000.0]}}}}))
     res = CliRunner().invoke(main, ["info", "--devices", "2"])
     assert res.exit_code == 0, res.output
     assert "platform" in res.output and "cpu" in res.output and "interpret mode" in res.output
     out = " ".join(res.output.split())
     assert "peak TFLOP/s per device 61.700" in out and "peak GB/s per device 2839.0" in out
-    assert f"best of 3 tries on {today}, cached in" in out and "2 virtual device(s)" in out
+    assert f"best of 3 tries on {today} at load 0.00 per CPU, cached in" in out and "2 virtual device(s)" in out
     assert "128 MiB 5678.0, 256 MiB 5000.0 GB/s; chosen 5678.0 GB/s (128 MiB)" in out, out  # the probe's figures
     res = CliRunner().invoke(main, ["info", "--remeasure-peak"])
     assert res.exit_code == 0, res.output
