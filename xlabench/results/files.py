@@ -187,20 +187,38 @@ class ResultsFileError(Exception):
     """A file is not a readable xlabench results CSV (message names the file and what is wrong)."""
 
 
+class NotUtf8(ValueError):
+    """A file's bytes that are not UTF-8: where the first bad byte is (1-based line and column) and the text
+    with bad bytes replaced (to name what stands there)."""
+
+    def __init__(self, data: bytes, start: int):
+        self.byte, self.line = data[start], data.count(b"\n", 0, start) + 1
+        self.column = start - (data.rfind(b"\n", 0, start) + 1) + 1
+        self.text = data.decode("utf-8", errors="replace")
+        super().__init__(f"line {self.line}, column {self.column}: not UTF-8 (byte 0x{self.byte:02x})")
+
+
+def read_utf8(path: Path) -> str:
+    """The file as UTF-8 text: OSError where it cannot be read, NotUtf8 where it is not UTF-8 (results
+    files here, suites in xlabench/suite: each says it in its own error)."""
+    data = Path(path).read_bytes()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise NotUtf8(data, e.start) from None
+
+
 def read_text(path: Path) -> str:
     """A results file's text; ResultsFileError when it is missing, unreadable or not UTF-8 (its line and byte)."""
     path = Path(path)
     if not path.exists():
         raise ResultsFileError(f"{path}: no such file")
     try:
-        data = path.read_bytes()
+        return read_utf8(path)
     except OSError as e:
         raise ResultsFileError(f"{path}: cannot read: {e.strerror or e}") from None
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        line = data.count(b"\n", 0, e.start) + 1
-        raise ResultsFileError(f"{path}:{line}: not UTF-8 text (byte 0x{data[e.start]:02x}); xlabench writes "
+    except NotUtf8 as e:
+        raise ResultsFileError(f"{path}:{e.line}: not UTF-8 text (byte 0x{e.byte:02x}); xlabench writes "
                                "UTF-8: save the file as UTF-8") from None
 
 

@@ -9,6 +9,7 @@ import yaml
 from pydantic import ValidationError
 
 from xlabench import impls as catalog
+from xlabench.results.files import NotUtf8, read_utf8
 from xlabench.workloads import PARAMS as WORKLOAD_PARAMS
 from xlabench.suite import tuned as tuned_lib
 from xlabench.suite.expand import Suite, expand
@@ -122,17 +123,13 @@ def _tuned(path: Path, spec: SuiteSpec, root: Any) -> tuple[tuned_lib.TunedConfi
 def _read_text(path: Path) -> str:
     """The file as UTF-8 text; a SuiteError naming the line, column and key of the first bad byte."""
     try:
-        data = path.read_bytes()
+        return read_utf8(path)
     except OSError as e:
         raise SuiteError(f"{path}: cannot read: {e.strerror or e}") from None
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        line = data.count(b"\n", 0, e.start) + 1
-        column = e.start - (data.rfind(b"\n", 0, e.start) + 1) + 1
-        key = _key_at_line(data.decode("utf-8", errors="replace"), line)
-        raise SuiteError(f"{path}:{line}:{column}: {key or '(top level)'}: not UTF-8 text (byte "
-                         f"0x{data[e.start]:02x}); save the file as UTF-8") from None
+    except NotUtf8 as e:
+        key = _key_at_line(e.text, e.line)
+        raise SuiteError(f"{path}:{e.line}:{e.column}: {key or '(top level)'}: not UTF-8 text (byte "
+                         f"0x{e.byte:02x}); save the file as UTF-8") from None
 
 
 def _key_at_line(text: str, line: int) -> str:
