@@ -26,6 +26,14 @@ os.environ[SESSION_ENV] = str(SESSION_PID)
 # workers use a cache of their own, never the user's ~/.cache/xlabench (measured once per test session).
 os.environ["XLABENCH_CACHE_DIR"] = tempfile.mkdtemp(prefix="xlabench-test-cache-")
 os.environ.pop("XLABENCH_REMEASURE_PEAK", None)
+# The tests' CPU programs are tiny and compiled once or twice each: XLA's CPU compile (LLVM's optimiser)
+# is most of their CPU time, not running them. The tests, their CLI runs and workers (and torch_xla's
+# XLA, which reads the same flags) compile without LLVM's optimisation: a scanned-vs-unrolled train test
+# pair took 37 s of CPU at the default level, 25 s at 0. Users' runs keep XLA's defaults. The tests check
+# behaviour, never speed; XLABENCH_TEST_XLA_OPT=1 keeps the default level (a failure that needs it).
+OPT_FLAG = "--xla_backend_optimization_level=0"
+if os.environ.get("XLABENCH_TEST_XLA_OPT") != "1" and OPT_FLAG not in os.environ.get("XLA_FLAGS", ""):
+    os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {OPT_FLAG}".strip()
 
 TINY_SUITE = """
 name: tiny
