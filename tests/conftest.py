@@ -291,16 +291,10 @@ def history_url(request, tmp_path: Path) -> str:
 # The test modules that take longest (measured in a fresh-clone CI run, 2 xdist workers), scheduled first:
 # `--dist loadfile` hands whole modules to idle workers in collection order, so a long module collected
 # last leaves the other worker idle at the end (CI was 902 s against its 900 s limit that way).
-# Longest first (the classic longest-processing-time order), by each module's summed test durations in a
-# full `--durations=0` run at 7ba52ab (fifth session; the modules cut since then placed by their new
-# figures). Modules past the list's end run in alphabetical order, and test_train_scan_backends (35-53 s)
-# and test_train_e2e (41-47 s) were among them: CI's last 1% of tests took about 80 s.
-LONGEST_FIRST = ("test_torch_xla", "test_train_batch", "test_train_step", "test_user_impls", "test_compile",
-                 "test_train_model", "test_history_changes", "test_compile_cache", "test_train_sharding",
-                 "test_attention_impls", "test_history_cli", "test_plots", "test_multihost", "test_train_e2e",
-                 "test_roofline", "test_train_scan_backends", "test_compile_train", "test_tune", "test_history_judge",
-                 "test_paged_impls", "test_runner", "test_jobs", "test_history_bands", "test_gate_e2e",
-                 "test_plots_readable")
+LONGEST_FIRST = ("test_compile", "test_train_batch", "test_compile_train", "test_train_sharding", "test_torch_xla",
+                 "test_user_impls", "test_multihost", "test_roofline", "test_tune", "test_compile_cache",
+                 # then the longest of `make test-fast` (not slow: 20-60 s each on 2 workers), for its balance
+                 "test_train_step", "test_train_model", "test_attention_impls", "test_plots_readable", "test_paged_impls")
 
 
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list) -> None:
