@@ -178,46 +178,38 @@ def _read(path: Path) -> tuple[dict, str]:
     return data["hosts"], ""
 
 
-def _entry(entries: dict, key: str, today: dt.date, load_now: float) -> tuple[Optional[dict], str, bool]:
-    """The usable entry for this host, or why there is none, and whether a new measurement keeps the
-    better of it and the entry (the entry was measured busier than now or without a load record)."""
+Floor = Optional[tuple[float, Bandwidth]]  # figures a new measurement keeps where they are better
+
+
+def _entry(entries: dict, key: str, today: dt.date, load_now: float) -> tuple[Optional[dict], str, Floor]:
+    """The usable entry for this host, or why there is none; and, where the entry is sound but was measured
+    busier than now or without a load record, its figures (a new measurement keeps the better of the two)."""
     e = entries.get(key)
     if e is None:
-        return None, "", False
+        return None, "", None
     try:
         tflops, tries = float(e["tflops"]), int(e["tries"])
         bandwidth = Bandwidth.from_json(e["bandwidth"])
         day = dt.date.fromisoformat(str(e["measured"]))
     except (KeyError, TypeError, ValueError, AttributeError):
-        return None, "this host's cache entry was malformed and was rewritten", False
+        return None, "this host's cache entry was malformed and was rewritten", None
     if not tflops > 0:
-        return None, "this host's cache entry was not positive and was rewritten", False
+        return None, "this host's cache entry was not positive and was rewritten", None
     if (today - day).days > MAX_AGE_DAYS or day > today:
-        return None, f"the cached peak of {day} was stale (over {MAX_AGE_DAYS} days) and was re-measured", False
+        return None, f"the cached peak of {day} was stale (over {MAX_AGE_DAYS} days) and was re-measured", None
     load = e.get("load_per_cpu")
     if not isinstance(load, (int, float)):
-        return None, "the cached peak had no load record and was re-measured", True
+        return None, "the cached peak had no load record and was re-measured", (tflops, bandwidth)
     if load - load_now >= LOAD_MARGIN:
         return None, (f"the cached peak was measured at load {load:.2f} per CPU, the host is at {load_now:.2f} "
-                      f"now: re-measured, the better kept"), True
+                      f"now: re-measured, the better kept"), (tflops, bandwidth)
     return {"tflops": tflops, "bandwidth": bandwidth, "measured": day.isoformat(), "tries": tries,
-            "load": float(load)}, "", False
+            "load": float(load)}, "", None
 
 
 def _write(path: Path, entries: dict) -> None:
     """Whole or not at all (two workers may write at once: the last one wins, neither is torn)."""
     write_json(path, {"hosts": entries}, indent=2)
-
-
-def _kept_better(entries: dict, key: str, tflops: float, bw: Bandwidth) -> tuple[float, Bandwidth]:
-    """The new figures, or the cached entry's where they are better (a re-measure at a quieter moment:
-    the host's capacity is the best it was seen to do)."""
-    old = entries.get(key) or {}
-    try:
-        old_bw = Bandwidth.from_json(old["bandwidth"])
-        return max(tflops, float(old["tflops"])), max((bw, old_bw), key=lambda b: b.best)
-    except (KeyError, TypeError, ValueError, AttributeError):
-        return tflops, bw
 
 
 def get(measure_once: Callable[[], tuple[float, Bandwidth]], framework: str, tries: int = TRIES,
@@ -231,9 +223,9 @@ def get(measure_once: Callable[[], tuple[float, Bandwidth]], framework: str, tri
     load_now = (load or load_per_cpu)()
     entries, note = _read(path)
     if os.environ.get(ENV_REMEASURE, "") not in ("", "0"):
-        entry, note, keep_better = None, f"re-measured ({ENV_REMEASURE})", False
+        entry, note, floor = None, f"re-measured ({ENV_REMEASURE})", None
     else:
-        entry, why, keep_better = _entry(entries, key, today, load_now)
+        entry, why, floor = _entry(entries, key, today, load_now)
         note = note or why
     if entry is not None:
         bw = entry["bandwidth"]
@@ -245,8 +237,8 @@ def get(measure_once: Callable[[], tuple[float, Bandwidth]], framework: str, tri
             time.sleep(PAUSE_S)
         results.append(measure_once())
     tflops, bw = max(r[0] for r in results), max((r[1] for r in results), key=lambda b: b.best)
-    if keep_better:
-        tflops, bw = _kept_better(entries, key, tflops, bw)
+    if floor is not None:  # a re-measure at a quieter moment: the host's capacity is the best it was seen to do
+        tflops, bw = max(tflops, floor[0]), max((bw, floor[1]), key=lambda b: b.best)
     entries[key] = {"tflops": tflops, "gbytes_per_s": bw.best, "bandwidth": bw.to_json(),
                     "measured": today.isoformat(), "tries": tries, "load_per_cpu": round(load_now, 3)}
     try:
