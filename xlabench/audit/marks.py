@@ -42,7 +42,8 @@ def rule_counts(rows: Iterable[Mapping[str, Any]]) -> dict[str, int]:
     """How many suspect rows break each rule (the name before ':' in each of a row's reasons), most first."""
     counts: dict[str, int] = {}
     for r in rows:
-        for reason in (suspect(r) or "").split("; ") if suspect(r) else ():
+        text = suspect(r)
+        for reason in text.split("; ") if text else ():
             rule = reason.split(":", 1)[0].strip()
             counts[rule] = counts.get(rule, 0) + 1
     return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))

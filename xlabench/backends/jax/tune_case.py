@@ -16,6 +16,7 @@
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import itertools
 import os
@@ -133,7 +134,7 @@ def time_many(handles: list[Handle], iters: int) -> tuple[list[float], str]:
                 for _ in range(iters):
                     jax.block_until_ready(h.call())
 
-    shared = {m for m in (h.module for h in handles) if sum(o.module == m for o in handles) > 1}
+    shared = {m for m, n in collections.Counter(h.module for h in handles).items() if n > 1}
     try:
         planes = trace_timer.profiled_planes(run)
         out = []
