@@ -1,0 +1,18 @@
+"""The Makefile's environments: what a fresh clone's `make run` and `make test` install."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+MAKEFILE = Path(__file__).resolve().parent.parent / "Makefile"
+
+
+def test_every_uv_install_writes_bytecode() -> None:
+    """uv writes no .pyc unless told, and with PYTHONDONTWRITEBYTECODE set (CI's machines) Python never
+    writes one either: every worker and CLI process then compiled jax and torch from source again (a fresh
+    clone's tests took 914 s instead of 704)."""
+    installs = [ln for ln in MAKEFILE.read_text().splitlines() if re.search(r"\$\(UV\) pip install", ln)]
+    assert len(installs) >= 3, installs  # the JAX environment, its libtpu extra, the torch_xla environment
+    missing = [ln.strip() for ln in installs if "--compile-bytecode" not in ln.split()]
+    assert not missing, missing
