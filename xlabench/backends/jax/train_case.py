@@ -320,12 +320,13 @@ def resolve_batch(p: TrainParams, impl: str, interpret: bool, platform: str, lim
         need = lambda q: program(q, impl, interpret, platform, devices, tune=tune,  # noqa: E731
                                  tune_batch=p.batch_step()).peak_bytes(donate, device)
     batch, seen = largest_batch(lambda b: need(p.with_batch(b)), limit, p.batch_step())
-    probes = ", ".join(f"{b}: {'?' if v is None else f'{v / GIB:.2f}'}" for b, v in sorted(seen.items()))
+    unit, size = ("GiB", GIB) if limit >= GIB else ("MiB", 1 << 20)  # a small budget's figures differ in MiB
+    probes = ", ".join(f"{b}: {'?' if v is None else f'{v / size:.2f}'}" for b, v in sorted(seen.items()))
     if not batch:
-        raise CaseSkipped(f"global_batch auto: not even batch {p.batch_step()} fits {limit / GIB:.2f} GiB per "
-                          f"device (GiB by batch: {probes})")
+        raise CaseSkipped(f"global_batch auto: not even batch {p.batch_step()} fits {limit / size:.2f} {unit} per "
+                          f"device ({unit} by batch: {probes})")
     return p.with_batch(batch), (f"global_batch auto: {batch}, the largest multiple of {p.batch_step()} whose step "
-                                 f"fits {limit / GIB:.2f} GiB per device (compile-only GiB by batch: {probes})")
+                                 f"fits {limit / size:.2f} {unit} per device (compile-only {unit} by batch: {probes})")
 
 
 def device_limit(device: Any) -> int | None:
