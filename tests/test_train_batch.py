@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from xlabench import results
 from xlabench.protocol.worker_messages import CaseSkipped
 from xlabench.protocol.plan import TimingPlan
 from xlabench.workloads.train import TrainParams, largest_batch
 
-from conftest import require_libtpu, run_cli
+from conftest import require_libtpu
+from test_compile import _compile
 
 GIB = 1 << 30
 
@@ -142,11 +142,11 @@ measure: {{timeout_s: 900}}
 
 
 def _compile_rows(tmp_path: Path, write_suite, name: str, batches: str, limit: float):
-    res = run_cli("compile", str(write_suite(SUITE.format(batches=batches, limit=limit), f"{name}.yaml")),
-                  "--target", "v5e-1", "--out", str(tmp_path / name), timeout=1500)
+    res, rows = _compile(tmp_path / name, str(write_suite(SUITE.format(batches=batches, limit=limit), f"{name}.yaml")),
+                         "--target", "v5e-1")
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
-    (csv,) = (tmp_path / name).rglob("*.compile.csv")
-    return results.read_rows(csv)
+    assert len(list((tmp_path / name).rglob("*.compile.csv"))) == 1
+    return rows
 
 
 @pytest.mark.slow
