@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import yaml
 
 from xlabench import impls, results
 from xlabench.run import envs
@@ -169,8 +170,7 @@ def test_torch_xla_train_rows_count_what_the_flop_file_says(both_train):
     ok = df[df.status == "ok"]
     assert len(ok) == 6
     for _, r in ok.iterrows():
-        p = TrainParams(model="custom", arch=r.arch, vocab_size=256, d_model=64, num_layers=1, num_heads=4,
-                        num_kv_heads=int(r.num_kv_heads), d_ff=128, seq_len=32, global_batch=8, dtype="float32",
+        p = TrainParams(**yaml.safe_load(TRAIN_SUITE)["params"], arch=r.arch, num_kv_heads=int(r.num_kv_heads),
                         sharding=r.sharding, devices=int(r.devices))
         assert (r.flops, r.flops_palm, r.params_count) == (p.flops(), p.flops_palm(), p.params_count()), r.arch
     assert ((ok.loss_first - np.log(256)).abs() < 0.2).all(), ok.loss_first.tolist()
