@@ -4,6 +4,7 @@ results.RowWriter, with a slowdown factor per run."""
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 from typing import Any, Optional, Sequence
@@ -27,7 +28,9 @@ def creeping(n: int = 30, at: int = 20, step: float = 0.03, per_commit: float = 
     return out
 
 
+@functools.lru_cache(maxsize=1)
 def _fixture() -> tuple[list[dict[str, Any]], dict[str, np.ndarray]]:
+    """Read once per process (the Monte-Carlo tests draw ~100 series from it); callers never mutate it."""
     rows = results.read_rows(FIXTURE).to_dict("records")
     s = results.read_samples(FIXTURE)
     samples = {c: g.sort_values("iteration")["seconds"].to_numpy(float) for c, g in s.groupby("case_id")}
@@ -40,17 +43,14 @@ def draw(factors: Sequence[float], seed: int = 0, run_sigma: float = RUN_SIGMA,
     around its median, redrawn (plus 1% normal jitter), times the run's machine speed and its factor."""
     rows, samples = _fixture()
     rows = [r for r in rows if r["status"] == "ok"][:n_cases]
+    medians = [float(np.median(samples[r["case_id"]])) for r in rows]
+    logs = [np.log(samples[r["case_id"]] / m) for r, m in zip(rows, medians)]
     rng = np.random.default_rng(seed)
     out = []
     for f in factors:
         machine = float(np.exp(rng.normal(0, run_sigma)))
-        run = []
-        for r in rows:
-            base = samples[r["case_id"]]
-            logs = np.log(base / np.median(base))
-            run.append(np.median(base) * np.exp(rng.choice(logs, len(base)) + rng.normal(0, 0.01, len(base)))
-                       * machine * f)
-        out.append(run)
+        out.append([m * np.exp(rng.choice(lg, len(lg)) + rng.normal(0, 0.01, len(lg))) * machine * f
+                    for m, lg in zip(medians, logs)])
     return rows, out
 
 
