@@ -12,11 +12,12 @@ its segments, and a segment's level given the band parameters.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, Optional, Sequence
 
 import numpy as np
-from scipy import ndimage
+from scipy import ndimage, special
 
 ITERS = 30          # EM steps for the band parameters and for a level
 LEVEL_ITERS = 15    # EM steps for each candidate split's two levels
@@ -72,9 +73,10 @@ def _bands(x: np.ndarray, mu: Any, b: Bands) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _upper(x: np.ndarray, mu: Any, b: Bands) -> np.ndarray:
-    """Each run's probability of the upper band, at level mu."""
-    lo, hi = _bands(x, mu, b)
-    return np.exp(hi - np.logaddexp(lo, hi))
+    """Each run's probability of the upper band, at level mu: the logistic of the bands' log-density
+    difference, log(p / (1 - p)) + d (x - mu - d/2) / s^2 (the two normals' quadratic terms cancel). EM calls
+    it ~10^5 times a history on small arrays: five array operations where the two log-densities took 17."""
+    return special.expit(math.log(b.p / (1 - b.p)) + (x - (mu + 0.5 * b.d)) * (b.d / (b.s * b.s)))
 
 
 def density(x: np.ndarray, mu: np.ndarray, b: Bands) -> np.ndarray:
