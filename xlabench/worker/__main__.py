@@ -1,7 +1,13 @@
 """`python -m xlabench.worker --backend B --parent-pid PID`: the worker loop (xlabench/worker/main.py)."""
 
+import os
 import sys
 
 from xlabench.worker.main import main
 
-sys.exit(main())
+code = main()
+# The parent closed the pipe: nothing is left to do. Leave without the interpreter's teardown, where JAX's
+# atexit hook destroys every compiled executable one by one (memory the OS takes back at once anyway).
+sys.stdout.flush()
+sys.stderr.flush()
+os._exit(code)
