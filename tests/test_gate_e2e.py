@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 from pathlib import Path
 
 import pandas as pd
@@ -52,9 +53,11 @@ def real_run(tmp_path_factory) -> tuple[Path, Path]:
 
 
 def doctor(src: Path, dst: Path, factor: float) -> Path:
-    """Copy a run with every time multiplied by ``factor`` (and throughputs divided by it)."""
+    """Copy a run with every time multiplied by ``factor`` (and throughputs divided by it), and without the
+    host calibration taken beside the real run: that measured the load the run saw, not the staged change."""
     dst.parent.mkdir(parents=True, exist_ok=True)
     rows = pd.read_csv(src, dtype=str, keep_default_na=False)
+    rows["host_calib_s"] = ""
     for col in _TIME_COLUMNS + _RATE_COLUMNS:
         scale = factor if col in _TIME_COLUMNS else 1 / factor
         rows[col] = [repr(float(v) * scale) if v else v for v in rows[col]]
@@ -63,6 +66,24 @@ def doctor(src: Path, dst: Path, factor: float) -> Path:
     samples["seconds"] = samples["seconds"] * factor
     samples.to_csv(results.RunFiles(dst).samples, index=False)
     return dst
+
+
+def test_a_doctored_baseline_is_judged_whatever_load_its_real_run_saw(real_run, tmp_path):
+    """The baselines of these tests are the fixture run's files with every time scaled: the host calibration
+    taken beside that run (under whatever load it saw) says nothing of the change they stage. A CI run once
+    called the staged 5x improvement 'confounded': the fixture run's calibration kernel had run under load,
+    the gate's run 0.59x as long."""
+    _, csv = real_run
+    loaded = tmp_path / "loaded.csv"  # the same run, as if taken beside a calibration kernel 5x as slow
+    rows = pd.read_csv(csv, dtype=str, keep_default_na=False)
+    rows["host_calib_s"] = [repr(float(v) * 5) for v in rows["host_calib_s"]]
+    rows.to_csv(loaded, index=False)
+    shutil.copy(results.RunFiles(csv).samples, results.RunFiles(loaded).samples)
+    base = doctor(loaded, tmp_path / "slow.csv", 5.0)
+    js = tmp_path / "v.json"
+    r = _cli("compare", str(base), str(csv), "--json", str(js))
+    assert r.exit_code == 0, r.output
+    assert [c["verdict"] for c in json.loads(js.read_text())["cases"]] == ["improvement", "improvement"], r.output
 
 
 def test_compare_a_real_run_with_itself_passes(real_run):
