@@ -16,3 +16,17 @@ def test_every_uv_install_writes_bytecode() -> None:
     assert len(installs) >= 3, installs  # the JAX environment, its libtpu extra, the torch_xla environment
     missing = [ln.strip() for ln in installs if "--compile-bytecode" not in ln.split()]
     assert not missing, missing
+
+
+def _prerequisites(target: str) -> list[str]:
+    line = next(ln for ln in MAKEFILE.read_text().splitlines() if ln.startswith(f"{target}:"))
+    return line.split(":", 1)[1].split()
+
+
+def test_the_main_job_and_the_tests_run_on_xlabench_compiled_to_bytecode() -> None:
+    """The editable source tree is no package the installs compile: with PYTHONDONTWRITEBYTECODE set, each
+    CLI and worker process compiled xlabench's modules again (a CLI start 0.6 s of CPU instead of 0.4)."""
+    for target in ("run", "test", "test-fast"):
+        assert "bytecode" in _prerequisites(target), target
+    recipe = MAKEFILE.read_text().split("\nbytecode:", 1)[1].split("\n\n", 1)[0]
+    assert re.search(r"-m compileall\b.*\bxlabench\b", recipe), recipe
