@@ -20,6 +20,23 @@ def _banded(rng: np.random.Generator, n: int, at: int = 0, size: float = 0.0, ga
     return y
 
 
+def test_a_runs_upper_band_probability_is_its_posterior_under_the_two_densities():
+    """EM's weights (bands._upper, the logistic form) against the posterior of the upper band computed from
+    the two joint log-densities (bands._bands), at levels given per run and per row, over band parameters from
+    a thin upper band to an even split and spreads 1000x apart."""
+    rng = np.random.default_rng(3)
+    x = rng.normal(0, 0.05, 40)
+    for b in (bands.Bands(0.02, 0.0, 0.01), bands.Bands(0.3, 0.03, 0.01), bands.Bands(0.5, 0.2, 1e-4),
+              bands.Bands(0.1, 0.05, 0.1)):
+        for mu in (rng.normal(0, 0.05, 40), 0.01):
+            lo, hi = bands._bands(x, mu, b)
+            np.testing.assert_allclose(bands._upper(x, mu, b), np.exp(hi - np.logaddexp(lo, hi)), rtol=1e-9, atol=1e-12)
+        mus = rng.normal(0, 0.05, 3)[:, None]  # the shape levels() passes: a row per candidate level
+        lo, hi = bands._bands(x[None, :], mus, b)
+        np.testing.assert_allclose(bands._upper(x[None, :], mus, b), np.exp(hi - np.logaddexp(lo, hi)),
+                                   rtol=1e-9, atol=1e-12)
+
+
 def test_the_bands_are_recovered():
     rng = np.random.default_rng(11)
     fits = [bands.fit(y, [30], bands.start(y)) for y in (_banded(rng, 60, 30, 0.05) for _ in range(100))]
