@@ -169,8 +169,9 @@ def test_torch_xla_train_rows_count_what_the_flop_file_says(both_train):
     df, _ = both_train
     ok = df[df.status == "ok"]
     assert len(ok) == 6
+    params = yaml.safe_load(TRAIN_SUITE)["params"]
     for _, r in ok.iterrows():
-        p = TrainParams(**yaml.safe_load(TRAIN_SUITE)["params"], arch=r.arch, num_kv_heads=int(r.num_kv_heads),
+        p = TrainParams(**params, arch=r.arch, num_kv_heads=int(r.num_kv_heads),
                         sharding=r.sharding, devices=int(r.devices))
         assert (r.flops, r.flops_palm, r.params_count) == (p.flops(), p.flops_palm(), p.params_count()), r.arch
     assert ((ok.loss_first - np.log(256)).abs() < 0.2).all(), ok.loss_first.tolist()

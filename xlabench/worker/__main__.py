@@ -6,8 +6,9 @@ import sys
 from xlabench.worker.main import main
 
 code = main()
-# The parent closed the pipe: nothing is left to do. Leave without the interpreter's teardown, where JAX's
-# atexit hook destroys every compiled executable one by one (memory the OS takes back at once anyway).
+# main returned (the parent closed the pipe, or the backend did not import): nothing is left to do. Leave
+# without the interpreter's teardown, where JAX's atexit hook destroys every compiled executable one by one
+# (memory the OS takes back at once anyway).
 sys.stdout.flush()
 sys.stderr.flush()
 os._exit(code)
