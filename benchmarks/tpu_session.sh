@@ -83,8 +83,12 @@ for arg in "$@"; do
       run_step train-auto benchmarks/tpu/train_auto_v5e.yaml "$limit" "${k[@]}" ;;
     mfu-batch)  # issue 41: the seed's chart, MFU against global batch, GPT-2 355M naive vs splash
       run_step mfu-batch benchmarks/tpu/mfu_vs_batch_v5e.yaml "$limit" "${k[@]}" ;;
+    train-tune)  # issue 48/49: the shipped suites' train attention shapes tuned (for the shipped table)
+      run_step train-tune benchmarks/tpu/train_tune_v5e.yaml "$limit" "${k[@]}" ;;
+    llama-probe)  # issue 48: the one-chip LLaMA preset's step, unrolled, splash, batch 8
+      run_step llama-probe benchmarks/tpu/llama_probe_v5e.yaml "$limit" "${k[@]}" ;;
     train-mfu)  # issue 34: GPT-2 124M and 355M, seq 1024 and 4096, naive / flash / splash, up to the largest batch
       run_step train-mfu benchmarks/tpu/train_mfu_v5e.yaml "$limit" "${k[@]}" ;;
-    *) echo "unknown step $step (smoke, attention, attention-cached, attention-default, paged, train, train-mfu, train-explain, train-final, train-auto, mfu-batch)"; exit 2 ;;
+    *) echo "unknown step $step (smoke, attention, attention-cached, attention-default, paged, train, train-mfu, train-explain, train-final, train-auto, mfu-batch, train-tune, llama-probe)"; exit 2 ;;
   esac
 done

@@ -118,7 +118,11 @@ def _llama(vocab: int, d: int, layers: int, heads: int, kv_heads: int, d_ff: int
 PRESETS: dict[str, ModelConfig] = {
     "gpt2-124m": _gpt2(50257, 768, 12, 12),
     "gpt2-355m": _gpt2(50257, 1024, 24, 16),
+    "gpt2-774m": _gpt2(50257, 1280, 36, 20),
+    "gpt2-1.5b": _gpt2(50257, 1600, 48, 25),
     "gpt2-2b": _gpt2(50257, 2560, 24, 20),
+    "llama-1b": _llama(32000, 2048, 16, 16, 8, 5632, 4096),
+    "llama-1b-f8k": _llama(32000, 2048, 16, 16, 8, 8192, 4096),
     "llama2-2b": _llama(32000, 2560, 24, 20, 20, 6912, 4096),
     "llama2-7b": _llama(32000, 4096, 32, 32, 32, 11008, 4096),
     "llama3-8b": _llama(128256, 4096, 32, 32, 8, 14336, 8192, theta=500000.0),
