@@ -87,26 +87,45 @@ def test_defaults_resolve_to_explicit_dims_and_mesh() -> None:
     assert default_mesh("tp", 2) == {"data": 1, "fsdp": 1, "tensor": 2}
 
 
-@pytest.mark.parametrize("name,scan", [("gpt2-2b", True), ("llama2-2b", True), ("llama2-7b", True),
-                                       ("llama3-8b", True), ("gpt2-124m", False), ("gpt2-tiny", False),
-                                       ("llama-tiny", False)])
-def test_scan_layers_defaults_to_the_presets_choice(name: str, scan: bool) -> None:
+@pytest.mark.parametrize("name", ["gpt2-2b", "llama2-2b", "llama-1b", "gpt2-124m", "gpt2-tiny"])
+def test_a_case_on_its_own_is_unrolled_whatever_its_preset_is_called(name: str) -> None:
+    """Scanned or unrolled is decided by compile time and fit (a suite's ladder runs scanned and its best
+    point unrolled: suite/slice_fit.py), not by the preset's name: a case on its own is unrolled."""
     p = TrainParams(model=name, global_batch=1, seq_len=128)
-    assert p.scan_layers is None and p.scan() is scan and p.resolved().scan_layers is scan
-    assert TrainParams(model=name, global_batch=1, seq_len=128, scan_layers=not scan).resolved().scan_layers is not scan
-    assert _params(model="custom", arch="gpt2", vocab_size=64, d_model=64, num_layers=2, num_heads=2, d_ff=64,
-                   devices=1).resolved().scan_layers is False
+    assert p.scan_layers is None and p.scan() is False and p.resolved().scan_layers is False
+    assert TrainParams(model=name, global_batch=1, seq_len=128, scan_layers=True).resolved().scan_layers is True
+
+
+def test_per_device_batch_makes_the_global_batch_and_the_same_case_id() -> None:
+    from xlabench import results
+
+    p = TrainParams(model="gpt2-tiny", per_device_batch=2, devices=8, seq_len=64).resolved()
+    q = TrainParams(model="gpt2-tiny", global_batch=16, devices=8, seq_len=64).resolved()
+    assert p.global_batch == 16 and "per_device_batch" not in p.model_dump()
+    assert results.case_id("train", "jax", "naive", p.model_dump()) == results.case_id("train", "jax", "naive",
+                                                                                        q.model_dump())
+    with pytest.raises(ValueError, match="disagree"):
+        TrainParams(model="gpt2-tiny", per_device_batch=2, global_batch=4, devices=8, seq_len=64)
+    with pytest.raises(ValueError, match="per_device_batch must be an integer >= 1"):
+        TrainParams(model="gpt2-tiny", per_device_batch=0, seq_len=64)
+    with pytest.raises(ValueError, match="give global_batch"):
+        TrainParams(model="gpt2-tiny", seq_len=64)
 
 
 def test_suite_cases_carry_scan_layers_resolved(tmp_path) -> None:
-    """The CSV shows what ran: the preset default made explicit, an explicit value kept."""
+    """The CSV shows what ran: the default made explicit (unrolled: no batch ladder here), an explicit value
+    kept; a batch ladder with no scan_layers runs scanned, its best point to be run again unrolled."""
     path = tmp_path / "scan.yaml"
     path.write_text("name: scan\nworkload: train\nimpls: [naive]\nparams: {seq_len: 128, global_batch: 8}\n"
                     "matrix:\n  'model,scan_layers': [[gpt2-2b, null], [gpt2-tiny, null], [gpt2-tiny, true]]\n")
     cases = suite_lib.load(path).cases("")
-    assert [c.params["scan_layers"] for c in cases] == [True, False, True]
-    assert len({c.case_id for c in cases}) == 3
-    assert results._cell(cases[0].params["scan_layers"]) == "true"
+    assert [c.params["scan_layers"] for c in cases] == [False, False, True]
+    assert len({c.case_id for c in cases}) == 3 and not any(c.unroll_best for c in cases)
+    assert results._cell(cases[2].params["scan_layers"]) == "true"
+    path.write_text("name: scan\nworkload: train\nimpls: [naive]\nparams: {seq_len: 128, model: gpt2-tiny}\n"
+                    "matrix:\n  global_batch: [8, 16]\n")
+    cases = suite_lib.load(path).cases("")
+    assert [(c.params["scan_layers"], c.unroll_best) for c in cases] == [(True, True), (True, True)]
 
 
 def test_mesh_as_mapping_or_string() -> None:
@@ -151,8 +170,11 @@ def test_bad_params_say_what_is_wrong(kw: dict, message: str) -> None:
 
 
 def test_every_train_param_has_a_csv_column() -> None:
-    missing = set(PARAMS["train"].model_fields) - set(results.CASE_COLUMN_NAMES)
+    fields = PARAMS["train"].model_fields
+    missing = {n for n, f in fields.items() if not f.exclude} - set(results.CASE_COLUMN_NAMES)
     assert not missing
+    # a planning input only: it resolves into global_batch (the row holds the batch it made)
+    assert {n for n, f in fields.items() if f.exclude} == {"per_device_batch"}
     for col in ("flops_palm", "params_count", "tokens_per_s_per_device", "loss_first", "loss_last", "losses"):
         assert col in results.COLUMN_NAMES
 
@@ -168,9 +190,9 @@ def test_invalid_mesh_in_suite_names_file_and_case(tmp_path) -> None:
     assert str(path) in msg and "spans 4 devices but devices is 8" in msg
 
 
-# cpu and tpu: JAX and torch_xla cases (llama: torch_xla without splash); gpu: JAX only.
-@pytest.mark.parametrize("name,profiles", [("gpt2", {"cpu": 36, "tpu": 96, "gpu": 16}),
-                                           ("llama", {"cpu": 30, "tpu": 60, "gpu": 12})])
+# cpu and v4-8 (the seed study): JAX and torch_xla cases (llama: torch_xla without splash); gpu: JAX only.
+@pytest.mark.parametrize("name,profiles", [("gpt2", {"cpu": 36, "v4-8": 96, "gpu": 16}),
+                                           ("llama", {"cpu": 30, "v4-8": 60, "gpu": 12})])
 def test_model_suites_expand(name: str, profiles: dict) -> None:
     s = suite_lib.load(f"suites/{name}.yaml")
     for prof, n in profiles.items():

@@ -130,6 +130,11 @@ def print_plan(s: Any, opts: RunOptions) -> None:
     console.print(f"dry run: suite {s.name} profile {plan.profile or 'base'} on {plan.platform} (guessed from the "
                   f"host; a run asks its worker): {len(todo)} case(s)"
                   + (f", {len(plan.done)} already done" if plan.done else ""), soft_wrap=True)
+    for note in dict.fromkeys(c.note for c, _ in todo if c.note):  # the model chosen, modes run once
+        console.print(f"plan: {note}", style="dim", soft_wrap=True)
+    if any(c.unroll_best for c, why in todo if not why):
+        console.print("plan: the ladder runs scanned; its best point then runs again unrolled (one more case)",
+                      style="dim", soft_wrap=True)
     reasons: dict[str, int] = {}  # each skip reason once, below the cases, by number
     keys = results.varying([c.params for c, _ in todo]) if len(todo) > 1 else None  # what tells them apart
     for c, why in todo:
@@ -191,7 +196,8 @@ def run_with_progress(s: Any, opts: RunOptions, summary: bool = True) -> Any:
         progress.console.print(line, soft_wrap=True)
         progress.advance(task[0], case.measure.repeats - runs_done.get(case.case_id, 0))  # runs it will not take
 
-    hooks = suite_runner.RunHooks(warning=warn, start=start, repeat=repeat, row=row)
+    hooks = suite_runner.RunHooks(warning=warn, start=start, repeat=repeat, row=row,
+                                  note=lambda text: progress.console.print(text, style="dim", soft_wrap=True))
     try:
         outcome = suite_runner.run_suite(s, opts, hooks=hooks)
     except suite_runner.RunInputError as e:

@@ -65,6 +65,24 @@ def tpu_chips_present() -> bool:
     return False
 
 
+def guess_device_count(platform: str, environ: Optional[dict[str, str]] = None) -> int:
+    """The devices a run on ``platform`` would find, read from the host without starting a worker (``list``
+    and ``run --dry-run``; a run asks its worker): TPU chips on the PCI bus, the GPUs' device nodes, else 1."""
+    if platform == "tpu":
+        n = sum(1 for v in glob.glob("/sys/bus/pci/devices/*/vendor") if _read(v) == "0x1ae0")
+        return max(n, 1)
+    if platform == "gpu":
+        return max(len(glob.glob("/dev/nvidia[0-9]*")), 1)
+    return 1
+
+
+def _read(path: str) -> str:
+    try:
+        return Path(path).read_text().strip()
+    except OSError:
+        return ""
+
+
 def accelerator_present() -> bool:
     """A TPU on the PCI bus or a GPU driver's device node: JAX has something besides the CPU to find."""
     return tpu_chips_present() or any(os.path.exists(p) for p in ("/dev/nvidiactl", "/dev/kfd"))

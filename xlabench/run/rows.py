@@ -132,7 +132,7 @@ def case_row(case: Case, ctx: Any, env: Mapping[str, Any] | None = None, replies
         row.update({k: env.get(k) for k in ENV_KEYS})
     if ended is not None:
         status, error = ended
-        row.update(status=status, error=error, timestamp=now())
+        row.update(status=status, error=error, timestamp=now(), notes=getattr(case, "note", "") or None)
         return row, []
     m = measured(replies, plan.headline)
     row.update(status=OK, error=None, repeats=len(replies))
@@ -141,7 +141,7 @@ def case_row(case: Case, ctx: Any, env: Mapping[str, Any] | None = None, replies
         row["host_calib_s"] = statistics.median(calib)
     peaks = {**env, **ctx.cpu_peaks} if platform == "cpu" else env
     row.update(derive(m, peaks, case.devices, ctx.peak_override or case.peak_tflops, bool(row["interpret"])))
-    notes = [row.get("notes")]
+    notes = [getattr(case, "note", ""), row.get("notes")]  # what planning decided (the model, modes run once)
     if m.correct is False:
         notes.append("WRONG RESULT: error above tolerance")
     if ctx.jobs > 1:

@@ -72,6 +72,7 @@ class RunContext:
     tune: Optional[bool] = None  # `run --tune/--no-tune` (None: measure.plan.default_tune of the platform)
     tune_dir: Optional[str] = None  # the tuning cache folder a search uses (run_suite: tune.default_dir())
     llc_bytes: Optional[int] = None  # CPU: the host's last-level cache (audit: cache-resident rows)
+    device_count: Optional[int] = None  # the slice's devices (the first worker's): a case needing more is skipped
 
     def trace_dir(self, case: Case, repeat: int) -> Optional[str]:
         if self.trace_root is None:
@@ -117,10 +118,18 @@ class CaseRun:
 def start_case(case: Case, pool: WorkerPool, ctx: RunContext) -> CaseRun:
     """A case about to run; one that cannot run here at all is done at once (a skipped row)."""
     state = CaseRun(case, catalog.find(case.backend, case.impl, case.workload))
-    reason = plan_skip(case, ctx.platform, state.info) or pool.missing(case.backend)
+    reason = plan_skip(case, ctx.platform, state.info) or pool.missing(case.backend) or _too_big(case, ctx)
     if reason:
         state.ended = (SKIPPED, reason)
     return state
+
+
+def _too_big(case: Case, ctx: RunContext) -> Optional[str]:
+    """Why the slice cannot hold the case (more devices than it has), or None."""
+    if ctx.device_count and case.devices > ctx.device_count:
+        return (f"the case needs {case.devices} devices; this slice has {ctx.device_count} (a suite that does not "
+                "pin devices uses every device the slice has)")
+    return None
 
 
 def run_repeat(state: CaseRun, pool: WorkerPool, ctx: RunContext) -> None:

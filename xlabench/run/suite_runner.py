@@ -19,7 +19,7 @@ from xlabench import results
 from xlabench import suite as suite_lib
 from xlabench.measure import host_cache, sample_size
 from xlabench.run import distributed, shard
-from xlabench.run.envs import Interpreters, guess_platform
+from xlabench.run.envs import Interpreters, guess_device_count, guess_platform
 from xlabench.run.run_options import Filter, OptionError, RunOptions
 from xlabench.run.interrupts import Interrupted, interruptible
 from xlabench.run import rows as row_builder
@@ -31,8 +31,11 @@ from xlabench.impls.attention_rules import RULES as _ATTENTION_RULES
 from xlabench.impls.paged_rules import SPACES as _PAGED_SPACES, predict_skip as _predict_paged_skip
 from xlabench.protocol.status import FAILED
 from xlabench.tune import default_dir as tune_cache_dir
+from xlabench.suite import slice_fit
 
 # `xlabench tune`: each case's measurement after its search is one call, on the wall clock.
+# The model fit's compiles (suite/slice_fit.py): a few candidates x impls, each compiled once, never run
+FIT_TIMEOUT_S = 1800.0
 TUNE_ONLY_MEASURE = {"warmup": 1, "iters": 1, "min_time_s": 0.0, "repeats": 1, "timer": "wallclock"}
 
 
@@ -51,6 +54,7 @@ class RunHooks:
     row)`` after each case's row."""
 
     warning: Callable[[str], None] = _ignore
+    note: Callable[[str], None] = _ignore  # what the run decided or is doing between cases (fitting the model)
     start: Callable[..., None] = _ignore
     repeat: Callable[[suite_lib.Case], None] = _ignore
     row: Callable[[suite_lib.Case, dict[str, Any]], None] = _ignore
@@ -210,7 +214,7 @@ def plan_run(s: suite_lib.Suite, opts: RunOptions) -> RunPlan:
         prof = s.pick_profile(platform, opts.profile)
     except (ValueError, suite_lib.SuiteError) as e:
         raise RunInputError(str(e)) from None
-    cases = select_cases(s, prof, opts, shard_of)
+    cases = select_cases(s, prof, opts, shard_of, slice_fit.Slice(platform, guess_device_count(platform)))
     interpreters = Interpreters(torch_xla_override=opts.python_torch_xla)
     return RunPlan(prof, platform, [(c, plan_skip(c, platform) or interpreters.missing(c.backend)
                                      or predict_skip(c, platform)) for c in cases], done)
@@ -223,12 +227,13 @@ def _with_impl_paths(s: suite_lib.Suite, opts: RunOptions) -> suite_lib.Suite:
 
 
 def select_cases(s: suite_lib.Suite, prof: str, opts: RunOptions = RunOptions(),
-                 shard_of: tuple[int, int] | None = None) -> list[suite_lib.Case]:
+                 shard_of: tuple[int, int] | None = None,
+                 slice: Optional[slice_fit.Slice] = None) -> list[suite_lib.Case]:
     """The profile's cases that the filters of ``opts`` (``--impl``, ``--backend``, ``-k``), ``--shard``
     and the gate's re-run list leave, with ``--repeats`` and ``--timer`` applied (shared by `run`,
-    `compile` and `list`)."""
+    `compile` and `list`); fitted to ``slice`` (suite/slice_fit.py) when given."""
     try:
-        cases = Filter(opts).apply(_with_impl_paths(s, opts).cases(prof))
+        cases = Filter(opts).apply(_with_impl_paths(s, opts).cases(prof, slice))
     except (OptionError, suite_lib.SuiteError) as e:
         raise RunInputError(str(e)) from None
     if shard_of is not None:
@@ -259,8 +264,9 @@ def _run_with_pool(sess: Session, *, tally: dict[str, int | None], dist: Any, sh
             raise RunStartError(str(e)) from None
         return _fail_all(sess, f"multi-host start failed: {e}", process_id)
     platform = first.env["platform"]
-    prof, cases = _pick_cases(sess, platform, shard_of, chosen)
+    prof, cases = _pick_cases(sess, platform, shard_of, chosen, _slice(first, platform, hooks))
     todo = [c for c in cases if c.case_id not in sess.done]
+    unroll = any(c.unroll_best for c in cases)
     tally["done"], tally["total"] = len(cases) - len(todo), len(cases)
     warnings = [f"{sess.pool.missing(b)}; its cases become skipped rows"
                 for b in dict.fromkeys(c.backend for c in todo) if sess.pool.missing(b)]
@@ -269,17 +275,24 @@ def _run_with_pool(sess: Session, *, tally: dict[str, int | None], dist: Any, sh
     ctx = _context(sess, first.env, platform, len(todo))
     meta = sess.write_meta(prof, ctx, {**first.env, **({"llc_bytes": ctx.llc_bytes} if ctx.llc_bytes else {})},
                            ctx.jobs, shard=sess.opts.shard_spec, workload=sess.suite.spec.workload)
-    hooks.start(_start_lines(sess, prof, platform, first.env, len(todo), ctx.jobs),
-                sum(c.measure.repeats for c in todo), todo, jobs=ctx.jobs)
+    hooks.start(_start_lines(sess, prof, platform, first.env, len(todo), ctx.jobs, unroll),
+                sum(c.measure.repeats for c in todo) + unroll, todo, jobs=ctx.jobs)
 
     def on_row(case: suite_lib.Case, row: dict[str, Any]) -> None:
         tally["done"] = (tally["done"] or 0) + 1
         hooks.row(case, row)
 
     sess.add_jobs(ctx.jobs)  # --jobs: a pool per job
+    prior = _prior_rows(sess) if unroll else []
     with sess.writer() as writer:
         try:
             rows = run_cases(todo, writer, ctx, sess.pool, on_row, hooks.repeat, sess.more)
+            best = slice_fit.unrolled_best(cases, prior + rows, results.case_id) if unroll else None
+            if best is not None and best.case_id not in sess.done:
+                hooks.note(f"the ladder's best point again unrolled: {best.label(['model', 'global_batch'])}")
+                tally["total"] = (tally["total"] or 0) + 1
+                rows += run_cases([best], writer, ctx, sess.pool, on_row, hooks.repeat, sess.more)
+                todo.append(best)
         finally:
             sess.close()
     if sess.primary:
@@ -292,20 +305,46 @@ def _run_with_pool(sess: Session, *, tally: dict[str, int | None], dist: Any, sh
 
 
 def _pick_cases(sess: Session, platform: str, shard_of: tuple[int, int] | None,
-                chosen: Optional[tuple[str, list[suite_lib.Case]]]) -> tuple[str, list[suite_lib.Case]]:
-    """(profile, cases) of the run on ``platform`` (``chosen``: picked before the worker started); bad
-    input closes the session's pool and raises RunInputError."""
+                chosen: Optional[tuple[str, list[suite_lib.Case]]],
+                slice: Optional[slice_fit.Slice] = None) -> tuple[str, list[suite_lib.Case]]:
+    """(profile, cases) of the run on ``platform``, fitted to ``slice`` (``chosen``: the profile picked
+    before the worker started); bad input closes the session's pool and raises RunInputError."""
     opts = sess.opts
     try:
         if refused := jobs_refused(opts.jobs or 1, platform):
             raise RunInputError(refused)
-        if chosen is None:
-            prof = sess.suite.pick_profile(platform, opts.profile)
-            chosen = prof, select_cases(sess.suite, prof, opts, shard_of)
-        return chosen
+        prof = chosen[0] if chosen is not None else sess.suite.pick_profile(platform, opts.profile)
+        return prof, select_cases(sess.suite, prof, opts, shard_of, slice)
     except (suite_lib.SuiteError, RunInputError) as e:
         sess.pool.close()
         raise RunInputError(str(e)) from None
+
+
+def _slice(worker: Any, platform: str, hooks: RunHooks) -> slice_fit.Slice:
+    """The slice the first worker found: its devices, and its op ``fit`` for a suite's model list."""
+
+    def fit(candidates: list[dict[str, Any]], impls: list[str]) -> list[slice_fit.Probe]:
+        names = ", ".join(c["model"] for c in candidates)
+        hooks.note(f"fitting the model to {worker.env.get('device_count', 1)} x {worker.env.get('device_kind')}: "
+                   f"compiling {names} ({', '.join(impls)}), never run")
+        try:
+            reply = worker.request({"op": "fit", "candidates": candidates, "impls": impls, "platform": platform},
+                                   FIT_TIMEOUT_S)
+        except WorkerError as e:
+            reply = {"fit": None, "error": str(e)}
+        if reply.get("fit") is None:
+            hooks.warning(f"the model fit failed ({reply.get('error')}): the smallest listed model is planned")
+            return []
+        return [slice_fit.Probe(**p) for p in reply["fit"]]
+
+    return slice_fit.Slice(platform, int(worker.env.get("device_count") or 1), fit)
+
+
+def _prior_rows(sess: Session) -> list[dict[str, Any]]:
+    """A resumed run's rows so far (the ladder's best point may be among them)."""
+    if not sess.done or not sess.files.csv.exists():
+        return []
+    return results.read_rows(sess.files.csv, cut_last=True).to_dict("records")
 
 
 def _context(sess: Session, env: dict[str, Any], platform: str, todo: int) -> RunContext:
@@ -315,15 +354,18 @@ def _context(sess: Session, env: dict[str, Any], platform: str, todo: int) -> Ru
     return RunContext(run_id=sess.run_id, platform=platform, peak_override=opts.peak_tflops,
                       timeout_override=opts.timeout_s, cpu_peaks=cpu_peaks, trace_root=sess.trace_root(),
                       jobs=max(1, min(opts.jobs or 1, todo)), tune=True if opts.tune_only else opts.tune,
-                      tune_dir=str(tune_cache_dir()), llc_bytes=host_cache.llc_bytes() if platform == "cpu" else None)
+                      tune_dir=str(tune_cache_dir()), llc_bytes=host_cache.llc_bytes() if platform == "cpu" else None,
+                      device_count=int(env.get("device_count") or 0) or None)
 
 
-def _start_lines(sess: Session, prof: str, platform: str, env: dict[str, Any], todo: int, jobs: int) -> list[str]:
+def _start_lines(sess: Session, prof: str, platform: str, env: dict[str, Any], todo: int, jobs: int,
+                 unroll: bool = False) -> list[str]:
     """What the run says before its first case."""
     done = sess.done
-    lines = [f"suite {sess.suite.name} profile {prof or 'base'} on {platform} ({env['device_kind']}, "
+    n = int(env.get("device_count") or 1)
+    lines = [f"suite {sess.suite.name} profile {prof or 'base'} on {platform} ({n} x {env['device_kind']}, "
              f"{env['framework_version']}): {todo} case(s)" + (f", {len(done)} already done" if done else "")
-             + (f", {jobs} jobs at once" if jobs > 1 else "")]
+             + (" + the best again unrolled" if unroll else "") + (f", {jobs} jobs at once" if jobs > 1 else "")]
     if platform == "cpu":
         lines.append("CPU: Pallas kernels run in interpret mode; their rows say interpret=true "
                      "(a pipeline check, not kernel speed)")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 import re
@@ -14,7 +15,9 @@ from pydantic import ValidationError
 from xlabench import impls as catalog
 from xlabench import results
 from xlabench.workloads import PARAMS as WORKLOAD_PARAMS
-from xlabench.suite import tuned
+from xlabench.workloads import model_presets as presets
+from xlabench.workloads.train import MODE_AXES
+from xlabench.suite import slice_fit, tuned
 from xlabench.suite.yaml_errors import _pydantic_message, _where
 from xlabench.suite.spec import Case, Impls, MAX_CASES, Measure, SuiteError, SuiteSpec, matrix_keys
 
@@ -45,8 +48,9 @@ class Suite:
             return requested
         return platform if platform in self.spec.profiles else ""
 
-    def cases(self, profile: str = "") -> list[Case]:
-        return expand(self, profile)
+    def cases(self, profile: str = "", slice: Optional[slice_fit.Slice] = None) -> list[Case]:
+        """The profile's cases, fitted to ``slice`` when given (suite/slice_fit.py)."""
+        return expand(self, profile, slice=slice)
 
     def with_user_impls(self, paths: Sequence[str]) -> "Suite":
         """The suite with import paths (``--impl package.module:fn``) added to every impl list of a backend
@@ -82,10 +86,14 @@ def _apply_profile(spec: SuiteSpec, profile: str) -> tuple[list[str], Impls, dic
         impl_names = p.impls if p.impls is not None else impl_names
         # A profile's fixed value replaces a base sweep of that parameter, and vice versa.
         for key, value in p.params.items():
-            matrix = {k: v for k, v in matrix.items() if key not in matrix_keys(k)}
+            alike = set(slice_fit.LADDER_KEYS) if key in slice_fit.LADDER_KEYS else {key}
+            matrix = {k: v for k, v in matrix.items() if not alike & set(matrix_keys(k))}
+            params = {k: v for k, v in params.items() if k == key or k not in alike}
             params[key] = value
         for key, values in p.matrix.items():
             names = set(matrix_keys(key))
+            if names & set(slice_fit.LADDER_KEYS):  # a batch ladder replaces the other kind of ladder
+                names |= set(slice_fit.LADDER_KEYS)
             matrix = {k: v for k, v in matrix.items() if not names & set(matrix_keys(k))}
             params = {k: v for k, v in params.items() if k not in names}
             matrix[key] = values
@@ -155,8 +163,67 @@ def _check_on_a_backend(suite: Suite, profile: str, names: Sequence[str], backen
                          f"{', '.join(backends)}; add its backend to backends or list impls per backend")
 
 
-def expand(suite: Suite, profile: str = "", root: Any = None) -> list[Case]:
-    """The cartesian product of the matrix, for every backend and impl, validated case by case."""
+def _fit_train(suite: Suite, profile: str, params: dict, matrix: dict, impls_of: dict[str, list[str]],
+               slice: Optional[slice_fit.Slice], root: Any) -> tuple[dict, str, bool]:
+    """A train study fitted to ``slice`` (suite/slice_fit.py): (params, the cases' note, unroll_best)."""
+    params = dict(params)
+    if slice is not None and not slice_fit.devices_pinned(params, matrix):
+        params["devices"] = slice.devices
+    unroll = False
+    if params.get("scan_layers") is None and not any("scan_layers" in matrix_keys(k) for k in matrix) \
+            and slice_fit.is_ladder(matrix):
+        params["scan_layers"], unroll = True, True
+    models = params.get("model")
+    if not isinstance(models, list):
+        return params, "", unroll
+    loc = ("profiles", profile, "params", "model") if profile and "model" in suite.spec.profiles[profile].params \
+        else ("params", "model")
+    where = _where(suite.path, root, loc) if root is not None else f"{suite.path}: {'.'.join(loc)}"
+    if not models or not all(isinstance(m, str) for m in models):
+        raise SuiteError(f"{where}: a list of model presets to fit, largest first, got {models!r}")
+    for m in models:
+        try:
+            presets.preset(m)
+        except ValueError as e:
+            raise SuiteError(f"{where}: {e}") from None
+    if slice is None or slice.fit is None:
+        params["model"] = slice_fit.by_size(models)[0]
+        return params, f"model {params['model']}: the largest of {', '.join(models)} (planned without a fit)", unroll
+    at, text = slice_fit.fit_batch(params, matrix)
+    first = {k: v[0] for k, v in matrix.items() if len(matrix_keys(k)) == 1}
+    probe = {**params, **first, **at}
+    backend = "jax" if "jax" in impls_of else next(iter(impls_of))
+    impls = [i for i in impls_of[backend] if not catalog.is_user(i)]
+    probes = slice.fit([{**probe, "model": m} for m in slice_fit.by_size(models)], impls)
+    params["model"], note = slice_fit.choose_model(models, probes, text)
+    return params, note, unroll
+
+
+def _one_program_each(cases: list[Case]) -> list[Case]:
+    """Train cases that are one program on this slice (slice_fit.program_key) run once: the first listed,
+    its note naming the others."""
+    kept: dict[Any, int] = {}
+    dropped: dict[int, list[str]] = {}
+    for i, c in enumerate(cases):
+        key = (c.backend, c.impl, slice_fit.program_key(c.params, MODE_AXES))
+        if key in kept:
+            dropped.setdefault(kept[key], []).append(str(c.params.get("sharding")))
+        else:
+            kept[key] = i
+    out = []
+    for i in sorted(kept.values()):
+        c = cases[i]
+        if i in dropped:
+            same = slice_fit.same_program_note(str(c.params.get("sharding")), dropped[i], c.devices,
+                                               str(c.params.get("mesh")))
+            c = dataclasses.replace(c, note="; ".join(filter(None, [c.note, same])))
+        out.append(dataclasses.replace(c, index=len(out)))
+    return out
+
+
+def expand(suite: Suite, profile: str = "", root: Any = None, slice: Optional[slice_fit.Slice] = None) -> list[Case]:
+    """The cartesian product of the matrix, for every backend and impl, validated case by case; a train
+    study fitted to ``slice`` (suite/slice_fit.py), its duplicate programs run once."""
     spec = suite.spec
     backends, impl_names, params, matrix, measure, peak = _apply_profile(spec, profile)
     impls_of: dict[str, list[str]] = {}
@@ -169,6 +236,9 @@ def expand(suite: Suite, profile: str = "", root: Any = None) -> list[Case]:
     if not isinstance(impl_names, dict):
         _check_on_a_backend(suite, profile, impl_names, backends, root)
     _check_count(suite, profile, matrix, sum(len(v) for v in impls_of.values()), root)
+    note, unroll = "", False
+    if spec.workload == "train":
+        params, note, unroll = _fit_train(suite, profile, params, matrix, impls_of, slice, root)
     model = WORKLOAD_PARAMS[spec.workload]
     keys = list(matrix)
     cases: list[Case] = []
@@ -199,8 +269,8 @@ def expand(suite: Suite, profile: str = "", root: Any = None) -> list[Case]:
                     continue
                 seen.add(cid)
                 cases.append(Case(len(cases), spec.name, profile, spec.workload, backend, impl,
-                                  case_params, measure, peak, cid))
-    return cases
+                                  case_params, measure, peak, cid, note, unroll))
+    return _one_program_each(cases) if spec.workload == "train" else cases
 
 
 def same_text(have: Any, want: str) -> bool:

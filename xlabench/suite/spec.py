@@ -183,6 +183,8 @@ class Case:
     measure: Measure
     peak_tflops: Optional[float]
     case_id: str = field(default="")
+    note: str = ""  # what planning decided for it (suite/slice_fit.py): the model chosen, modes run once
+    unroll_best: bool = False  # a scanned ladder point: the run times its best point again unrolled
 
     @property
     def devices(self) -> int:

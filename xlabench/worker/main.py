@@ -82,6 +82,17 @@ def _compile(backend: Any, msg: dict[str, Any]) -> dict[str, Any]:
         return _failed(e)
 
 
+def _fit(backend: Any, msg: dict[str, Any]) -> dict[str, Any]:
+    """Op ``fit`` (suite/slice_fit.py): the memory probes of a suite's candidate models, or an error."""
+    if not hasattr(backend, "fit_models"):
+        return {"fit": None, "error": "this backend cannot fit a model to its devices"}
+    try:
+        return {"fit": backend.fit_models(msg["candidates"], msg["impls"], msg.get("platform", ""), msg.get("target"))}
+    except Exception as e:
+        traceback.print_exc()
+        return {"fit": None, "error": f"{type(e).__name__}: {e}"[:1000]}
+
+
 def _target_env(msg: dict[str, Any]) -> dict[str, Any]:
     """The target's devices as the row's environment (and the check that this host can compile for it)."""
     from xlabench.backends.jax.compile_case import target_env
@@ -127,6 +138,8 @@ def main(argv: list[str] | None = None) -> int:
             except Exception as e:
                 traceback.print_exc()
                 reply({"fatal": f"{type(e).__name__}: {e}".strip()[:1000]})
+        elif op == "fit":
+            reply(_fit(backend, msg))
         elif op == "compile":
             print(f"--- compile {msg.get('case_id')} {msg.get('impl')} {msg.get('params')}", file=sys.stderr, flush=True)
             reply(_compile(backend, msg))

@@ -114,7 +114,12 @@ def _llama(vocab: int, d: int, layers: int, heads: int, kv_heads: int, d_ff: int
 # vocab 32000); LLaMA 3 8B: Meta HF config (4096, 32 layers, 32 heads, 8 KV heads, ffn 14336,
 # vocab 128256, rope_theta 500000). The 2B models are xlabench's own shapes at the size of the
 # PyTorch/XLA TPU v4-8 study (it names the sizes, not every dimension): GPT-2 widened to 2560 x 24
-# layers, and LLaMA 2 at 2560 x 24 layers with LLaMA's ffn rule (8/3 d rounded up to 256).
+# layers, and LLaMA 2 at 2560 x 24 layers with LLaMA's ffn rule (8/3 d rounded up to 256). GPT-2 large
+# and XL: the same hparams with n_embd 1280, n_head 20, n_layer 36 and 1600, 25, 48 (HF gpt2-large, gpt2-xl).
+# llama-1b, the LLaMA shape that trains on one 16 GiB chip (v5e): Llama 3.2 1B's width, depth and GQA (Meta
+# HF config: hidden 2048, 16 layers, 8 KV heads) with 16 query heads of 128 (LLaMA 2 7B's head width, the
+# v5e MXU's 128; Llama 3.2 1B has 32 of 64), LLaMA 2's ffn rule (8/3 d rounded up to 256: 5632) and its
+# 32000-token vocabulary (the seed study's LLaMA 2): 0.89B parameters.
 PRESETS: dict[str, ModelConfig] = {
     "gpt2-124m": _gpt2(50257, 768, 12, 12),
     "gpt2-355m": _gpt2(50257, 1024, 24, 16),
@@ -122,7 +127,6 @@ PRESETS: dict[str, ModelConfig] = {
     "gpt2-1.5b": _gpt2(50257, 1600, 48, 25),
     "gpt2-2b": _gpt2(50257, 2560, 24, 20),
     "llama-1b": _llama(32000, 2048, 16, 16, 8, 5632, 4096),
-    "llama-1b-f8k": _llama(32000, 2048, 16, 16, 8, 8192, 4096),
     "llama2-2b": _llama(32000, 2560, 24, 20, 20, 6912, 4096),
     "llama2-7b": _llama(32000, 4096, 32, 32, 32, 11008, 4096),
     "llama3-8b": _llama(128256, 4096, 32, 32, 8, 14336, 8192, theta=500000.0),
@@ -131,17 +135,6 @@ PRESETS: dict[str, ModelConfig] = {
     "gpt2-tiny": _gpt2(512, 128, 2, 4, max_seq=256),
     "llama-tiny": _llama(512, 128, 2, 4, 2, 384, 256),
 }
-
-
-# Presets whose train step scans over layers unless a case says otherwise (TrainParams.scan_layers):
-# the 2B-and-up ones, whose unrolled step takes minutes to compile (XLA compiles every layer; a scan
-# compiles one). The CPU-sized ones stay unrolled, the layout their tests and measurements were made with.
-SCAN_LAYERS_PRESETS = frozenset({"gpt2-2b", "llama2-2b", "llama2-7b", "llama3-8b"})
-
-
-def scan_layers_default(name: str) -> bool:
-    """Whether a case of preset ``name`` (or 'custom': no) scans over layers by default."""
-    return name in SCAN_LAYERS_PRESETS
 
 
 def preset(name: str) -> ModelConfig:

@@ -10,7 +10,7 @@ import math
 from typing import Any, Callable, Literal, Optional, Sequence, Union, get_args
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from xlabench import flops as flop_formulas
 from xlabench.workloads import checks
@@ -116,13 +116,19 @@ class TrainParams(BaseModel):
     head_dim: Optional[int] = None
     d_ff: Optional[int] = None
     max_seq_len: Optional[int] = None  # gpt2: rows of the position table (a longer one for longer sequences)
-    global_batch: Union[int, Literal["auto"]]  # auto: the largest batch whose step fits (largest_batch)
+    # auto: the largest batch whose step fits (largest_batch); None: per_device_batch x devices
+    global_batch: Union[int, Literal["auto"], None] = None
+    # MaxText's per_device_batch_size: the global batch is this times devices (a ladder that scales with the slice)
+    # (not dumped: a resolved case holds the global batch it makes, so its id is that of the same global batch)
+    per_device_batch: Optional[int] = Field(default=None, exclude=True)
     seq_len: int
     dtype: Literal["bfloat16", "float32"] = "bfloat16"
     sharding: Literal["dp", "fsdp", "tp", "2d", "auto"] = "fsdp"
     mesh: Optional[Union[str, dict[str, Any]]] = None
     remat: Remat = "none"
-    scan_layers: bool | None = None  # None: the preset's default (model_presets.scan_layers_default)
+    # None: unrolled for a case on its own; a suite's batch ladder runs scanned and its best point again
+    # unrolled (suite/slice_fit.py: the scanned step compiles in seconds, the unrolled one runs faster)
+    scan_layers: bool | None = None
     loss_chunk: int = LOSS_CHUNK  # JAX: cross-entropy over this many positions at a time; 0: whole logits
     block_q: Optional[int] = None  # Pallas attention blocks in the step (None: the kernel's default)
     block_k: Optional[int] = None
@@ -136,6 +142,26 @@ class TrainParams(BaseModel):
         if v != "custom":
             presets.preset(v)  # raises with the list of presets
         return v
+
+    @model_validator(mode="before")
+    @classmethod
+    def _global_batch(cls, data: Any) -> Any:
+        """global_batch from per_device_batch x devices; exactly one of the two is given (or both, agreeing)."""
+        if not isinstance(data, dict):
+            return data
+        per, given = data.get("per_device_batch"), data.get("global_batch")
+        if per is None:
+            if given is None:
+                raise ValueError("give global_batch (or per_device_batch: the global batch is it x devices)")
+            return data
+        if not isinstance(per, int) or isinstance(per, bool) or per < 1:
+            raise ValueError(f"per_device_batch must be an integer >= 1, got {per!r}")
+        devices = data.get("devices", 1)
+        want = per * devices if isinstance(devices, int) else None
+        if given is not None and given != want:
+            raise ValueError(f"global_batch {given!r} and per_device_batch {per} x devices {devices} disagree: "
+                             "give one of them")
+        return {**data, "global_batch": want} if want is not None else data
 
     @model_validator(mode="after")
     def _check(self) -> "TrainParams":
@@ -218,7 +244,7 @@ class TrainParams(BaseModel):
 
     def scan(self) -> bool:
         """Whether the step runs its layers as one scan over stacked weights (False: a Python loop)."""
-        return presets.scan_layers_default(self.model) if self.scan_layers is None else self.scan_layers
+        return bool(self.scan_layers)
 
     def resolved(self) -> "TrainParams":
         """Every model dimension, the full mesh and scan_layers made explicit (what goes in the CSV and

@@ -5,6 +5,7 @@ from __future__ import annotations
 from xlabench.backends.jax import jax_compile_cache
 from xlabench.backends.jax.aot import keep_hlo_in, take_compile_cached
 from xlabench.backends.jax.env import init_distributed_from_env, probe
+from xlabench.backends.jax.fit import fit_models
 from xlabench.backends.runners import runner_table
 
 init_distributed_from_env()  # first thing in a worker: a multi-process run joins its peers here
@@ -21,4 +22,4 @@ compiler_for = runner_table(__name__, {"attention": "compile_case:compile_attent
                                        "paged_attention": "compile_case:compile_paged_case",
                                        "train": "compile_case:compile_train_case"})
 
-__all__ = ["compiler_for", "keep_hlo_in", "probe", "runner_for", "take_compile_cached"]
+__all__ = ["compiler_for", "fit_models", "keep_hlo_in", "probe", "runner_for", "take_compile_cached"]
