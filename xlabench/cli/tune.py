@@ -51,14 +51,16 @@ def tune(suite_file: str, run_opts: RunOptions) -> None:
     with tempfile.TemporaryDirectory(prefix="xlabench-tune-") as out:
         opts = run_opts.replace(out_dir=out, tune_only=True, tune=True, only_case_ids=tuple(keep))
         outcome = run_with_progress(s, opts, summary=False)
-    rows = [r for r in outcome.rows if r.get("tuned") in ("search", "cache")]
+    rows = [r for r in outcome.rows if r.get("tuned") in ("search", "cache", "table")]
     console.print(table(rows))
     off = [r for r in outcome.rows if r.get("tuned") in ("off", "fixed")]
     if off:
         console.print(f"{len(off)} case(s) not tuned (fixed blocks, or an interpreted kernel: see `xlabench run`'s "
                       "notes)", style="yellow", soft_wrap=True)
     searched = sum(r.get("tuned") == "search" for r in rows)
-    console.print(f"{searched} searched, {len(rows) - searched} from the cache, "
+    shipped = sum(r.get("tuned") == "table" for r in rows)
+    console.print(f"{searched} searched, {shipped} from the shipped table (verified), {len(rows) - searched - shipped} "
+                  "from the cache, "
                   f"{sum(float(r.get('tune_s') or 0) for r in rows):.1f} s tuning", soft_wrap=True)
     if outcome.failed or outcome.wrong:
         sys.exit(1)

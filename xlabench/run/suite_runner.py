@@ -31,6 +31,8 @@ from xlabench.impls.attention_rules import RULES as _ATTENTION_RULES
 from xlabench.impls.paged_rules import SPACES as _PAGED_SPACES, predict_skip as _predict_paged_skip
 from xlabench.protocol.status import FAILED
 from xlabench.tune import default_dir as tune_cache_dir
+from xlabench.tune import table
+from xlabench.run.case_plan import tuning
 
 # `xlabench tune`: each case's measurement after its search is one call, on the wall clock.
 TUNE_ONLY_MEASURE = {"warmup": 1, "iters": 1, "min_time_s": 0.0, "repeats": 1, "timer": "wallclock"}
@@ -188,6 +190,16 @@ def untunable(c: Any, platform: str) -> Optional[str]:
     return None
 
 
+def tune_table_warning(cases: Iterable[suite_lib.Case], platform: str, device_kind: str,
+                       asked: Optional[bool]) -> Optional[str]:
+    """The run's one line on the shipped tune table (tune/table.py) where some case will tune: the device
+    kind has none, or its file is damaged; either way the kernels are searched. None: a table, or no search."""
+    searching = any(untunable(c, platform) is None and tuning(c, False, platform, asked)[0] == "search" for c in cases)
+    if not searching:
+        return None
+    return table.for_device(device_kind)[1] or None
+
+
 def check_torch_xla_option(opts: RunOptions) -> None:
     """A --python-torch-xla that names no usable environment is bad input (RunInputError) where cases run."""
     missing = Interpreters(torch_xla_override=opts.python_torch_xla).missing("torch_xla") if opts.python_torch_xla else None
@@ -267,6 +279,10 @@ def _run_with_pool(sess: Session, *, tally: dict[str, int | None], dist: Any, sh
     for w in warnings:
         hooks.warning(w)
     ctx = _context(sess, first.env, platform, len(todo))
+    no_table = tune_table_warning(todo, platform, str(first.env.get("device_kind", "")), ctx.tune)
+    if no_table:
+        warnings.append(no_table)
+        hooks.warning(no_table)
     meta = sess.write_meta(prof, ctx, {**first.env, **({"llc_bytes": ctx.llc_bytes} if ctx.llc_bytes else {})},
                            ctx.jobs, shard=sess.opts.shard_spec, workload=sess.suite.spec.workload)
     hooks.start(_start_lines(sess, prof, platform, first.env, len(todo), ctx.jobs),
