@@ -294,3 +294,45 @@ def test_the_shipped_v5e_table_is_the_2026_12_07_run_rebuilt(monkeypatch):
         k = json.loads(p.read_text())
         hit = shipped.find(k["key"]["backend"], k["key"]["impl"], k["key"]["case"])
         assert hit.exact and dict(hit.entry.blocks) == k["blocks"] and hit.entry.best_s == k["best_s"]
+
+
+# -------------------------------------------------------------------------------------------------- CLI
+
+def _cli(*args, env=None):
+    from click.testing import CliRunner
+
+    from xlabench.cli import main
+
+    return CliRunner().invoke(main, ["tune", *map(str, args)], env=env)
+
+
+def test_tune_table_lists_what_the_table_holds_and_lacks_in_80_columns(tables):
+    tables.write(_entry(case={**CASE, "batch": 16, "seq_len": 1024, "kv_seq_len": 1024, "mode": "fwd"}))
+    res = _cli("--table", ROOT / "suites/attention.yaml", "--profile", "tpu", "-k", "seq_len=1024", "--backend", "jax",
+               "--impl", "flash")
+    assert res.exit_code == 0, res.output
+    lines = res.output.splitlines()
+    assert lines[0].startswith("TPU v5 lite (tpu_v5_lite.json, 1 entries): suite attention, profile tpu")
+    assert "  held    flash fwd causal bfloat16 S=1024 b=16" in lines
+    assert "  lacks   flash fwd_bwd causal bfloat16 S=1024 b=16" in lines
+    assert "1 held, 0 nearest, 3 lacking (searched) of 4 tuned case(s)" in lines
+    assert max(map(len, lines)) <= 80
+    res = _cli("--table", ROOT / "suites/attention.yaml", "--device-kind", "TPU v6e")
+    assert res.exit_code == 2 and "no shipped tune table for TPU v6e" in res.output
+
+
+def test_tune_export_writes_the_cache_as_a_table_and_says_what_it_left_out(tmp_path):
+    cache = tmp_path / "cache"
+    TuneCache(cache / "tune").store(_key(), "sp", TuneOutcome(DEFAULT, 1e-3, 1e-3, 1, 1, {}, 1.0, "device", "ok"))
+    (cache / "tune" / "junk.json").write_text("[")
+    out = tmp_path / "mine.json"
+    res = _cli("--export", out, env={"XLABENCH_CACHE_DIR": str(cache)})
+    assert res.exit_code == 0, res.output
+    assert "wrote 1 entries for TPU v5 lite" in res.output and "left out junk.json" in res.output
+    assert table.read_table(out).find("jax", "flash", CASE).exact
+    assert _cli("--export", out, env={"XLABENCH_CACHE_DIR": str(tmp_path / "none")}).exit_code == 2
+    bad = _cli("--export", out, "--from", out, ROOT / "suites/attention.yaml")
+    assert bad.exit_code == 2 and "takes no SUITE" in bad.output
+    (tmp_path / "broken.json").write_text("{")
+    res = _cli("--export", out, "--from", tmp_path / "broken.json")
+    assert res.exit_code == 2 and "not JSON" in res.output and "Traceback" not in res.output

@@ -200,6 +200,44 @@ def tune_table_warning(cases: Iterable[suite_lib.Case], platform: str, device_ki
     return table.for_device(device_kind)[1] or None
 
 
+@dataclass(frozen=True)
+class Held:
+    """What a tune table holds for one of a suite's cases: ``status`` held (its bucket) | nearest (another
+    bucket of the same shape: used, verified against its time scaled by the batch) | lacks (searched) |
+    fixed (the suite sets the blocks) | untuned (no search: ``why``)."""
+
+    case: suite_lib.Case
+    status: str
+    hit: Optional[table.Hit] = None
+    why: str = ""
+
+
+def table_coverage(s: suite_lib.Suite, opts: RunOptions, shipped: table.Table, platform: str = "tpu") -> tuple[str, list[Held]]:
+    """(profile, what ``shipped`` holds for each case of the suite's profile for ``platform`` (--profile, else
+    the one that platform picks) that ``opts`` selects). RunInputError for a bad profile or filter."""
+    from xlabench.workloads import PARAMS, TUNE_KEY_FIELDS
+
+    try:
+        prof = s.pick_profile(platform, opts.profile)
+    except (ValueError, suite_lib.SuiteError) as e:
+        raise RunInputError(str(e)) from None
+    out = []
+    for c in select_cases(s, prof, opts):
+        why = untunable(c, platform) or ("" if c.workload in TUNE_KEY_FIELDS else f"{c.workload} is not keyed in tables")
+        mode = tuning(c, False, platform, True)[0]
+        if why or mode != "search":
+            out.append(Held(c, "untuned" if why else mode, why=why))
+            continue
+        try:
+            fields = TUNE_KEY_FIELDS[c.workload](PARAMS[c.workload](**c.params))
+        except ValueError as e:
+            out.append(Held(c, "untuned", why=str(e).splitlines()[0]))
+            continue
+        hit = shipped.find(c.backend, c.impl, fields)
+        out.append(Held(c, "lacks" if hit is None else ("held" if hit.exact else "nearest"), hit))
+    return prof, out
+
+
 def check_torch_xla_option(opts: RunOptions) -> None:
     """A --python-torch-xla that names no usable environment is bad input (RunInputError) where cases run."""
     missing = Interpreters(torch_xla_override=opts.python_torch_xla).missing("torch_xla") if opts.python_torch_xla else None

@@ -82,6 +82,16 @@ def _family(case: Mapping[str, Any]) -> str:
     return json.dumps({k: v for k, v in bucket_key(case).items() if k != "batch_bucket"}, sort_keys=True, default=str)
 
 
+def describe(impl: str, c: Mapping[str, Any]) -> str:
+    """'flash fwd_bwd causal bfloat16 S=512 b=32', 'paged bfloat16 page=64 ctx=4096 b=16': a case in a line."""
+    causal = c.get("causal")
+    return " ".join(str(x) for x in (
+        impl, c.get("mode"), "" if causal is None else ("causal" if causal else "non-causal"), c.get("dtype"),
+        f"S={c['seq_len']}" if "seq_len" in c else "",
+        f"page={c['page_size']} ctx={c['context_lens']}" if "page_size" in c else "",
+        f"b={c['batch']}" if "batch" in c else "") if x)
+
+
 @dataclass(frozen=True)
 class TableEntry:
     """One shipped winner: where it applies (backend, impl, the case as measured), the kernel's config
@@ -113,13 +123,7 @@ class TableEntry:
 
     def label(self) -> str:
         """'flash fwd_bwd causal bfloat16 S=512 b=32 (7683fc5, 2026-12-07)': the entry a row names."""
-        c = self.case
-        shape = " ".join(str(x) for x in (
-            c.get("mode"), "causal" if c.get("causal") else ("" if c.get("causal") is None else "non-causal"),
-            c.get("dtype"), f"S={c['seq_len']}" if "seq_len" in c else "",
-            f"page={c['page_size']} ctx={c['context_lens']}" if "page_size" in c else "",
-            f"b={c['batch']}" if "batch" in c else "") if x)
-        return f"{self.impl} {shape} ({self.commit or 'commit ?'}, {self.date or 'date ?'})"
+        return f"{describe(self.impl, self.case)} ({self.commit or 'commit ?'}, {self.date or 'date ?'})"
 
     def to_json(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
