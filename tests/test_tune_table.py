@@ -336,3 +336,52 @@ def test_tune_export_writes_the_cache_as_a_table_and_says_what_it_left_out(tmp_p
     (tmp_path / "broken.json").write_text("{")
     res = _cli("--export", out, "--from", tmp_path / "broken.json")
     assert res.exit_code == 2 and "not JSON" in res.output and "Traceback" not in res.output
+
+
+# ------------------------------------------------------------------------------------ phase cost: inputs
+
+def test_one_shapes_device_inputs_are_put_once_for_every_impl_and_mode(monkeypatch):
+    """naive, flash and splash of one shape, fwd then fwd_bwd: q, k, v copied to the device once; another shape
+    replaces them; a shape over the size bound is put every time and not kept."""
+    import jax
+
+    from xlabench.backends.jax import attention_case as ac
+    from xlabench.workloads.attention import AttentionParams, make_inputs
+
+    puts = []
+    real = jax.device_put
+    monkeypatch.setattr(ac.jax, "device_put", lambda x, d=None: puts.append(x.shape) or real(x, d))
+    monkeypatch.setattr(ac, "_DEVICE_INPUTS", {})
+    dev = jax.local_devices()[0]
+    p = AttentionParams(batch=1, num_heads=2, seq_len=64, head_dim=16, dtype="float32", mode="fwd")
+    fwd = [ac.device_inputs(p, make_inputs(p), "float32", dev) for _ in range(3)]
+    assert len(puts) == 3 and all(a is b for run in fwd[1:] for a, b in zip(run, fwd[0]))
+    pb = p.model_copy(update={"mode": "fwd_bwd"})
+    both = ac.device_inputs(pb, make_inputs(pb), "float32", dev)
+    assert len(puts) == 4 and both[:3] == fwd[0]  # only the cotangent is new
+    p128 = p.model_copy(update={"seq_len": 128})
+    ac.device_inputs(p128, make_inputs(p128), "float32", dev)
+    assert len(puts) == 7 and len(ac._DEVICE_INPUTS) == 3  # another shape: the first one's are dropped
+    monkeypatch.setattr(ac, "MAX_KEPT_INPUT_BYTES", 0)
+    ac.device_inputs(p, make_inputs(p), "float32", dev)
+    ac.device_inputs(p, make_inputs(p), "float32", dev)
+    assert len(puts) == 13 and ac._DEVICE_INPUTS == {}
+
+
+def test_device_inputs_of_another_draw_are_not_reused_though_a_shape_is_the_same(monkeypatch):
+    """The cotangent of q's shape differs with the K/V heads drawn before it (a reuse keyed by each array's
+    own shape gave naive fwd_bwd with 2 KV heads the 4-head case's cotangent: error 1.69)."""
+    import jax
+    import numpy as np
+
+    from xlabench.backends.jax import attention_case as ac
+    from xlabench.workloads.attention import AttentionParams, make_inputs
+
+    monkeypatch.setattr(ac, "_DEVICE_INPUTS", {})
+    dev = jax.local_devices()[0]
+    for kv in (4, 2):
+        p = AttentionParams(batch=1, num_heads=4, num_kv_heads=kv, seq_len=64, head_dim=16, dtype="float32",
+                            mode="fwd_bwd")
+        host = make_inputs(p)
+        for got, want in zip(ac.device_inputs(p, host, "float32", dev), host.values()):
+            assert np.array_equal(np.asarray(got), want)
