@@ -57,6 +57,9 @@ BAD_STRINGS = {
     "--resume": "MISSING", "--python-torch-xla": "MISSING", "--output": "DIR", "-o": "DIR",
     "--metric": "speed", "--history": "nosuch://store", "--alpha": "2",
     "--suite": "nosuch",
+    # tune's table options: refused without --export (--device-kind: without --export or --table)
+    "--from": "MISSING", "--commit": "abc1234", "--date": "2026-12-07", "--libtpu": "0.0.42.1",
+    "--device-kind": "TPU v6e",
 }
 # Option types whose bad value follows from the type.
 TYPE_BAD = {click.IntRange: "RANGE", click.FloatRange: "RANGE", click.types.IntParamType: "abc",

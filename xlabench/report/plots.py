@@ -94,7 +94,7 @@ def attention_speedup(df: pd.DataFrame) -> Chart:
     others = rows[rows["impl"] != cd.BASELINE_IMPL]
     if speed.dropna().empty or others.empty:
         raise NoData(f"no attention shape has both a usable {cd.BASELINE_IMPL} row and another impl")
-    tuned = others["tuned"].isin(["search", "cache"]) if "tuned" in others else pd.Series(False, index=others.index)
+    tuned = others["tuned"].isin(["search", "cache", "table"]) if "tuned" in others else pd.Series(False, index=others.index)
     if tuned.any():
         default = others[tuned & cd.metric(others, "default_s").notna()]
         others = pd.concat([others.assign(blocks_at=np.where(tuned, "tuned", "as the suite says")),

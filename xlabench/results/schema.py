@@ -166,10 +166,11 @@ METRIC_COLUMNS = _c("metric", [
 # Block-size tuning (xlabench/tune): how the kernel's blocks were chosen and what it bought.
 TUNE_COLUMNS = _c("tune", [
     ("blocks", "text", "", "the kernel's other block fields, NAME=SIZE (splash block_kv_compute, backward blocks ...)"),
-    ("tuned", "text", "", ("search (tuned in this run) | cache (a winner from the tuning cache) | fixed (the suite sets "
-                   "the blocks) | off (--no-tune, CPU, or refused: see notes); empty: the impl has no blocks")),
+    ("tuned", "text", "", ("search (tuned in this run) | cache (a winner from the tuning cache) | table (the shipped tune "
+                   "table's entry, verified here: notes name it) | fixed (the suite sets the blocks) | off (--no-tune, "
+                   "CPU, or refused: see notes); empty: the impl has no blocks")),
     ("tune_s", "float", "s", "seconds this run spent choosing the blocks (search: compiling and timing candidates)"),
-    ("tune_tried", "int", "", "candidates compiled or pruned by the search (0: from the cache)"),
+    ("tune_tried", "int", "", "candidates compiled or pruned by the search (0: from the cache or the table)"),
     ("tune_dropped", "text", "", "candidates dropped, by reason: constraint, vmem, oom, compile, run"),
     ("tune_clock", "text", "", "the clock the search timed candidates on: device | wall"),
     ("tune_check", "text", "", ("the search's winner and the default compiled again and timed side by side after the search: "
@@ -179,7 +180,7 @@ TUNE_COLUMNS = _c("tune", [
     ("default_s", "float", "s", ("the same kernel at its default blocks (128 x 128), timed in the same search on the same clock: "
                         "default_s / tune_best_s is what tuning bought")),
     *[(TUNED_PREFIX + name, "int", "", (f"the {name} the kernel ran at where the tuner chose it (tuned: search | cache | "
-                                         f"off, the kernel's default); the case's own {name} stays the suite's"))
+                                         f"table | off, the kernel's default); the case's own {name} stays the suite's"))
       for name in dict.fromkeys(n for names in TUNED_PARAMS.values() for n in names)],
 ])
 

@@ -32,10 +32,12 @@ from xlabench.impls.paged_rules import SPACES as _PAGED_SPACES, predict_skip as 
 from xlabench.protocol.status import FAILED
 from xlabench.tune import default_dir as tune_cache_dir
 from xlabench.suite import slice_fit
+from xlabench.tune import table
+from xlabench.run.case_plan import tuning
 
-# `xlabench tune`: each case's measurement after its search is one call, on the wall clock.
 # The model fit's compiles (suite/slice_fit.py): a few candidates x impls, each compiled once, never run
 FIT_TIMEOUT_S = 1800.0
+# `xlabench tune`: each case's measurement after its search is one call, on the wall clock.
 TUNE_ONLY_MEASURE = {"warmup": 1, "iters": 1, "min_time_s": 0.0, "repeats": 1, "timer": "wallclock"}
 
 
@@ -192,6 +194,54 @@ def untunable(c: Any, platform: str) -> Optional[str]:
     return None
 
 
+def tune_table_warning(cases: Iterable[suite_lib.Case], platform: str, device_kind: str,
+                       asked: Optional[bool]) -> Optional[str]:
+    """The run's one line on the shipped tune table (tune/table.py) where some case will tune: the device
+    kind has none, or its file is damaged; either way the kernels are searched. None: a table, or no search."""
+    searching = any(untunable(c, platform) is None and tuning(c, False, platform, asked)[0] == "search" for c in cases)
+    if not searching:
+        return None
+    return table.for_device(device_kind)[1] or None
+
+
+@dataclass(frozen=True)
+class Held:
+    """What a tune table holds for one of a suite's cases: ``status`` held (its bucket) | nearest (another
+    bucket of the same shape: used, verified against its time scaled by the batch) | lacks (searched) |
+    fixed (the suite sets the blocks) | untuned (no search: ``why``)."""
+
+    case: suite_lib.Case
+    status: str
+    hit: Optional[table.Hit] = None
+    why: str = ""
+
+
+def table_coverage(s: suite_lib.Suite, opts: RunOptions, shipped: table.Table, platform: str = "tpu") -> tuple[str, list[Held]]:
+    """(profile, what ``shipped`` holds for each case of the suite's profile for ``platform`` (--profile, else
+    the one that platform picks) that ``opts`` selects). RunInputError for a bad profile or filter."""
+    from xlabench.workloads import PARAMS, TUNE_KEY_FIELDS
+
+    try:
+        prof = s.pick_profile(platform, opts.profile)
+    except (ValueError, suite_lib.SuiteError) as e:
+        raise RunInputError(str(e)) from None
+    out = []
+    for c in select_cases(s, prof, opts):
+        why = untunable(c, platform) or ("" if c.workload in TUNE_KEY_FIELDS else f"{c.workload} is not keyed in tables")
+        mode = tuning(c, False, platform, True)[0]
+        if why or mode != "search":
+            out.append(Held(c, "untuned" if why else mode, why=why))
+            continue
+        try:
+            fields = TUNE_KEY_FIELDS[c.workload](PARAMS[c.workload](**c.params))
+        except ValueError as e:
+            out.append(Held(c, "untuned", why=str(e).splitlines()[0]))
+            continue
+        hit = shipped.find(c.backend, c.impl, fields)
+        out.append(Held(c, "lacks" if hit is None else ("held" if hit.exact else "nearest"), hit))
+    return prof, out
+
+
 def check_torch_xla_option(opts: RunOptions) -> None:
     """A --python-torch-xla that names no usable environment is bad input (RunInputError) where cases run."""
     missing = Interpreters(torch_xla_override=opts.python_torch_xla).missing("torch_xla") if opts.python_torch_xla else None
@@ -273,6 +323,10 @@ def _run_with_pool(sess: Session, *, tally: dict[str, int | None], dist: Any, sh
     for w in warnings:
         hooks.warning(w)
     ctx = _context(sess, first.env, platform, len(todo))
+    no_table = tune_table_warning(todo, platform, str(first.env.get("device_kind", "")), ctx.tune)
+    if no_table:
+        warnings.append(no_table)
+        hooks.warning(no_table)
     meta = sess.write_meta(prof, ctx, {**first.env, **({"llc_bytes": ctx.llc_bytes} if ctx.llc_bytes else {})},
                            ctx.jobs, shard=sess.opts.shard_spec, workload=sess.suite.spec.workload)
     hooks.start(_start_lines(sess, prof, platform, first.env, len(todo), ctx.jobs, unroll),

@@ -42,6 +42,15 @@ def space_fingerprint(candidates: Sequence[Blocks]) -> str:
     return hashlib.sha1(blob.encode()).hexdigest()[:16]
 
 
+def in_space(blocks: Blocks, candidates: Sequence[Blocks]) -> bool:
+    """Whether a recorded winner is still one of ``candidates`` (none: any is): a search's winner holds a
+    candidate of each stage; a sweep's (`xlabench best`) holds the fields the suite swept, the kernel's
+    defaults for the rest: a part of one candidate."""
+    known = [set(frozen(c)) for c in candidates]
+    won = set(frozen(blocks))
+    return not known or any(c <= won or won <= c for c in known)
+
+
 def _name(key: Mapping[str, Any]) -> str:
     return hashlib.sha1(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:20] + ".json"
 
@@ -82,11 +91,7 @@ class TuneCache:
             return Lookup("damaged", why=f"{p}: {e}")
         if entry["space"] != space:
             return Lookup("stale", why=f"{p}: tuned over another candidate space")
-        known = [set(frozen(c)) for c in candidates]
-        won = set(frozen(blocks))
-        # a search's winner holds a candidate of each stage; a sweep's (`xlabench best`) holds the fields the
-        # suite swept, the kernel's defaults for the rest: a part of one candidate
-        if known and not any(c <= won or won <= c for c in known):
+        if not in_space(blocks, candidates):
             return Lookup("stale", why=f"{p}: its winner is no longer a candidate")
         return Lookup("hit", {**entry, "blocks": blocks})
 
@@ -113,10 +118,11 @@ class TuneCache:
         except (OSError, ValueError, TypeError, AttributeError):
             return None
 
-    def store(self, key: Mapping[str, Any], space: str, outcome: Any) -> Path:
-        """Write ``outcome`` (a TuneOutcome) for ``key``, atomically (a crash leaves the old file or none)."""
+    def store(self, key: Mapping[str, Any], space: str, outcome: Any, source: str = "") -> Path:
+        """Write ``outcome`` (a TuneOutcome) for ``key``, atomically (a crash leaves the old file or none);
+        ``source``: where the winner came from when not a search here (a shipped table's entry, verified)."""
         entry = {"key": key, "space": space, "blocks": dict(outcome.blocks), "best_s": outcome.best_s,
                  "default_s": outcome.default_s, "tried": outcome.tried, "dropped": dict(outcome.dropped),
                  "tune_s": outcome.tune_s, "clock": outcome.clock, "check": getattr(outcome, "check", ""),
-                 "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+                 "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), **({"source": source} if source else {})}
         return cache.write_json(self.path(key), entry, indent=1, sort_keys=True, default=str)

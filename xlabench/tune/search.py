@@ -262,18 +262,51 @@ def _ms(s: Optional[float]) -> str:
 
 
 def _retime(program: str, winner: dict[str, int], default: Optional[dict[str, int]], compile_many: CompileMany,
-            time_many: TimeMany, iters: int) -> dict[str, float]:
-    """{'winner': s, 'default': s}: each compiled afresh and timed in one trace (one that fails is left out)."""
+            time_many: TimeMany, iters: int, clock: Optional[list[str]] = None) -> dict[str, float]:
+    """{'winner': s, 'default': s}: each compiled afresh and timed in one trace (one that fails is left out);
+    ``clock`` receives the clock they were timed on."""
     named = {"winner": winner, **({"default": default} if default is not None and default != winner else {})}
     handles = compile_many(program, list(named.values()))
     alive = [(n, h) for n, h in zip(named, handles) if not isinstance(h, Dropped)]
     if not alive:
         return {}
-    seconds, _ = time_many([h for _, h in alive], iters)
+    seconds, on = time_many([h for _, h in alive], iters)
+    if clock is not None:
+        clock.append(on)
     out = {n: t for (n, _), t in zip(alive, seconds) if t is not None and math.isfinite(t) and t > 0}
     if default is not None and default == winner and "winner" in out:
         out["default"] = out["winner"]
     return out
+
+
+def verify(stages: Sequence[Stage], blocks: Mapping[str, int], recorded_s: float, compile_many: CompileMany,
+           time_many: TimeMany, *, tol: float = CHECK_TOL, iters: int = ROUNDS[1], fixed: Blocks | None = None,
+           now: Callable[[], float] = time.perf_counter) -> tuple[Optional[TuneOutcome], str]:
+    """A recorded winner (a shipped table's entry) checked on this machine as checked_search checks its own:
+    ``blocks`` and the stages' default compiled afresh and timed side by side (``iters`` calls each).
+    (the outcome at the re-timed figures, "") when the winner ran within ``tol`` of ``recorded_s`` and no
+    slower than the default; else (None, why not), and the caller searches."""
+    started = now()
+    default: dict[str, int] = dict(fixed or {})
+    for st in stages:
+        default.update(st.default)
+    clock: list[str] = []
+    winner = {**dict(fixed or {}), **dict(blocks)}
+    again = _retime(stages[-1].program, winner, default if len(default) > len(fixed or {}) else None,
+                    compile_many, time_many, iters, clock)
+    t, d = again.get("winner"), again.get("default")
+    why = []
+    if t is None:
+        why.append("its blocks did not compile or run here")
+    elif abs(t / recorded_s - 1) > tol:
+        why.append(f"re-timed at {_ms(t)}, more than {tol:.0%} off its recorded {_ms(recorded_s)}")
+    if t is not None and d is not None and t > d:
+        why.append(f"slower than the default blocks ({_ms(t)} against {_ms(d)})")
+    if why:
+        return None, "; ".join(why)
+    assert t is not None
+    return TuneOutcome(blocks=winner, best_s=t, default_s=d, tried=0, timed=len(again), dropped={},
+                       tune_s=now() - started, clock=clock[0] if clock else "wall", check="ok"), ""
 
 
 def _disagreement(out: TuneOutcome, again: Mapping[str, float], tol: float) -> str:

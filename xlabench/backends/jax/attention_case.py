@@ -108,6 +108,32 @@ def tuned_config(p: AttentionParams, impl: str, cfg: impls.AttnConfig, plan: Tim
     return tune_for(p, im, cfg, plan, impl, platform, args)
 
 
+# The last shape's inputs on the device, in the case's dtype and [B, S, H, D]: a suite runs naive, flash and
+# splash of one shape back to back (fwd, then fwd_bwd, whose q, k, v are the fwd case's), so each array is
+# copied to the device and cast once per shape, not once per case. Only one shape's, and only up to this size.
+_DEVICE_INPUTS: dict[tuple, Any] = {}
+MAX_KEPT_INPUT_BYTES = 1 << 30
+
+
+def device_inputs(p: AttentionParams, host: dict[str, np.ndarray], dtype: Any, device: Any) -> tuple[Any, ...]:
+    """``host`` (make_inputs(p)) on ``device`` as ``dtype``, [B, S, H, D], reusing the arrays the last case of
+    the same draw put there. The draw is every array's shape (make_inputs draws q, k, v and the cotangent in
+    turn from one seed: a cotangent of one shape differs with the K/V heads drawn before it)."""
+    draw = (tuple(input_shapes(p.model_copy(update={"mode": "fwd_bwd"})).values()), jnp.dtype(dtype).name, str(device))
+    keys = [(name, draw) for name in host]
+    if any(k[1] != draw for k in _DEVICE_INPUTS):  # another draw: drop the last one's first
+        _DEVICE_INPUTS.clear()
+    out = []
+    for key, x in zip(keys, host.values()):
+        arr = _DEVICE_INPUTS.get(key)
+        if arr is None:
+            arr = jax.device_put(jnp.asarray(x, dtype), device)
+        out.append(arr)
+    if sum(x.size * jnp.dtype(dtype).itemsize for x in host.values()) <= MAX_KEPT_INPUT_BYTES:
+        _DEVICE_INPUTS.update(zip(keys, out))
+    return tuple(out)
+
+
 _REFERENCE: dict[tuple, tuple[np.ndarray, ...]] = {}  # the last case's float32 reference, on the host
 
 
@@ -140,7 +166,7 @@ def run_attention_case(params: dict[str, Any], impl: str, plan: TimingPlan, inte
     with phase("inputs"):
         host = make_inputs(p)
         # The impl's native layout, prepared outside the timed region.
-        args = tuple(jax.device_put(impls.to_layout(jnp.asarray(x, dtype), im.layout), device) for x in host.values())
+        args = tuple(impls.to_layout(x, im.layout) for x in device_inputs(p, host, dtype, device))
         jax.block_until_ready(args)
     with phase("tune"):
         cfg, tuned, tune_note = tune_for(p, im, cfg, plan, impl, platform, functools.partial(tuple, args))

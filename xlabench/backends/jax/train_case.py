@@ -132,8 +132,9 @@ def attention_fn(impl: str, cfg: ModelConfig, p: TrainParams, mesh: jax.sharding
 def _cached_blocks(acfg: Any, impl: str, device_kind: str, case: AttentionParams,
                    tuned: dict[str, Any] | None) -> Any:
     """``acfg`` at the blocks the tuning cache holds for ``case`` on ``device_kind`` (any jax/libtpu version:
-    the newest), saying in ``tuned['notes']`` which blocks the compile used and where they came from."""
+    the newest), else the shipped tune table's entry (tune/table.py: exact bucket, else the nearest), saying in ``tuned['notes']`` which blocks the compile used and where they came from."""
     from xlabench import tune
+    from xlabench.tune import table
     from xlabench.tune.space import blocks_text
     from xlabench.workloads.attention import tune_key_fields
 
@@ -141,7 +142,14 @@ def _cached_blocks(acfg: Any, impl: str, device_kind: str, case: AttentionParams
     folder = tune.default_dir()
     entry = tune.TuneCache(folder).latest(key)
     shape = f"{case.batch}x{case.seq_len}x{case.num_heads}x{case.head_dim}"
-    if entry is None:
+    shipped, _ = table.for_device(device_kind) if entry is None else (None, "")
+    hit = shipped.find("jax", impl, tune_key_fields(case)) if shipped is not None else None
+    if hit is not None:
+        blocks = dict(hit.entry.blocks)
+        acfg = acfg.with_blocks(blocks)
+        note = (f"attention at the blocks the shipped tune table holds for its per-shard shape {shape} (fwd_bwd) "
+                f"on {device_kind}: {blocks_text(blocks)} ({hit.note()}; unverified: no chip here)")
+    elif entry is None:
         note = (f"attention at the kernel's default blocks: the tuning cache ({folder}) holds no winner "
                 f"for its per-shard shape {shape} (fwd_bwd) on {device_kind}; a run on the chip tunes it")
     else:
