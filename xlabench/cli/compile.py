@@ -69,7 +69,7 @@ def _skip_lines(rows: list[dict[str, Any]]) -> list[str]:
 @click.option("--slices", default=1, show_default=True, type=click.IntRange(min=1),
               help="Slices of the target (multi-slice), >= 1.")
 @run_options("profile", "only_impls", "backends", "where", "out_dir", "resume_csv", "timeout_s", "shard_spec",
-             "cache_dir", "no_cache", "jobs", "explain", profile_help="Suite profile to compile (default: the target's platform's, 'tpu' or 'gpu', where the suite has it; else 'base').",
+             "cache_dir", "no_cache", "jobs", "explain", profile_help="Suite profile to compile (default: the one named after the target, e.g. gpt2's v4-8, else after its platform, 'tpu' or 'gpu'; else 'base', fitted to the target's devices).",
              out_help=f"Results folder: rows go to OUT/<suite>/<run-id>{results.COMPILE_SUFFIX}.")
 def compile_cmd(suite_file: str, target_name: str, slices: int, run_opts: RunOptions) -> None:
     """AOT-compile every case for a TPU slice (or lower it for a GPU) without having one.

@@ -197,6 +197,26 @@ def _check_suites(base: RunData, cand: RunData) -> None:
                              f"holds {', '.join(cs)}: compare two runs of one suite")
 
 
+def slice_of(run: RunData) -> Optional[str]:
+    """'1 x TPU v5 lite': the slice a run's measured rows ran on (None: its rows do not say)."""
+    rows = run.rows[run.rows["status"].astype(str) == st.OK] if "status" in run.rows else run.rows
+    if "device_count" not in rows or rows.empty:
+        return None
+    counts = sorted({int(n) for n in rows["device_count"] if num(n)})
+    kinds = sorted({str(k) for k in rows.get("device_kind", []) if isinstance(k, str) and k})
+    return f"{'/'.join(map(str, counts))} x {'/'.join(kinds) or '?'}" if counts else None
+
+
+def _check_slices(base: RunData, cand: RunData) -> None:
+    """Runs on different slices are different studies: a suite fits its cases (devices, model, batches) to
+    the slice found, so none pairs, and no verdict would mean anything."""
+    b, c = slice_of(base), slice_of(cand)
+    if b and c and b.split(" x ")[0] != c.split(" x ")[0]:
+        raise GateInputError(f"baseline {base.path} ran on {b}, candidate {cand.path} on {c}: runs on different "
+                             "slices are different studies (a suite fits its devices, model and batches to the "
+                             "slice found); compare two runs of one slice")
+
+
 def _check_ids(common: list[str], b_rows: dict, c_rows: dict, base: RunData, cand: RunData) -> None:
     for k in common:
         diff = [p for p in _ID_PARAMS if _norm(b_rows[k].get(p)) != _norm(c_rows[k].get(p))]
@@ -262,6 +282,7 @@ def compare(base: RunData, cand: RunData, cfg: GateConfig,
             only: Optional[set[str]] = None) -> Comparison:
     """Pair the cases of two runs by case id and judge each pair (``only``: restrict to these ids)."""
     _check_suites(base, cand)
+    _check_slices(base, cand)
     b_rows, c_rows = _rows(base, only), _rows(cand, only)
     common = [k for k in c_rows if k in b_rows]
     _check_ids(common, b_rows, c_rows, base, cand)

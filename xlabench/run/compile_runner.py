@@ -23,6 +23,7 @@ from xlabench.run.envs import COMPILE_VARIANT
 from xlabench.run.run_options import RunOptions
 from xlabench.run.session import RunInputError, Session, open_session
 from xlabench.run.suite_runner import select_cases
+from xlabench.suite import slice_fit
 from xlabench.protocol.status import COMPILED, SKIPPED
 
 TORCH_XLA_REASON = ("torch_xla 2.9 has no compile-only TPU client (it compiles only on the devices it runs on); "
@@ -78,9 +79,11 @@ def _framework_version(jax_versions: Optional[str], target: hardware.Target) -> 
     return f"{jax_versions} / libtpu {libtpu}" if jax_versions and libtpu else jax_versions
 
 
-def _checked(s: suite_lib.Suite, target_name: str, slices: int,
-             opts: RunOptions) -> tuple[hardware.Target, str, list[suite_lib.Case]]:
-    """(target, profile, cases) of a compile, or CompileError naming what is wrong."""
+def _checked(s: suite_lib.Suite, target_name: str, slices: int, opts: RunOptions,
+             fit: Optional[slice_fit.ModelFitter] = None) -> tuple[hardware.Target, str, list[suite_lib.Case]]:
+    """(target, profile, cases) of a compile, planned for the target's devices (``fit``: the compiling
+    worker's model fit; None: a plan that takes the largest listed model), or CompileError naming what is
+    wrong."""
     try:
         target = hardware.find_target(target_name)
     except hardware.UnknownTarget as e:
@@ -90,15 +93,44 @@ def _checked(s: suite_lib.Suite, target_name: str, slices: int,
     if slices > 1 and target.platform != "tpu":
         raise CompileError(f"--slices applies to TPU targets, not {target.name}")
     try:
-        prof = s.pick_profile(None, opts.profile if opts.profile is not None else
-                              (target.platform if target.platform in s.spec.profiles else "base"))
+        prof = s.pick_profile(None, opts.profile if opts.profile is not None else default_profile(s, target))
         shard_of = shard.parse_shard(opts.shard_spec) if opts.shard_spec is not None else None
     except (suite_lib.SuiteError, ValueError) as e:
         raise CompileError(str(e)) from None
     try:
-        return target, prof, select_cases(s, prof, opts.replace(repeats=None, timer=None), shard_of)
+        return target, prof, select_cases(s, prof, opts.replace(repeats=None, timer=None), shard_of,
+                                          slice_fit.Slice(target.platform, target.devices * slices, fit))
     except RunInputError as e:
         raise CompileError(str(e)) from None
+
+
+def default_profile(s: suite_lib.Suite, target: hardware.Target) -> str:
+    """The profile a compile for ``target`` takes unless --profile names one: the one named after the target
+    (gpt2's v4-8: the seed study), else the one named after its platform, else the base suite (fitted to the
+    target's devices)."""
+    for name in (target.name, target.platform):
+        if name in s.spec.profiles:
+            return name
+    return "base"
+
+
+def _fitter(sess: Session, spec: TargetSpec, on_note: Callable[[str], None]) -> slice_fit.ModelFitter:
+    """A suite's model list fitted to the target by the compiling worker (op fit, the target's devices)."""
+
+    def fit(candidates: list[dict[str, Any]], impls: list[str]) -> list[slice_fit.Probe]:
+        on_note(f"fitting the model to {spec.name}: compiling {', '.join(c['model'] for c in candidates)}")
+        try:
+            reply = sess.pool.get("jax", 1, COMPILE_VARIANT).request(
+                {"op": "fit", "candidates": candidates, "impls": impls, "platform": "tpu",
+                 "target": spec.to_message()}, 1800.0)
+        except workers.WorkerError as e:
+            reply = {"fit": None, "error": str(e)}
+        if reply.get("fit") is None:
+            on_note(f"the model fit failed ({reply.get('error')}): the smallest listed model is planned")
+            return []
+        return [slice_fit.Probe(**p) for p in reply["fit"]]
+
+    return fit
 
 
 def mesh_note(cases: list[suite_lib.Case], target: hardware.Target, slices: int) -> Optional[str]:
@@ -130,9 +162,12 @@ def compile_suite(s: suite_lib.Suite, target_name: str, slices: int = 1, opts: R
     Raises CompileError for bad input and for a host that cannot compile for the target."""
     target, prof, cases = _checked(s, target_name, slices, opts)
     sess = _open(s, target, cases, slices, opts, on_warning)
-    todo = [c for c in cases if c.case_id not in sess.done]
     spec = target_spec(target, slices)
     env, host_env = _target_env(sess, target, spec)
+    if any(isinstance(s.spec.params.get("model"), list) or isinstance(p.params.get("model"), list)
+           for p in [s.spec, *s.spec.profiles.values()]):  # a model list: fitted to the target by the worker
+        cases = _checked(s, target_name, slices, opts, _fitter(sess, spec, on_warning))[2]
+    todo = [c for c in cases if c.case_id not in sess.done]
     ctx = scheduler.RunContext(run_id=sess.run_id, platform=target.platform)
     keep_root = sess.trace_root()
     jobs = max(1, min(opts.jobs or parallel.default_jobs(), sum(_skip_reason(c, target) is None for c in todo)))

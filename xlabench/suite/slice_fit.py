@@ -78,10 +78,10 @@ def choose_model(models: Sequence[str], probes: Sequence[Probe], fit_batch: str)
         if not mine:
             continue
         worst = max(mine, key=lambda p: p.bytes or 0)
+        if worst.limit is None:
+            return order[-1], (f"model {order[-1]}: the smallest of {', '.join(order)}; this device reports no "
+                               "memory limit to fit the others against")
         if all(p.fits for p in mine):
-            if worst.limit is None:
-                return m, (f"model {m}: the largest of {', '.join(order)}; this device reports no memory "
-                           "limit to fit against")
             why = f" ({'; '.join(refused)})" if refused else ""
             return m, (f"model {m}: the largest of {', '.join(order)} whose step fits {fit_batch} "
                        f"({_gib(worst.bytes)} of {_gib(worst.limit)} GiB per device, {worst.impl}){why}")
