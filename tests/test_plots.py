@@ -417,3 +417,18 @@ def test_a_suspect_row_is_drawn_as_measured_and_named_in_the_footer(train):
     assert line.startswith(f"2 of {len(df)} point(s) suspect (mfu_range x2, roofline x1)"), line
     assert "(docs/audit.md)" in chart.figure._supxlabel.get_text().replace("\n", " ")
     assert not any("suspect" in n for n in plots.mfu_vs_batch(train).notes)  # the fixture: clean rows
+
+
+def test_one_device_draws_mfu_per_kernel_and_no_sharding_chart() -> None:
+    """A one-chip train run (every mode one program: one sharding value) has no sharding axis: the MFU
+    chart's lines are the impls, and the sharding chart is not called for."""
+    import pandas as pd
+
+    from xlabench.report import plots
+
+    rows = pd.DataFrame([{"workload": "train", "backend": "jax", "device_kind": "TPU v5 lite", "model": "m",
+                          "impl": impl, "sharding": "fsdp", "global_batch": b, "mfu": 0.1 * b, "status": "ok"}
+                         for impl in ("naive", "splash") for b in (2, 4)])
+    assert "sharding" not in plots.kinds_for(rows) and "mfu_batch" in plots.kinds_for(rows)
+    two = pd.concat([rows, rows.assign(sharding="2d")], ignore_index=True)
+    assert "sharding" in plots.kinds_for(two)

@@ -148,3 +148,43 @@ def test_compare_refuses_to_pair_runs_of_different_slices(tmp_path) -> None:
     assert "different studies" in out.output
     same = CliRunner().invoke(main, ["compare", str(base), str(base)])
     assert "different studies" not in same.output
+
+
+LADDER = """name: ladder
+workload: train
+backends: [jax]
+impls: [naive]
+params:
+  model: [gpt2-124m, gpt2-tiny]
+  seq_len: 64
+  dtype: float32
+  steps_per_sample: 1
+matrix:
+  per_device_batch: [1, 2]
+  sharding: [fsdp, 2d, auto]
+measure:
+  warmup: 1
+  iters: 2
+  timeout_s: 300
+"""
+
+
+@pytest.mark.slow
+def test_a_run_fits_its_ladder_to_the_slice_and_unrolls_the_best_point(tmp_path) -> None:
+    """The plumbing, on the CPU: the worker's op fit (no memory limit: the smallest model), the three
+    modes one program on one device, the scanned ladder, then its best point unrolled as one more row."""
+    from tests.conftest import run_cli
+
+    suite = tmp_path / "ladder.yaml"
+    suite.write_text(LADDER)
+    out = run_cli("run", str(suite), "--out", str(tmp_path / "res"))
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "the ladder's best point again unrolled" in out.stdout
+    rows = results.read_rows(next((tmp_path / "res" / "ladder").glob("*[0-9a-f].csv")))
+    assert list(rows["status"]) == ["ok"] * 3 and set(rows["model"]) == {"gpt2-tiny"}
+    assert [str(v).lower() for v in rows["scan_layers"]] == ["true", "true", "false"]
+    assert list(rows["global_batch"].astype(int)) == [1, 2, int(rows["global_batch"].iloc[2])]
+    assert set(rows["sharding"]) == {"fsdp"}
+    assert all("fsdp, 2d, auto are one program on 1 device" in n for n in rows["notes"])
+    assert "model gpt2-tiny: the smallest of gpt2-124m, gpt2-tiny" in rows["notes"].iloc[0]
+    assert "again unrolled" in rows["notes"].iloc[2]

@@ -36,13 +36,16 @@ from xlabench.protocol import status as st
 
 
 def mfu_vs_batch(df: pd.DataFrame) -> Chart:
-    """Train rows: MFU (%) vs global batch, a line per sharding mode (colour) and attention impl (dash)."""
+    """Train rows: MFU (%) vs global batch, a line per sharding mode (colour) and attention impl (dash); on
+    one device (one sharding mode: a slice of one chip runs every mode as one program) a line per impl."""
     rows = _rows(df, "train", ["global_batch", "mfu"])
     y = cd.metric(rows, "mfu", 100)
+    one_mode = cd.text(rows["sharding"]).nunique() <= 1
     chart = _line_chart("mfu_batch", rows, x="global_batch", y=y,
-                        panel_keys=["backend", "device_kind", "model"], first=["sharding", "impl"],
-                        colour_by="sharding", dash_by="impl", ncols=2, xlabel="global batch (sequences)",
-                        ylabel="MFU (%)", what="MFU vs global batch")
+                        panel_keys=["backend", "device_kind", "model"],
+                        first=["impl"] if one_mode else ["sharding", "impl"],
+                        colour_by="impl" if one_mode else "sharding", dash_by=None if one_mode else "impl",
+                        ncols=2, xlabel="global batch (sequences)", ylabel="MFU (%)", what="MFU vs global batch")
     note = peak_note(rows)
     if note:
         add_note(chart, note)
@@ -432,7 +435,10 @@ def kinds_for(df: pd.DataFrame) -> list[str]:
     def has(column: str) -> bool:
         return not column or (column in df and pd.to_numeric(df[column], errors="coerce").notna().any())
 
-    return [k.name for k in KINDS.values() if present[k.source] & set(k.workloads) and has(k.needs)]
+    modes = cd.text(df.loc[~comp & (df["workload"].astype(str) == "train"), "sharding"]).nunique() \
+        if "sharding" in df else 0
+    return [k.name for k in KINDS.values() if present[k.source] & set(k.workloads) and has(k.needs)
+            and not (k.name == "sharding" and modes <= 1)]  # one mode (one device): no sharding axis
 
 
 def render(df: pd.DataFrame, out_dir: Path, formats: Sequence[str] = ("png", "svg"),
