@@ -188,3 +188,22 @@ def test_a_run_fits_its_ladder_to_the_slice_and_unrolls_the_best_point(tmp_path)
     assert all("fsdp, 2d, auto are one program on 1 device" in n for n in rows["notes"])
     assert "model gpt2-tiny: the smallest of gpt2-124m, gpt2-tiny" in rows["notes"].iloc[0]
     assert "again unrolled" in rows["notes"].iloc[2]
+
+
+@pytest.mark.slow
+def test_compile_fits_the_model_list_to_the_target_and_says_so_in_each_row(tmp_path) -> None:
+    """`xlabench compile --target v5e-1` of a suite with a model list: the compiling worker's op fit compiles
+    the candidates for the target's compile-only device (libtpu), the largest that fits is compiled, and
+    every row's notes say so with the GiB of the fit."""
+    from tests.test_compile import _compile
+
+    suite = tmp_path / "ladder.yaml"
+    suite.write_text(LADDER.replace("[gpt2-124m, gpt2-tiny]", "[gpt2-tiny, llama-tiny]").replace(
+        "dtype: float32", "dtype: bfloat16").replace("seq_len: 64", "seq_len: 128"))
+    res, rows = _compile(tmp_path / "out", str(suite), "--target", "v5e-1", "-k", "global_batch=1")
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert rows is not None and list(rows["status"]) == ["compiled"]
+    assert rows["model"].iloc[0] == "llama-tiny"  # the larger of the two (param count)
+    assert "model llama-tiny: the largest of llama-tiny, gpt2-tiny whose step fits the ladder's smallest " \
+           "per-device batch, 1 (" in rows["notes"].iloc[0]
+    assert "GiB per device, naive)" in rows["notes"].iloc[0]

@@ -186,6 +186,7 @@ def compile_suite(s: suite_lib.Suite, target_name: str, slices: int = 1, opts: R
             keep = str(keep_root.resolve() / case.case_id) if keep_root else None
             row.update(_compile_one(case, pools[job], spec, opts.timeout_s or case.measure.timeout_s, keep))
             row.update(_ceilings(row, target, slices))
+        row["notes"] = "; ".join(filter(None, [case.note, row.get("notes")])) or None  # the model fit, modes run once
         row["timestamp"] = row_builder.now()
         return row
 
