@@ -28,6 +28,16 @@ def _pct(v: Any) -> str:
     return "" if v is None or v != v else f"{100 * float(v):.1f}"
 
 
+def ceiling_text(row: dict[str, Any]) -> str:
+    """The progress line's roofline words: the row's own MFU ceiling (roofline.roofline decides it once, where
+    the row is built; the CSV, the report and the chart read the same cell), or why it has none."""
+    if _pct(row.get("mfu_ceiling")):
+        return f", {row.get('bound_by') or '?'}-bound, MFU ceiling {_pct(row.get('mfu_ceiling'))}%"
+    if roofline.uncounted(row):
+        return ", no MFU ceiling (XLA cannot count the kernel's FLOPs)"
+    return ", no MFU ceiling (no roofline for this row)" if row.get("status") == COMPILED else ""
+
+
 def summary_table(rows: list[dict[str, Any]], cases: dict[str, Any]) -> Table:
     """Compiled and oom rows with their memory; skipped ones are counted per reason below the table."""
     shown = [r for r in rows if r["status"] != SKIPPED]
@@ -40,13 +50,13 @@ def summary_table(rows: list[dict[str, Any]], cases: dict[str, Any]) -> Table:
     for r in shown:
         params = cases[r["case_id"]].params
         frac = r.get("hbm_fraction")
-        blind = roofline.uncounted(r)  # no bound or ceiling beside a kernel XLA cannot see into
+        blind = roofline.uncounted(r)  # no bound beside a kernel XLA cannot see into; the ceiling is the row's
         t.add_row(r["impl"], *[str(params.get(k)) for k in varying], Text(r["status"], style=_STYLE[r["status"]]),
                   _gib(r.get("peak_memory_bytes")), _gib(r.get("hbm_capacity_bytes")),
                   "" if frac is None else f"{100 * frac:.0f}",
                   "" if r.get("compile_s") is None else f"{r['compile_s']:.1f}",
                   "" if r.get("flops_ratio") is None else f"{r['flops_ratio']:.2f}",
-                  "" if blind else r.get("bound_by") or "", "" if blind else _pct(r.get("mfu_ceiling")),
+                  "" if blind else r.get("bound_by") or "", _pct(r.get("mfu_ceiling")),
                   (r.get("error") or (roofline.UNCOUNTED_NOTE.format(ratio=r["flops_ratio"]) if blind else ""))[:200])
     return t
 
@@ -114,9 +124,7 @@ def compile_cmd(suite_file: str, target_name: str, slices: int, run_opts: RunOpt
             return  # counted per reason at the end
         extra = (f"{_gib(row.get('peak_memory_bytes'))} GiB of {_gib(row.get('hbm_capacity_bytes'))} per device, "
                  + ("figures from the cache" if row.get("compile_cached") else f"compile {row.get('compile_s') or 0:.1f}s")
-                 + (f", {row['bound_by']}-bound, MFU ceiling {_pct(row.get('mfu_ceiling'))}%"
-                    if row.get("bound_by") and row.get("mfu_ceiling") is not None and not roofline.uncounted(row)
-                    else ", no MFU ceiling (XLA cannot count the kernel's FLOPs)" if roofline.uncounted(row) else "")
+                 + ceiling_text(row)
                  if st in (COMPILED, OOM) else
                  f"lowered in {row.get('lower_s') or 0:.1f}s" if st == LOWERED else (row.get("error") or "")[:120])
         progress.console.print(status_line(st, _STYLE[st], 8, f"{case.label()}  {extra}",

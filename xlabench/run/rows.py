@@ -140,7 +140,7 @@ def case_row(case: Case, ctx: Any, env: Mapping[str, Any] | None = None, replies
     if calib:
         row["host_calib_s"] = statistics.median(calib)
     peaks = {**env, **ctx.cpu_peaks} if platform == "cpu" else env
-    row.update(derive(m, peaks, case.devices, ctx.peak_override or case.peak_tflops, bool(row["interpret"])))
+    row.update(derive(m, peaks, case.devices, ctx.peak_override or case.peak_tflops, bool(row["interpret"]), row))
     notes = [row.get("notes")]
     if m.correct is False:
         notes.append("WRONG RESULT: error above tolerance")
