@@ -22,8 +22,10 @@ ROOFLINE_TOLERANCE = roofline.FRAC_SLACK - 1  # a CPU row may beat its floor by 
 DERIVED_REL = 1e-6  # a derived column vs its recomputation from the row's inputs (the CSV keeps repr digits)
 
 # The rule names: what the `suspect` column, `xlabench audit` and the exceptions file call them.
-MFU_RANGE, MBU_RANGE, ROOFLINE, ROOFLINE_COLUMNS, DERIVED, TUNE_BEST, TUNE_CHECK, DEFAULT_S = (
-    "mfu_range", "mbu_range", "roofline", "roofline_columns", "derived", "tune_best", "tune_check", "default_s")
+MFU_RANGE, MBU_RANGE, ROOFLINE, ROOFLINE_COLUMNS, DERIVED, TUNE_BEST, TUNE_CHECK, DEFAULT_S, EXPLAIN_ROOF = (
+    "mfu_range", "mbu_range", "roofline", "roofline_columns", "derived", "tune_best", "tune_check", "default_s",
+    "explain_roof")
+EXPLAIN_CPU_SLACK = 0.05  # a CPU row's explain rate may exceed the host's measured peak by this much
 CACHE_RESIDENT = "cache-resident"
 
 
@@ -225,6 +227,23 @@ ROW_RULES: dict[str, Callable[[Mapping[str, Any], Host], Optional[str]]] = {
     DERIVED: derived, TUNE_BEST: tune_best,
     TUNE_CHECK: tune_check,
 }
+
+
+def explain_roof(row: Mapping[str, Any], explained: Mapping[str, Any], host: Host = Host()) -> Optional[str]:
+    """Every achieved rate of the row's explain breakdown (``explained``: its entry in RUN.explain.json) is at
+    most its roof: on an accelerator exactly (the op times are the trace's, the peaks the datasheet's), on a
+    CPU within EXPLAIN_CPU_SLACK, or above it on a cache-resident row (marked as such)."""
+    cpu = str(row.get("platform", "")) == "cpu"
+    if cpu and cache_resident(row, host):
+        return None
+    limit = 1 + (EXPLAIN_CPU_SLACK if cpu else 0.0)
+    over = []
+    for c in explained.get("categories") or []:
+        frac = number(c.get("roof_frac")) if isinstance(c, Mapping) else None
+        if frac is not None and frac > limit:
+            over.append(f"{c.get('key')} at {frac:.0%} of its {c.get('roof') or 'roof'}")
+    return (f"explain prints rates above their roof ({', '.join(over)}; limit {limit:.2f}): the FLOPs or bytes "
+            "counted are not what reached the roof") if over else None
 
 
 def check_row(row: Mapping[str, Any], host: Host = Host()) -> dict[str, str]:
