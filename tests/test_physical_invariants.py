@@ -260,3 +260,48 @@ def test_item2_audit_reads_explains_json(tmp_path: Path) -> None:
     path.write_text(json.dumps(data))
     (f,) = audit_files.audit([tmp_path]).findings
     assert f.rule == rules.EXPLAIN_ROOF and "elementwise" in f.reason and "121" in f.reason
+
+
+# ------------------------------------------------------------------------------------------- item 4
+
+def test_item4_compare_mfu_across_two_peaks_is_no_regression(tmp_path: Path) -> None:
+    """Two CPU runs with identical times whose cached host peaks differ 2x (0.096 vs 0.174 TFLOP/s was the
+    report): `compare --metric mfu` said 'FAILED ... suite-wide regression' (geometric mean 0.50). It rates
+    the candidate against the baseline's peak, and says so."""
+    import numpy as np
+    from click.testing import CliRunner
+
+    from tests._gate_data import case, draw, write_run
+    from xlabench.cli import main
+
+    entries = [(case(impl, seq_len=s), draw(np.random.default_rng(i), 20))
+               for i, (impl, s) in enumerate([("naive", 128), ("naive", 256), ("xla_sdpa", 128), ("xla_sdpa", 256)])]
+    base = write_run(tmp_path / "a.csv", entries, "ra", peak_tflops=0.1, peak_source="measured: host matmul")
+    cand = write_run(tmp_path / "b.csv", entries, "rb", peak_tflops=0.2, peak_source="measured: host matmul")
+    out = CliRunner().invoke(main, ["compare", str(base), str(cand), "--metric", "mfu"])
+    text = " ".join(out.output.split())
+    assert out.exit_code == 0, out.output
+    assert "regression" not in text.lower().replace("no regression", "")
+    assert "0.1 TFLOP/s" in text and "0.2 TFLOP/s" in text and "rescaled" in text
+    same = CliRunner().invoke(main, ["compare", str(base), str(cand), "--metric", "median_s"])
+    assert same.exit_code == 0 and "rescaled" not in same.output
+
+
+def test_item4_a_resumed_run_keeps_the_peak_its_meta_recorded(tmp_path: Path) -> None:
+    """After --resume one CSV held 28 rows at the old peak and 4 at the new one: a run (and its resume)
+    rates every row against one host peak, the one its meta recorded when it started."""
+    import json
+
+    from xlabench import results
+    from xlabench.run.suite_runner import run_peaks
+
+    files = results.RunFiles(tmp_path / "r.csv")
+    files.meta.write_text(json.dumps({"env": {"measured_cpu_tflops": 0.096, "measured_cpu_gbytes_per_s": 20.0,
+                                              "cpu_peak_source": "measured: cached"}}))
+    now = {"platform": "cpu", "measured_cpu_tflops": 0.174, "measured_cpu_gbytes_per_s": 25.0,
+           "cpu_peak_source": "measured: re-measured"}
+    assert run_peaks(files, True, dict(now))["measured_cpu_tflops"] == 0.096
+    assert run_peaks(files, True, dict(now))["cpu_peak_source"] == "measured: cached"
+    assert run_peaks(files, False, dict(now))["measured_cpu_tflops"] == 0.174  # a new run: its own
+    files.meta.unlink()
+    assert run_peaks(files, True, dict(now))["measured_cpu_tflops"] == 0.174  # no meta: what it has

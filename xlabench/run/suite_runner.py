@@ -311,11 +311,30 @@ def _pick_cases(sess: Session, platform: str, shard_of: tuple[int, int] | None,
 def _context(sess: Session, env: dict[str, Any], platform: str, todo: int) -> RunContext:
     """The run's context: the first worker's platform and CPU peaks, the run's options, the tuning cache."""
     opts = sess.opts
-    cpu_peaks = {k: env[k] for k in ("measured_cpu_tflops", "measured_cpu_gbytes_per_s", "cpu_peak_source") if k in env}
+    cpu_peaks = run_peaks(sess.files, bool(sess.done), env)
+    env.update(cpu_peaks)  # the meta records the peak every row of the run is rated against
     return RunContext(run_id=sess.run_id, platform=platform, peak_override=opts.peak_tflops,
                       timeout_override=opts.timeout_s, cpu_peaks=cpu_peaks, trace_root=sess.trace_root(),
                       jobs=max(1, min(opts.jobs or 1, todo)), tune=True if opts.tune_only else opts.tune,
                       tune_dir=str(tune_cache_dir()), llc_bytes=host_cache.llc_bytes() if platform == "cpu" else None)
+
+
+CPU_PEAK_KEYS = ("measured_cpu_tflops", "measured_cpu_gbytes_per_s", "cpu_peak_source")
+
+
+def run_peaks(files: Any, resuming: bool, env: dict[str, Any]) -> dict[str, Any]:
+    """The host peaks a CPU run rates every row against: a resumed run keeps those its meta recorded when it
+    started (a host's measured peak drifts between runs: 0.096 then 0.174 TFLOP/s, and a resumed CSV held
+    rows of both), else the first worker's."""
+    mine = {k: env[k] for k in CPU_PEAK_KEYS if k in env}
+    if not resuming or not mine:
+        return mine
+    try:
+        prior = (json.loads(files.meta.read_text(encoding="utf-8")).get("env") or {})
+    except (OSError, ValueError, AttributeError):
+        return mine
+    kept = {k: prior[k] for k in CPU_PEAK_KEYS if prior.get(k) is not None}
+    return {**mine, **kept} if kept.get("measured_cpu_tflops") else mine
 
 
 def _start_lines(sess: Session, prof: str, platform: str, env: dict[str, Any], todo: int, jobs: int) -> list[str]:
