@@ -17,7 +17,9 @@ from rich.table import Table
 
 from xlabench import results
 from xlabench.cli import history as history_commands
-from xlabench.cli.common import BadInput, console, err_console, examples, load_suite, status_line, warn
+from xlabench.cli.common import (
+    BadInput, console, err_console, examples, load_suite, output_dir, output_file, status_line, warn,
+)
 from xlabench.cli.click_options import run_options
 from xlabench.run.run_options import RunOptions, resume_words
 from xlabench.protocol import status as st
@@ -105,6 +107,8 @@ def run(suite_file: str, run_opts: RunOptions, history_url: Optional[str]) -> No
     if run_opts.dry_run:
         print_plan(s, run_opts)
         return
+    if run_opts.trace_dir is not None:  # each case's profile goes there: refused now, not as a failed row per case
+        output_dir(run_opts.trace_dir, "--trace", "each case's profile and HLO text")
     try:
         with interruptible():
             outcome = run_with_progress(s, run_opts)
@@ -249,6 +253,7 @@ def merge(csv_files: tuple[str, ...], output: str) -> None:
     """Combine the result CSVs of one suite run in shards (`run --shard I/N`) into one file."""
     from xlabench.results.merge import MergeError, inputs, merge as merge_files
 
+    output_file(output, "-o", "the merged CSV")
     files, notes = inputs([Path(p) for p in csv_files])
     for note in notes:
         err_console.print(f"note: {note}", soft_wrap=True, markup=False)
