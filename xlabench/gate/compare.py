@@ -266,7 +266,8 @@ def compare(base: RunData, cand: RunData, cfg: GateConfig,
     common = [k for k in c_rows if k in b_rows]
     _check_ids(common, b_rows, c_rows, base, cand)
     _check_clocks(common, b_rows, c_rows, base, cand)
-    warn = _input_warnings(common, b_rows, c_rows, cfg)
+    warn = [f"{role}: {note}" for role, run in (("baseline", base), ("candidate", cand))
+            if (note := results.incomplete_note(run.path))] + _input_warnings(common, b_rows, c_rows, cfg)
     labels = _labels(list(c_rows.values()) + [b_rows[k] for k in b_rows if k not in c_rows])
     verdicts: dict[str, CaseVerdict] = {}
     rescaled: dict[tuple[float, float], int] = {}

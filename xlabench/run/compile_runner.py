@@ -137,7 +137,7 @@ def compile_suite(s: suite_lib.Suite, target_name: str, slices: int = 1, opts: R
     keep_root = sess.trace_root()
     jobs = max(1, min(opts.jobs or parallel.default_jobs(), sum(_skip_reason(c, target) is None for c in todo)))
     sess.write_meta(prof, ctx, env, jobs, target=target.name, topology=topology_label(target, slices),
-                    slices=slices, host_env=host_env)
+                    slices=slices, host_env=host_env, cases_planned=len(cases))
     on_start(prof, len(todo), len(sess.done), env, jobs)
     pools = sess.add_jobs(jobs)  # one worker pool per job
     peaks: list[Optional[int]] = [None] * jobs

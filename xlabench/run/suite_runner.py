@@ -268,7 +268,8 @@ def _run_with_pool(sess: Session, *, tally: dict[str, int | None], dist: Any, sh
         hooks.warning(w)
     ctx = _context(sess, first.env, platform, len(todo))
     meta = sess.write_meta(prof, ctx, {**first.env, **({"llc_bytes": ctx.llc_bytes} if ctx.llc_bytes else {})},
-                           ctx.jobs, shard=sess.opts.shard_spec, workload=sess.suite.spec.workload)
+                           ctx.jobs, shard=sess.opts.shard_spec, workload=sess.suite.spec.workload,
+                           cases_planned=len(cases))
     hooks.start(_start_lines(sess, prof, platform, first.env, len(todo), ctx.jobs),
                 sum(c.measure.repeats for c in todo), todo, jobs=ctx.jobs)
 
@@ -280,6 +281,10 @@ def _run_with_pool(sess: Session, *, tally: dict[str, int | None], dist: Any, sh
     with sess.writer() as writer:
         try:
             rows = run_cases(todo, writer, ctx, sess.pool, on_row, hooks.repeat, sess.more)
+        except Interrupted as e:  # the meta says the run was cut short (results.run_progress reads it)
+            if sess.primary:
+                results.record_interruption(sess.files, meta, str(e.args[0]), tally["done"])
+            raise
         finally:
             sess.close()
     if sess.primary:
