@@ -63,7 +63,7 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
 def _impl(row: pd.Series) -> str:
     """The impl, '(interpret)' when its kernel ran in the CPU interpreter, '(suspect)' when the row breaks an
     invariant (the reason: the Suspect rows section)."""
-    tags = ["interpret"] * bool(row["interpret"] == True) + [marks.MARK] * bool(marks.suspect(row))  # noqa: E712
+    tags = ["interpret"] * summary_lib.interpreted(row) + [marks.MARK] * bool(marks.suspect(row))
     return " ".join([str(row["impl"]), *(f"({t})" for t in tags)])
 
 
