@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shlex
+import signal
 import sys
 import time
 from typing import Any
@@ -13,7 +15,8 @@ from rich.text import Text
 from xlabench import hardware, results, roofline
 from xlabench.cli.common import BadInput, console, err_console, examples, load_suite, status_line
 from xlabench.cli.click_options import run_options
-from xlabench.run.run_options import RunOptions
+from xlabench.run.interrupts import Interrupted, interruptible
+from xlabench.run.run_options import RunOptions, resume_words
 from xlabench.protocol.status import COMPILED, FAILED, LOWERED, OOM, SKIPPED
 
 _STYLE = {COMPILED: "green", LOWERED: "green", OOM: "magenta", FAILED: "red", SKIPPED: "yellow"}
@@ -89,7 +92,8 @@ def compile_cmd(suite_file: str, target_name: str, slices: int, run_opts: RunOpt
     ones. Rows: compiled, oom, lowered (GPU targets), failed, skipped, in
     results/<suite>/<run-id>.compile.csv. A program compiled before is not compiled again: its figures
     come from the compilation cache (rows say compile_cached; --no-cache to compile afresh). Exit 0 when nothing failed (oom rows are findings, not
-    failures), 1 when a case failed, 2 for bad input or a host without libtpu.
+    failures), 1 when a case failed, 2 for bad input or a host without libtpu, 130 / 143 interrupted by
+    SIGINT / SIGTERM (it says how to resume).
     """
     from xlabench.run import compile_runner
 
@@ -132,11 +136,16 @@ def compile_cmd(suite_file: str, target_name: str, slices: int, run_opts: RunOpt
                                soft_wrap=True)
 
     try:
-        outcome = compile_runner.compile_suite(
-            s, target_name, slices, run_opts, on_start=on_start, on_row=on_row, on_case_start=on_case_start,
-            on_warning=lambda text: err_console.print(text, style="yellow", soft_wrap=True))
+        with interruptible():
+            outcome = compile_runner.compile_suite(
+                s, target_name, slices, run_opts, on_start=on_start, on_row=on_row, on_case_start=on_case_start,
+                on_warning=lambda text: err_console.print(text, style="yellow", soft_wrap=True))
     except compile_runner.CompileError as e:
         raise BadInput(str(e)) from None
+    except Interrupted as e:
+        progress.stop()
+        err_console.print(interrupted_message(e, suite_file, target_name, slices, run_opts), soft_wrap=True)
+        sys.exit(e.exit_code)
     finally:
         progress.stop()
     if any(r["status"] != SKIPPED for r in outcome.rows):
@@ -154,3 +163,16 @@ def compile_cmd(suite_file: str, target_name: str, slices: int, run_opts: RunOpt
     if outcome.count(FAILED):
         err_console.print(f"{outcome.count('failed')} case(s) failed to compile", style="red")
         sys.exit(1)
+
+
+def interrupted_message(e: Any, suite_file: str, target_name: str, slices: int, opts: RunOptions) -> str:
+    """What an interrupted `compile` says (as `run` does): how far it got and how to finish it."""
+    signal_name = "" if e.signum == signal.SIGINT else f" ({signal.Signals(e.signum).name})"
+    if e.total is None:
+        return f"compile interrupted{signal_name} while starting the first worker; no case ran, nothing to resume"
+    where = f"compile interrupted{signal_name}: {e.done} of {e.total} cases done"
+    if e.csv is None:
+        return where
+    words = ["xlabench", "compile", suite_file, "--target", target_name, *(["--slices", str(slices)] if slices > 1 else []),
+             "--resume", str(e.csv), *resume_words(opts)]
+    return f"{where}; resume with: {shlex.join(words)}"
