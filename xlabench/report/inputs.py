@@ -39,7 +39,7 @@ def usable_rows(path: Path) -> int:
     """How many rows of a results CSV are usable (see USABLE); 0 for a file that is not one."""
     want = USABLE[_is_compile(path)]
     try:
-        with open(path, newline="", encoding="utf-8") as f:
+        with open(path, newline="", encoding="utf-8-sig") as f:
             return sum(1 for row in csv.DictReader(f) if row.get("status") in want)
     except (OSError, csv.Error, UnicodeDecodeError):
         return 0
