@@ -432,3 +432,21 @@ def test_a_results_csv_with_a_utf8_bom_reads_like_one_without(tmp_path):
     assert res.exit_code == 0 and "schema_version" not in res.output, res.output
     res = _cli("merge", str(base), "-o", str(tmp_path / "m.csv"))
     assert res.exit_code == 0, res.output
+
+
+# ---------------------------------------------- issue 50 item 10: a resume whose samples file is gone
+
+@pytest.mark.parametrize("dry", [False, True])
+def test_resume_of_a_run_whose_samples_file_is_missing_is_refused_naming_it(tmp_path, dry):
+    """It exited 0 and wrote a header-only samples file; `compare` then said '0 samples but its row says n=5'."""
+    import shutil
+
+    run = tmp_path / "r.csv"
+    shutil.copy(ROOT / "tests" / "fixtures" / "gate_attention_cpu.csv", run)
+    suite = tmp_path / "s.yaml"
+    suite.write_text(SUITE)
+    res = _cli("run", str(suite), "--resume", str(run), *(["--dry-run"] if dry else []))
+    assert res.exit_code == 2, res.output
+    line = " ".join(res.output.split())
+    assert f"--resume: {tmp_path / 'r.samples.csv'}: no such file" in line and "48 ok row(s)" in line, res.output
+    assert "Traceback" not in res.output and not (tmp_path / "r.samples.csv").exists()

@@ -397,6 +397,10 @@ def read_prior(csv_path: Path, hold: bool = True) -> tuple[RunFiles, Any, set[st
         files.hold()
     try:
         prior = read_rows(files.csv, cut_last=True)
+        timed = int((prior["status"] == "ok").sum())
+        if timed and not files.samples.exists():  # a resume would write a header-only one: compare fails later
+            raise ResultsFileError(f"{files.samples}: no such file: the samples of the {timed} ok row(s) of "
+                                   f"{files.csv.name} (put it back beside the CSV, or start a new run)")
     except ResultsFileError:
         files.release()
         raise
