@@ -56,5 +56,7 @@ def write_run(path: Path, entries: list[tuple[dict[str, Any], Optional[np.ndarra
                 row["error"] = f"{st} on purpose"
                 samples = None
             row.update(row_overrides)
+            if st == "ok" and row.get("peak_tflops"):  # the MFU against the row's peak, as the run derives it
+                row["mfu"] = flops / (row["median_s"] * row["peak_tflops"] * 1e12)
             w.write(row, samples if samples is not None else [])
     return path

@@ -61,8 +61,10 @@ def test_a_row_under_its_roofline_floor() -> None:
     row = _row(median_s=0.0045, xla_flops=1e12, xla_bytes_accessed=1e8)
     row["mfu"] = 0.9  # keep the MFU rule out of it: only the ceiling is judged here
     why = rules.roofline_ceiling(row)
-    assert why.startswith("roofline_frac 1.128 > 1.05") and "compute-bound floor 5.076 ms" in why
-    assert rules.roofline_ceiling({**row, "median_s": 0.005}) is None  # 1.015: within the tolerance
+    assert why.startswith("roofline_frac 1.128 > 1.000 (timer noise") and "compute-bound floor 5.076 ms" in why
+    # exact on an accelerator (issue 50): 1.015 breaks it, unless the timer's own noise is that large
+    assert rules.roofline_ceiling({**row, "median_s": 0.005, "p10_s": 0.00499}) is not None
+    assert rules.roofline_ceiling({**row, "median_s": 0.005, "p10_s": 0.0049}) is None
 
 
 def test_a_memory_floor_of_xla_bytes_gives_way_to_the_analytic_bytes() -> None:

@@ -56,3 +56,21 @@ def test_report_gives_every_block_configuration_the_naive_baseline(sweep_csv, tm
     rows = [ln.split("|")[1:-1] for ln in body.splitlines() if ln.startswith("| ") and "---" not in ln][1:]
     assert {r[5].strip() for r in rows} == {"default", "128", "64"}  # block_q: the unset one reads "default"
     assert all(r[11].strip() for r in rows)  # naive ms on every row, not only the default configuration's
+
+
+def test_a_block_sweep_runs_an_impl_that_takes_no_blocks_once_per_shape(tmp_path):
+    """Issue 50 item 11: naive takes no block sizes, and a 2x2 block_q x block_k sweep ran 4 identical naive
+    cases (its worker clears the blocks). Flash takes both: 4 cases; a user impl declares its own in its code
+    (the parent never imports it): 4 cases, its worker decides."""
+    from xlabench import suite
+
+    p = tmp_path / "s.yaml"
+    p.write_text("name: s\nworkload: attention\nbackends: [jax]\nimpls: [naive, xla_sdpa, flash, 'mymod:fn']\n"
+                 "params: {batch: 1, num_heads: 2, head_dim: 32, dtype: float32}\n"
+                 "matrix: {seq_len: [256, 512], block_q: [64, 128], block_k: [64, 128]}\n")
+    cases = suite.load(p).cases()
+    per_impl = {i: sum(c.impl == i for c in cases) for i in ("naive", "xla_sdpa", "flash", "mymod:fn")}
+    assert per_impl == {"naive": 2, "xla_sdpa": 2, "flash": 8, "mymod:fn": 8}
+    naive = [c for c in cases if c.impl == "naive"]
+    assert all(c.params.get("block_q") is None and c.params.get("block_k") is None for c in naive)
+    assert len({c.case_id for c in cases}) == len(cases)

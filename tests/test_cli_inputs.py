@@ -406,3 +406,50 @@ def test_the_plan_and_the_worker_decide_a_skip_by_the_same_rule(backend):
                 im = registry.get(impl)
                 cfg, _ = user_impl.for_impl(im, p.attn_config(info.interpreted(platform)))
                 assert predict_skip(backend, impl, params, platform) == user_impl.skip_reason(im, p, cfg, platform)
+
+
+# ------------------------------------------------------------------ issue 50 item 9: a CSV saved by Excel
+
+def _bom(src: Path, dst: Path) -> Path:
+    dst.write_bytes(b"\xef\xbb\xbf" + src.read_bytes())
+    return dst
+
+
+def test_a_results_csv_with_a_utf8_bom_reads_like_one_without(tmp_path):
+    """Excel saves 'CSV UTF-8' with a byte-order mark: the first column read as '\\ufeffschema_version', and
+    every command said 'not an xlabench results CSV (no column(s) schema_version)'."""
+    from xlabench import results
+    from xlabench.report import inputs
+
+    fix = ROOT / "tests" / "fixtures"
+    folder = tmp_path / "results" / "attention"
+    folder.mkdir(parents=True)
+    run = _bom(fix / "attention_cpu.csv", folder / "20261201-000000-aaaa.csv")
+    assert len(results.read_rows(run)) == 60
+    assert inputs.newest_usable(tmp_path / "results").files == [run]
+    res = _cli("report", str(run), "--no-charts", "--out", str(tmp_path / "r.md"))
+    assert res.exit_code == 0, res.output
+    base = _bom(fix / "gate_attention_cpu.csv", tmp_path / "base.csv")
+    _bom(fix / "gate_attention_cpu.samples.csv", tmp_path / "base.samples.csv")
+    res = _cli("compare", str(base), str(base))
+    assert res.exit_code == 0 and "schema_version" not in res.output, res.output
+    res = _cli("merge", str(base), "-o", str(tmp_path / "m.csv"))
+    assert res.exit_code == 0, res.output
+
+
+# ---------------------------------------------- issue 50 item 10: a resume whose samples file is gone
+
+@pytest.mark.parametrize("dry", [False, True])
+def test_resume_of_a_run_whose_samples_file_is_missing_is_refused_naming_it(tmp_path, dry):
+    """It exited 0 and wrote a header-only samples file; `compare` then said '0 samples but its row says n=5'."""
+    import shutil
+
+    run = tmp_path / "r.csv"
+    shutil.copy(ROOT / "tests" / "fixtures" / "gate_attention_cpu.csv", run)
+    suite = tmp_path / "s.yaml"
+    suite.write_text(SUITE)
+    res = _cli("run", str(suite), "--resume", str(run), *(["--dry-run"] if dry else []))
+    assert res.exit_code == 2, res.output
+    line = " ".join(res.output.split())
+    assert f"--resume: {tmp_path / 'r.samples.csv'}: no such file" in line and "48 ok row(s)" in line, res.output
+    assert "Traceback" not in res.output and not (tmp_path / "r.samples.csv").exists()

@@ -216,3 +216,85 @@ def test_a_parent_behind_a_wrapper_is_watched_by_its_pid_and_a_zombie_counts_as_
         assert worker._parent_gone(child.pid, direct=False)
     finally:
         child.wait()
+
+
+# ------------------------------------------------------------------ issue 50 item 8: `compile` like `run`
+
+def test_compile_maps_ctrl_c_to_130_and_a_resume_hint_not_aborted(tmp_path, monkeypatch):
+    from xlabench.run import compile_runner
+
+    suite = tmp_path / "s.yaml"
+    suite.write_text(SUITE)
+    csv = tmp_path / "r.compile.csv"
+
+    def interrupted_compile(*a: Any, **kw: Any) -> None:
+        raise _interrupted(signal.SIGINT, 2, 5, csv)
+
+    monkeypatch.setattr(compile_runner, "compile_suite", interrupted_compile)
+    res = CliRunner().invoke(cli.main, ["compile", str(suite), "--target", "v5e-8", "--slices", "2", "--impl", "naive"])
+    assert res.exit_code == 130, res.output
+    assert (f"compile interrupted: 2 of 5 cases done; resume with: xlabench compile {suite} --target v5e-8 "
+            f"--slices 2 --resume {csv} --impl naive") in res.output
+    assert "Aborted" not in res.output
+
+
+def test_compile_on_sigterm_says_so_and_exits_143(tmp_path, monkeypatch):
+    from xlabench.run import compile_runner
+
+    suite = tmp_path / "s.yaml"
+    suite.write_text(SUITE)
+
+    def interrupted_compile(*a: Any, **kw: Any) -> None:
+        raise _interrupted(signal.SIGTERM, None, None, None)
+
+    monkeypatch.setattr(compile_runner, "compile_suite", interrupted_compile)
+    res = CliRunner().invoke(cli.main, ["compile", str(suite), "--target", "v5e-8"])
+    assert res.exit_code == 143, res.output
+    assert "compile interrupted (SIGTERM) while starting the first worker; no case ran, nothing to resume" in res.output
+
+
+def test_an_interrupted_compile_tells_how_far_it_got_and_its_meta_records_it(tmp_path, monkeypatch):
+    """compile_suite turns SIGINT into Interrupted with done / total / csv (as run_suite does), kills its
+    workers, and writes the interruption into the meta (issue 50 item 5)."""
+    import json
+
+    from xlabench import results
+    from xlabench.run import compile_runner, session
+
+    class Pool:
+        def __init__(self, *a: Any, **kw: Any) -> None:
+            self.killed = False
+
+        def like(self) -> "Pool":
+            return Pool()
+
+        def close(self) -> None:
+            pass
+
+        def kill_all(self) -> None:
+            self.killed = True
+
+        def peak_rss_bytes(self) -> None:
+            return None
+
+    calls: list[str] = []
+
+    def compile_one(case: Any, *a: Any, **kw: Any) -> dict[str, Any]:
+        calls.append(case.case_id)
+        if len(calls) > 1:
+            _signal_self(signal.SIGINT)
+        return {"status": "failed", "error": "fake"}
+
+    monkeypatch.setattr(session, "WorkerPool", Pool)
+    monkeypatch.setattr(compile_runner, "_target_env", lambda sess, target, spec: (
+        {"platform": "tpu", "device_kind": "TPU v5 lite", "device_count": 8, "framework_version": "x"}, {}))
+    monkeypatch.setattr(compile_runner, "_compile_one", compile_one)
+    p = tmp_path / "s.yaml"
+    p.write_text(SUITE)
+    opts = run_session.RunOptions(out_dir=str(tmp_path / "out"), jobs=1, no_cache=True)
+    with pytest.raises(interrupts.Interrupted) as e:
+        compile_runner.compile_suite(suite_lib.load(p), "v5e-8", opts=opts)
+    assert (e.value.done, e.value.total) == (1, 3) and e.value.csv is not None and e.value.csv.exists()
+    meta = json.loads(results.RunFiles(e.value.csv).meta.read_text())
+    assert meta["cases_planned"] == 3 and meta["interrupted"]["signal"] == "SIGINT"
+    assert results.run_progress(e.value.csv).text() == "1 of 3 cases (interrupted by SIGINT)"

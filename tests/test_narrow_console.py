@@ -41,15 +41,41 @@ def test_the_compare_table_at_80_columns_breaks_no_word(tmp_path):
     lines = _render(report.table(cmp, 80))
     assert all(len(x) <= 80 for x in lines), "\n".join(lines)
     words = set(" ".join(lines).split())
-    for c in cmp.cases:
+    for c in cmp.cases:  # compact below 120 columns (issue 50 item 12): the case's short label, on one line
         assert c.verdict in words, "\n".join(lines)
-        assert set(c.label.split()) <= words, (c.label, "\n".join(lines))
-        for v in (report.value(c.baseline, "s"), report.value(c.candidate, "s")):
-            assert any(v in x for x in lines), (v, "\n".join(lines))  # a figure beside its unit
+        assert sum(report.compact_label(c.label) in x for x in lines) == 1, (c.label, "\n".join(lines))
     assert not any("…" in x for x in lines)
-    # a wide console: one line per case
-    wide = [x for x in _render(report.table(cmp, 200), 200) if "20/20" in x]
-    assert len(wide) == len(cmp.cases) and all(any(c.label in x for x in wide) for c in cmp.cases)
+    # a wide console: one line per case, with both sides' values, a figure beside its unit
+    wide = _render(report.table(cmp, 200), 200)
+    cases = [x for x in wide if "20/20" in x]
+    assert len(cases) == len(cmp.cases) and all(any(c.label in x for x in cases) for c in cmp.cases)
+    for c in cmp.cases:
+        for v in (report.value(c.baseline, "s"), report.value(c.candidate, "s")):
+            assert any(v in x for x in wide), (v, "\n".join(wide))
+
+
+def test_compare_at_80_columns_is_a_line_per_measured_case_and_one_for_cases_skipped_on_both_sides(tmp_path):
+    """Issue 50 item 12: two full attention-profile runs compared in 440 lines, 120 of them cases skipped on both
+    sides (one line each), the measured ones wrapping onto 2 lines (here: 5) at 80 columns."""
+    rng = np.random.default_rng(4)
+    long = dict(num_kv_heads=1, causal=True, mode="fwd_bwd")
+    measured = [case(i, s, **long) for i in ("naive", "xla_sdpa") for s in (128, 512, 1024)]
+    skipped = [case(i, s, **long) for i in ("flash", "splash") for s in (128, 512, 1024, 2048)]
+    entries = [(c, draw(rng, 10)) for c in measured] + [(c, None) for c in skipped]
+    a = write_run(tmp_path / "a.csv", entries)
+    b = write_run(tmp_path / "b.csv", [(c, None if x is None else draw(rng, 10)) for c, x in entries])
+    cmp = gate.compare(gate.load_run(a), gate.load_run(b), gate.GateConfig())
+    assert cmp.count(gate.SKIPPED) == len(skipped)
+    lines = _render(report.table(cmp, 80))
+    assert all(len(x) <= 80 for x in lines), "\n".join(lines)
+    body = lines[lines.index(next(x for x in lines if x.startswith("─"))) + 1:]
+    rows = [x for x in body if x.split() and x.split()[0] in gate.VERDICTS]
+    assert len(rows) == len(measured), "\n".join(lines)
+    assert not any(x.startswith(" " * 10) for x in body[:len(measured)]), "\n".join(lines)  # no continuation line
+    assert not any("flash" in x or "splash" in x for x in lines)
+    said = [x for x in report.summary_lines(cmp) if x.startswith("skipped on both sides")]
+    assert len(said) == 1 and said[0].startswith(f"skipped on both sides: {len(skipped)} case(s): ")
+    assert "flash" not in report.markdown(cmp).split("| verdict |", 1)[1]  # the markdown table folds them too
 
 
 def test_a_warning_wraps_between_words_on_a_terminal_and_is_one_line_in_a_log(monkeypatch):

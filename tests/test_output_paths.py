@@ -48,3 +48,32 @@ def test_report_plot_and_history_html_refuse_a_file_as_folder(blocker, tmp_path)
     res = runner.invoke(main, ["history", "add", "--history", store, str(tmp_path / "results" / "attention")])
     assert res.exit_code == 0, res.output
     _one_error(runner.invoke(main, ["history", "html", "--history", store, "-o", str(blocker / "site")]), "--output")
+
+
+# ------------------------------------------------------------------ issue 50, item 7: before the work
+
+def test_item7_every_writing_command_checks_its_output_before_the_work(blocker, tmp_path):
+    """merge -o, compare --json/--markdown, gate --save-baseline, explain (its JSON beside the run) and run
+    --trace: each gave a traceback, some after all the work. One helper (cli.common.output_file /
+    output_dir) refuses them up front, one line naming the option, exit 2."""
+    import shutil
+
+    runner = CliRunner()
+    gate_csv = str(FIX / "gate_attention_cpu.csv")
+    _one_error(runner.invoke(main, ["merge", gate_csv, "-o", str(blocker / "m.csv")]), "-o")
+    for opt in ("--json", "--markdown"):
+        _one_error(runner.invoke(main, ["compare", gate_csv, gate_csv, opt, str(blocker / "v.out")]), opt)
+    suite = tmp_path / "s.yaml"
+    suite.write_text("name: s\nworkload: attention\nbackends: [jax]\nimpls: [naive]\n"
+                     "params: {batch: 1, num_heads: 1, seq_len: 32, head_dim: 16, dtype: float32}\n")
+    _one_error(runner.invoke(main, ["gate", str(suite), "--baseline", str(blocker / "b.csv"), "--save-baseline",
+                                    "--out", str(tmp_path / "res")]), "--baseline")
+    _one_error(runner.invoke(main, ["run", str(suite), "--trace", str(blocker / "t"), "--out",
+                                    str(tmp_path / "res")]), "--trace")
+    # explain writes RUN.explain.json beside the run: a folder in its way is refused before any trace is read
+    run = tmp_path / "run"
+    run.mkdir()
+    shutil.copy(gate_csv, run / "r.csv")
+    (run / "r.explain.json").mkdir()
+    res = runner.invoke(main, ["explain", str(run / "r.csv")])
+    assert res.exit_code == 2 and "Traceback" not in res.output and "r.explain.json" in res.output, res.output

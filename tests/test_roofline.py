@@ -120,11 +120,14 @@ def test_no_compiled_attention_row_has_a_ceiling_above_one() -> None:
     df = pd.read_csv(ROOT / "tests" / "fixtures" / "compile_attention_v5e8.compile.csv")
     rows = [r for r in df.to_dict("records") if r["status"] == "compiled"]
     now = [roofline_fields(r, r["device_kind"], r["topology"]) for r in rows]
-    ceilings = [r["mfu_ceiling"] for r in now]
-    assert len(ceilings) >= 68 and max(ceilings) <= 1.0 + 1e-9
+    ceilings = [r.get("mfu_ceiling", float("nan")) for r in now]
+    assert len(ceilings) >= 68 and max(c for c in ceilings if c == c) <= 1.0 + 1e-9
+    # a kernel XLA cannot count has no ceiling (issue 50 item 3); compare the rest with the stored figures
+    counted = [not rl.uncounted(r) for r in rows]
+    rows, now, ceilings = ([x for x, c in zip(xs, counted) if c] for xs in (rows, now, ceilings))
     # the rows whose XLA count has the causal mask's skipped blocks rise (to the causal FLOPs); the rest stand
     masked = ["masked" in r["roofline_source"] for r in now]
-    stored = df.loc[df["status"] == "compiled", "mfu_ceiling"].tolist()
+    stored = [s for s, c in zip(df.loc[df["status"] == "compiled", "mfu_ceiling"].tolist(), counted) if c]
     assert any(masked) and all(r["causal"] for r, m in zip(rows, masked) if m)
     assert [c for c, m in zip(ceilings, masked) if not m] == pytest.approx([c for c, m in zip(stored, masked) if not m])
     assert all(c >= s * (1 - 1e-9) for c, s, m in zip(ceilings, stored, masked) if m)  # naive: memory-bound, unmoved

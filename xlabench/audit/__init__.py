@@ -5,12 +5,12 @@ Its modules: README.md, Layout. No framework, no CLI.
 """
 
 from xlabench.audit.rules import (
-    CACHE_RESIDENT, DEFAULT_S, DERIVED, MBU_RANGE, MFU_RANGE, ROOFLINE, ROOFLINE_TOLERANCE, ROW_RULES, TUNE_BEST,
+    CACHE_RESIDENT, DEFAULT_S, DERIVED, EXPLAIN_ROOF, MBU_RANGE, MFU_RANGE, ROOFLINE, ROOFLINE_COLUMNS, ROOFLINE_TOLERANCE, ROW_RULES, TUNE_BEST,
     TUNE_CHECK, TUNE_TOLERANCE, Host, cache_resident, check_row, suspect_text,
 )
 from xlabench.audit.shape import shape_difference
 
 __all__ = [
-    "CACHE_RESIDENT", "DEFAULT_S", "DERIVED", "MBU_RANGE", "MFU_RANGE", "ROOFLINE", "ROOFLINE_TOLERANCE", "ROW_RULES",
+    "CACHE_RESIDENT", "DEFAULT_S", "DERIVED", "EXPLAIN_ROOF", "MBU_RANGE", "MFU_RANGE", "ROOFLINE", "ROOFLINE_COLUMNS", "ROOFLINE_TOLERANCE", "ROW_RULES",
     "TUNE_BEST", "TUNE_CHECK", "TUNE_TOLERANCE", "Host", "cache_resident", "check_row", "suspect_text", "shape_difference",
 ]

@@ -12,7 +12,9 @@ from typing import Any, Iterable, Optional
 
 from xlabench import results
 from xlabench.audit import exceptions as excepted
-from xlabench.audit.rules import DEFAULT_S, ROW_RULES, Host, cache_resident, check_row, default_s, num
+from xlabench.audit.rules import (
+    DEFAULT_S, EXPLAIN_ROOF, ROW_RULES, Host, cache_resident, check_row, default_s, explain_roof, num,
+)
 from xlabench.protocol.status import OK
 
 
@@ -96,6 +98,25 @@ def host_of(path: Path) -> Host:
     return Host(llc_bytes=int(llc) if isinstance(llc, (int, float)) and llc > 0 else None)
 
 
+EXPLAIN_SUFFIX = ".explain.json"  # `xlabench explain RUN.csv` writes RUN.explain.json beside it
+
+
+def explained(path: Path) -> dict[str, Any]:
+    """The run's explain breakdowns by case id (RUN.explain.json beside the CSV); empty when there is none.
+    AuditInputError when the file is there but is not JSON of that form."""
+    stem = path.name[: -len(".compile.csv")] + ".compile" if path.name.endswith(".compile.csv") else path.name[:-4]
+    p = path.with_name(stem + EXPLAIN_SUFFIX)
+    if not p.exists():
+        return {}
+    try:
+        data = json.loads(p.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise AuditInputError(f"{p}: not an explain JSON ({e})") from None
+    if not isinstance(data, dict):
+        raise AuditInputError(f"{p}: not an explain JSON (no case ids at its top)")
+    return data
+
+
 def _stored(row: dict[str, Any]) -> dict[str, str]:
     """The reasons the row's own `suspect` cell gives for rules the audit does not recompute (the tuner's)."""
     cell = row.get("suspect")
@@ -104,7 +125,7 @@ def _stored(row: dict[str, Any]) -> dict[str, str]:
     out = {}
     for part in cell.split("; "):
         rule, _, why = part.partition(": ")
-        if rule and rule not in ROW_RULES and rule != DEFAULT_S:
+        if rule and rule not in ROW_RULES and rule not in (DEFAULT_S, EXPLAIN_ROOF):
             out[rule] = why
     return out
 
@@ -145,12 +166,16 @@ def audit(paths: Iterable[str | Path], exceptions_file: Optional[Path] = None) -
     out = Audit(files=files)
     for path, rows in runs.items():
         host = host_of(path)
+        breakdowns = explained(path)
         for row in rows:
             if str(row.get("status")) != OK:
                 continue
             out.rows += 1
             out.cache_resident += bool(cache_resident(row, host))
             broken = {**check_row(row, host), **_stored(row)}
+            case = breakdowns.get(str(row.get("case_id")))
+            if isinstance(case, dict) and (why := explain_roof(row, case, host)):
+                broken[EXPLAIN_ROOF] = why
             same = untuned.get((str(row.get("case_id")), str(row.get("device_kind"))))
             if same and num(row, "default_s"):
                 if why := default_s(row, _nearest(path, row, same)):

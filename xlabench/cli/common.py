@@ -43,6 +43,25 @@ def output_dir(folder: Any, option: str, holds: str) -> Any:
         raise BadInput(str(e)) from None
 
 
+def output_file(path: Any, option: str, holds: str) -> Any:
+    """The one check of an output file an option names, before any work: its folder can be made and written
+    (output_dir), and the path is not a folder. Every command that writes a file calls it up front
+    (merge -o, compare/gate --json/--markdown, gate --save-baseline, explain's JSON beside the run), so a
+    path that cannot be written is one error line naming the option, exit 2, never a traceback after the
+    work. A character device (/dev/stdout) passes as it is."""
+    from pathlib import Path
+
+    p = Path(path)
+    if str(p).startswith("/dev/"):
+        return p
+    output_dir(p.parent, option, holds)
+    if p.is_dir():
+        raise BadInput(f"{option}: {p} is a folder, not a file ({holds})")
+    if p.exists() and not os.access(p, os.W_OK):
+        raise BadInput(f"{option}: cannot write {p}: permission denied ({holds})")
+    return p
+
+
 def load_suite(path: str) -> Any:
     """The suite at ``path`` (BadInput naming the file and the problem when it is not one)."""
     from xlabench import suite as suite_lib

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shlex
+import signal
 import sys
 import time
 from typing import Any
@@ -13,7 +15,8 @@ from rich.text import Text
 from xlabench import hardware, results, roofline
 from xlabench.cli.common import BadInput, console, err_console, examples, load_suite, status_line
 from xlabench.cli.click_options import run_options
-from xlabench.run.run_options import RunOptions
+from xlabench.run.interrupts import Interrupted, interruptible
+from xlabench.run.run_options import RunOptions, resume_words
 from xlabench.protocol.status import COMPILED, FAILED, LOWERED, OOM, SKIPPED
 
 _STYLE = {COMPILED: "green", LOWERED: "green", OOM: "magenta", FAILED: "red", SKIPPED: "yellow"}
@@ -28,6 +31,16 @@ def _pct(v: Any) -> str:
     return "" if v is None or v != v else f"{100 * float(v):.1f}"
 
 
+def ceiling_text(row: dict[str, Any]) -> str:
+    """The progress line's roofline words: the row's own MFU ceiling (roofline.roofline decides it once, where
+    the row is built; the CSV, the report and the chart read the same cell), or why it has none."""
+    if _pct(row.get("mfu_ceiling")):
+        return f", {row.get('bound_by') or '?'}-bound, MFU ceiling {_pct(row.get('mfu_ceiling'))}%"
+    if roofline.uncounted(row):
+        return ", no MFU ceiling (XLA cannot count the kernel's FLOPs)"
+    return ", no MFU ceiling (no roofline for this row)" if row.get("status") == COMPILED else ""
+
+
 def summary_table(rows: list[dict[str, Any]], cases: dict[str, Any]) -> Table:
     """Compiled and oom rows with their memory; skipped ones are counted per reason below the table."""
     shown = [r for r in rows if r["status"] != SKIPPED]
@@ -40,13 +53,13 @@ def summary_table(rows: list[dict[str, Any]], cases: dict[str, Any]) -> Table:
     for r in shown:
         params = cases[r["case_id"]].params
         frac = r.get("hbm_fraction")
-        blind = roofline.uncounted(r)  # no bound or ceiling beside a kernel XLA cannot see into
+        blind = roofline.uncounted(r)  # no bound beside a kernel XLA cannot see into; the ceiling is the row's
         t.add_row(r["impl"], *[str(params.get(k)) for k in varying], Text(r["status"], style=_STYLE[r["status"]]),
                   _gib(r.get("peak_memory_bytes")), _gib(r.get("hbm_capacity_bytes")),
                   "" if frac is None else f"{100 * frac:.0f}",
                   "" if r.get("compile_s") is None else f"{r['compile_s']:.1f}",
                   "" if r.get("flops_ratio") is None else f"{r['flops_ratio']:.2f}",
-                  "" if blind else r.get("bound_by") or "", "" if blind else _pct(r.get("mfu_ceiling")),
+                  "" if blind else r.get("bound_by") or "", _pct(r.get("mfu_ceiling")),
                   (r.get("error") or (roofline.UNCOUNTED_NOTE.format(ratio=r["flops_ratio"]) if blind else ""))[:200])
     return t
 
@@ -79,7 +92,8 @@ def compile_cmd(suite_file: str, target_name: str, slices: int, run_opts: RunOpt
     ones. Rows: compiled, oom, lowered (GPU targets), failed, skipped, in
     results/<suite>/<run-id>.compile.csv. A program compiled before is not compiled again: its figures
     come from the compilation cache (rows say compile_cached; --no-cache to compile afresh). Exit 0 when nothing failed (oom rows are findings, not
-    failures), 1 when a case failed, 2 for bad input or a host without libtpu.
+    failures), 1 when a case failed, 2 for bad input or a host without libtpu, 130 / 143 interrupted by
+    SIGINT / SIGTERM (it says how to resume).
     """
     from xlabench.run import compile_runner
 
@@ -114,9 +128,7 @@ def compile_cmd(suite_file: str, target_name: str, slices: int, run_opts: RunOpt
             return  # counted per reason at the end
         extra = (f"{_gib(row.get('peak_memory_bytes'))} GiB of {_gib(row.get('hbm_capacity_bytes'))} per device, "
                  + ("figures from the cache" if row.get("compile_cached") else f"compile {row.get('compile_s') or 0:.1f}s")
-                 + (f", {row['bound_by']}-bound, MFU ceiling {_pct(row.get('mfu_ceiling'))}%"
-                    if row.get("bound_by") and row.get("mfu_ceiling") is not None and not roofline.uncounted(row)
-                    else ", no MFU ceiling (XLA cannot count the kernel's FLOPs)" if roofline.uncounted(row) else "")
+                 + ceiling_text(row)
                  if st in (COMPILED, OOM) else
                  f"lowered in {row.get('lower_s') or 0:.1f}s" if st == LOWERED else (row.get("error") or "")[:120])
         progress.console.print(status_line(st, _STYLE[st], 8, f"{case.label()}  {extra}",
@@ -124,11 +136,16 @@ def compile_cmd(suite_file: str, target_name: str, slices: int, run_opts: RunOpt
                                soft_wrap=True)
 
     try:
-        outcome = compile_runner.compile_suite(
-            s, target_name, slices, run_opts, on_start=on_start, on_row=on_row, on_case_start=on_case_start,
-            on_warning=lambda text: err_console.print(text, style="yellow", soft_wrap=True))
+        with interruptible():
+            outcome = compile_runner.compile_suite(
+                s, target_name, slices, run_opts, on_start=on_start, on_row=on_row, on_case_start=on_case_start,
+                on_warning=lambda text: err_console.print(text, style="yellow", soft_wrap=True))
     except compile_runner.CompileError as e:
         raise BadInput(str(e)) from None
+    except Interrupted as e:
+        progress.stop()
+        err_console.print(interrupted_message(e, suite_file, target_name, slices, run_opts), soft_wrap=True)
+        sys.exit(e.exit_code)
     finally:
         progress.stop()
     if any(r["status"] != SKIPPED for r in outcome.rows):
@@ -146,3 +163,16 @@ def compile_cmd(suite_file: str, target_name: str, slices: int, run_opts: RunOpt
     if outcome.count(FAILED):
         err_console.print(f"{outcome.count('failed')} case(s) failed to compile", style="red")
         sys.exit(1)
+
+
+def interrupted_message(e: Any, suite_file: str, target_name: str, slices: int, opts: RunOptions) -> str:
+    """What an interrupted `compile` says (as `run` does): how far it got and how to finish it."""
+    signal_name = "" if e.signum == signal.SIGINT else f" ({signal.Signals(e.signum).name})"
+    if e.total is None:
+        return f"compile interrupted{signal_name} while starting the first worker; no case ran, nothing to resume"
+    where = f"compile interrupted{signal_name}: {e.done} of {e.total} cases done"
+    if e.csv is None:
+        return where
+    words = ["xlabench", "compile", suite_file, "--target", target_name, *(["--slices", str(slices)] if slices > 1 else []),
+             "--resume", str(e.csv), *resume_words(opts)]
+    return f"{where}; resume with: {shlex.join(words)}"

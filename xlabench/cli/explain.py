@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from xlabench.cli.common import BadInput, console, examples
+from xlabench.cli.common import BadInput, console, examples, output_file
 from xlabench.cli.click_options import run_options
 from xlabench.run.run_options import RunOptions
 
@@ -30,6 +30,10 @@ def explain(csv_file: str, run_opts: RunOptions) -> None:
         except Exception as e:  # a truncated or foreign file
             raise runfile.ExplainError(f"{path}: not a readable profile ({type(e).__name__}: {str(e)[:120]})") from None
 
+    csv = Path(csv_file)
+    if csv.name.endswith(".csv") and csv.is_file():  # RUN.explain.json and the CSV's explain_* columns: checked before any trace
+        output_file(csv.with_name(csv.name[:-4] + runfile.JSON_SUFFIX), "explain", "the breakdowns beside the run")
+        output_file(csv, "explain", "the run's explain_* columns")
     try:
         done = runfile.explain_run(Path(csv_file), run_opts.where, load_planes)
     except runfile.ExplainError as e:

@@ -27,7 +27,7 @@ from xlabench.run import interrupts
 from xlabench.gate import report as gate_report
 from xlabench import suite as suite_lib
 from xlabench.cli import history as history_commands
-from xlabench.cli.common import BadInput, console, err_console, examples, load_suite, output_dir, warn
+from xlabench.cli.common import BadInput, console, err_console, examples, load_suite, output_file, warn
 from xlabench.cli.click_options import run_options
 from xlabench.run.run_options import RunOptions
 from xlabench.cli.run import run_with_progress
@@ -111,9 +111,16 @@ def _compare(base: gate_lib.RunData, cand: gate_lib.RunData, cfg: gate_lib.GateC
         raise BadInput(str(e)) from None
 
 
+def _check_outputs(markdown_path: Optional[str], json_path: Optional[str]) -> None:
+    """--markdown and --json checked before the work (cli.common.output_file)."""
+    for path, option in ((markdown_path, "--markdown"), (json_path, "--json")):
+        if path:
+            output_file(path, option, f"the {option[2:]} file")
+
+
 def _write(path: Optional[str], text: str, option: str) -> None:
     if path:
-        output_dir(Path(path).parent, option, f"the folder of the {option[2:]} file")
+        output_file(path, option, f"the {option[2:]} file")
         with open(path, "a" if path == "/dev/stdout" else "w", encoding="utf-8") as f:
             f.write(text)
 
@@ -146,6 +153,7 @@ def compare(baseline: str, candidate: str, markdown_path: Optional[str], json_pa
     measured on both sides) is 2; a case of the baseline missing from the candidate is 1 (--allow-missing).
     """
     cfg = _config(**judging)
+    _check_outputs(markdown_path, json_path)
     base = _load(baseline, "baseline")
     cand = _load(candidate, "candidate")
     cmp = _compare(base, cand, cfg)
@@ -215,6 +223,9 @@ def gate(suite_file: str, baseline: Optional[str], history_url: Optional[str], s
         raise BadInput("--save-baseline needs --baseline FILE (the file to write)")
     if history_url:
         history_commands.open_store(history_url).close()  # a bad store is refused before the run
+    _check_outputs(markdown_path, json_path)
+    if baseline is not None and save_baseline:
+        output_file(baseline, "--baseline", "the baseline --save-baseline writes")
     try:
         with interrupts.interruptible():
             _gate(suite_file, baseline, save_baseline, confirm, run_opts, markdown_path, json_path,

@@ -17,7 +17,9 @@ from rich.table import Table
 
 from xlabench import results
 from xlabench.cli import history as history_commands
-from xlabench.cli.common import BadInput, console, err_console, examples, load_suite, status_line, warn
+from xlabench.cli.common import (
+    BadInput, console, err_console, examples, load_suite, output_dir, output_file, status_line, warn,
+)
 from xlabench.cli.click_options import run_options
 from xlabench.run.run_options import RunOptions, resume_words
 from xlabench.protocol import status as st
@@ -105,6 +107,8 @@ def run(suite_file: str, run_opts: RunOptions, history_url: Optional[str]) -> No
     if run_opts.dry_run:
         print_plan(s, run_opts)
         return
+    if run_opts.trace_dir is not None:  # each case's profile goes there: refused now, not as a failed row per case
+        output_dir(run_opts.trace_dir, "--trace", "each case's profile and HLO text")
     try:
         with interruptible():
             outcome = run_with_progress(s, run_opts)
@@ -182,18 +186,9 @@ def run_with_progress(s: Any, opts: RunOptions, summary: bool = True) -> Any:
     reasons: dict[str, int] = {}  # each failure or skip reason printed whole once, then named by its number
 
     def row(case: Any, r: dict[str, Any]) -> None:
-        status = r["status"]
         label = case.label(shown_keys[0])  # a time is kept whole; a reason may break between words
         width = progress.console.width if progress.console.is_terminal else None  # a log: one line per case
-        if status == st.OK:
-            line = status_line(status, _STYLE[status], 7, label, width, f"{float(r['median_s']) * 1e3:.3f} ms")
-        else:
-            why = r.get("error") or ""
-            seen = why in reasons
-            n = reasons.setdefault(why, len(reasons) + 1)
-            line = status_line(status, _STYLE[status], 7, f"{label}  reason {n}" + (" (above)" if seen else f": {why}"),
-                               width)
-        progress.console.print(line, soft_wrap=True)
+        progress.console.print(_case_line(r, label, width, reasons), soft_wrap=True)
         progress.advance(task[0], case.measure.repeats - runs_done.get(case.case_id, 0))  # runs it will not take
 
     hooks = suite_runner.RunHooks(warning=warn, start=start, repeat=repeat, row=row,
@@ -230,6 +225,29 @@ def run_with_progress(s: Any, opts: RunOptions, summary: bool = True) -> Any:
     return outcome
 
 
+def _case_line(r: dict[str, Any], label: str, width: Optional[int], reasons: dict[str, int]) -> Any:
+    """A case's progress line: ok and its time, WRONG and its time and why (never "ok"), or the status and its
+    reason (each reason whole once, then named by its number in ``reasons``)."""
+    status = r["status"]
+    if status == st.OK and r.get("correct") is False:  # timed, but its output is wrong
+        return status_line("WRONG", "bold red", 7, f"{label}  {_wrong_why(r)}", width,
+                           f"{float(r['median_s']) * 1e3:.3f} ms")
+    if status == st.OK:
+        return status_line(status, _STYLE[status], 7, label, width, f"{float(r['median_s']) * 1e3:.3f} ms")
+    why = r.get("error") or ""
+    seen = why in reasons
+    n = reasons.setdefault(why, len(reasons) + 1)
+    return status_line(status, _STYLE[status], 7, f"{label}  reason {n}" + (" (above)" if seen else f": {why}"), width)
+
+
+def _wrong_why(r: dict[str, Any]) -> str:
+    """Why a row is wrong, from its notes (the worker's 'wrong output: …'), else its error against the tolerance."""
+    said = [n.strip() for n in str(r.get("notes") or "").split(";") if n.strip().startswith("wrong output")]
+    if said:
+        return said[0]
+    return f"WRONG RESULT: max_abs_err {r.get('max_abs_err')} > err_tol {r.get('err_tol')}"
+
+
 def resume_command(suite_file: str, csv: Path, opts: RunOptions) -> str:
     """The `xlabench run` line that completes an interrupted run."""
     return shlex.join(["xlabench", "run", suite_file, "--resume", str(csv), *resume_words(opts)])
@@ -255,6 +273,7 @@ def merge(csv_files: tuple[str, ...], output: str) -> None:
     """Combine the result CSVs of one suite run in shards (`run --shard I/N`) into one file."""
     from xlabench.results.merge import MergeError, inputs, merge as merge_files
 
+    output_file(output, "-o", "the merged CSV")
     files, notes = inputs([Path(p) for p in csv_files])
     for note in notes:
         err_console.print(f"note: {note}", soft_wrap=True, markup=False)

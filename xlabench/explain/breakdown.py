@@ -23,9 +23,10 @@ from xlabench.explain.trace import OpTimes
 
 COVERAGE_TOLERANCE = 0.05  # the categories' sum against the device time: within this, or notes say why
 TOP_OPS = 3
-ABOVE_ROOF = 1.05  # a category's rate over its roof beyond this: the output says the roof is too low
+ABOVE_ROOF = 1.05  # CPU: a category's rate over its roof beyond this: the output says the measured peak is low
 # Which roof a category is held against: FLOP/s for compute, HBM bytes/s for the rest.
 COMPUTE = {"matmul", "attention"}
+MIN_RATE_SHARE = 0.5  # a byte rate over less of a category's time than this says nothing of it: time only
 
 
 @dataclass
@@ -48,6 +49,7 @@ class Category:
     roof_frac: float | None = None  # achieved / the category's roof (FLOP/s or bytes/s)
     roof: str = ""  # 'FLOP/s' | 'HBM B/s' | 'ICI B/s'
     top: list[TopOp] = field(default_factory=list)
+    rate_share: float = 1.0  # of its time, the share whose bytes are known: the byte rate is over that time only
 
 
 @dataclass
@@ -95,8 +97,8 @@ def _rates(c: Category, roofs: Roofs) -> None:
         return
     if c.flops:
         c.flops_per_s = c.flops / c.seconds
-    if c.bytes:
-        c.bytes_per_s = c.bytes / c.seconds
+    if c.bytes and c.rate_share >= MIN_RATE_SHARE:
+        c.bytes_per_s = c.bytes / (c.seconds * c.rate_share)
     if c.key in COMPUTE:
         c.roof, achieved, peak = "FLOP/s", c.flops_per_s, roofs.flops_per_s
     elif c.key == "collective":
@@ -105,6 +107,12 @@ def _rates(c: Category, roofs: Roofs) -> None:
         c.roof, achieved, peak = "HBM B/s", c.bytes_per_s, roofs.bytes_per_s
     if achieved and peak:
         c.roof_frac = achieved / peak
+
+
+def _rate_words(c: Category) -> str:
+    if c.roof == "FLOP/s":
+        return f"{(c.flops_per_s or 0) / 1e12:.3g} TFLOP/s"
+    return f"{(c.bytes_per_s or 0) / 1e9:.3g} GB/s"
 
 
 _SERIAL = re.compile(r"\.\d+$")
@@ -128,21 +136,24 @@ def _families(ops: dict[str, tuple]) -> dict[str, tuple[float, float]]:
     return out
 
 
-def _assemble(per_op: dict[str, tuple[str, float, float, float, float]], step_s: float, roofs: Roofs,
+def _assemble(per_op: dict[str, tuple[str, float, float, float, float | None]], step_s: float, roofs: Roofs,
               attention_flops: float | None) -> tuple[list[Category], list[str]]:
-    """per_op: name -> (category, seconds, calls, flops, bytes), all per step."""
+    """per_op: name -> (category, seconds, calls, flops, bytes), all per step; bytes None: not known (the
+    category's byte rate is then over the time of its ops whose bytes are known, ``rate_share``)."""
     notes: list[str] = []
     out = []
     for key, label in categories.CATEGORIES:
         ops = {n: v for n, v in per_op.items() if v[0] == key}
         seconds = sum(v[1] for v in ops.values())
         flops = sum(v[3] for v in ops.values()) or None
-        nbytes = sum(v[4] for v in ops.values()) or None
+        known = [v for v in ops.values() if v[4] is not None]
+        nbytes = sum(v[4] for v in known) or None
+        known_s = sum(v[1] for v in known)
         if key == "attention" and ops and attention_flops:
             flops = attention_flops  # a Pallas call has no XLA cost: the analytic count (xlabench/flops.py)
         top = sorted(_families(ops).items(), key=lambda kv: -kv[1][0])[:TOP_OPS]
         c = Category(key, label, seconds, seconds / step_s if step_s else 0.0, flops, nbytes,
-                     top=[TopOp(n, v[0], v[1]) for n, v in top])
+                     top=[TopOp(n, v[0], v[1]) for n, v in top], rate_share=known_s / seconds if seconds else 1.0)
         _rates(c, roofs)
         out.append(c)
     if attention_flops and any(v[0] == "attention" for v in per_op.values()):
@@ -151,9 +162,16 @@ def _assemble(per_op: dict[str, tuple[str, float, float, float, float]], step_s:
 
 
 def measured(case_id: str, times: OpTimes, hlo: str, roofs: Roofs, wall_s: float | None = None,
-             attention_flops: float | None = None, interpret: bool = False, devices: int = 1) -> Breakdown:
+             attention_flops: float | None = None, interpret: bool = False, devices: int = 1,
+             platform: str = "") -> Breakdown:
     """The breakdown of a traced row: ``times`` of its executable, ``hlo`` its optimized HLO text;
-    ``attention_flops``: the analytic FLOPs of its attention per device per step."""
+    ``attention_flops``: the analytic FLOPs of its attention per device per step.
+
+    A byte rate is held against the HBM roof only from bytes that reach HBM: each op's operands and
+    results that live there (categories.hbm_bytes), never the trace's ``bytes_accessed`` (XLA's count of
+    every access inside a fusion, VMEM included). Where an op's count is not known (async halves, control
+    flow, a fusion that slices), its time is shown without a rate. On an accelerator a rate above its roof
+    cannot be (exact peaks, exact op times): the rate is withheld and a note gives the figure."""
     info = categories.categorize(hlo, devices)
     n = max(times.executions, 1)
     per_op: dict[str, tuple[str, float, float, float, float]] = {}
@@ -165,7 +183,12 @@ def measured(case_id: str, times: OpTimes, hlo: str, roofs: Roofs, wall_s: float
         calls = times.calls.get(name, 0) / n
         st = times.stats.get(name, {})
         flops = float(st.get("flops") or (op.flops if op else 0.0)) * calls
-        nbytes = float(st.get("bytes_accessed") or (op.comm_bytes or op.bytes if op else 0.0)) * calls
+        if op is None:
+            nbytes = None
+        elif op.category == "collective":
+            nbytes = op.comm_bytes * calls
+        else:
+            nbytes = None if op.hbm_bytes is None else op.hbm_bytes * calls
         per_op[name] = (op.category if op else "other", ns / 1e9 / n, calls, flops, nbytes)
     step_s = times.device_s_per_step
     cats, notes = _assemble(per_op, step_s, roofs, attention_flops)
@@ -175,10 +198,26 @@ def measured(case_id: str, times: OpTimes, hlo: str, roofs: Roofs, wall_s: float
     if interpret:
         b.notes.append("interpreted Pallas kernels (CPU): the kernel runs as ordinary ops, spread over the "
                        "other categories; 'attention' stays empty")
-    above = [c.key for c in b.categories if c.roof_frac is not None and c.roof_frac > ABOVE_ROOF]
-    if above:
-        b.notes.append(f"{', '.join(above)}: above their roof: the peak the row is rated against is below what "
-                       "these ops reached (on a CPU, the peak is a measurement on a shared host)")
+    partial = [f"{c.key} over {c.rate_share:.0%} of its time" for c in b.categories
+               if c.bytes_per_s is not None and c.rate_share < 1 and c.roof != "FLOP/s"]
+    if partial:
+        b.notes.append("byte rates only over the ops whose HBM bytes are known (" + ", ".join(partial) + "); "
+                       "async halves, control flow and fusions that slice have their time, no rate")
+    if platform == "cpu":
+        above = [c.key for c in b.categories if c.roof_frac is not None and c.roof_frac > ABOVE_ROOF]
+        if above:
+            b.notes.append(f"{', '.join(above)}: above their roof: the host's peak is one measurement on a shared "
+                           "host, and caches serve working sets that fit in them faster (cache-resident)")
+    else:
+        for c in b.categories:
+            if c.roof_frac is not None and c.roof_frac > 1:
+                what = ("the FLOPs counted are not what these ops ran" if c.roof == "FLOP/s" else
+                        "the bytes counted are not all traffic to that memory")
+                b.notes.append(f"{c.key}: {_rate_words(c)} counted, {c.roof_frac:.0%} of its {c.roof} roof, which "
+                               f"no op can reach: {what}; time only, no rate")
+                c.flops_per_s = None if c.roof == "FLOP/s" else c.flops_per_s
+                c.bytes_per_s = None if c.roof != "FLOP/s" else c.bytes_per_s
+                c.roof_frac = None
     gap = b.sum_s - step_s
     if step_s and abs(gap) > COVERAGE_TOLERANCE * step_s:
         if times.threads > 1 and gap > 0:
@@ -232,5 +271,6 @@ def to_json(b: Breakdown) -> dict[str, Any]:
     return {"case_id": b.case_id, "estimate": b.estimate, "source": b.source, "step_s": b.step_s,
             "sum_s": b.sum_s, "coverage": b.coverage, "wall_s": b.wall_s, "idle_s": b.idle_s, "notes": b.notes,
             "categories": [{**{k: getattr(c, k) for k in ("key", "label", "seconds", "share", "flops", "bytes",
-                                                            "flops_per_s", "bytes_per_s", "roof_frac", "roof")},
+                                                            "flops_per_s", "bytes_per_s", "roof_frac", "roof",
+                                                            "rate_share")},
                             "top": [vars(t) for t in c.top]} for c in b.categories]}

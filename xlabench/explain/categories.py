@@ -19,6 +19,7 @@ Categories, in the order a rule is tried:
 from __future__ import annotations
 
 import re
+from typing import Optional
 from dataclasses import dataclass
 
 from xlabench.measure import hlo_text
@@ -57,6 +58,33 @@ class OpInfo:
     op_name: str = ""  # metadata op_name (the JAX scope path)
     computation: str = ""
     comm_bytes: float = 0.0  # a collective: bytes one device sends per execution (ring conventions)
+    hbm_bytes: Optional[float] = None  # bytes it reads from and writes to HBM per execution; None: not known
+
+
+# Ops whose boundary is not their HBM traffic: an async half (its time is a wait, the transfer runs between
+# start and done), control flow (its time is its own, its body's ops are timed apart), a custom call other
+# than the Pallas kernels; and, inside a fusion, ops that read or write a part of a buffer (the whole buffer
+# is at the boundary).
+_NO_HBM_COUNT = {"while", "conditional", "call", "custom-call", "send", "recv", "send-done", "recv-done",
+                 "infeed", "outfeed"}
+_PARTIAL = {"slice", "dynamic-slice", "dynamic-update-slice", "gather", "scatter"}
+
+
+def hbm_bytes(instr: hlo_text.Instruction, inner: list[hlo_text.Instruction], shapes: dict[str, str]) -> Optional[float]:
+    """The bytes an op moves between HBM and the chip per execution: its operands and results that live in
+    HBM (a TPU layout's memory space S(1) is VMEM: not counted), read and written once. None where the op's
+    boundary is not its traffic (_NO_HBM_COUNT, async halves, a fusion that slices or updates in place)."""
+    op = instr.opcode
+    if (op in _NO_HBM_COUNT or op.endswith(("-start", "-done", "-update")) or op.startswith("async")
+            or op in COLLECTIVE_OPCODES or op in _PLUMBING or op == "bitcast"):
+        return None
+    if op in _PARTIAL or any(i.opcode in _PARTIAL for i in inner):
+        return None
+    operands = _operands(instr.rest)
+    names = _NAME.findall(operands)
+    read = (sum(hlo_text.hbm_array_bytes(shapes.get(n, "")) for n in names) if names
+            else hlo_text.hbm_array_bytes(operands))
+    return float(read + hlo_text.hbm_array_bytes(instr.shape))
 
 
 def _operands(rest: str) -> str:
@@ -209,7 +237,7 @@ def categorize(text: str, devices: int = 1) -> dict[str, OpInfo]:
             flops = sum(op_flops(i, shapes) for i in inner) if inner else op_flops(instr, shapes)
             out[instr.name] = OpInfo(instr.name, instr.opcode, category, flops, _io_bytes(instr, shapes), kernel,
                                      op_name(instr) or next((op_name(i) for i in inner if op_name(i)), ""),
-                                     comp.name, _comm_bytes(instr, devices))
+                                     comp.name, _comm_bytes(instr, devices), hbm_bytes(instr, inner, shapes))
     return out
 
 

@@ -12,8 +12,8 @@ WIDTH = 80
 
 
 def _rate(c: Category) -> str:
-    if c.roof == "FLOP/s" and c.flops_per_s:
-        return f"{c.flops_per_s / 1e12:.3g} TFLOP/s"
+    if c.roof == "FLOP/s":
+        return f"{c.flops_per_s / 1e12:.3g} TFLOP/s" if c.flops_per_s else "-"
     if c.bytes_per_s:
         return f"{c.bytes_per_s / 1e9:.3g} GB/s"
     return "-"

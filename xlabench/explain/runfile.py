@@ -148,7 +148,7 @@ def explain_row(row: Mapping[str, Any], meta: Mapping[str, Any], csv: Path,
         raise ExplainError(f"{trace_path}: {e}") from None
     wall = _number(row, "wall_median_s") or (_number(row, "median_s") if _value(row, "clock") == "wall" else None)
     return bd.measured(case_id, times, hlo, roofs(row), wall, attention_flops(row),
-                       bool(_value(row, "interpret")), devices)
+                       bool(_value(row, "interpret")), devices, str(_value(row, "platform") or ""))
 
 
 def explain_run(csv: Path, where: Iterable[tuple[str, str]], load_planes: Callable[[Path], list[Any]]) -> Explained:

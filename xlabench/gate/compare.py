@@ -287,9 +287,11 @@ def compare(base: RunData, cand: RunData, cfg: GateConfig,
     common = [k for k in c_rows if k in b_rows]
     _check_ids(common, b_rows, c_rows, base, cand)
     _check_clocks(common, b_rows, c_rows, base, cand)
-    warn = _input_warnings(common, b_rows, c_rows, cfg)
+    warn = [f"{role}: {note}" for role, run in (("baseline", base), ("candidate", cand))
+            if (note := results.incomplete_note(run.path))] + _input_warnings(common, b_rows, c_rows, cfg)
     labels = _labels(list(c_rows.values()) + [b_rows[k] for k in b_rows if k not in c_rows])
     verdicts: dict[str, CaseVerdict] = {}
+    rescaled: dict[tuple[float, float], int] = {}
     to_test: list[str] = []
     pairs: list[tuple[np.ndarray, np.ndarray]] = []
     for k, c in c_rows.items():
@@ -298,12 +300,15 @@ def compare(base: RunData, cand: RunData, cfg: GateConfig,
         if untested is None:
             bv = cfg.metric_info.per_iteration(b, base.samples_of(b))
             cv = cfg.metric_info.per_iteration(c, cand.samples_of(c))
+            if cv is not None and (scale := _peak_scale(b, c, cfg, rescaled)) is not None:
+                cv = cv * scale
             if bv is not None and cv is not None:
                 to_test.append(k)
                 pairs.append((bv, cv))
                 continue
             untested = INCONCLUSIVE, f"{cfg.metric} is empty in the {'baseline' if bv is None else 'candidate'} row"
         verdicts[k] = CaseVerdict(*untested, case_id=k, label=labels[k])
+    warn += _rescale_warnings(rescaled, cfg)
     assessed = assess(pairs, cfg, to_test)
     host = HostProbe.of([b_rows[k] for k in to_test], [c_rows[k] for k in to_test])
     for k, a in zip(to_test, assessed):
@@ -317,6 +322,29 @@ def compare(base: RunData, cand: RunData, cfg: GateConfig,
     order = list(c_rows) + [k for k in b_rows if k not in c_rows]
     return Comparison(str(base.path), str(cand.path), cfg, [verdicts[k] for k in order], warn, suite=suite,
                       n_baseline=len(b_rows))
+
+
+def _peak_scale(b: dict, c: dict, cfg: GateConfig, seen: dict[tuple[float, float], int]) -> Optional[float]:
+    """For a metric that is a fraction of the row's peak (mfu, mbu): the factor that rates the candidate's
+    values against the baseline's peak (c_peak / b_peak), or None where the peaks agree or are missing. A
+    peak belongs to a run: a CPU host's measured peak drifts between runs, and a fraction of two peaks is
+    no comparison (2x the peak read as a 0.50 'regression' at identical times)."""
+    col = cfg.metric_info.peak
+    if col is None:
+        return None
+    bp, cp = num(b.get(col)), num(c.get(col))
+    if not bp or not cp or math.isclose(bp, cp, rel_tol=1e-9):
+        return None
+    seen[(bp, cp)] = seen.get((bp, cp), 0) + 1
+    return cp / bp
+
+
+def _rescale_warnings(seen: dict[tuple[float, float], int], cfg: GateConfig) -> list[str]:
+    col = cfg.metric_info.peak
+    unit = "TFLOP/s" if col == "peak_tflops" else "GB/s"
+    return [f"{cfg.metric}: {n} case(s) rated against different peaks (baseline {bp:.4g} {unit}, candidate "
+            f"{cp:.4g} {unit}): the candidate's {cfg.metric} is rescaled to the baseline's peak (x{cp / bp:.3g}), "
+            "so the verdict is on the time alone" for (bp, cp), n in seen.items()]
 
 
 def _compile_time(row: dict) -> float:

@@ -55,6 +55,7 @@ class Metric:
     unit: str
     higher_is_better: bool
     statistic: str  # a key of STATISTICS: what summarises the per-iteration values
+    peak: Optional[str] = None  # the row's peak column the metric is a fraction of (mfu, mbu): runs may differ
 
     def per_iteration(self, row: dict[str, Any], seconds: np.ndarray) -> Optional[np.ndarray]:
         """Values of the metric per timed iteration, or None when the row lacks the metric.
@@ -93,9 +94,9 @@ METRICS: dict[str, Metric] = {m.name: m for m in (
     # Trace timer: the row's device median, with the spread of the wallclock samples (see per_iteration).
     Metric("device_median_s", "s", False, "median"),
     Metric("tflops_per_s", "TFLOP/s", True, "median"),
-    Metric("mfu", "", True, "median"),
+    Metric("mfu", "", True, "median", peak="peak_tflops"),
     Metric("gbytes_per_s", "GB/s", True, "median"),
-    Metric("mbu", "", True, "median"),
+    Metric("mbu", "", True, "median", peak="peak_gbytes_per_s"),
     Metric("tokens_per_s", "tokens/s", True, "median"),
 )}
 

@@ -152,9 +152,55 @@ def _holm_family(cmp: gate.Comparison) -> str:
     return f"{cmp.compared} case(s), none tested" if not cmp.tested else f"{cmp.tested} tested case(s) of {cmp.compared}"
 
 
+def both_skipped(c: gate.CaseVerdict) -> bool:
+    """A case skipped in the candidate and in the baseline: nothing to say about it but why (one line for all)."""
+    return c.verdict == gate.SKIPPED and c.reason.endswith("(baseline: skipped)")
+
+
+def skipped_line(cmp: gate.Comparison) -> Optional[str]:
+    """'skipped on both sides: 120 case(s): 80 flash ... needs ...; 40 ...' (None when there is none): the
+    120 lines of a full attention profile's compare, one line (issue 50 item 12)."""
+    cases = [c for c in cmp.cases if both_skipped(c)]
+    if not cases:
+        return None
+    why = Counter(c.reason[: -len(" (baseline: skipped)")] for c in cases)
+    return (f"skipped on both sides: {len(cases)} case(s): "
+            + "; ".join(f"{n} x {r[:120]}" for r, n in why.most_common(3))
+            + (f"; {len(why) - 3} other reason(s) (--json lists every case)" if len(why) > 3 else ""))
+
+
 def summary_lines(cmp: gate.Comparison) -> list[str]:
-    """The suite-wide line, the missing line and the could-not-judge line, where there are any."""
-    return [x for x in (suite_line(cmp), missing_line(cmp), unjudged_line(cmp)) if x]
+    """The suite-wide line, the missing line, the could-not-judge line and the skipped-on-both-sides line,
+    where there are any."""
+    return [x for x in (suite_line(cmp), missing_line(cmp), unjudged_line(cmp), skipped_line(cmp)) if x]
+
+
+# At fewer columns than this the terminal table is compact: one line per case at 80 columns (issue 50 item 12).
+COMPACT_BELOW = 120
+_SHORT_KEYS = (("num_kv_heads=", "kvh="), ("num_heads=", "h="), ("kv_seq_len=", "kv="), ("seq_len=", "s="),
+               ("head_dim=", "d="), ("batch=", "b="), ("global_batch=", "gb="), ("dtype=", ""), ("mode=", ""),
+               ("causal=True", "causal"))
+
+
+def compact_label(label: str) -> str:
+    """'jax/naive batch=4 seq_len=128 kv_seq_len=128 causal=True mode=fwd' -> 'jax/naive b=4 s=128 causal fwd':
+    short keys, kv_seq_len only where it differs from seq_len, causal=False left out."""
+    words = label.split()
+    kv = {w.split("=", 1)[0]: w.split("=", 1)[1] for w in words if "=" in w}
+    out = []
+    for w in words:
+        if w == "causal=False" or (w.startswith("kv_seq_len=") and kv.get("kv_seq_len") == kv.get("seq_len")):
+            continue
+        for long, short in _SHORT_KEYS:
+            if w.startswith(long):
+                w = short + w[len(long):]
+                break
+        out.append(w)
+    return " ".join(out)
+
+
+def _compact_ratio(c: gate.Assessment) -> str:
+    return "" if c.ratio is None else f"{c.ratio:.2f} [{c.ci_low:.2f},{c.ci_high:.2f}]"
 
 
 def _fit(t: Table, cells: list[list[str]], width: Optional[int], least: Optional[dict[int, int]] = None) -> None:
@@ -180,10 +226,13 @@ def _fit(t: Table, cells: list[list[str]], width: Optional[int], least: Optional
 
 
 def table(cmp: gate.Comparison, width: Optional[int] = None) -> Table:
-    """The cases as a table; on a ``width``-column console (down to 80) it breaks lines only between
-    words: no vertical rules, the two sides' values in one column, each column as wide as its longest word."""
+    """The cases as a table (those skipped on both sides: skipped_line); on a ``width``-column console it
+    breaks lines only between words: no vertical rules, the two sides' values in one column, each column as
+    wide as its longest word. Below COMPACT_BELOW columns: compact (one line per case at 80)."""
+    if width is not None and width < COMPACT_BELOW:
+        return _compact_table(cmp, width)
     unit = cmp.config.metric_info.unit
-    cases = _ordered(cmp)
+    cases = [c for c in _ordered(cmp) if not both_skipped(c)]
     notes = [_note(c)[:300] for c in cases]
     # a note several cases share (too few samples: every case) is written once, under the table, by number
     counts = Counter(notes)
@@ -204,6 +253,27 @@ def table(cmp: gate.Comparison, width: Optional[int] = None) -> Table:
     return t
 
 
+def _compact_table(cmp: gate.Comparison, width: int) -> Table:
+    """verdict, the case's compact label, the ratio and its interval, and a note's number (the notes, n and
+    p under the table, each note once): a case per line at 80 columns, where 7 columns took 2 to 5 lines."""
+    cases = [c for c in _ordered(cmp) if not both_skipped(c)]
+    notes = [_note(c)[:300] for c in cases]
+    numbered = {n: i for i, n in enumerate(dict.fromkeys(n for n in notes if n), 1)}
+    caption = "\n".join([describe(cmp), f"compact below {COMPACT_BELOW} columns: baseline and candidate values, n and "
+                          "p (Holm) in --markdown / --json or on a wider console"]
+                         + [f"#{i}: {n}" for n, i in numbered.items()])
+    t = Table(title=f"{cmp.baseline} -> {cmp.candidate}", caption=caption, box=box.SIMPLE_HEAD,
+              show_edge=False, pad_edge=False, padding=(0, 1, 0, 0))
+    for col in ("verdict", "case", "ratio [CI]", "#"):  # '#': the note's number
+        t.add_column(col, no_wrap=col != "case")
+    cells = [[c.verdict, compact_label(c.label), _compact_ratio(c), str(numbered[n]) if n else ""]
+             for c, n in zip(cases, notes)]
+    _fit(t, cells, width, {i: max([cell_len(r[i]) for r in cells] + [1]) for i in (0, 2, 3)})  # only the case wraps
+    for c, row in zip(cases, cells):
+        t.add_row(Text(row[0], style=_STYLE[c.verdict] or ""), *row[1:])
+    return t
+
+
 def _md(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
@@ -221,7 +291,7 @@ def markdown(cmp: gate.Comparison, title: str = "xlabench gate") -> str:
         lines += [f"> ⚠️ {_md(w)}", ""]
     lines += ["| verdict | case | n | baseline | candidate | ratio [CI] | p (Holm) | note |",
               "|---|---|---|---|---|---|---|---|"]
-    for c in _ordered(cmp):
+    for c in (c for c in _ordered(cmp) if not both_skipped(c)):
         n = f"{c.n_base}/{c.n_cand}" if c.n_base or c.n_cand else ""
         lines.append("| " + " | ".join(_md(x) for x in (
             f"{_ICON[c.verdict]} {c.verdict}".strip(), f"`{c.label}`", n, value(c.baseline, unit),

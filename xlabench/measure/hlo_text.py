@@ -42,6 +42,25 @@ def array_bytes(shape_text: str) -> list[float]:
     return out
 
 
+_LAID_OUT = re.compile(r"\b(" + "|".join(sorted(_DTYPE_BYTES, key=len, reverse=True)) + r")\[([0-9,]*)\](\{[^}]*\})?")
+_SPACE = re.compile(r"S\((\d+)\)")
+
+
+def hbm_array_bytes(shape_text: str) -> float:
+    """Bytes of the arrays of an HLO shape that live in the device's main memory: a TPU layout that names a
+    memory space other than 0 (``{1,0:T(8,128)S(1)}``: VMEM) holds its array on the chip, off HBM."""
+    total = 0.0
+    for dtype, dims, layout in _LAID_OUT.findall(shape_text):
+        space = _SPACE.search(layout or "")
+        if space and space.group(1) != "0":
+            continue
+        n = 1
+        for d in filter(None, dims.split(",")):
+            n *= int(d)
+        total += n * _DTYPE_BYTES[dtype]
+    return total
+
+
 def array_dims(shape_text: str) -> list[list[int]]:
     """Dimensions of each array in an HLO shape ('bf16[2,256]{1,0}' -> [[2, 256]])."""
     return [[int(d) for d in filter(None, dims.split(","))] for _, dims in _ARRAY.findall(shape_text)]

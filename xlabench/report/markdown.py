@@ -63,7 +63,7 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
 def _impl(row: pd.Series) -> str:
     """The impl, '(interpret)' when its kernel ran in the CPU interpreter, '(suspect)' when the row breaks an
     invariant (the reason: the Suspect rows section)."""
-    tags = ["interpret"] * bool(row["interpret"] == True) + [marks.MARK] * bool(marks.suspect(row))  # noqa: E712
+    tags = ["interpret"] * summary_lib.interpreted(row) + [marks.MARK] * bool(marks.suspect(row))
     return " ".join([str(row["impl"]), *(f"({t})" for t in tags)])
 
 
@@ -90,9 +90,21 @@ def _suspect_parts(df: pd.DataFrame) -> tuple[list[str], list[str]]:
             ["## Suspect rows", "", found, ""])
 
 
+def incomplete(df: pd.DataFrame) -> dict[str, str]:
+    """run id -> '9 of 40 cases (interrupted by SIGINT)' for each source of these rows cut short."""
+    out: dict[str, str] = {}
+    for src in df.attrs.get("sources", []):
+        p = results.run_progress(src)
+        if p is not None and not p.complete:
+            out.update({run_id: p.text() for run_id in p.run_ids})
+    return out
+
+
 def environment(df: pd.DataFrame) -> str:
-    """One line per run: where and with what it ran, against which peak, and how its cases ended."""
+    """One line per run: where and with what it ran, against which peak, and how its cases ended (a run cut
+    short: how many of its planned cases it holds)."""
     rows = []
+    cut = incomplete(df)
     for run_id, r in df.groupby(cd.text(df["run_id"]), sort=False):
         first = r.iloc[0]
         compiled = bool(cd.is_compile(r).all())
@@ -107,7 +119,8 @@ def environment(df: pd.DataFrame) -> str:
             first["suite"], run_id, first["profile"] if pd.notna(first["profile"]) else "base",
             platform, f"{first['device_kind']} ×{cd.fmt_value('', first['device_count'])}",
             first["framework_version"], f"{peak} ({first['peak_source']})" if peak else "",
-            first["hostname"], first["git_sha"], f"{r['timestamp'].min()} .. {r['timestamp'].max()}", counts])
+            first["hostname"], first["git_sha"], f"{r['timestamp'].min()} .. {r['timestamp'].max()}",
+            counts + (f"; incomplete: {cut[run_id]}" if run_id in cut else "")])
     return table(["suite", "run", "profile", "platform", "devices", "framework", "peak TFLOP/s per device",
                   "host", "git", "cases ended", "cases"], rows)
 
@@ -307,6 +320,9 @@ def build(df: pd.DataFrame, sources: Sequence[Path], charts: dict[str, list[Path
         md += ["> Rows marked *(interpret)* ran a Pallas kernel in the CPU interpreter: a pipeline check, "
                "not kernel speed.", ""]
     intro, section = _suspect_parts(df)
+    if cut := incomplete(df):
+        md += [f"> Incomplete run(s), cut short before every case ran: {'; '.join(f'`{k}` {v}' for k, v in cut.items())}"
+               " (see Environment; `xlabench run SUITE --resume RUN.csv` finishes one).", ""]
     md += intro + ["## Environment", "", environment(df), ""]
     runs, compiles = cd.run_rows(df), cd.compile_rows(df)
     samples = cd.load_samples(sources)

@@ -35,7 +35,9 @@ def _num(rows: pd.DataFrame, column: str) -> pd.Series:
 def points(df: pd.DataFrame) -> pd.DataFrame:
     """Rows that have a place on a roofline, with x (FLOP/B), y (TFLOP/s per device) and measured (bool)."""
     comp = cd.is_compile(df)
-    ok = (~comp & cd.usable(df)) | (comp & (df["status"] == st.COMPILED))
+    # a compile row is drawn at its own MFU ceiling's point: one without a ceiling (a kernel XLA cannot count,
+    # roofline.roofline) has none on the chart either
+    ok = (~comp & cd.usable(df)) | (comp & (df["status"] == st.COMPILED) & _num(df, "mfu_ceiling").notna())
     rows = df[ok & _num(df, "arith_intensity").gt(0)].copy()
     if rows.empty:
         raise NoData("no rows with a roofline (arith_intensity): run or compile a suite with this version")

@@ -185,13 +185,16 @@ def _note(r: Mapping[str, Any], suspect: Optional[int] = None) -> Text:
     return wrong
 
 
+def interpreted(r: Mapping[str, Any]) -> bool:
+    """Whether a row's kernel ran in the CPU interpreter. A user impl's row said interpret on CPU before its
+    worker imported it (rows written before issue 50): one that failed (to import, say) or was skipped ran nothing."""
+    said = bool(r.get("interpret")) and str(r.get("interpret")).lower() not in ("false", "nan")
+    return said and not (r.get("status") in (st.FAILED, st.SKIPPED) and catalog.is_user(str(r.get("impl"))))
+
+
 def _impl(r: Mapping[str, Any]) -> Text:
-    """'flash*': the impl, * when its kernel ran in the CPU interpreter. A user impl's row says interpret
-    on CPU before its worker imports it: one that failed (to import, say) or was skipped ran nothing."""
-    interpreted = bool(r.get("interpret")) and str(r.get("interpret")).lower() != "false"
-    if interpreted and r.get("status") in (st.FAILED, st.SKIPPED) and catalog.is_user(str(r.get("impl"))):
-        interpreted = False
-    return Text(f"{r.get('impl')}" + (INTERPRET_MARK if interpreted else ""))
+    """'flash*': the impl, * when its kernel ran in the CPU interpreter (interpreted)."""
+    return Text(f"{r.get('impl')}" + (INTERPRET_MARK if interpreted(r) else ""))
 
 
 def _header(name: str, cells: Sequence[Text]) -> str:

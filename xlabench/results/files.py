@@ -200,10 +200,11 @@ class NotUtf8(ValueError):
 
 def read_utf8(path: Path) -> str:
     """The file as UTF-8 text: OSError where it cannot be read, NotUtf8 where it is not UTF-8 (results
-    files here, suites in xlabench/suite: each says it in its own error)."""
+    files here, suites in xlabench/suite: each says it in its own error). A byte-order mark (Excel's 'CSV
+    UTF-8') is not part of the text."""
     data = Path(path).read_bytes()
     try:
-        return data.decode("utf-8")
+        return data.decode("utf-8-sig")
     except UnicodeDecodeError as e:
         raise NotUtf8(data, e.start) from None
 
@@ -360,7 +361,7 @@ def update_rows(path: Path, cells: Mapping[str, Mapping[str, Any]]) -> None:
     schema's header (a column an older file lacks is empty)."""
     path = Path(path)
     check_header(path)
-    with open(path, newline="", encoding="utf-8") as f:
+    with open(path, newline="", encoding="utf-8-sig") as f:
         rows = list(csv.DictReader(f))
     for row in rows:
         for k, v in cells.get(row.get("case_id") or "", {}).items():
@@ -396,6 +397,10 @@ def read_prior(csv_path: Path, hold: bool = True) -> tuple[RunFiles, Any, set[st
         files.hold()
     try:
         prior = read_rows(files.csv, cut_last=True)
+        timed = int((prior["status"] == "ok").sum())
+        if timed and not files.samples.exists():  # a resume would write a header-only one: compare fails later
+            raise ResultsFileError(f"{files.samples}: no such file: the samples of the {timed} ok row(s) of "
+                                   f"{files.csv.name} (put it back beside the CSV, or start a new run)")
     except ResultsFileError:
         files.release()
         raise

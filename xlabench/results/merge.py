@@ -17,7 +17,7 @@ class MergeError(Exception):
 
 def _text_rows(path: Path) -> list[dict[str, str]]:
     results.read_rows(path)  # schema and version checks, with clear errors
-    with open(path, newline="", encoding="utf-8") as f:
+    with open(path, newline="", encoding="utf-8-sig") as f:
         rows = list(csv.DictReader(f))
     return [r for r in rows if r.get("case_id")]  # a row cut off by a kill has no complete fields
 

@@ -214,11 +214,11 @@ ROOFLINE_COLUMNS = _c("roofline", [
     ("bound_by", "text", "", "compute | memory | collective: the largest of the three times"),
     ("roofline_frac", "float", "", "run rows: max(bound_s, collective_s) / median_s, 0..1 (1: at the roofline)"),
     ("mfu_ceiling", "float", "", ("compile rows: (flops / devices) / peak FLOP/s / max(bound_s, collective_s): the MFU "
-                         "the roofline allows")),
+                         "the roofline allows; empty for a kernel XLA cannot count")),
     ("ici_gbytes_per_s", "float", "GB/s", "interconnect bandwidth per device used for collective_s (hardware.interconnect)"),
     ("ici_source", "text", "", "where ici_gbytes_per_s comes from (links, wraparound, table source)"),
     ("roofline_source", "text", "", "where the FLOPs and bytes come from (XLA, or analytic counts)"),
-    ("roofline_note", "text", "", "why a roofline_frac is above 1.05"),
+    ("roofline_note", "text", "", "why a roofline_frac is above 1 plus its allowance (the timer noise; CPU: 5%)"),
 ])
 
 # explain's categories (xlabench/explain/categories.py sorts ops into them), declared once with their columns: (key, what the output calls it). Idle is not one: it is reported apart.

@@ -20,6 +20,7 @@ from xlabench import suite as suite_lib
 from xlabench.protocol.worker_messages import CompileRequest, CompileResult
 from xlabench.protocol.target import TargetSpec
 from xlabench.run.envs import COMPILE_VARIANT
+from xlabench.run.interrupts import Interrupted, interruptible, uninterrupted
 from xlabench.run.run_options import RunOptions
 from xlabench.run.session import RunInputError, Session, open_session
 from xlabench.run.suite_runner import select_cases
@@ -162,17 +163,39 @@ def compile_suite(s: suite_lib.Suite, target_name: str, slices: int = 1, opts: R
     Raises CompileError for bad input and for a host that cannot compile for the target."""
     target, prof, cases = _checked(s, target_name, slices, opts)
     sess = _open(s, target, cases, slices, opts, on_warning)
+    rows: list[dict[str, Any]] = []
+
+    def refit(spec: TargetSpec) -> list[suite_lib.Case]:  # a model list: fitted to the target by the worker
+        if not any(isinstance(p.params.get("model"), list) for p in [s.spec, *s.spec.profiles.values()]):
+            return cases
+        return _checked(s, target_name, slices, opts, _fitter(sess, spec, on_warning))[2]
+
+    try:  # SIGINT / SIGTERM: the workers killed, no row for the cases in flight, the CLI's resume hint
+        with interruptible():
+            return _compile_cases(sess, target, prof, cases, slices, opts, on_start, on_case_start, on_row, rows,
+                                  refit)
+    except Interrupted as e:
+        sess.kill_all()
+        e.done, e.total = len(sess.done) + len(rows), len(cases)
+        e.csv = sess.files.csv if sess.files.csv.exists() else None
+        raise
+
+
+def _compile_cases(sess: Session, target: hardware.Target, prof: str, cases: list[suite_lib.Case], slices: int,
+                   opts: RunOptions, on_start: Callable[..., None], on_case_start: Callable[..., None],
+                   on_row: Callable[..., None], rows: list[dict[str, Any]],
+                   refit: Callable[[TargetSpec], list[suite_lib.Case]]) -> CompileOutcome:
+    """compile_suite once its session is open: every case not done (``refit``: the cases again, with the
+    target's model fit), a row each appended to ``rows``."""
     spec = target_spec(target, slices)
     env, host_env = _target_env(sess, target, spec)
-    if any(isinstance(s.spec.params.get("model"), list) or isinstance(p.params.get("model"), list)
-           for p in [s.spec, *s.spec.profiles.values()]):  # a model list: fitted to the target by the worker
-        cases = _checked(s, target_name, slices, opts, _fitter(sess, spec, on_warning))[2]
+    cases[:] = refit(spec)  # the interrupt handler counts the cases planned
     todo = [c for c in cases if c.case_id not in sess.done]
     ctx = scheduler.RunContext(run_id=sess.run_id, platform=target.platform)
     keep_root = sess.trace_root()
     jobs = max(1, min(opts.jobs or parallel.default_jobs(), sum(_skip_reason(c, target) is None for c in todo)))
-    sess.write_meta(prof, ctx, env, jobs, target=target.name, topology=topology_label(target, slices),
-                    slices=slices, host_env=host_env)
+    meta = sess.write_meta(prof, ctx, env, jobs, target=target.name, topology=topology_label(target, slices),
+                           slices=slices, host_env=host_env, cases_planned=len(cases))
     on_start(prof, len(todo), len(sess.done), env, jobs)
     pools = sess.add_jobs(jobs)  # one worker pool per job
     peaks: list[Optional[int]] = [None] * jobs
@@ -194,14 +217,17 @@ def compile_suite(s: suite_lib.Suite, target_name: str, slices: int = 1, opts: R
         peaks[job] = pools[job].peak_rss_bytes()
         pools[job].close()
 
-    rows: list[dict[str, Any]] = []
     try:
         with sess.writer() as writer:
             for case, row in parallel.in_parallel(_order(todo, jobs), jobs, compile_case, on_case_start, finish,
                                                   sess.kill_all):
-                writer.write(row)
-                rows.append(row)
+                with uninterrupted():  # a row is written and counted whole or not at all
+                    writer.write(row)
+                    rows.append(row)
                 on_row(case, row)
+    except Interrupted as e:
+        results.record_interruption(sess.files, meta, str(e.args[0]), len(sess.done) + len(rows))
+        raise
     finally:
         sess.close()
     return CompileOutcome(sess.files, prof, target, todo, rows, jobs, peaks)

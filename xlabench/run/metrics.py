@@ -3,7 +3,7 @@ worker's counts and the (pooled) median."""
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, Mapping, Optional
 
 from xlabench import flops as flop_formulas
 from xlabench import roofline
@@ -11,10 +11,12 @@ from xlabench.hardware import device_peak, interconnect
 
 
 def derive(result: Any, env: dict[str, Any], devices: int,
-           peak_override: Optional[float], interpret: bool = False) -> dict[str, Any]:
+           peak_override: Optional[float], interpret: bool = False,
+           row: Optional[Mapping[str, Any]] = None) -> dict[str, Any]:
     """tflops_per_s, mfu (and mfu_palm for a train step), gbytes_per_s, mbu, tokens_per_s (and per device), host_overhead (trace timer)
     and the peak used, and the roofline (xlabench/roofline.py), of a successful case's measurement
-    (rows.Measured: its ``fields``, ``tokens_per_step`` and ``tokens_global``)."""
+    (rows.Measured: its ``fields``, ``tokens_per_step`` and ``tokens_global``). ``row``: the row being built
+    (its case columns: the roofline is the full case's, so a causal row gets the causal rule)."""
     fields = result.fields
     out: dict[str, Any] = {}
     peak = device_peak(env.get("platform", ""), env.get("device_kind", ""),
@@ -42,7 +44,7 @@ def derive(result: Any, env: dict[str, Any], devices: int,
         out["tokens_per_s"] = result.tokens_per_step / median
         if result.tokens_global:
             out["tokens_per_s_per_device"] = out["tokens_per_s"] / devices
-    out.update(roofline_fields({**fields, **out, "devices": devices, "platform": env.get("platform", ""),
+    out.update(roofline_fields({**(row or {}), **fields, **out, "devices": devices, "platform": env.get("platform", ""),
                                 "interpret": interpret},
                                env.get("device_kind", ""), None))
     return out

@@ -97,6 +97,9 @@ def measured(replies: Sequence[CaseResult], headline: Clock = "wall") -> Measure
 
 
 _FIND = object()
+# The rates a row with a wrong result does not get (issue 50 item 6: a kernel of the wrong output shape got 67% MFU).
+WRONG_DROPS = ("tflops_per_s", "mfu", "mfu_palm", "gbytes_per_s", "mbu", "tokens_per_s", "tokens_per_s_per_device",
+               "roofline_frac", "roofline_note")
 
 
 def identity(case: Case, ctx: Any, plan: Optional[CasePlan] = None) -> dict[str, Any]:
@@ -132,6 +135,8 @@ def case_row(case: Case, ctx: Any, env: Mapping[str, Any] | None = None, replies
         row.update({k: env.get(k) for k in ENV_KEYS})
     if ended is not None:
         status, error = ended
+        if catalog.is_user(case.impl):  # a user impl that failed or was skipped ran nothing, interpreted or not
+            row["interpret"] = False
         row.update(status=status, error=error, timestamp=now(), notes=getattr(case, "note", "") or None)
         return row, []
     m = measured(replies, plan.headline)
@@ -140,10 +145,11 @@ def case_row(case: Case, ctx: Any, env: Mapping[str, Any] | None = None, replies
     if calib:
         row["host_calib_s"] = statistics.median(calib)
     peaks = {**env, **ctx.cpu_peaks} if platform == "cpu" else env
-    row.update(derive(m, peaks, case.devices, ctx.peak_override or case.peak_tflops, bool(row["interpret"])))
+    row.update(derive(m, peaks, case.devices, ctx.peak_override or case.peak_tflops, bool(row["interpret"]), row))
     notes = [getattr(case, "note", ""), row.get("notes")]  # what planning decided (the model, modes run once)
-    if m.correct is False:
-        notes.append("WRONG RESULT: error above tolerance")
+    if m.correct is False:  # its time is kept; a rate would credit it with work it did not do
+        row.update(dict.fromkeys(WRONG_DROPS))
+        notes.append("WRONG RESULT: error above tolerance (no rate or MFU: the work was not done right)")
     if ctx.jobs > 1:
         notes.append(f"timed with {ctx.jobs} jobs at once (--jobs): the host's cores were shared")
     host = audit.Host(llc_bytes=getattr(ctx, "llc_bytes", None))

@@ -328,7 +328,8 @@ def _run_with_pool(sess: Session, *, tally: dict[str, int | None], dist: Any, sh
         warnings.append(no_table)
         hooks.warning(no_table)
     meta = sess.write_meta(prof, ctx, {**first.env, **({"llc_bytes": ctx.llc_bytes} if ctx.llc_bytes else {})},
-                           ctx.jobs, shard=sess.opts.shard_spec, workload=sess.suite.spec.workload)
+                           ctx.jobs, shard=sess.opts.shard_spec, workload=sess.suite.spec.workload,
+                           cases_planned=len(cases))  # the unrolled best point comes on top
     hooks.start(_start_lines(sess, prof, platform, first.env, len(todo), ctx.jobs, unroll),
                 sum(c.measure.repeats for c in todo) + unroll, todo, jobs=ctx.jobs)
 
@@ -347,6 +348,10 @@ def _run_with_pool(sess: Session, *, tally: dict[str, int | None], dist: Any, sh
                 tally["total"] = (tally["total"] or 0) + 1
                 rows += run_cases([best], writer, ctx, sess.pool, on_row, hooks.repeat, sess.more)
                 todo.append(best)
+        except Interrupted as e:  # the meta says the run was cut short (results.run_progress reads it)
+            if sess.primary:
+                results.record_interruption(sess.files, meta, str(e.args[0]), tally["done"])
+            raise
         finally:
             sess.close()
     if sess.primary:
@@ -404,12 +409,31 @@ def _prior_rows(sess: Session) -> list[dict[str, Any]]:
 def _context(sess: Session, env: dict[str, Any], platform: str, todo: int) -> RunContext:
     """The run's context: the first worker's platform and CPU peaks, the run's options, the tuning cache."""
     opts = sess.opts
-    cpu_peaks = {k: env[k] for k in ("measured_cpu_tflops", "measured_cpu_gbytes_per_s", "cpu_peak_source") if k in env}
+    cpu_peaks = run_peaks(sess.files, bool(sess.done), env)
+    env.update(cpu_peaks)  # the meta records the peak every row of the run is rated against
     return RunContext(run_id=sess.run_id, platform=platform, peak_override=opts.peak_tflops,
                       timeout_override=opts.timeout_s, cpu_peaks=cpu_peaks, trace_root=sess.trace_root(),
                       jobs=max(1, min(opts.jobs or 1, todo)), tune=True if opts.tune_only else opts.tune,
                       tune_dir=str(tune_cache_dir()), llc_bytes=host_cache.llc_bytes() if platform == "cpu" else None,
                       device_count=int(env.get("device_count") or 0) or None)
+
+
+CPU_PEAK_KEYS = ("measured_cpu_tflops", "measured_cpu_gbytes_per_s", "cpu_peak_source")
+
+
+def run_peaks(files: Any, resuming: bool, env: dict[str, Any]) -> dict[str, Any]:
+    """The host peaks a CPU run rates every row against: a resumed run keeps those its meta recorded when it
+    started (a host's measured peak drifts between runs: 0.096 then 0.174 TFLOP/s, and a resumed CSV held
+    rows of both), else the first worker's."""
+    mine = {k: env[k] for k in CPU_PEAK_KEYS if k in env}
+    if not resuming or not mine:
+        return mine
+    try:
+        prior = (json.loads(files.meta.read_text(encoding="utf-8")).get("env") or {})
+    except (OSError, ValueError, AttributeError):
+        return mine
+    kept = {k: prior[k] for k in CPU_PEAK_KEYS if prior.get(k) is not None}
+    return {**mine, **kept} if kept.get("measured_cpu_tflops") else mine
 
 
 def _start_lines(sess: Session, prof: str, platform: str, env: dict[str, Any], todo: int, jobs: int,

@@ -14,6 +14,8 @@ from pydantic import ValidationError
 
 from xlabench import impls as catalog
 from xlabench import results
+from xlabench.impls import attention_rules
+from xlabench.tune.space import BLOCK_PARAMS
 from xlabench.workloads import PARAMS as WORKLOAD_PARAMS
 from xlabench.workloads import model_presets as presets
 from xlabench.workloads.train import MODE_AXES
@@ -263,7 +265,8 @@ def expand(suite: Suite, profile: str = "", root: Any = None, slice: Optional[sl
         resolved_params = resolved.model_dump()
         for backend in backends:
             for impl in impls_of[backend]:
-                case_params = tuned.apply(suite.tuned, spec.workload, backend, impl, resolved_params)
+                case_params = _untaken_blocks_cleared(spec.workload, backend, impl,
+                                                      tuned.apply(suite.tuned, spec.workload, backend, impl, resolved_params))
                 cid = results.case_id(spec.workload, backend, impl, case_params)
                 if cid in seen:
                     continue
@@ -271,6 +274,16 @@ def expand(suite: Suite, profile: str = "", root: Any = None, slice: Optional[sl
                 cases.append(Case(len(cases), spec.name, profile, spec.workload, backend, impl,
                                   case_params, measure, peak, cid, note, unroll))
     return _one_program_each(cases) if spec.workload == "train" else cases
+
+
+def _untaken_blocks_cleared(workload: str, backend: str, impl: str, params: dict[str, Any]) -> dict[str, Any]:
+    """A built-in attention impl's case without the block sizes it does not take (its worker clears them:
+    attention_rules.for_impl): naive runs once per shape of a block_q x block_k sweep, not once per block
+    (issue 50 item 11). A user impl declares its blocks in its own code, which only its worker imports."""
+    if workload != "attention" or catalog.is_user(impl):
+        return params
+    taken = attention_rules.rule(backend, impl).get("block_params", ())
+    return {k: None if k in BLOCK_PARAMS and k not in taken else v for k, v in params.items()}
 
 
 def same_text(have: Any, want: str) -> bool:
