@@ -53,6 +53,19 @@ run_step() {  # run_step NAME SUITE [xlabench run options...]
   echo "=== $name: exit ${PIPESTATUS[0]} after $(( $(date +%s) - t0 )) s"
 }
 
+run_user() {  # run_user NAME SUITE LIMIT: a shipped suite as a new user runs it (no flags but --out, and
+  # --resume with the step's CSV when an earlier call left one): issue 48/49's "done when"
+  local name=$1 suite=$2 limit=$3
+  local resume=() prev
+  prev=$(ls "$OUT/results/$name"/*/*.csv 2>/dev/null | grep -v -e '\.samples\.csv$' -e '\.compile\.csv$' | tail -1)
+  [ -n "$prev" ] && resume=(--resume "$prev")
+  echo "=== $name: xlabench run $suite --out ... ${resume[*]} (limit ${limit} s)"
+  local t0=$(date +%s)
+  timeout --signal=INT --kill-after=20 "$limit" python3 -m xlabench run "$suite" --out "$OUT/results/$name" \
+    "${resume[@]}" 2>&1 | tee -a "$OUT/$name.log"
+  echo "=== $name: exit ${PIPESTATUS[0]} after $(( $(date +%s) - t0 )) s"
+}
+
 for arg in "$@"; do
   # STEP[:SECONDS[:KEY=VALUE,...]]: the third field filters the step's cases (-k KEY=VALUE each)
   IFS=: read -r step limit filters <<<"$arg"
@@ -83,12 +96,15 @@ for arg in "$@"; do
       run_step train-auto benchmarks/tpu/train_auto_v5e.yaml "$limit" "${k[@]}" ;;
     mfu-batch)  # issue 41: the seed's chart, MFU against global batch, GPT-2 355M naive vs splash
       run_step mfu-batch benchmarks/tpu/mfu_vs_batch_v5e.yaml "$limit" "${k[@]}" ;;
+    gpt2|llama) run_user "$step" "suites/$step.yaml" "$limit" ;;  # the shipped suites, no flags
+    attention-user) run_user "$step" suites/attention.yaml "$limit" ;;
+    paged-user) run_user "$step" suites/paged_attention.yaml "$limit" ;;
     train-tune)  # issue 48/49: the shipped suites' train attention shapes tuned (for the shipped table)
       run_step train-tune benchmarks/tpu/train_tune_v5e.yaml "$limit" "${k[@]}" ;;
     llama-probe)  # issue 48: the one-chip LLaMA preset's step, unrolled, splash, batch 8
       run_step llama-probe benchmarks/tpu/llama_probe_v5e.yaml "$limit" "${k[@]}" ;;
     train-mfu)  # issue 34: GPT-2 124M and 355M, seq 1024 and 4096, naive / flash / splash, up to the largest batch
       run_step train-mfu benchmarks/tpu/train_mfu_v5e.yaml "$limit" "${k[@]}" ;;
-    *) echo "unknown step $step (smoke, attention, attention-cached, attention-default, paged, train, train-mfu, train-explain, train-final, train-auto, mfu-batch, train-tune, llama-probe)"; exit 2 ;;
+    *) echo "unknown step $step (smoke, attention, attention-cached, attention-default, paged, train, train-mfu, train-explain, train-final, train-auto, mfu-batch, train-tune, llama-probe, gpt2, llama, attention-user, paged-user)"; exit 2 ;;
   esac
 done
