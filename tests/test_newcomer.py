@@ -316,7 +316,7 @@ def test_a_run_with_too_few_samples_ends_with_a_one_line_note_not_a_warning(monk
     from xlabench.run import suite_runner
 
     cases = suite_runner.suite_lib.load(_suite(tmp_path)).cases("")  # 3 iterations each
-    note = suite_runner.samples_note(cases)
+    note = suite_runner.samples_note(cases, suite_runner.suite_lib.load(_suite(tmp_path)).spec.measure)
     assert note and note.startswith("3 sample(s) per case")
     _fake_run(monkeypatch, lambda c: {"status": "ok", "median_s": 1e-3})
     real = suite_runner.run_suite

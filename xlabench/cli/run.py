@@ -44,7 +44,7 @@ def validate(suite_files: tuple[str, ...]) -> None:
             bad += 1
             continue
         cases = {n: s.cases("" if n == "base" else n) for n in ["base", *s.profile_names()]}
-        notes = {n: samples_note(c) for n, c in cases.items()}  # gate: samples per case (docs/gate.md)
+        notes = {n: samples_note(c, s.spec.measure) for n, c in cases.items()}  # gate: samples per case (docs/gate.md)
         shown = ", ".join(f"{n}: {len(c)}" + (f" ({notes[n]})" if notes[n] else "") for n, c in cases.items())
         console.print(status_line("ok", "green", 2, f"{path}: suite {s.name!r}, workload {s.spec.workload}; "
                                                      f"cases per profile: {shown}"), soft_wrap=True)

@@ -94,9 +94,16 @@ class RunOutcome:
         return {st: int((status == st).sum()) for st in results.STATUSES}
 
 
-def samples_note(cases: list[suite_lib.Case]) -> Optional[str]:
-    """A note when the cases time too few samples for `compare` to judge them (sample_size.sample_shortfall)."""
-    short = sample_size.sample_shortfall([c.measure.iters * c.measure.repeats for c in cases])
+def samples_note(cases: list[suite_lib.Case], suite_measure: suite_lib.Measure) -> Optional[str]:
+    """A note when the cases time too few samples for `compare` to judge them (sample_size.sample_shortfall),
+    said only of a measure meant for comparing: the suite's own (``suite_measure``) or one a profile keeps or
+    raises. A profile that times fewer samples than its suite is a quick run by design (the shipped cpu
+    profiles): saying so on every run of it is noise; `gate` raises iters for its own runs and `compare`
+    names the cases it could not judge."""
+    per_case = [c.measure.iters * c.measure.repeats for c in cases]
+    if per_case and min(per_case) < suite_measure.iters * suite_measure.repeats:
+        return None
+    short = sample_size.sample_shortfall(per_case)
     return sample_size.shortfall_note(*short) if short else None
 
 
@@ -360,7 +367,7 @@ def _run_with_pool(sess: Session, *, tally: dict[str, int | None], dist: Any, sh
         results.finish_meta(sess.files, meta, rows)
     return RunOutcome(sess.files, prof, todo, rows, primary=sess.primary, process_id=process_id,
                       seconds=time.time() - started, warnings=warnings,
-                      samples_note=None if sess.opts.tune_only else samples_note(cases))
+                      samples_note=None if sess.opts.tune_only else samples_note(cases, sess.suite.spec.measure))
 
 
 def _pick_cases(sess: Session, platform: str, shard_of: tuple[int, int] | None,
