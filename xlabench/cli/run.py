@@ -95,7 +95,7 @@ def list_cases(suite_file: str, run_opts: RunOptions, as_json: bool) -> None:
 @run_options("profile", "only_impls", "backends", "where", "out_dir", "resume_csv", "timeout_s", "peak_tflops",
              "repeats", "timer", "shard_spec", "python_torch_xla", "trace_dir", "explain", "dry_run",
              "coordinator", "num_processes", "process_id", "local_devices", "init_timeout", "cache_dir", "no_cache",
-             "jobs", "tune")
+             "jobs", "tune", command="run")
 @history_commands.record_option()
 def run(suite_file: str, run_opts: RunOptions, history_url: Optional[str]) -> None:
     """Run a suite: one row per case in results/<suite>/<run-id>.csv, written as each case ends."""
