@@ -305,3 +305,25 @@ def test_item4_a_resumed_run_keeps_the_peak_its_meta_recorded(tmp_path: Path) ->
     assert run_peaks(files, False, dict(now))["measured_cpu_tflops"] == 0.174  # a new run: its own
     files.meta.unlink()
     assert run_peaks(files, True, dict(now))["measured_cpu_tflops"] == 0.174  # no meta: what it has
+
+
+def test_item4_the_reports_environment_lists_every_peak_a_run_holds(tmp_path: Path) -> None:
+    """One CSV held 28 rows at a 0.096 and 4 at a 0.174 TFLOP/s host peak (a resume before the meta kept the
+    peak): the report's Environment named the first row's peak only. It lists each peak with its rows."""
+    import numpy as np
+
+    from tests._gate_data import case, draw, write_run
+    from xlabench import results
+    from xlabench.report import markdown
+
+    rng = np.random.default_rng(0)
+    old = write_run(tmp_path / "a.csv", [(case("naive", seq_len=64 * (i + 1)), draw(rng, 5)) for i in range(28)],
+                    "r1", peak_tflops=0.096, peak_source="measured: host matmul")
+    new = write_run(tmp_path / "b.csv", [(case("xla_sdpa", seq_len=64 * (i + 1)), draw(rng, 5)) for i in range(4)],
+                    "r1", peak_tflops=0.174, peak_source="measured: re-measured")
+    df = pd.concat([results.read_rows(old), results.read_rows(new)], ignore_index=True)
+    text = markdown.environment(df)
+    assert "0.096 (measured: host matmul): 28 rows" in text and "0.174 (measured: re-measured): 4 rows" in text, text
+    one = markdown.environment(results.read_rows(old)).splitlines()
+    peak = [c.strip() for c in one[2].split("|")][[c.strip() for c in one[0].split("|")].index("peak TFLOP/s per device")]
+    assert peak == "0.096 (measured: host matmul)", one  # one peak: no count
