@@ -175,6 +175,27 @@ def test_item3_the_console_the_report_and_the_chart_read_the_rows_ceiling() -> N
         roofline_chart.points(one.assign(mfu_ceiling=float("nan")))
 
 
+def test_item3_the_roofline_charts_footer_counts_the_compile_rows_without_a_ceiling(tmp_path: Path) -> None:
+    """A compile row with no ceiling (XLA cannot count its kernel's FLOPs) has no point on the roofline chart:
+    the chart left 30 of 68 compiled rows out without a word. Its footer says how many, and why."""
+    from xlabench.report import chartdata as cd, roofline_chart
+
+    df = cd.load([ROOT / "tests" / "fixtures" / "compile_attention_v5e8.compile.csv"])
+    compiled = df["status"] == "compiled"
+    for i in df.index[compiled]:  # the rows as compile builds them today (roofline.roofline: one ceiling per row)
+        row = {k: (None if isinstance(v, float) and v != v else v) for k, v in df.loc[i].to_dict().items()}
+        df.loc[i, "mfu_ceiling"] = rl.roofline(row, None).get("mfu_ceiling", float("nan"))
+    none = df[compiled & df["mfu_ceiling"].isna()]
+    assert len(none) == 30 and set(none["impl"]) == {"splash", "flash"}
+    chart = roofline_chart.roofline(df)
+    said = [n for n in chart.notes if "no MFU ceiling" in n]
+    assert len(said) == 1 and said[0].startswith("30 of 68 compiled row(s) not drawn: no MFU ceiling"), chart.notes
+    assert "XLA cannot count the kernel's FLOPs" in said[0] and "splash 24" in said[0], said
+    footer = chart.figure._supxlabel.get_text() if chart.figure._supxlabel else ""
+    assert "30 of 68 compiled row(s) not drawn" in " ".join(footer.split()), footer
+    chart.save(tmp_path / "roofline", ["png"])
+
+
 # ------------------------------------------------------------------------------------------- item 2
 
 EXPLAINED = V5E / "train-355m-unrolled"
