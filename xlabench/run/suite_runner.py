@@ -24,7 +24,7 @@ from xlabench.run.run_options import Filter, OptionError, RunOptions
 from xlabench.run.interrupts import Interrupted, interruptible
 from xlabench.run import rows as row_builder
 from xlabench.run.scheduler import RunContext, plan_skip, run_cases
-from xlabench.run.session import RunInputError, Session, open_session
+from xlabench.run.session import RunInputError, Session, check_resumed, open_session
 from xlabench.run.workers import WorkerError
 from xlabench.impls.attention_rules import predict_skip as _predict_attention_skip
 from xlabench.impls.attention_rules import RULES as _ATTENTION_RULES
@@ -262,9 +262,10 @@ def plan_run(s: suite_lib.Suite, opts: RunOptions) -> RunPlan:
     done: set[str] = set()
     if opts.resume_csv:
         try:
-            _, _, done, _ = results.read_prior(Path(opts.resume_csv), hold=False)  # a plan only reads
+            _, prior, done, _ = results.read_prior(Path(opts.resume_csv), hold=False)  # a plan only reads
         except results.ResultsFileError as e:
             raise RunInputError(f"--resume: {e}") from None
+        check_resumed(s, opts.resume_csv, prior)  # another suite's file: refused as the run refuses it
     platform = guess_platform()
     try:
         shard_of = shard.parse_shard(opts.shard_spec) if opts.shard_spec is not None else None
