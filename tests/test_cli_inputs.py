@@ -453,3 +453,21 @@ def test_resume_of_a_run_whose_samples_file_is_missing_is_refused_naming_it(tmp_
     line = " ".join(res.output.split())
     assert f"--resume: {tmp_path / 'r.samples.csv'}: no such file" in line and "48 ok row(s)" in line, res.output
     assert "Traceback" not in res.output and not (tmp_path / "r.samples.csv").exists()
+
+
+# ---------------------------------------------- issue 50: a dry run of a resume checks the file's suite
+
+@pytest.mark.parametrize("dry", [False, True])
+def test_resume_of_another_suites_run_is_refused_by_the_dry_run_as_by_the_run(tmp_path, dry):
+    """`run --resume X.csv --dry-run` of another suite's CSV printed '48 already done'; the run refused it."""
+    import shutil
+
+    src = ROOT / "tests" / "fixtures" / "gate_attention_cpu.csv"  # suite 'attention' (48 ok rows)
+    run = tmp_path / "r.csv"
+    shutil.copy(src, run)
+    shutil.copy(src.with_name("gate_attention_cpu.samples.csv"), tmp_path / "r.samples.csv")
+    suite = tmp_path / "s.yaml"
+    suite.write_text(SUITE)  # suite 'tiny'
+    res = _cli("run", str(suite), "--resume", str(run), *(["--dry-run"] if dry else []))
+    _one_line_exit_2(res, f"--resume: {run} holds suite 'attention', not 'tiny'")
+    assert "already done" not in res.output and len(res.output.strip().splitlines()) == 1, res.output

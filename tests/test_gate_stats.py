@@ -145,3 +145,31 @@ def test_mean_metric_uses_the_mean():
 def test_bad_config_is_refused(kw, msg):
     with pytest.raises(ValueError, match=msg):
         gate.GateConfig(**kw)
+
+
+# Issue 50, item 15: a case whose whole interval lies beyond the threshold, but whose rank test is not
+# significant after Holm over its 20 cases (8 samples a side: enough to reach it), was called "unchanged".
+_BASE = np.array([1.00, 1.02, 0.98, 1.01, 0.99, 1.03, 1.12, 1.25])
+_SLOW = np.array([1.35, 1.09, 1.30, 1.40, 1.25, 1.08, 1.33, 1.28])
+
+
+def _with_19_quiet_cases(pair):
+    rng = np.random.default_rng(3)
+    return [(draw(rng, 8), draw(rng, 8)) for _ in range(19)] + [pair]
+
+
+@pytest.mark.parametrize("pair, way", [((_BASE, _SLOW), "slower"), ((_SLOW, _BASE), "faster")])
+def test_an_interval_wholly_beyond_the_threshold_without_significance_is_inconclusive_not_unchanged(pair, way):
+    a = gate.assess(_with_19_quiet_cases(pair), gate.GateConfig(), [f"c{i}" for i in range(20)])[-1]
+    assert a.p_holm > 0.05 and a.n_base == a.n_cand == 8 >= gate.min_samples_per_side(0.05, 20)
+    assert (a.ci_low > 1.05) if way == "slower" else (a.ci_high < 1 / 1.05), (a.ci_low, a.ci_high)
+    assert a.verdict == gate.INCONCLUSIVE, (a.verdict, a.reason)
+    assert "not significant" in a.reason and f"wholly beyond the 5% threshold ({way})" in a.reason, a.reason
+
+
+def test_a_suite_wide_interval_wholly_beyond_the_threshold_without_significance_is_inconclusive():
+    rng = np.random.default_rng(5)
+    pairs = [(draw(rng, 8, 1.0, 0.02), draw(rng, 8, s, 0.02)) for s in (1.3, 1.3, 1.25, 1.35, 1.3, 0.97)]
+    sh = gate.assess_suite(pairs, gate.GateConfig(), case_ids=[str(i) for i in range(6)])
+    assert sh.p_value > 0.05 and sh.ci_low > 1.05, (sh.p_value, sh.ci_low)
+    assert sh.verdict == gate.INCONCLUSIVE and "wholly beyond the 5% threshold (slower)" in sh.reason, sh.reason

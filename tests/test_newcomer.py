@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import sys
 import warnings
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import click
 import pytest
 from click.testing import CliRunner
 
@@ -316,7 +318,7 @@ def test_a_run_with_too_few_samples_ends_with_a_one_line_note_not_a_warning(monk
     from xlabench.run import suite_runner
 
     cases = suite_runner.suite_lib.load(_suite(tmp_path)).cases("")  # 3 iterations each
-    note = suite_runner.samples_note(cases)
+    note = suite_runner.samples_note(cases, suite_runner.suite_lib.load(_suite(tmp_path)).spec.measure)
     assert note and note.startswith("3 sample(s) per case")
     _fake_run(monkeypatch, lambda c: {"status": "ok", "median_s": 1e-3})
     real = suite_runner.run_suite
@@ -339,6 +341,32 @@ def test_run_help_shows_no_history_default_it_does_not_use_and_compile_out_names
     assert "[default: " + store.DEFAULT_URL in _help("history", "add")  # the history commands do use it
     compile_help = _help("compile").replace(" ", "")  # a wrapped "<run-\nid>" too
     assert "<run-id>.compile.csv" in compile_help and "<run-id>.csv." not in compile_help
+
+
+def _option_helps(cmd: str) -> dict[str, str]:
+    """Each option's help text as `cmd --help` prints it (whitespace collapsed)."""
+    from xlabench.cli import main
+
+    ctx = click.Context(main.commands[cmd], info_name=cmd)
+    return {max(p.opts, key=len): " ".join((p.help or "").split()) for p in main.commands[cmd].get_params(ctx)
+            if isinstance(p, click.Option)}
+
+
+def test_each_commands_help_describes_its_own_behaviour_not_the_others():
+    """The help shared by `run` and `compile` (--cache-dir, --jobs, --explain, --resume) said what each did for
+    both, and compile's --resume said RUN.csv (issue 50, item 14): each command's help says its own."""
+    run, comp, gate = _option_helps("run"), _option_helps("compile"), _option_helps("gate")
+    shared = sorted(set(run) & set(comp) - {"--help"})
+    assert {"--cache-dir", "--jobs", "--explain", "--resume"} <= set(shared)
+    for mine, other in ((run, "compile"), (comp, "run"), (gate, "compile")):
+        for flag, text in mine.items():
+            assert not re.search(rf"\b{other}(:| keeps)|for {other}\b", text), (flag, text)
+    assert "figure cache" not in " ".join(run.values()) and "--timer trace" not in " ".join(comp.values())
+    assert ".compile.csv" in comp["--resume"] and ".compile.csv" not in run["--resume"]
+    assert "refused" in run["--jobs"] and "refused" not in comp["--jobs"] and "free memory" in comp["--jobs"]
+    assert "HLO" in comp["--explain"] and "profile" in run["--explain"] and "profile" not in comp["--explain"]
+    assert run["--cache-dir"] == gate["--cache-dir"] and "executable" in run["--cache-dir"]
+    assert "memory" in comp["--cache-dir"] and "executable" not in comp["--cache-dir"]
 
 
 @pytest.mark.parametrize("text, said", [("", "got nothing"), ("# only a comment\n", "got nothing"),

@@ -175,6 +175,27 @@ def test_item3_the_console_the_report_and_the_chart_read_the_rows_ceiling() -> N
         roofline_chart.points(one.assign(mfu_ceiling=float("nan")))
 
 
+def test_item3_the_roofline_charts_footer_counts_the_compile_rows_without_a_ceiling(tmp_path: Path) -> None:
+    """A compile row with no ceiling (XLA cannot count its kernel's FLOPs) has no point on the roofline chart:
+    the chart left 30 of 68 compiled rows out without a word. Its footer says how many, and why."""
+    from xlabench.report import chartdata as cd, roofline_chart
+
+    df = cd.load([ROOT / "tests" / "fixtures" / "compile_attention_v5e8.compile.csv"])
+    compiled = df["status"] == "compiled"
+    for i in df.index[compiled]:  # the rows as compile builds them today (roofline.roofline: one ceiling per row)
+        row = {k: (None if isinstance(v, float) and v != v else v) for k, v in df.loc[i].to_dict().items()}
+        df.loc[i, "mfu_ceiling"] = rl.roofline(row, None).get("mfu_ceiling", float("nan"))
+    none = df[compiled & df["mfu_ceiling"].isna()]
+    assert len(none) == 30 and set(none["impl"]) == {"splash", "flash"}
+    chart = roofline_chart.roofline(df)
+    said = [n for n in chart.notes if "no MFU ceiling" in n]
+    assert len(said) == 1 and said[0].startswith("30 of 68 compiled row(s) not drawn: no MFU ceiling"), chart.notes
+    assert "XLA cannot count the kernel's FLOPs" in said[0] and "splash 24" in said[0], said
+    footer = chart.figure._supxlabel.get_text() if chart.figure._supxlabel else ""
+    assert "30 of 68 compiled row(s) not drawn" in " ".join(footer.split()), footer
+    chart.save(tmp_path / "roofline", ["png"])
+
+
 # ------------------------------------------------------------------------------------------- item 2
 
 EXPLAINED = V5E / "train-355m-unrolled"
@@ -305,3 +326,25 @@ def test_item4_a_resumed_run_keeps_the_peak_its_meta_recorded(tmp_path: Path) ->
     assert run_peaks(files, False, dict(now))["measured_cpu_tflops"] == 0.174  # a new run: its own
     files.meta.unlink()
     assert run_peaks(files, True, dict(now))["measured_cpu_tflops"] == 0.174  # no meta: what it has
+
+
+def test_item4_the_reports_environment_lists_every_peak_a_run_holds(tmp_path: Path) -> None:
+    """One CSV held 28 rows at a 0.096 and 4 at a 0.174 TFLOP/s host peak (a resume before the meta kept the
+    peak): the report's Environment named the first row's peak only. It lists each peak with its rows."""
+    import numpy as np
+
+    from tests._gate_data import case, draw, write_run
+    from xlabench import results
+    from xlabench.report import markdown
+
+    rng = np.random.default_rng(0)
+    old = write_run(tmp_path / "a.csv", [(case("naive", seq_len=64 * (i + 1)), draw(rng, 5)) for i in range(28)],
+                    "r1", peak_tflops=0.096, peak_source="measured: host matmul")
+    new = write_run(tmp_path / "b.csv", [(case("xla_sdpa", seq_len=64 * (i + 1)), draw(rng, 5)) for i in range(4)],
+                    "r1", peak_tflops=0.174, peak_source="measured: re-measured")
+    df = pd.concat([results.read_rows(old), results.read_rows(new)], ignore_index=True)
+    text = markdown.environment(df)
+    assert "0.096 (measured: host matmul): 28 rows" in text and "0.174 (measured: re-measured): 4 rows" in text, text
+    one = markdown.environment(results.read_rows(old)).splitlines()
+    peak = [c.strip() for c in one[2].split("|")][[c.strip() for c in one[0].split("|")].index("peak TFLOP/s per device")]
+    assert peak == "0.096 (measured: host matmul)", one  # one peak: no count

@@ -134,7 +134,7 @@ def _run_and_compile_rows() -> pd.DataFrame:
             r = {"workload": "attention", "backend": "jax", "impl": "naive", "seq_len": seq, "batch": 16 * 512 // seq,
                  "num_heads": 8, "head_dim": 64, "causal": True, "mode": "fwd", "dtype": "bfloat16", "devices": 1,
                  "device_kind": kind, "device_count": 1, "platform": "tpu" if target else "cpu", "peak_tflops": peak,
-                 "peak_gbytes_per_s": bw, "xla_flops": flops, "xla_bytes_accessed": nbytes, "correct": True,
+                 "peak_gbytes_per_s": bw, "flops": flops, "xla_flops": flops, "xla_bytes_accessed": nbytes, "correct": True,
                  "framework_version": "jax 0.10.2 / jaxlib 0.10.2" + (" / libtpu 0.0.42" if target else ""),
                  "git_sha": "abc123", "run_id": "r", "suite": "attention"}
             if target:

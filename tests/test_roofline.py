@@ -314,7 +314,7 @@ def _chart_rows() -> pd.DataFrame:
                 r = {"workload": "attention", "backend": "jax", "impl": impl, "seq_len": seq, "batch": 16 * 512 // seq,
                      "num_heads": 8, "head_dim": 64, "causal": True, "mode": "fwd", "dtype": "bfloat16", "devices": 1,
                      "device_kind": kind, "platform": "cpu" if not target else "tpu", "peak_tflops": peak,
-                     "peak_gbytes_per_s": bw, "xla_flops": flops, "xla_bytes_accessed": nbytes, "correct": True,
+                     "peak_gbytes_per_s": bw, "flops": flops, "xla_flops": flops, "xla_bytes_accessed": nbytes, "correct": True,
                      "framework_version": "jax 0.10.2 / jaxlib 0.10.2", "run_id": "r", "suite": "attention"}
                 if target:
                     r.update(target=target, status="compiled")

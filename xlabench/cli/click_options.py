@@ -77,18 +77,17 @@ CASE_OPTIONS = ("profile", "only_impls", "backends", "where")
 MEASURE_OPTIONS = ("out_dir", "timeout_s", "peak_tflops", "repeats", "timer", "tune")
 
 
-def run_options(*names: str, profile_help: Optional[str] = None,
-                out_help: Optional[str] = None) -> Callable[[Callable], Callable]:
+def run_options(*names: str, command: Optional[str] = None) -> Callable[[Callable], Callable]:
     """Add the named RunOptions fields as click options; the command receives them as one RunOptions,
-    ``run_opts`` (a RunOptions check that fails is exit 2). ``profile_help``, ``out_help``: the same option,
-    its help said for this command."""
+    ``run_opts`` (a RunOptions check that fails is exit 2). ``command``: whose help to print, where an option
+    does otherwise in that command (Flag.per_command: `compile --jobs` says what compile does, not run)."""
     unknown = set(names) - set(OPTIONS)
     if unknown:
         raise ValueError(f"no run option {sorted(unknown)}")
 
     def decorate(f: Callable) -> Callable:
         @functools.wraps(f)
-        def command(*args: Any, **kw: Any) -> Any:
+        def wrapped(*args: Any, **kw: Any) -> Any:
             from xlabench.cli.common import BadInput
 
             given = {n: kw.pop(n) for n in names}
@@ -99,11 +98,11 @@ def run_options(*names: str, profile_help: Optional[str] = None,
             return f(*args, **kw)
 
         for name in reversed(names):
-            opt = OPTIONS[name]()
-            said = {"profile": profile_help, "out_dir": out_help}.get(name)
-            if said:  # the same option, its help said for this command
-                opt = _click(name, dataclasses.replace(FLAGS[name], help=said), _DEFAULTS[name])
-            command = opt(command)
-        return command
+            flag = FLAGS[name]
+            said = flag.help_for(command)
+            opt = OPTIONS[name]() if said == flag.help else _click(name, dataclasses.replace(flag, help=said),
+                                                                   _DEFAULTS[name])
+            wrapped = opt(wrapped)
+        return wrapped
 
     return decorate

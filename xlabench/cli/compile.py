@@ -9,6 +9,7 @@ import time
 from typing import Any
 
 import click
+from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
@@ -41,9 +42,16 @@ def ceiling_text(row: dict[str, Any]) -> str:
     return ", no MFU ceiling (no roofline for this row)" if row.get("status") == COMPILED else ""
 
 
-def summary_table(rows: list[dict[str, Any]], cases: dict[str, Any]) -> Table:
-    """Compiled and oom rows with their memory; skipped ones are counted per reason below the table."""
+def summary_table(rows: list[dict[str, Any]], cases: dict[str, Any]) -> Group:
+    """Compiled and oom rows with their memory, an error named by its number ('E1') and printed once, whole,
+    under the table (summary.error_list); skipped ones are counted per reason below it."""
+    from xlabench.report import summary
+
     shown = [r for r in rows if r["status"] != SKIPPED]
+    errors: dict[str, int] = {}
+    for r in shown:
+        if r.get("error"):
+            errors.setdefault(" ".join(str(r["error"]).split()), len(errors) + 1)
     varying = [k for k in dict.fromkeys(k for r in shown for k in cases[r["case_id"]].params)
                if len({str(cases[r["case_id"]].params.get(k)) for r in shown}) > 1]
     t = Table(title="compile summary (per device)")
@@ -60,8 +68,9 @@ def summary_table(rows: list[dict[str, Any]], cases: dict[str, Any]) -> Table:
                   "" if r.get("compile_s") is None else f"{r['compile_s']:.1f}",
                   "" if r.get("flops_ratio") is None else f"{r['flops_ratio']:.2f}",
                   "" if blind else r.get("bound_by") or "", _pct(r.get("mfu_ceiling")),
-                  (r.get("error") or (roofline.UNCOUNTED_NOTE.format(ratio=r["flops_ratio"]) if blind else ""))[:200])
-    return t
+                  f"{summary.ERROR_MARK}{errors[' '.join(str(r['error']).split())]}" if r.get("error") else
+                  roofline.UNCOUNTED_NOTE.format(ratio=r["flops_ratio"]) if blind else "")
+    return Group(t, summary.error_list(errors)) if errors else Group(t)
 
 
 def _skip_lines(rows: list[dict[str, Any]]) -> list[str]:
@@ -82,8 +91,7 @@ def _skip_lines(rows: list[dict[str, Any]]) -> list[str]:
 @click.option("--slices", default=1, show_default=True, type=click.IntRange(min=1),
               help="Slices of the target (multi-slice), >= 1.")
 @run_options("profile", "only_impls", "backends", "where", "out_dir", "resume_csv", "timeout_s", "shard_spec",
-             "cache_dir", "no_cache", "jobs", "explain", profile_help="Suite profile to compile (default: the one named after the target, e.g. gpt2's v4-8, else after its platform, 'tpu' or 'gpu'; else 'base', fitted to the target's devices).",
-             out_help=f"Results folder: rows go to OUT/<suite>/<run-id>{results.COMPILE_SUFFIX}.")
+             "cache_dir", "no_cache", "jobs", "explain", command="compile")
 def compile_cmd(suite_file: str, target_name: str, slices: int, run_opts: RunOptions) -> None:
     """AOT-compile every case for a TPU slice (or lower it for a GPU) without having one.
 

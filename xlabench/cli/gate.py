@@ -200,8 +200,7 @@ def _replace_baseline(cmp: gate_lib.Comparison, run_csv: Path, bpath: Path) -> N
 @click.option("--confirm/--no-confirm", default=True, show_default=True,
               help="Re-run the cases flagged as regressions; fail only if a regression reproduces.")
 @run_options("profile", "only_impls", "backends", "where", "out_dir", "timeout_s", "peak_tflops", "repeats", "timer", "cache_dir", "no_cache",
-             "tune",
-             profile_help="Suite profile (default: the baseline's, else from the platform).")
+             "tune", command="gate")
 @_judging_options
 def gate(suite_file: str, baseline: Optional[str], history_url: Optional[str], save_baseline: bool, confirm: bool,
          run_opts: RunOptions, markdown_path: Optional[str], json_path: Optional[str], **judging: Any) -> None:

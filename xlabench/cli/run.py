@@ -44,7 +44,7 @@ def validate(suite_files: tuple[str, ...]) -> None:
             bad += 1
             continue
         cases = {n: s.cases("" if n == "base" else n) for n in ["base", *s.profile_names()]}
-        notes = {n: samples_note(c) for n, c in cases.items()}  # gate: samples per case (docs/gate.md)
+        notes = {n: samples_note(c, s.spec.measure) for n, c in cases.items()}  # gate: samples per case (docs/gate.md)
         shown = ", ".join(f"{n}: {len(c)}" + (f" ({notes[n]})" if notes[n] else "") for n, c in cases.items())
         console.print(status_line("ok", "green", 2, f"{path}: suite {s.name!r}, workload {s.spec.workload}; "
                                                      f"cases per profile: {shown}"), soft_wrap=True)
@@ -95,7 +95,7 @@ def list_cases(suite_file: str, run_opts: RunOptions, as_json: bool) -> None:
 @run_options("profile", "only_impls", "backends", "where", "out_dir", "resume_csv", "timeout_s", "peak_tflops",
              "repeats", "timer", "shard_spec", "python_torch_xla", "trace_dir", "explain", "dry_run",
              "coordinator", "num_processes", "process_id", "local_devices", "init_timeout", "cache_dir", "no_cache",
-             "jobs", "tune")
+             "jobs", "tune", command="run")
 @history_commands.record_option()
 def run(suite_file: str, run_opts: RunOptions, history_url: Optional[str]) -> None:
     """Run a suite: one row per case in results/<suite>/<run-id>.csv, written as each case ends."""

@@ -15,7 +15,8 @@ does, a change must pass two stages to count (and ``gate`` re-runs what is flagg
    (TFLOP/s, MFU, GB/s, ...) the other way round.
 
 Otherwise a case is ``unchanged``, or ``inconclusive`` when it has too few samples to ever reach
-significance, ``underpowered`` when it cannot reach significance but its interval lies wholly beyond
+significance or when it is not significant although its whole interval lies beyond the threshold (the
+test and the interval disagree: no evidence either way), ``underpowered`` when it cannot reach significance but its interval lies wholly beyond
 the threshold the bad way (that fails as "could not judge", exit 3, unless allowed).
 
 The **suite-wide test** takes the paired cases together: per case the log of the ratio of the

@@ -112,11 +112,21 @@ def unjudged_line(cmp: gate.Comparison) -> Optional[str]:
     cases = cmp.unjudged
     if not cases:
         return None
-    few = [c for c in cases if c.n_base or c.n_cand]
+    need = cmp.need_per_side
+    split = [c for c in cases if c.verdict == gate.INCONCLUSIVE and c.p_holm is not None
+             and min(c.n_base or 0, c.n_cand or 0) >= need]  # samples enough: the test and the interval disagree
+    few = [c for c in cases if (c.n_base or c.n_cand) and not any(c is k for k in split)]
     have = sorted({f"{c.n_base}/{c.n_cand}" for c in few})
     under = [c for c in cases if c.verdict == gate.UNDERPOWERED]
-    line = (f"could not judge {len(cases)} case(s): too few samples; need >= {cmp.need_per_side} per side over "
-            f"{max(1, cmp.compared)} case(s)" + (f" (have {', '.join(have[:4])})" if have else ""))
+    parts = []
+    if len(split) < len(cases):
+        parts.append(f"too few samples; need >= {need} per side over {max(1, cmp.compared)} case(s)"
+                     + (f" (have {', '.join(have[:4])})" if have else ""))
+    if split:
+        parts.append((f"{len(split)} of them " if parts else "") + "not significant after Holm although the "
+                     f"interval lies wholly beyond the {cmp.config.threshold:.0%} threshold: "
+                     + ", ".join(c.label for c in split[:8]) + (" ..." if len(split) > 8 else ""))
+    line = f"could not judge {len(cases)} case(s): " + "; ".join(parts)
     if under:
         line += (f"; {len(under)} of them underpowered (interval wholly beyond the threshold, the bad way): "
                  + ", ".join(c.label for c in under[:8]) + (" ..." if len(under) > 8 else ""))

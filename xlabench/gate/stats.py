@@ -139,6 +139,10 @@ def _decide(r: dict[str, Any], p_holm: float, m: int, cfg: GateConfig) -> tuple[
             if worse:
                 return UNDERPOWERED, f"{why}, but the interval lies wholly beyond the {t:.0%} threshold: time more iterations"
             return INCONCLUSIVE, f"{why}; time more iterations"
+        if worse or better:  # the interval says changed, the test does not: neither verdict is shown
+            return INCONCLUSIVE, (f"not significant after Holm over {m} case(s) (p {p_holm:.2g} > {cfg.alpha:g}), "
+                                  f"but the interval lies wholly beyond the {t:.0%} threshold "
+                                  f"({'slower' if worse else 'faster'}): time more iterations, or re-run")
         return UNCHANGED, "not significant"
     if worse or better:
         return (REGRESSION if worse else IMPROVEMENT), f"significant, interval beyond the {t:.0%} threshold"

@@ -148,6 +148,10 @@ def assess_suite(pairs: Sequence[tuple[np.ndarray, np.ndarray]], cfg: GateConfig
     if smallest_signed_rank_p(m) > cfg.alpha:
         return SuiteShift(INCONCLUSIVE, f"{m} cases cannot reach significance across cases "
                                         f"(smallest p {smallest_signed_rank_p(m):.2g} > {cfg.alpha:g})", **kw)
+    if p > cfg.alpha and (worse or better):  # the interval says shifted, the test does not: neither is shown
+        return SuiteShift(INCONCLUSIVE, f"not significant across cases (p {p:.2g} > {cfg.alpha:g}), but the "
+                                        f"geometric mean's interval lies wholly beyond the {t:.0%} threshold "
+                                        f"({'slower' if worse else 'faster'})", **kw)
     if p > cfg.alpha:
         return SuiteShift(UNCHANGED, "no shift across cases", **kw)
     if not (worse or better):

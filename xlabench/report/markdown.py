@@ -111,18 +111,32 @@ def environment(df: pd.DataFrame) -> str:
         statuses = results.COMPILE_STATUSES if compiled else results.STATUSES
         counts = ", ".join(f"{int((r['status'] == s).sum())} {s}" for s in statuses
                            if not compiled or (r["status"] == s).any())
-        peak = fmt_number(first["peak_tflops"], ".4g")
+        peak = _peaks(r)
         platform = first["platform"]
         if compiled:  # not a run: where it was compiled for, not where it ran
             platform = f"{platform} (compile-only for {first['target']}: {first['topology']})"
         rows.append([
             first["suite"], run_id, first["profile"] if pd.notna(first["profile"]) else "base",
             platform, f"{first['device_kind']} ×{cd.fmt_value('', first['device_count'])}",
-            first["framework_version"], f"{peak} ({first['peak_source']})" if peak else "",
+            first["framework_version"], peak,
             first["hostname"], first["git_sha"], f"{r['timestamp'].min()} .. {r['timestamp'].max()}",
             counts + (f"; incomplete: {cut[run_id]}" if run_id in cut else "")])
     return table(["suite", "run", "profile", "platform", "devices", "framework", "peak TFLOP/s per device",
                   "host", "git", "cases ended", "cases"], rows)
+
+
+def _peaks(run: pd.DataFrame) -> str:
+    """The run's peak TFLOP/s per device and its source; every one it holds, with its rows, when its rows
+    were rated against more than one (a CSV resumed before the meta kept the run's peak)."""
+    said: dict[str, int] = {}
+    for v, src in zip(run["peak_tflops"], run["peak_source"] if "peak_source" in run else [None] * len(run)):
+        peak = fmt_number(v, ".4g")
+        if peak:
+            key = f"{peak} ({src})" if isinstance(src, str) and src else peak
+            said[key] = said.get(key, 0) + 1
+    if len(said) < 2:
+        return next(iter(said), "")
+    return "; ".join(f"{k}: {n} rows" for k, n in said.items())
 
 
 def shape_columns(rows: pd.DataFrame) -> list[str]:

@@ -117,8 +117,25 @@ def roofline(df: pd.DataFrame) -> Chart:
         notes.append("interpreted Pallas kernels: XLA's figures are the interpreter's program, not the kernel's")
     if above:
         notes.append(_above_note(rows, above, measured))
+    notes += _no_ceiling_notes(df)
     chart.notes += notes
     return _finish(chart, rows, "roofline", title=cd.title(rows, "roofline: FLOP/s vs arithmetic intensity"))
+
+
+def _no_ceiling_notes(df: pd.DataFrame) -> list[str]:
+    """How many compiled rows have no point for want of an MFU ceiling (roofline.roofline gives none where XLA
+    cannot count the kernel's FLOPs), and which impls: the chart leaves them out, the footer says so."""
+    comp = df[cd.is_compile(df) & (df["status"] == st.COMPILED)]
+    none = comp[_num(comp, "mfu_ceiling").isna()]
+    if none.empty:
+        return []
+    blind = pd.Series([rl.uncounted(r) for r in none.to_dict("records")], index=none.index, dtype=bool)
+    out = []
+    for rows, why in ((none[blind], "XLA cannot count the kernel's FLOPs"), (none[~blind], "no roofline or FLOP count in the row")):
+        if len(rows):
+            per_impl = ", ".join(f"{impl} {n}" for impl, n in cd.text(rows["impl"]).value_counts().items())
+            out.append(f"{len(rows)} of {len(comp)} compiled row(s) not drawn: no MFU ceiling ({why}: {per_impl})")
+    return out
 
 
 def _log_ticks(axis: Any, lo: float, hi: float) -> None:

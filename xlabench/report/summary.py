@@ -4,7 +4,9 @@ missing shows its real results instead of a screen of 'skipped' rows. No printin
 
 The table fits the console (80 columns included) with no cell wrapped: parameters every row shares go
 to one 'fixed:' line above it, long names get short headers, numbers three digits, and when it is
-still too wide the least needed columns give way (the caption says which) and the note is clipped.
+still too wide the least needed columns give way (the caption says which) and the note is clipped. A
+failed row's note names its error ('failed E1'); each distinct error is printed once, whole, under the
+table, wrapped to the console.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from xlabench.protocol import status as st
 from xlabench.results.display import clock_note
 
 _STYLE = {st.OK: "green", st.FAILED: "red", st.SKIPPED: "yellow"}
-_NOTE_CHARS = 80
+ERROR_MARK = "E"
 _REASON_CHARS = 200
 _DETAIL_CHARS = 160
 _OPEN, _CLOSE = "([{", ")]}"
@@ -174,11 +176,14 @@ def _shape_keys(shown: Sequence[Mapping[str, Any]], keys: Sequence[str]) -> tupl
     return cols, fixed
 
 
-def _note(r: Mapping[str, Any], suspect: Optional[int] = None) -> Text:
-    """What a row needs said: a failure and its error, a wrong result, a suspect figure (its footnote's
-    number: the reason is under the table)."""
+def _note(r: Mapping[str, Any], suspect: Optional[int] = None, errors: Optional[dict[str, int]] = None) -> Text:
+    """What a row needs said: a failure and its error's number (``errors``: each distinct error's, the
+    error whole under the table), a wrong result, a suspect figure (its footnote's number: the reason is
+    under the table)."""
     if r["status"] != st.OK:
-        return Text(f"{r['status']}: {_clean(r.get('error'))[:_NOTE_CHARS]}", style=_STYLE[r["status"]])
+        error = _clean(r.get("error"))
+        n = (errors or {}).get(error)
+        return Text(f"{r['status']}" + (f" {ERROR_MARK}{n}" if n else ""), style=_STYLE[r["status"]])
     wrong = Text("WRONG RESULT", style="bold red") if r.get("correct") is False else Text("")
     if suspect:
         return Text.assemble(wrong, "; " if wrong.plain else "", (marks.marker(suspect), "bold yellow"))
@@ -218,6 +223,7 @@ class Summary:
     skipped: list[SkipGroup]
     notes: list[str]
     sections: dict[int, str] = field(default_factory=dict)  # first row of each backend -> its name
+    errors: dict[str, int] = field(default_factory=dict)  # each distinct error of a failed row -> its number
 
     def lines(self) -> list[str]:
         return [g.line() for g in self.skipped]
@@ -248,6 +254,19 @@ class Summary:
         t = self.table_for(options.max_width)
         if t is not None:
             yield t
+        if self.errors:
+            yield error_list(self.errors)
+
+
+def error_list(errors: Mapping[str, int]) -> Table:
+    """'E1 error' per distinct error, whole: the error wraps at the console's width under its number (a word
+    longer than the line folds), never cut."""
+    t = Table.grid(padding=(0, 1))
+    t.add_column(no_wrap=True, style=_STYLE[st.FAILED])
+    t.add_column(overflow="fold")
+    for error, n in errors.items():
+        t.add_row(f"{ERROR_MARK}{n}", error)
+    return t
 
 
 _MEASURE = Console(width=100_000, file=io.StringIO())
@@ -330,7 +349,11 @@ def build(rows: Sequence[Mapping[str, Any]], params: Sequence[Mapping[str, Any]]
         if any(t.plain for t in texts):
             cols.append(Column(header, texts, drop, "right"))
     suspects = marks.numbered(shown)
-    note = [_note(r, n) for r, n in zip(shown, suspects)]
+    errors: dict[str, int] = {}
+    for r in shown:
+        if r["status"] == st.FAILED and _clean(r.get("error")):
+            errors.setdefault(_clean(r.get("error")), len(errors) + 1)
+    note = [_note(r, n, errors) for r, n in zip(shown, suspects)]
     if any(n.plain for n in note):
         cols.append(Column("note", note))
     clock = clock_note(shown)
@@ -341,4 +364,4 @@ def build(rows: Sequence[Mapping[str, Any]], params: Sequence[Mapping[str, Any]]
             shown, lambda r: " ".join([str(r.get("impl")), *(f"{k}={_value(r.get(k))}" for k in shape)]))
     sections = {} if len(backends) < 2 else {
         next(i for i, r in enumerate(shown) if str(r.get("backend")) == b): b for b in backends}
-    return Summary(cols, fixed, skipped, notes, sections)
+    return Summary(cols, fixed, skipped, notes, sections, errors)

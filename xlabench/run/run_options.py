@@ -17,6 +17,7 @@ from typing import Annotated, Any, Iterable, Optional, Sequence
 from pydantic import Field, TypeAdapter, ValidationError
 
 from xlabench.impls import BACKENDS
+from xlabench.results import COMPILE_SUFFIX
 from xlabench.suite.expand import same_text as _same
 from xlabench.protocol.timers import TIMERS
 
@@ -73,6 +74,11 @@ class Flag:
     integer: bool = False
     resume: bool = False  # choosing or measuring the cases: a resume repeats it
     show_default: bool = False
+    per_command: tuple[tuple[str, str], ...] = ()  # (command, its help) where a command does otherwise
+
+    def help_for(self, command: Optional[str]) -> str:
+        """The help as ``command`` prints it: what the option does in that command, not in another."""
+        return dict(self.per_command).get(command or "", self.help)
 
     @property
     def name(self) -> str:
@@ -111,11 +117,19 @@ class RunOptions:
     """Everything `run` (and the gate's runs, `compile`, `list`) is told besides the suite; checked once
     when built."""
 
-    profile: Optional[str] = option(None, "--profile", help=PROFILE_HELP)
+    profile: Optional[str] = option(
+        None, "--profile", help=PROFILE_HELP,
+        per_command=(("compile", "Suite profile to compile (default: the one named after the target, e.g. gpt2's "
+                                 "v4-8, else after its platform, 'tpu' or 'gpu'; else 'base', fitted to the target's "
+                                 "devices)."),
+                     ("gate", "Suite profile (default: the baseline's, else from the platform).")))
     out_dir: str = option("results", "--out", kind="path_dir", show_default=True,
-                          help="Results folder: rows go to OUT/<suite>/<run-id>.csv.")
-    resume_csv: Optional[str] = option(None, "--resume", kind="path_file",
-                                       help="Continue RUN.csv: skip cases that already have a row (any status).")
+                          help="Results folder: rows go to OUT/<suite>/<run-id>.csv.",
+                          per_command=(("compile", f"Results folder: rows go to OUT/<suite>/<run-id>{COMPILE_SUFFIX}."),))
+    resume_csv: Optional[str] = option(
+        None, "--resume", kind="path_file",
+        help="Continue RUN.csv: skip cases that already have a row (any status).",
+        per_command=(("compile", f"Continue RUN{COMPILE_SUFFIX}: skip cases that already have a row (any status)."),))
     timeout_s: Optional[float] = option(None, "--timeout", metavar="SECONDS", low=0, open_low=True, resume=True,
                                         help="Per-case limit in seconds (overrides the suite's measure.timeout_s).")
     peak_tflops: Optional[float] = option(None, "--peak-tflops", metavar="TFLOPS", low=0, open_low=True, resume=True,
@@ -149,9 +163,12 @@ class RunOptions:
              "`xlabench report`; implies --timer trace (JAX).")
     explain: bool = option(
         False, "--explain", kind="flag",
-        help="Keep what `xlabench explain` reads, per case, in <run-id>.explain/<case_id>/ beside the CSV: run keeps "
-             "the profile and the executable's optimized HLO text (in --trace DIR if given; implies --timer trace, "
-             "JAX); compile keeps the HLO text (compiled afresh, not from the figure cache).")
+        help="Keep what `xlabench explain` reads, per case, in <run-id>.explain/<case_id>/ beside the CSV: the "
+             "profile and the executable's optimized HLO text (the profile in --trace DIR if given; implies "
+             "--timer trace, JAX).",
+        per_command=(("compile", "Keep what `xlabench explain` reads, per case, in <run-id>.explain/<case_id>/ "
+                                 "beside the CSV: the optimized HLO text (each case compiled afresh, not read "
+                                 "from the compilation cache)."),))
     coordinator: Optional[str] = option(
         None, "--coordinator", metavar="HOST:PORT",
         help="Multi-host run: address of process 0's coordinator (with --num-processes, --process-id). "
@@ -172,15 +189,20 @@ class RunOptions:
     cache_dir: Optional[str] = option(
         None, "--cache-dir", kind="path_dir", metavar="DIR",
         help="Persistent compilation cache: a program compiled once is loaded from DIR the next time "
-             "(rows say compile_cached): JAX's executables for run and gate, the compiled figures for "
-             "compile. Default: $XLABENCH_CACHE_DIR/compile, else ~/.cache/xlabench/compile.")
+             "(rows say compile_cached): JAX's compiled executables. Default: $XLABENCH_CACHE_DIR/compile, else "
+             "~/.cache/xlabench/compile.",
+        per_command=(("compile", "Persistent compilation cache: a program compiled once is not compiled again "
+                                 "(rows say compile_cached): its figures (memory, FLOPs) are read from "
+                                 "DIR. Default: $XLABENCH_CACHE_DIR/compile, else ~/.cache/xlabench/compile."),))
     no_cache: bool = option(False, "--no-cache", kind="flag",
                             help="Compile every case afresh: no persistent compilation cache.")
     jobs: Optional[int] = option(
         None, "--jobs", "-j", metavar="N", low=1, integer=True,
-        help="Cases at once, each in a worker process of its own. compile: default from the host's cores "
-             "and free memory. run: default 1, CPU runs only (the cases then share the host's cores, and their "
-             "rows say so); timed runs on an accelerator run one at a time, so --jobs > 1 is refused there.")
+        help="Cases at once, each in a worker process of its own: default 1, CPU runs only (the cases then "
+             "share the host's cores, and their rows say so); timed runs on an accelerator run one at a time, so "
+             "--jobs > 1 is refused there.",
+        per_command=(("compile", "Cases compiled at once, each in a worker process of its own (default: from the "
+                                 "host's cores and free memory)."),))
     tune: Optional[bool] = option(
         None, "--tune/--no-tune", kind="onoff", resume=True,
         help="Search each Pallas kernel's block sizes first (where the suite does not fix them), compiled in "

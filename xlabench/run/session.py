@@ -43,12 +43,21 @@ def open_run(s: suite_lib.Suite, out_dir: str, resume_csv: Optional[str], run_id
         files, prior, done, run_id = results.read_prior(Path(resume_csv))
     except results.ResultsFileError as e:
         raise RunInputError(f"--resume: {e}") from None
+    try:
+        check_resumed(s, resume_csv, prior, same)
+    except RunInputError:
+        files.release()
+        raise
+    return files, done, run_id  # files hold the run's lock until its writer closes (RunFiles.hold)
+
+
+def check_resumed(s: suite_lib.Suite, resume_csv: str, prior: Any, same: tuple[str, str] | None = None) -> None:
+    """RunInputError unless the rows ``resume_csv`` holds (``prior``) are this suite's (and, with ``same =
+    (column, value)``, that value's only): a run and its dry run refuse another suite's file alike."""
     for column, want in [("suite", s.name)] + ([same] if same else []):
         have = sorted(set(prior[column].astype(str))) if len(prior) else [want]
         if have != [want]:
-            files.release()
             raise RunInputError(f"--resume: {resume_csv} holds {column} {', '.join(map(repr, have))}, not {want!r}")
-    return files, done, run_id  # files hold the run's lock until its writer closes (RunFiles.hold)
 
 
 @dataclass

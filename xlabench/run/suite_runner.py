@@ -24,7 +24,7 @@ from xlabench.run.run_options import Filter, OptionError, RunOptions
 from xlabench.run.interrupts import Interrupted, interruptible
 from xlabench.run import rows as row_builder
 from xlabench.run.scheduler import RunContext, plan_skip, run_cases
-from xlabench.run.session import RunInputError, Session, open_session
+from xlabench.run.session import RunInputError, Session, check_resumed, open_session
 from xlabench.run.workers import WorkerError
 from xlabench.impls.attention_rules import predict_skip as _predict_attention_skip
 from xlabench.impls.attention_rules import RULES as _ATTENTION_RULES
@@ -94,9 +94,16 @@ class RunOutcome:
         return {st: int((status == st).sum()) for st in results.STATUSES}
 
 
-def samples_note(cases: list[suite_lib.Case]) -> Optional[str]:
-    """A note when the cases time too few samples for `compare` to judge them (sample_size.sample_shortfall)."""
-    short = sample_size.sample_shortfall([c.measure.iters * c.measure.repeats for c in cases])
+def samples_note(cases: list[suite_lib.Case], suite_measure: suite_lib.Measure) -> Optional[str]:
+    """A note when the cases time too few samples for `compare` to judge them (sample_size.sample_shortfall),
+    said only of a measure meant for comparing: the suite's own (``suite_measure``) or one a profile keeps or
+    raises. A profile that times fewer samples than its suite is a quick run by design (the shipped cpu
+    profiles): saying so on every run of it is noise; `gate` raises iters for its own runs and `compare`
+    names the cases it could not judge."""
+    per_case = [c.measure.iters * c.measure.repeats for c in cases]
+    if per_case and min(per_case) < suite_measure.iters * suite_measure.repeats:
+        return None
+    short = sample_size.sample_shortfall(per_case)
     return sample_size.shortfall_note(*short) if short else None
 
 
@@ -255,9 +262,10 @@ def plan_run(s: suite_lib.Suite, opts: RunOptions) -> RunPlan:
     done: set[str] = set()
     if opts.resume_csv:
         try:
-            _, _, done, _ = results.read_prior(Path(opts.resume_csv), hold=False)  # a plan only reads
+            _, prior, done, _ = results.read_prior(Path(opts.resume_csv), hold=False)  # a plan only reads
         except results.ResultsFileError as e:
             raise RunInputError(f"--resume: {e}") from None
+        check_resumed(s, opts.resume_csv, prior)  # another suite's file: refused as the run refuses it
     platform = guess_platform()
     try:
         shard_of = shard.parse_shard(opts.shard_spec) if opts.shard_spec is not None else None
@@ -360,7 +368,7 @@ def _run_with_pool(sess: Session, *, tally: dict[str, int | None], dist: Any, sh
         results.finish_meta(sess.files, meta, rows)
     return RunOutcome(sess.files, prof, todo, rows, primary=sess.primary, process_id=process_id,
                       seconds=time.time() - started, warnings=warnings,
-                      samples_note=None if sess.opts.tune_only else samples_note(cases))
+                      samples_note=None if sess.opts.tune_only else samples_note(cases, sess.suite.spec.measure))
 
 
 def _pick_cases(sess: Session, platform: str, shard_of: tuple[int, int] | None,
