@@ -503,7 +503,11 @@ def test_compile_says_when_the_cases_mesh_is_not_the_targets_and_picks_the_targe
 
     s = suite_lib.load(ROOT / "suites" / "gpt2.yaml")
     target, prof, cases = compile_runner._checked(s, "v5e-8", 1, RunOptions())
-    assert prof == "tpu" and {c.devices for c in cases} == {4}  # the v4-8 scale profile
+    assert prof == "" and {c.devices for c in cases} == {8}  # the base suite, fitted to the target's devices
+    assert compile_runner.mesh_note(cases, target, 1) is None
+    # a profile that pins devices (the seed study's 4) still says what it leaves out of a bigger slice
+    target, prof, cases = compile_runner._checked(s, "v5e-8", 1, RunOptions(profile="v4-8"))
+    assert prof == "v4-8" and {c.devices for c in cases} == {4}
     note = compile_runner.mesh_note(cases, target, 1)
     assert note and "mesh of 4 device(s), not the 8 of v5e-8" in note
     assert compile_runner.mesh_note(cases, hardware.find_target("v4-8"), 1) is None

@@ -138,7 +138,7 @@ SWEEP = """
 name: sweep
 workload: attention
 backends: [jax]
-impls: [naive, flash]
+impls: [flash, splash]
 params: {num_heads: 2, head_dim: 32, dtype: float32, batch: 1, seq_len: 128}
 matrix:
   "block_q,block_k": [[null, null], [64, 64], [128, 128], [32, 32]]

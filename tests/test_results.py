@@ -11,7 +11,8 @@ from xlabench.workloads import PARAMS
 
 @pytest.mark.parametrize("workload", sorted(PARAMS))
 def test_every_workload_param_has_a_column(workload):
-    missing = set(PARAMS[workload].model_fields) - set(results.CASE_COLUMN_NAMES)
+    # a field the model does not dump (train's per_device_batch: it resolves into global_batch) has no column
+    missing = {n for n, f in PARAMS[workload].model_fields.items() if not f.exclude} - set(results.CASE_COLUMN_NAMES)
     assert not missing, f"{workload} params without a CSV column: {missing}"
 
 

@@ -207,3 +207,25 @@ def test_compile_fits_the_model_list_to_the_target_and_says_so_in_each_row(tmp_p
     assert "model llama-tiny: the largest of llama-tiny, gpt2-tiny whose step fits the ladder's smallest " \
            "per-device batch, 1 (" in rows["notes"].iloc[0]
     assert "GiB per device, naive)" in rows["notes"].iloc[0]
+
+
+def test_a_cpu_run_starts_its_workers_with_the_virtual_devices_a_case_asks_for(tmp_path) -> None:
+    """The CPU's first worker sees 1 device, but a worker is started with a case's virtual devices: the
+    slice's device count is no limit there (an 8-device cpu profile was planned as 12 skipped rows)."""
+    from xlabench.run import suite_runner
+
+    class Worker:
+        env = {"device_count": 1, "device_kind": "cpu", "framework_version": "jax"}
+
+    class Sess:
+        opts = RunOptions()
+        run_id = "r"
+        files = None
+        done: set = set()
+
+        def trace_root(self) -> None:
+            return None
+
+    ctx = suite_runner._context(Sess(), dict(Worker.env), "cpu", 1)
+    assert ctx.device_count is None
+    assert suite_runner._context(Sess(), {**Worker.env, "device_kind": "TPU v5 lite"}, "tpu", 1).device_count == 1

@@ -134,7 +134,7 @@ name: batch_auto
 workload: train
 backends: [jax]
 impls: [naive]
-params: {{model: gpt2-tiny, seq_len: 128, dtype: bfloat16, remat: none, devices: 1, sharding: fsdp,
+params: {{model: gpt2-tiny, seq_len: 128, dtype: bfloat16, remat: none, devices: 1, sharding: fsdp, scan_layers: false,
           memory_limit_gib: {limit!r}}}
 matrix: {{global_batch: {batches}}}
 measure: {{timeout_s: 900}}

@@ -35,6 +35,7 @@ class Encoding:
     named: list[str]
     values: dict[str, list[Any]]  # the values of the dash and marker keys, in series order
     dash_levels: list[Any] = field(default_factory=list)  # the dash key's values, in series order
+    colour_levels: list[Any] = field(default_factory=list)  # the colour key's (its own marker when no dash key)
 
     def dash(self, values: dict[str, Any]) -> Any:
         if self.dash_by is None:
@@ -49,6 +50,8 @@ class Encoding:
             return MARKERS[cd.position(self.values[self.marker_by], values[self.marker_by]) % len(MARKERS)]
         if self.dash_by is not None and self.dash_by in values and self.dash_levels:
             return MARKERS[cd.position(self.dash_levels, values[self.dash_by]) % len(MARKERS)]
+        if self.dash_by is None and self.colour_by in values and len(self.colour_levels) > 1:
+            return MARKERS[cd.position(self.colour_levels, values[self.colour_by]) % len(MARKERS)]
         return "o"
 
 
@@ -61,7 +64,7 @@ def _encoding(series: list[tuple[dict[str, Any], pd.DataFrame]], colour_by: str,
     marker = free.pop(0) if free else None
     values = {k: cd.levels(v[k] for v, _ in series) for k in (dash, marker) if k is not None and k in extras}
     dash_levels = cd.levels(v[dash] for v, _ in series) if dash is not None else []
-    return Encoding(colour_by, dash, marker, free, values, dash_levels)
+    return Encoding(colour_by, dash, marker, free, values, dash_levels, cd.levels(v[colour_by] for v, _ in series))
 
 
 def _key(enc: Encoding, series: list[tuple[dict[str, Any], pd.DataFrame]], band: bool) -> list[Artist]:
@@ -83,8 +86,9 @@ def _key(enc: Encoding, series: list[tuple[dict[str, Any], pd.DataFrame]], band:
     for value in cd.levels(v[enc.colour_by] for v, _ in series):
         dash = style(value).linestyle if enc.dash_by is None else "-"
         if drawn(enc.colour_by, value):
-            out.append(Line2D([], [], color=style(value).colour, linestyle=dash, linewidth=2,
-                              label=entry(enc.colour_by, value)))
+            own = enc.marker({enc.colour_by: value}) if enc.dash_by is None and not enc.marker_by else None
+            out.append(Line2D([], [], color=style(value).colour, linestyle=dash, linewidth=2, marker=own,
+                              markersize=5, label=entry(enc.colour_by, value)))
     if enc.dash_by and enc.dash_by != enc.colour_by:
         for value in cd.levels(v[enc.dash_by] for v, _ in series):
             if drawn(enc.dash_by, value):

@@ -423,7 +423,8 @@ def _context(sess: Session, env: dict[str, Any], platform: str, todo: int) -> Ru
                       timeout_override=opts.timeout_s, cpu_peaks=cpu_peaks, trace_root=sess.trace_root(),
                       jobs=max(1, min(opts.jobs or 1, todo)), tune=True if opts.tune_only else opts.tune,
                       tune_dir=str(tune_cache_dir()), llc_bytes=host_cache.llc_bytes() if platform == "cpu" else None,
-                      device_count=int(env.get("device_count") or 0) or None)
+                      # CPU workers are started with the virtual devices each case asks for: no limit there
+                      device_count=None if platform == "cpu" else int(env.get("device_count") or 0) or None)
 
 
 CPU_PEAK_KEYS = ("measured_cpu_tflops", "measured_cpu_gbytes_per_s", "cpu_peak_source")
