@@ -17,7 +17,7 @@ import pytest
 from click.testing import CliRunner
 
 from _gate_data import case, draw, write_run
-from conftest import TINY_SUITE
+from conftest import TINY_SUITE, run_cli
 from xlabench.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -481,16 +481,18 @@ def test_best_passes_over_an_impl_that_takes_no_block_sizes(tmp_path):
 
 # ------------------------------------------------------------------- 12: compare's repeated note
 
+@pytest.mark.slow  # a process: its console takes COLUMNS=80 whatever the test runner's terminal is
 def test_compare_writes_a_note_every_case_shares_once(tmp_path):
     """The attention profile's compare printed 1,263 lines at 80 columns: one 10-line note on each of 96 rows."""
     rng = np.random.default_rng(0)
     cases = [case(impl, seq_len=s) for impl in ("naive", "xla_sdpa") for s in (64, 128, 256, 512, 1024, 2048)]
     a = write_run(tmp_path / "a.csv", [(c, draw(rng, 3)) for c in cases], run_id="a")
     b = write_run(tmp_path / "b.csv", [(c, draw(rng, 3)) for c in cases], run_id="b")
-    res = CliRunner().invoke(main, ["compare", str(a), str(b)], terminal_width=80)
-    rows = [ln for ln in res.output.splitlines() if "  jax/" in ln]  # a case's first line
-    assert len(rows) == len(cases) and all(ln.rstrip().endswith("note 1") for ln in rows), res.output
-    assert res.output.count("note 1:") == 1 and "too few samples" in res.output.split("note 1:")[1]
+    res = run_cli("compare", str(a), str(b), env={"COLUMNS": "80"})  # a process: its console reads COLUMNS
+    out = res.stdout + res.stderr
+    rows = [ln for ln in out.splitlines() if "  jax/" in ln]  # a case's line (compact at 80 columns)
+    assert len(rows) == len(cases) and all(ln.rstrip().endswith(" 1") for ln in rows), out
+    assert out.count("#1:") == 1 and "too few samples" in out.split("#1:")[1]
 
 
 # ------------------------------------------------------------------- 11: compile --target
