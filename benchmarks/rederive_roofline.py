@@ -6,8 +6,9 @@ Rows written before the row builder handed the roofline the full row (flash caus
 never applied, stored at roofline_frac 1.05-1.32) or before a memory floor of XLA's bytes that the row
 beats gave way to the bytes it must move, carry stale figures. This rewrites only the roofline columns
 (``arith_intensity``, ``bound_s``, ``collective_s``, ``bound_by``, ``roofline_frac``, ``mfu_ceiling``,
-``roofline_source``, ``roofline_note``) of each ok or compiled row; every other cell, the measurements
-included, stays byte for byte as it was written.
+``roofline_source``, ``roofline_note``) of each ok or compiled row, and an accelerator row's ``suspect``
+marks where its roofline changed; every other cell, the measurements included, stays byte for byte as it
+was written.
 
     python benchmarks/rederive_roofline.py docs/data            # rewrite in place, one line per changed file
     python benchmarks/rederive_roofline.py --check docs/data    # exit 1 if a file would change
@@ -23,6 +24,7 @@ import io
 import sys
 from pathlib import Path
 
+from xlabench import audit
 from xlabench.audit import files as audit_files
 from xlabench.audit.rules import ROOFLINE_NUMBERS, _roof
 from xlabench.protocol.status import COMPILED, OK
@@ -45,6 +47,8 @@ def rederive(path: Path) -> tuple[str, int]:
         roof = _roof(row)
         new = {c: _cell(roof.get(c)) for c in COLUMNS if c in cells}
         if any(cells[c] != v for c, v in new.items()):
+            if "suspect" in cells and str(row.get("platform")) != "cpu":  # the row's marks follow its roofline
+                new["suspect"] = _cell(audit.suspect_text(audit.check_row({**row, **roof}, audit.Host())))
             cells.update(new)
             changed += 1
     if not changed:
