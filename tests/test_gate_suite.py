@@ -248,6 +248,17 @@ def test_real_run_one_case_doctored_1_3x_is_underpowered(tmp_path):
     assert verdicts[cid] == "underpowered" and data["suite"]["verdict"] == "unchanged"
 
 
+# 4 shapes x 2 impls: 8 cases, 3 samples each (Holm over 8 needs 6 per side)
+FOUR_SHAPES = """
+        name: f
+        workload: attention
+        impls: [naive, xla_sdpa]
+        params: {num_heads: 2, head_dim: 32, batch: 1}
+        matrix: {seq_len: [64, 128, 192, 256]}
+        measure: {iters: 3}
+"""
+
+
 def test_a_quick_profile_says_nothing_of_samples_and_the_suites_own_measure_still_does(write_suite):
     """Every cpu profile's validate and run said "need >= 7 (or 8) per side" (issue 50, item 13): the shipped
     cpu profiles cut measure.iters below their suite's on purpose (quick runs; `gate` raises iters for its
@@ -262,14 +273,7 @@ def test_a_quick_profile_says_nothing_of_samples_and_the_suites_own_measure_stil
     for name in ("attention", "gpt2", "llama", "paged_attention"):
         s = suite.load(ROOT / "suites" / f"{name}.yaml")
         assert samples_note(s.cases("cpu"), s.spec.measure) is None, name  # what `run --profile cpu` ends with
-    s = suite.load(write_suite("""
-        name: f
-        workload: attention
-        impls: [naive, xla_sdpa]
-        params: {num_heads: 2, head_dim: 32, batch: 1}
-        matrix: {seq_len: [64, 128, 192, 256]}
-        measure: {iters: 3}
-        profiles:
+    s = suite.load(write_suite(FOUR_SHAPES + """        profiles:
           quick: {measure: {iters: 2}}
           same: {description: keeps the suite's measure}
           more: {measure: {iters: 4}}
@@ -289,14 +293,7 @@ def test_the_gate_raises_iters_for_the_cases_its_filters_select(write_suite):
     from xlabench.gate import gate_steps as gate_session
     from xlabench.run.run_options import RunOptions
 
-    s = suite.load(write_suite("""
-        name: f
-        workload: attention
-        impls: [naive, xla_sdpa]
-        params: {num_heads: 2, head_dim: 32, batch: 1}
-        matrix: {seq_len: [64, 128, 192, 256]}
-        measure: {iters: 3}
-        """))
+    s = suite.load(write_suite(FOUR_SHAPES))
     _, said = gate_session.raise_iters(s, "base", RunOptions(), None, 0.05)
     assert "from 3 to 6" in said[0] and "8 compared case(s)" in said[0]
     _, said = gate_session.raise_iters(s, "base", RunOptions(where=(("seq_len", "64"),)), None, 0.05)
