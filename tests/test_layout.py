@@ -130,10 +130,10 @@ def test_worker_is_imported_only_by_the_process_entry():
 
 # The floors README's Layout section draws, bottom to top: a package imports only from floors below it.
 FLOORS = (
-    {"cache", "protocol"},  # the cache's root and JSON writer; the worker protocol, env names and statuses
+    {"cache", "protocol", "hardware"},  # the cache's root and JSON writer; the worker protocol; the chip records
     {"measure", "flops", "roofline"},
     {"tune"},  # framework-free block-size search and its cache; the workloads declare their spaces with it
-    {"workloads", "results", "hardware"},
+    {"workloads", "results"},
     {"audit"},  # the invariants of a row (pure functions), checked by the run, the gate, the report and `audit`
     {"impls"},  # the impl catalog and the built-in kernels' rules and search spaces, over the workloads' params
     {"suite"},
