@@ -32,7 +32,7 @@ def _write(path: Path, header: list[str], rows: list[dict]) -> Path:
 
 
 def test_every_column_declares_one_of_the_dtypes():
-    assert {c.dtype for c in schema.COLUMNS} == set(schema.DTYPES)
+    assert {c.dtype for c in schema.COLUMNS} == set(schema.CELL_TYPES)
     assert schema.TEXT_COLUMN_NAMES == {c.name for c in schema.COLUMNS if c.dtype == "text"}
 
 

@@ -105,7 +105,7 @@ def run(suite_file: str, run_opts: RunOptions, history_url: Optional[str]) -> No
         history_commands.open_store(history_url).close()  # a bad store is refused before the run, not after
     s = load_suite(suite_file)
     if run_opts.dry_run:
-        print_plan(s, run_opts)
+        print_dry_run(s, run_opts)
         return
     if run_opts.trace_dir is not None:  # each case's profile goes there: refused now, not as a failed row per case
         output_dir(run_opts.trace_dir, "--trace", "each case's profile and HLO text")
@@ -122,7 +122,7 @@ def run(suite_file: str, run_opts: RunOptions, history_url: Optional[str]) -> No
         sys.exit(1)
 
 
-def print_plan(s: Any, opts: RunOptions) -> None:
+def print_dry_run(s: Any, opts: RunOptions) -> None:
     """`run --dry-run`: each case that would run, each that would be skipped with why; nothing runs."""
     from xlabench.run import suite_runner
 

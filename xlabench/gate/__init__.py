@@ -46,9 +46,6 @@ Defaults (see GateConfig and docs/gate.md):
 Its modules: README.md, Layout. No CLI, no printing, no framework. The names imported here are the package's interface.
 """
 
-import sys
-import types
-
 from xlabench.gate.config import (
     CONFOUNDED, EXIT_FAIL, EXIT_NOTHING, EXIT_PASS, EXIT_UNJUDGED, FAILED, FAILING, IMPROVEMENT, INCONCLUSIVE, METRICS,
     MISSING, NEW, REGRESSION, SKIPPED, UNCHANGED, UNCONFIRMED, UNDERPOWERED, UNJUDGED, UNJUDGED_FAILING,
@@ -63,7 +60,7 @@ _LAZY = {
     **dict.fromkeys(("SuiteShift", "assess_suite", "geomean_interval", "log_ratios", "machine_shift",
                      "signed_rank_p", "smallest_signed_rank_p"), "suite_shift"),
     **dict.fromkeys(("RunData", "load_run"), "run_data"),
-    **dict.fromkeys(("CaseVerdict", "Comparison", "compare", "confirm"), "compare"),
+    **dict.fromkeys(("CaseVerdict", "Comparison", "compare", "confirm"), "pairing"),
 }
 
 
@@ -75,18 +72,6 @@ def __getattr__(name: str) -> object:
         globals()[name] = value
         return value
     raise AttributeError(f"module 'xlabench.gate' has no attribute {name!r}")
-
-
-class _Package(types.ModuleType):
-    """Importing the submodule ``compare`` must not shadow the function ``compare`` of the same name."""
-
-    def __setattr__(self, name: str, value: object) -> None:
-        if name in _LAZY and isinstance(value, types.ModuleType):
-            return
-        super().__setattr__(name, value)
-
-
-sys.modules[__name__].__class__ = _Package
 
 
 __all__ = [

@@ -13,11 +13,11 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from xlabench.protocol.plan import TimingPlan, default_timer
+from xlabench.protocol.timing_plan import TimingPlan, default_timer
 from xlabench.protocol.timers import TIMERS
 from xlabench.protocol.worker_messages import CaseResult
 
-__all__ = ["TIMERS", "TimingPlan", "default_timer"]  # re-exported: protocol.timers, protocol.plan
+__all__ = ["TIMERS", "TimingPlan", "default_timer"]  # re-exported: protocol.timers, protocol.timing_plan
 
 
 def time_calls(call: Callable[[], Any], sync: Callable[[Any], Any], plan: TimingPlan) -> tuple[list[float], Any]:

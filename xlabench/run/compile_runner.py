@@ -59,9 +59,9 @@ def topology_label(target: hardware.Target, slices: int) -> str:
 
 
 def _skip_reason(case: suite_lib.Case, target: hardware.Target) -> Optional[str]:
-    """Why a case is not compiled for this target, decided without a worker (scheduler.plan_skip)."""
+    """Why a case is not compiled for this target, decided without a worker (scheduler.platform_skip)."""
     return TORCH_XLA_REASON if case.backend == "torch_xla" else \
-        scheduler.plan_skip(case, target.platform, target=target.name)
+        scheduler.platform_skip(case, target.platform, target=target.name)
 
 
 def _row(case: suite_lib.Case, ctx: scheduler.RunContext, target: hardware.Target, slices: int,

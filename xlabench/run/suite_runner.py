@@ -23,7 +23,7 @@ from xlabench.run.envs import Interpreters, guess_device_count, guess_platform
 from xlabench.run.run_options import Filter, OptionError, RunOptions
 from xlabench.run.interrupts import Interrupted, interruptible
 from xlabench.run import rows as row_builder
-from xlabench.run.scheduler import RunContext, plan_skip, run_cases
+from xlabench.run.scheduler import RunContext, platform_skip, run_cases
 from xlabench.run.session import RunInputError, Session, open_session
 from xlabench.run.workers import WorkerError
 from xlabench.impls.attention_rules import predict_skip as _predict_attention_skip
@@ -266,7 +266,7 @@ def plan_run(s: suite_lib.Suite, opts: RunOptions) -> RunPlan:
         raise RunInputError(str(e)) from None
     cases = select_cases(s, prof, opts, shard_of, slice_fit.Slice(platform, guess_device_count(platform)))
     interpreters = Interpreters(torch_xla_override=opts.python_torch_xla)
-    return RunPlan(prof, platform, [(c, plan_skip(c, platform) or interpreters.missing(c.backend)
+    return RunPlan(prof, platform, [(c, platform_skip(c, platform) or interpreters.missing(c.backend)
                                      or predict_skip(c, platform)) for c in cases], done)
 
 
