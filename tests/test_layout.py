@@ -110,13 +110,25 @@ def test_protocol_and_measure_are_the_bottom_floors():
     only protocol and the cache below it; neither a framework: every floor may import them."""
     _, externals = _graph()
     every = _all_imports()
-    below = {"protocol": ("xlabench.protocol",), "measure": ("xlabench.measure", "xlabench.protocol", "xlabench.cache")}
+    below = {"protocol": ("xlabench.protocol",),
+             "measure": ("xlabench.measure", "xlabench.protocol", "xlabench.cache", "xlabench.stats")}
     for package, allowed in below.items():
         mods = [m for m in every if m == f"xlabench.{package}" or m.startswith(f"xlabench.{package}.")]
         assert len(mods) > 3, package
         for m in mods:
             assert not externals[m] & set(FRAMEWORKS), m
             assert {d for d in every[m] if not d.startswith(allowed)} == set(), m
+
+
+def test_the_statistics_are_pure():
+    """xlabench/stats.py imports nothing of xlabench and no framework; scipy only inside a function (the
+    worker and the CLI's startup stay light)."""
+    tree = ast.parse((PKG / "stats.py").read_text())
+    top = {(n.module if isinstance(n, ast.ImportFrom) else a.name).split(".")[0]
+           for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))
+           for a in (n.names if isinstance(n, ast.Import) else [n])}
+    assert top <= {"__future__", "functools", "math", "statistics", "typing", "numpy"}, top
+    assert not _all_imports()["xlabench.stats"]
 
 
 def test_worker_is_imported_only_by_the_process_entry():
@@ -130,7 +142,8 @@ def test_worker_is_imported_only_by_the_process_entry():
 
 # The floors README's Layout section draws, bottom to top: a package imports only from floors below it.
 FLOORS = (
-    {"cache", "protocol", "hardware"},  # the cache's root and JSON writer; the worker protocol; the chip records
+    {"cache", "protocol", "hardware", "stats"},  # the cache's root and JSON writer; the worker protocol; the
+    # chip records; the statistics (pure)
     {"measure", "flops", "roofline"},
     {"tune"},  # framework-free block-size search and its cache; the workloads declare their spaces with it
     {"workloads", "results"},
