@@ -10,7 +10,7 @@ from typing import Any, Optional
 import click
 from rich.table import Table
 
-from xlabench.protocol.cells import number
+from xlabench.cells import number
 from xlabench.cli.common import BadInput, console, examples, load_suite
 from xlabench.cli.click_options import run_options
 from xlabench.results.schema import TUNED_PREFIX

@@ -140,10 +140,10 @@ def run_repeat(state: CaseRun, pool: WorkerPool, ctx: RunContext) -> None:
     i, n = len(state.replies), state.wanted
 
     def request(worker: Worker) -> dict[str, Any]:
-        state.env = state.env or dict(worker.env)
-        if case.devices > int(worker.env.get("device_count", 1)):
+        state.env = state.env or worker.env.to_message()
+        if case.devices > worker.env.device_count:
             raise WorkerError(f"case needs {case.devices} devices; the {case.backend} worker sees "
-                              f"{worker.env.get('device_count')} ({worker.env.get('process_count', 1)} process(es))")
+                              f"{worker.env.get('device_count')} ({worker.env.process_count} process(es))")
         state.plan = state.plan or plan_case(case, state.info, worker.env.get("platform", ctx.platform), ctx)
         return state.plan.request(case, ctx.trace_dir(case, i)).to_message()
 

@@ -26,6 +26,7 @@ from xlabench.run import rows as row_builder
 from xlabench.run.scheduler import RunContext, platform_skip, run_cases
 from xlabench.run.session import RunInputError, Session, open_session
 from xlabench.run.workers import WorkerError
+from xlabench.protocol.replies import Reply
 from xlabench.impls.attention_rules import predict_skip as _predict_attention_skip
 from xlabench.impls.attention_rules import RULES as _ATTENTION_RULES
 from xlabench.impls.paged_rules import SPACES as _PAGED_SPACES, predict_skip as _predict_paged_skip
@@ -390,11 +391,11 @@ def _slice(worker: Any, platform: str, hooks: RunHooks) -> slice_fit.Slice:
             reply = worker.request({"op": "fit", "candidates": candidates, "impls": impls, "platform": platform},
                                    FIT_TIMEOUT_S)
         except WorkerError as e:
-            reply = {"fit": None, "error": str(e)}
-        if reply.get("fit") is None:
-            hooks.warning(f"the model fit failed ({reply.get('error')}): the smallest listed model is planned")
+            reply = Reply(error=str(e))
+        if reply.fit is None:
+            hooks.warning(f"the model fit failed ({reply.error}): the smallest listed model is planned")
             return []
-        return [slice_fit.Probe(**p) for p in reply["fit"]]
+        return [slice_fit.Probe(**p) for p in reply.fit]
 
     return slice_fit.Slice(platform, int(worker.env.get("device_count") or 1), fit)
 
