@@ -182,3 +182,19 @@ def test_package_docstrings_point_to_the_readme_layout_instead_of_listing_module
     listing = [str(p.relative_to(ROOT)) for p in PKG.glob("*/__init__.py")
                if "Modules:" in (ast.get_docstring(ast.parse(p.read_text())) or "")]
     assert listing == []
+
+
+MAX_FUNCTION_LINES = 60
+
+
+def test_no_function_is_over_60_lines():
+    """A function longer than a screen is split into named parts (issue 51): def line to last line, its
+    docstring included."""
+    long = []
+    for path in PKG.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                lines = node.end_lineno - node.lineno + 1
+                if lines > MAX_FUNCTION_LINES:
+                    long.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name} ({lines} lines)")
+    assert sorted(long) == []

@@ -319,10 +319,7 @@ def _run_with_pool(sess: Session, *, tally: dict[str, int | None], dist: Any, sh
     todo = [c for c in cases if c.case_id not in sess.done]
     unroll = any(c.unroll_best for c in cases)
     tally["done"], tally["total"] = len(cases) - len(todo), len(cases)
-    warnings = [f"{sess.pool.missing(b)}; its cases become skipped rows"
-                for b in dict.fromkeys(c.backend for c in todo) if sess.pool.missing(b)]
-    for w in warnings:
-        hooks.warning(w)
+    warnings = _missing_backends(sess, todo, hooks)
     ctx = _context(sess, first.env, platform, len(todo))
     no_table = tune_table_warning(todo, platform, str(first.env.get("device_kind", "")), ctx.tune)
     if no_table:
@@ -362,6 +359,16 @@ def _run_with_pool(sess: Session, *, tally: dict[str, int | None], dist: Any, sh
     return RunOutcome(sess.files, prof, todo, rows, primary=sess.primary, process_id=process_id,
                       seconds=time.time() - started, warnings=warnings,
                       samples_note=None if sess.opts.tune_only else samples_note(cases))
+
+
+def _missing_backends(sess: Session, todo: list[suite_lib.Case], hooks: RunHooks) -> list[str]:
+    """A warning per backend of ``todo`` whose environment is absent here, each said (its cases become
+    skipped rows)."""
+    warnings = [f"{sess.pool.missing(b)}; its cases become skipped rows"
+                for b in dict.fromkeys(c.backend for c in todo) if sess.pool.missing(b)]
+    for w in warnings:
+        hooks.warning(w)
+    return warnings
 
 
 def _pick_cases(sess: Session, platform: str, shard_of: tuple[int, int] | None,
