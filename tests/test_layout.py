@@ -198,3 +198,22 @@ def test_no_function_is_over_60_lines():
                 if lines > MAX_FUNCTION_LINES:
                     long.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name} ({lines} lines)")
     assert sorted(long) == []
+
+
+def test_the_readmes_layout_draws_these_floors():
+    """README.md's Layout block: a line starting with floor i's number, and the lines under it that name
+    another `xlabench/...`, list exactly FLOORS[i]'s packages."""
+    import re
+
+    readme = (ROOT / "README.md").read_text()
+    block = readme.split("## Layout", 1)[1].split("```", 2)[1]
+    drawn: list[set[str]] = []
+    for line in block.splitlines():
+        m = re.match(r"(\d+)?\s+xlabench/(\w+)", line)
+        if not m:
+            continue
+        if m.group(1) is not None:
+            assert int(m.group(1)) == len(drawn), line
+            drawn.append(set())
+        drawn[-1].add(m.group(2))
+    assert drawn == [set(f) for f in FLOORS]
