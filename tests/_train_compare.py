@@ -15,3 +15,12 @@ def update_rel_diff(ua: list[np.ndarray], ub: list[np.ndarray]) -> float:
     """
     num = math.sqrt(sum(float(np.sum((a - b) ** 2)) for a, b in zip(ua, ub)))
     return num / math.sqrt(sum(float(np.sum(b ** 2)) for b in ub))
+
+
+def unstack_layers(layers: dict) -> list[dict]:
+    """The inverse of backends/jax/model.stack_layers: one dict per layer (to compare a scanned model's
+    parameters with the unrolled one's)."""
+    import jax
+
+    n = jax.tree.leaves(layers)[0].shape[0]
+    return [jax.tree.map(lambda x, i=i: x[i], layers) for i in range(n)]

@@ -14,7 +14,7 @@ import sys
 import jax
 import numpy as np
 
-from _train_compare import update_rel_diff
+from _train_compare import unstack_layers, update_rel_diff
 
 from xlabench.backends.jax import model as model_lib
 from xlabench.backends.jax import sharding, train_case
@@ -41,7 +41,7 @@ CASES = [
 def _per_layer(params: dict) -> dict:
     """The parameters in the per-layer layout (stacked layers split), to compare with unrolled runs."""
     if model_lib.is_stacked(params["layers"]):
-        return {**params, "layers": model_lib.unstack_layers(params["layers"])}
+        return {**params, "layers": unstack_layers(params["layers"])}
     return params
 
 

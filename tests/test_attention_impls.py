@@ -50,7 +50,7 @@ def test_bfloat16_within_its_tolerance():
 
 def test_wrong_kernel_is_flagged(monkeypatch):
     """A kernel that returns garbage must give correct=False, never a silent win."""
-    broken = impls.JaxAttentionImpl("naive", "bshd", lambda q, k, v, cfg: q * 0.5, impls._none)
+    broken = impls.AttentionImplRecord("naive", "bshd", lambda q, k, v, cfg: q * 0.5, impls.no_rule)
     monkeypatch.setitem(impls.REGISTRY, "naive", broken)
     params = dict(batch=1, num_heads=2, seq_len=64, head_dim=32, dtype="float32")
     f = run_attention_case(params, "naive", PLAN, False, "cpu").fields

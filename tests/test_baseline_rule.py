@@ -40,7 +40,7 @@ def _flash(df: pd.DataFrame, values: pd.Series) -> dict[int, float]:
 
 def test_a_block_sweeps_speedups_use_the_pooled_naive_samples(sweep):
     df = cd.load([sweep])
-    assert _flash(df, cd.speedup_over_baseline(df)) == pytest.approx({128: 1.3 / 0.65, 256: 1.3 / 0.52,
+    assert _flash(df, cd.baseline_seconds(df) / cd.metric(df, "median_s")) == pytest.approx({128: 1.3 / 0.65, 256: 1.3 / 0.52,
                                                                        512: 1.3 / 0.5})
     assert list(cd.baseline_seconds(df) / MS) == pytest.approx([POOLED_MS] * 6)  # every row, naive too
 
@@ -48,7 +48,7 @@ def test_a_block_sweeps_speedups_use_the_pooled_naive_samples(sweep):
 def test_without_samples_the_baseline_is_the_median_of_the_naive_medians(sweep):
     results.RunFiles(sweep).samples.unlink()
     df = cd.load([sweep])
-    assert _flash(df, cd.speedup_over_baseline(df)) == pytest.approx({128: 1.2 / 0.65, 256: 1.2 / 0.52,
+    assert _flash(df, cd.baseline_seconds(df) / cd.metric(df, "median_s")) == pytest.approx({128: 1.2 / 0.65, 256: 1.2 / 0.52,
                                                                        512: 1.2 / 0.5})
     assert list(cd.baseline_seconds(df) / MS) == pytest.approx([MEDIANS_MS] * 6)
 

@@ -49,7 +49,7 @@ def _picks(paths: list[Path]) -> list[best.Pick]:
 def test_best_picks_the_fastest_correct_config_per_shape_with_its_speedup(tmp_path):
     picks = _picks([_sweep(tmp_path, wrong_fastest=True)])
     assert sorted(p.verdict for p in picks) == [best.DEFAULT_FASTEST, best.WINNER]
-    configs = best.tuned_configs(picks)
+    configs = [p.config for p in picks if p.config is not None]
     by_seq = {c.shape["seq_len"]: c for c in configs}
     assert sorted(by_seq) == [128, 256] and all(c.impl == "flash" for c in configs)  # naive swept nothing
     assert by_seq[256].params == {"block_q": 64, "block_k": 64}  # not the wrong 32 x 32 row, though faster
@@ -158,7 +158,7 @@ def test_a_faster_median_of_noisy_samples_is_no_significant_winner(tmp_path):
     (pick,) = _picks([path])
     assert pick.verdict == best.NO_WINNER and pick.shown.params == {"block_q": 64, "block_k": 64}
     assert pick.test.p_holm > 0.05 and pick.test.ci_low < 0.95  # the interval reaches the default
-    (kept,) = best.tuned_configs([pick])
+    kept = pick.config
     assert kept.params == {"block_q": None, "block_k": None} and kept.speedup_vs_default is None
     out = tmp_path / "tuned.yaml"
     res = CliRunner().invoke(main, ["best", str(path), "-o", str(out)])
@@ -177,7 +177,7 @@ def test_a_faster_median_of_noisy_samples_is_no_significant_winner(tmp_path):
 def test_interpreted_rows_are_flagged_and_never_tuned_from(tmp_path):
     path = _two_configs(tmp_path, [2.0, 2.1, 2.05, 1.95, 2.2, 2.0], [1.0, 1.1, 0.9, 1.05, 0.95, 1.0], interpret=True)
     (pick,) = _picks([path])
-    assert pick.verdict == best.INTERPRETED and pick.config is None and best.tuned_configs([pick]) == []
+    assert pick.verdict == best.INTERPRETED and pick.config is None
     headers, rows = best.table_rows([pick])  # no configuration or time beside "not tuned": no choice was made
     assert [rows[0][headers.index(h)] for h in ("block_q", "block_k", "median ms")] == ["-", "-", ""]
     res = CliRunner().invoke(main, ["best", str(path)])

@@ -11,6 +11,7 @@ import pytest
 
 from xlabench import impls as catalog
 from xlabench import suite
+from xlabench.protocol.replies import Reply, WorkerEnv
 from xlabench.protocol.worker_messages import CaseResult, RunRequest
 from xlabench.run import scheduler
 from xlabench.run.case_plan import INTERPRETED, plan_case
@@ -77,17 +78,17 @@ def test_a_train_step_keeps_the_wall_clock_as_its_headline_on_a_tpu(tmp_path):
 class Worker:
     """A TPU worker without a framework: it keeps each request and replies wall and device samples."""
 
-    env = {"platform": "tpu", "device_kind": "TPU v5 lite", "device_count": 1, "process_count": 1,
-           "framework_version": "jax fake"}
+    env = WorkerEnv({"platform": "tpu", "device_kind": "TPU v5 lite", "device_count": 1, "process_count": 1,
+                     "framework_version": "jax fake"})
 
     def __init__(self) -> None:
         self.requests: list[RunRequest] = []
 
-    def request(self, msg: dict[str, Any], timeout: float) -> dict[str, Any]:
+    def request(self, msg: dict[str, Any], timeout: float) -> Reply:
         self.requests.append(RunRequest.from_message(msg))
         result = CaseResult(samples=(2e-3, 2e-3, 2e-3), device_samples=(1e-3, 1e-3, 1e-3), timer="trace",
                             correct=True)
-        return {"status": "ok", "result": result.to_message()}
+        return Reply(status="ok", result=result.to_message())
 
     def alive(self) -> bool:
         return True

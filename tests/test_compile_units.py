@@ -67,3 +67,15 @@ def test_compile_workers_use_libtpu_compile_only_and_cpu_workers_skip_tpu_init(m
     assert envs.worker_environ("jax", 1, {"JAX_PLATFORMS": "cuda"})["JAX_PLATFORMS"] == "cuda"  # the user's wins
     monkeypatch.setattr(envs, "accelerator_present", lambda: True)
     assert "JAX_PLATFORMS" not in envs.worker_environ("jax", 1, {})  # a TPU VM or GPU host: JAX picks
+
+
+def test_a_chip_is_one_record() -> None:
+    """TARGETS, the megacore chips and the shipped tuning table's file derive from hardware.CHIPS."""
+    from xlabench.impls import paged_rules
+    from xlabench.tune import table
+
+    assert {t.name for t in hardware.TARGETS} == {name for c in hardware.CHIPS for name, _ in c.slices}
+    assert hardware.MEGACORE_CHIPS == ("TPU v4", "TPU v5p") and not hasattr(paged_rules, "MEGACORE_CHIPS")
+    assert table.table_name("TPU v5 lite") == "tpu_v5_lite.json" and table.table_name("TPU v6 lite") == "tpu_v6_lite.json"
+    for chip in hardware.CHIPS:
+        assert chip.tuning_table is None or (table.PACKAGE_DIR / chip.tuning_table).is_file(), chip.name

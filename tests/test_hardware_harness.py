@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from xlabench import hardware
-from xlabench.measure.timing import TimingPlan, summarize, time_calls
+from xlabench.measure.timing import TimingPlan, time_calls
+from xlabench.stats import summarize
 
 
 @pytest.mark.parametrize("kind,name,tflops", [

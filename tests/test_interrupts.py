@@ -19,6 +19,7 @@ from xlabench import cli
 from xlabench.worker import parent_watch as worker
 from xlabench.run import suite_runner as run_session
 from xlabench.run import interrupts, scheduler
+from xlabench.protocol.replies import Reply, WorkerEnv
 from xlabench import suite as suite_lib
 
 SUITE = """
@@ -59,15 +60,15 @@ class FakeWorker:
     """Answers the first case with a skip, then does what ``on_run`` says (e.g. receive a signal)."""
 
     def __init__(self, on_run):
-        self.env = {"platform": "cpu", "device_count": 1}
+        self.env = WorkerEnv({"platform": "cpu", "device_count": 1})
         self.on_run = on_run
         self.calls = 0
 
-    def request(self, msg: dict[str, Any], timeout_s: float) -> dict[str, Any]:
+    def request(self, msg: dict[str, Any], timeout_s: float) -> Reply:
         self.calls += 1
         if self.calls > 1:
             self.on_run()
-        return {"status": "skipped", "error": "fake"}
+        return Reply(status="skipped", error="fake")
 
     def alive(self) -> bool:
         return True

@@ -110,13 +110,25 @@ def test_protocol_and_measure_are_the_bottom_floors():
     only protocol and the cache below it; neither a framework: every floor may import them."""
     _, externals = _graph()
     every = _all_imports()
-    below = {"protocol": ("xlabench.protocol",), "measure": ("xlabench.measure", "xlabench.protocol", "xlabench.cache")}
+    below = {"protocol": ("xlabench.protocol",),
+             "measure": ("xlabench.measure", "xlabench.protocol", "xlabench.cache", "xlabench.stats")}
     for package, allowed in below.items():
         mods = [m for m in every if m == f"xlabench.{package}" or m.startswith(f"xlabench.{package}.")]
         assert len(mods) > 3, package
         for m in mods:
             assert not externals[m] & set(FRAMEWORKS), m
             assert {d for d in every[m] if not d.startswith(allowed)} == set(), m
+
+
+def test_the_statistics_are_pure():
+    """xlabench/stats.py imports nothing of xlabench and no framework; scipy only inside a function (the
+    worker and the CLI's startup stay light)."""
+    tree = ast.parse((PKG / "stats.py").read_text())
+    top = {(n.module if isinstance(n, ast.ImportFrom) else a.name).split(".")[0]
+           for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))
+           for a in (n.names if isinstance(n, ast.Import) else [n])}
+    assert top <= {"__future__", "functools", "math", "statistics", "typing", "numpy"}, top
+    assert not _all_imports()["xlabench.stats"]
 
 
 def test_worker_is_imported_only_by_the_process_entry():
@@ -130,10 +142,11 @@ def test_worker_is_imported_only_by_the_process_entry():
 
 # The floors README's Layout section draws, bottom to top: a package imports only from floors below it.
 FLOORS = (
-    {"cache", "protocol"},  # the cache's root and JSON writer; the worker protocol, env names and statuses
+    {"cache", "protocol", "hardware", "stats", "cells"},  # the cache's root and JSON writer; the worker protocol; the
+    # chip records; the statistics (pure); a cell as a number
     {"measure", "flops", "roofline"},
     {"tune"},  # framework-free block-size search and its cache; the workloads declare their spaces with it
-    {"workloads", "results", "hardware"},
+    {"workloads", "results"},
     {"audit"},  # the invariants of a row (pure functions), checked by the run, the gate, the report and `audit`
     {"impls"},  # the impl catalog and the built-in kernels' rules and search spaces, over the workloads' params
     {"suite"},
@@ -169,3 +182,38 @@ def test_package_docstrings_point_to_the_readme_layout_instead_of_listing_module
     listing = [str(p.relative_to(ROOT)) for p in PKG.glob("*/__init__.py")
                if "Modules:" in (ast.get_docstring(ast.parse(p.read_text())) or "")]
     assert listing == []
+
+
+MAX_FUNCTION_LINES = 60
+
+
+def test_no_function_is_over_60_lines():
+    """A function longer than a screen is split into named parts (issue 51): def line to last line, its
+    docstring included."""
+    long = []
+    for path in PKG.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                lines = node.end_lineno - node.lineno + 1
+                if lines > MAX_FUNCTION_LINES:
+                    long.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name} ({lines} lines)")
+    assert sorted(long) == []
+
+
+def test_the_readmes_layout_draws_these_floors():
+    """README.md's Layout block: a line starting with floor i's number, and the lines under it that name
+    another `xlabench/...`, list exactly FLOORS[i]'s packages."""
+    import re
+
+    readme = (ROOT / "README.md").read_text()
+    block = readme.split("## Layout", 1)[1].split("```", 2)[1]
+    drawn: list[set[str]] = []
+    for line in block.splitlines():
+        m = re.match(r"(\d+)?\s+xlabench/(\w+)", line)
+        if not m:
+            continue
+        if m.group(1) is not None:
+            assert int(m.group(1)) == len(drawn), line
+            drawn.append(set())
+        drawn[-1].add(m.group(2))
+    assert drawn == [set(f) for f in FLOORS]

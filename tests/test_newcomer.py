@@ -191,14 +191,14 @@ def test_the_paged_plan_skips_what_a_recorded_cpu_run_skipped():
 
     from xlabench import suite as suite_lib
     from xlabench.run import suite_runner
-    from xlabench.run.scheduler import plan_skip
+    from xlabench.run.scheduler import platform_skip
 
     recorded = pd.read_csv(ROOT / "tests" / "fixtures" / "run_paged_cpu.csv", dtype={"case_id": str})
     status = dict(zip(recorded["case_id"], recorded["status"]))
     cases = suite_lib.load(ROOT / "suites" / "paged_attention.yaml").cases("cpu")
     assert {c.case_id for c in cases} == set(status)
     for c in cases:
-        why = plan_skip(c, "cpu") or suite_runner.predict_skip(c, "cpu")
+        why = platform_skip(c, "cpu") or suite_runner.predict_skip(c, "cpu")
         assert (why is not None) == (status[c.case_id] == "skipped"), (c.backend, c.impl, c.params, why)
 
 

@@ -12,6 +12,7 @@ import pytest
 
 from xlabench import suite
 from xlabench.run import scheduler
+from xlabench.protocol.replies import Reply, WorkerEnv
 from xlabench.protocol.worker_messages import CaseResult, RunRequest
 
 SUITE = """
@@ -29,20 +30,20 @@ measure: {warmup: 0, iters: 4, repeats: 3}
 class FakeWorker:
     """Answers run requests without a framework and records which case each one was for."""
 
-    env = {"platform": "cpu", "device_kind": "cpu", "device_count": 1, "process_count": 1,
-           "framework_version": "jax fake"}
+    env = WorkerEnv({"platform": "cpu", "device_kind": "cpu", "device_count": 1, "process_count": 1,
+                     "framework_version": "jax fake"})
 
     def __init__(self, log: list[str], fail: dict[str, int]):
         self.log, self.fail = log, fail
 
-    def request(self, msg: dict[str, Any], timeout: float) -> dict[str, Any]:
+    def request(self, msg: dict[str, Any], timeout: float) -> Reply:
         case_id = RunRequest.from_message(msg).case_id
         self.log.append(case_id)
         if self.log.count(case_id) == self.fail.get(case_id):
-            return {"status": "failed", "error": "RuntimeError: boom"}
+            return Reply(status="failed", error="RuntimeError: boom")
         samples = [1e-3 * (1 + 0.01 * len(self.log))] * 4
         result = CaseResult(samples=tuple(samples), correct=True)
-        return {"status": "ok", "result": result.to_message()}
+        return Reply(status="ok", result=result.to_message())
 
     def alive(self) -> bool:
         return True

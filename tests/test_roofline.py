@@ -162,7 +162,7 @@ def test_ici_counts_links_and_wraparound(kind: str, topology: str, gbps: float, 
 
 
 def test_every_tpu_with_an_ici_figure_has_its_source_and_cpu_uses_the_measured_copy() -> None:
-    for p in hardware.PEAKS:
+    for p in hardware.CHIPS:
         if p.link_gbytes_per_s is not None:
             assert p.links_per_chip and p.wrap_at and "ICI" in p.link_source
     cpu = hardware.interconnect("cpu", None, 3.4)

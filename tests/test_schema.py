@@ -32,7 +32,7 @@ def _write(path: Path, header: list[str], rows: list[dict]) -> Path:
 
 
 def test_every_column_declares_one_of_the_dtypes():
-    assert {c.dtype for c in schema.COLUMNS} == set(schema.DTYPES)
+    assert {c.dtype for c in schema.COLUMNS} == set(schema.CELL_TYPES)
     assert schema.TEXT_COLUMN_NAMES == {c.name for c in schema.COLUMNS if c.dtype == "text"}
 
 
@@ -134,12 +134,12 @@ def test_block_names_are_spelled_out_once():
                                         (float("inf"), None), (True, None), ("", None), ("abc", None)])
 def test_a_cell_is_read_as_a_number_in_one_place(cell, want):
     """Five modules each parsed a cell with their own try/float/isnan (roofline, audit, explain, gate,
-    history): they now share protocol.cells.number."""
+    history): they now share xlabench.cells.number."""
     from xlabench import roofline
     from xlabench.audit import rules
     from xlabench.explain import runfile
     from xlabench.gate import config
-    from xlabench.protocol.cells import number
+    from xlabench.cells import number
 
     assert number(cell) == want and config.num(cell) == want
     row = {"x": cell}

@@ -221,9 +221,9 @@ def test_recompilation_while_timing_and_wrong_kernels_are_flagged(torch_xla_pyth
         def drifting(q, k, v, cfg):
             n = next(counter)
             return torch.roll(torch.roll(ai.naive(q, k, v, cfg), n, 1), -n, 1)
-        ai.REGISTRY["naive"] = ai.TorchAttentionImpl("naive", "bshd", drifting, ai._none)
+        ai.REGISTRY["naive"] = ai.TorchAttentionImpl("naive", "bshd", drifting, ai.no_rule)
         drift = run(params, "naive", plan, False, "cpu").fields
-        ai.REGISTRY["naive"] = ai.TorchAttentionImpl("naive", "bshd", lambda q, k, v, cfg: q * 0.5, ai._none)
+        ai.REGISTRY["naive"] = ai.TorchAttentionImpl("naive", "bshd", lambda q, k, v, cfg: q * 0.5, ai.no_rule)
         wrong = run(params, "naive", plan, False, "cpu").fields
         from xlabench import impls
         from xlabench.backends.torch_xla import paged_impls as pi

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from xlabench.protocol.worker_messages import CaseSkipped
-from xlabench.protocol.plan import TimingPlan
+from xlabench.protocol.timing_plan import TimingPlan
 from xlabench.workloads.train import TrainParams, largest_batch
 
 from conftest import require_libtpu

@@ -8,7 +8,7 @@ import jax
 import numpy as np
 import pytest
 
-from _train_compare import update_rel_diff
+from _train_compare import unstack_layers, update_rel_diff
 from xlabench import flops
 from xlabench.backends.jax import model, sharding, train_case
 from xlabench.protocol.worker_messages import CaseSkipped
@@ -26,7 +26,7 @@ def _p(model_name: str, **kw) -> TrainParams:
 def _per_layer_leaves(params: dict) -> list[np.ndarray]:
     """Leaves in the per-layer (unrolled) layout, whichever layout ``params`` has."""
     if model.is_stacked(params["layers"]):
-        params = {**params, "layers": model.unstack_layers(params["layers"])}
+        params = {**params, "layers": unstack_layers(params["layers"])}
     return [np.asarray(x) for x in jax.tree.leaves(params)]
 
 

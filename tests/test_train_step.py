@@ -9,6 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from _train_compare import unstack_layers
 from xlabench.backends.jax import attention_impls as impls
 from xlabench.backends.jax import model, sharding, train_case
 from xlabench.protocol.worker_messages import CaseSkipped
@@ -66,7 +67,7 @@ def _loss_and_grads(p: TrainParams, impl: str = "naive") -> tuple[np.ndarray, li
         (_, per_seq), grads = jax.jit(jax.value_and_grad(
             lambda w: model.loss(w, tokens, p.config(), hooks, p.remat, p.loss_chunk), has_aux=True))(params)
     if model.is_stacked(grads["layers"]):
-        grads = {**grads, "layers": model.unstack_layers(grads["layers"])}
+        grads = {**grads, "layers": unstack_layers(grads["layers"])}
     return np.asarray(per_seq), [np.asarray(x) for x in jax.tree.leaves(grads)]
 
 

@@ -263,7 +263,7 @@ def chunky(monkeypatch):
 def _plan(params, impl, tune_dir, tune=True, interpret=False, workload="attention"):
     """The parent's plan of the case (run/case_plan.py) with --tune (``tune``) and ``tune_dir`` as its
     tuning cache; ``interpret``: the platform runs the kernel in the interpreter."""
-    from xlabench.protocol.plan import TimingPlan
+    from xlabench.protocol.timing_plan import TimingPlan
     from xlabench.run.case_plan import tuning
 
     case = SimpleNamespace(workload=workload, params=params)
@@ -387,7 +387,7 @@ def test_the_train_step_runs_its_attention_at_the_tuned_blocks_from_the_same_cac
     second case of the same shape reads the winner from the cache."""
     from xlabench.backends.jax import attention_impls as impls
     from xlabench.backends.jax import train_case
-    from xlabench.protocol.plan import TimingPlan
+    from xlabench.protocol.timing_plan import TimingPlan
 
     seen = []
     attend = impls.attend
@@ -452,7 +452,7 @@ def test_the_tune_command_fills_no_results_file_and_says_what_it_did_not_tune(tm
 
 
 def test_a_train_step_keeps_its_pipelined_wall_time_as_the_headline():
-    from xlabench.protocol.plan import TimingPlan
+    from xlabench.protocol.timing_plan import TimingPlan
     from xlabench.protocol.worker_messages import CaseResult
     from xlabench.run.case_plan import headline
     from xlabench.run.rows import measured

@@ -1,4 +1,7 @@
-"""Peak dense FLOP/s and HBM bandwidth per device kind: the one peak table, each entry with its source.
+"""One record per chip (``CHIPS``): its peak dense FLOP/s and HBM bandwidth, ICI links, HBM size, megacore,
+the slices it is compiled for and its shipped tuning table, each figure with its source. ``TARGETS`` (the
+compile targets), ``MEGACORE_CHIPS`` (impls/paged_rules) and the tuning table's file (tune/table.py) derive
+from it: a new chip is one ``Chip`` here.
 
 Figures are per *chip* from the vendors' documents; where one chip shows up as two framework devices
 (TPU v2, v3, v7) the per-device peak is half. CPU has no datasheet figure: it is measured (a float32
@@ -14,7 +17,12 @@ from typing import Any
 
 
 @dataclass(frozen=True)
-class Peak:
+class Chip:
+    """A chip's facts. ``slices``: the compile targets, (name users rent it under, libtpu topology shape);
+    ``topology``: libtpu's topology prefix ("v5e"), or "cuda" for a GPU (lowering only); ``doc``: the chip's
+    name in its datasheet, as a target's source names it; ``tuning_table``: its shipped table's file in
+    xlabench/tune/tables/ (None: none shipped)."""
+
     name: str
     pattern: str  # regex matched (case-insensitive) against the framework's device_kind
     bf16_tflops_per_chip: float
@@ -26,6 +34,14 @@ class Peak:
     links_per_chip: int | None = None
     wrap_at: int | None = None  # a torus axis wraps around when its length is a multiple of this
     link_source: str = ""
+    hbm_gib: float | None = None  # datasheet HBM per chip (the usable limit is probed per compiled row)
+    megacore: bool = False  # two TensorCores as one device (the paged kernel's megacore_mode needs it)
+    topology: str = ""
+    slices: tuple[tuple[str, str], ...] = ()
+    compile_options: tuple[tuple[str, Any], ...] = ()
+    doc: str = ""
+    target_source: str = ""  # a GPU target's source (TPU targets name the TPU docs)
+    tuning_table: str | None = None
 
     @property
     def tflops_per_device(self) -> float:
@@ -41,32 +57,45 @@ _ICI = ("ICI one-way GB/s per link: 'How to Scale Your Model' (Austin et al., Go
         "'How to Think About TPUs', table of ICI bandwidth per generation")
 _ICI_3D = f"{_ICI}; 3D torus, 6 links per chip, an axis wraps at multiples of 4 (a full cube)"
 _ICI_2D = f"{_ICI}; 2D torus, 4 links per chip, an axis wraps only at the pod's 16"
+_ONE_HOST = (("chips_per_host_bounds", (1, 1, 1)),)  # a one-chip slice is one host's
 # Order matters: the first match wins ("v5 lite" before "v5").
-PEAKS: tuple[Peak, ...] = (
-    Peak("TPU v2", r"tpu v2\b", 45, 700, 2, f"{_TPU_DOC} TPU v2 (per chip, 2 cores = 2 devices)"),
-    Peak("TPU v3", r"tpu v3\b", 123, 900, 2, f"{_TPU_DOC} TPU v3 (per chip, 2 cores = 2 devices)",
+CHIPS: tuple[Chip, ...] = (
+    Chip("TPU v2", r"tpu v2\b", 45, 700, 2, f"{_TPU_DOC} TPU v2 (per chip, 2 cores = 2 devices)"),
+    Chip("TPU v3", r"tpu v3\b", 123, 900, 2, f"{_TPU_DOC} TPU v3 (per chip, 2 cores = 2 devices)",
          100, 4, 32, f"{_ICI}; 2D torus, 4 links per chip, an axis wraps at the pod's 32"),
-    Peak("TPU v4", r"tpu v4\b", 275, 1200, 1, f"{_TPU_DOC} TPU v4 (megacore: 1 device per chip)",
-         45, 6, 4, _ICI_3D),
-    Peak("TPU v5e", r"tpu v5 ?lite|tpu v5e", 197, 819, 1, f"{_TPU_DOC} TPU v5e", 45, 4, 16, _ICI_2D),
-    Peak("TPU v5p", r"tpu v5p?\b", 459, 2765, 1, f"{_TPU_DOC} TPU v5p", 90, 6, 4, _ICI_3D),
-    Peak("TPU v6e", r"tpu v6 ?lite|tpu v6e|trillium", 918, 1638, 1, f"{_TPU_DOC} TPU v6e (Trillium)",
-         90, 4, 16, _ICI_2D),
-    Peak("TPU v7", r"tpu ?v?7|ironwood", 2307, 7380, 2, f"{_TPU_DOC} TPU7x (Ironwood) (per chip, 2 devices)"),
-    Peak("A100", r"a100", 312, 2039, 1, "NVIDIA A100 datasheet (SXM 80GB, dense bf16)"),
-    Peak("H100 PCIe", r"h100.*pcie", 756, 2000, 1, "NVIDIA H100 datasheet (PCIe, dense bf16)"),
-    Peak("H100 SXM", r"h100", 989, 3350, 1, "NVIDIA H100 datasheet (SXM, dense bf16)"),
-    Peak("H200", r"h200", 989, 4800, 1, "NVIDIA H200 datasheet (SXM, dense bf16)"),
-    Peak("B200", r"b200", 2250, 8000, 1, "NVIDIA B200 datasheet (dense bf16)"),
-    Peak("MI300X", r"mi300x", 1307, 5300, 1, "AMD Instinct MI300X datasheet (dense bf16)"),
+    Chip("TPU v4", r"tpu v4\b", 275, 1200, 1, f"{_TPU_DOC} TPU v4 (megacore: 1 device per chip)",
+         45, 6, 4, _ICI_3D, hbm_gib=32, megacore=True, topology="v4", doc="TPU v4",
+         slices=(("v4-8", "2x2x1"), ("v4-16", "2x2x2"), ("v4-32", "2x2x4")),
+         compile_options=(("chip_config_name", "megacore"),)),
+    Chip("TPU v5e", r"tpu v5 ?lite|tpu v5e", 197, 819, 1, f"{_TPU_DOC} TPU v5e", 45, 4, 16, _ICI_2D,
+         hbm_gib=16, topology="v5e", doc="TPU v5e", tuning_table="tpu_v5_lite.json",
+         slices=(("v5e-1", "1x1"), ("v5e-4", "2x2"), ("v5e-8", "2x4"), ("v5e-16", "4x4"), ("v5e-32", "4x8"),
+                 ("v5e-64", "8x8"), ("v5e-256", "16x16"))),
+    Chip("TPU v5p", r"tpu v5p?\b", 459, 2765, 1, f"{_TPU_DOC} TPU v5p", 90, 6, 4, _ICI_3D,
+         hbm_gib=95, megacore=True, topology="v5", doc="TPU v5p", slices=(("v5p-8", "2x2x1"), ("v5p-16", "2x2x2"))),
+    Chip("TPU v6e", r"tpu v6 ?lite|tpu v6e|trillium", 918, 1638, 1, f"{_TPU_DOC} TPU v6e (Trillium)",
+         90, 4, 16, _ICI_2D, hbm_gib=32, topology="v6e", doc="TPU v6e",
+         slices=(("v6e-1", "1x1"), ("v6e-4", "2x2"), ("v6e-8", "2x4"), ("v6e-16", "4x4"), ("v6e-256", "16x16"))),
+    Chip("TPU v7", r"tpu ?v?7|ironwood", 2307, 7380, 2, f"{_TPU_DOC} TPU7x (Ironwood) (per chip, 2 devices)",
+         hbm_gib=192, topology="tpu7x", doc="TPU7x (Ironwood)",
+         slices=(("tpu7x-8", "2x2x1"), ("tpu7x-16", "2x2x2"))),
+    Chip("A100", r"a100", 312, 2039, 1, "NVIDIA A100 datasheet (SXM 80GB, dense bf16)"),
+    Chip("H100 PCIe", r"h100.*pcie", 756, 2000, 1, "NVIDIA H100 datasheet (PCIe, dense bf16)"),
+    Chip("H100 SXM", r"h100", 989, 3350, 1, "NVIDIA H100 datasheet (SXM, dense bf16)", hbm_gib=80,
+         topology="cuda", slices=(("h100", ""),), target_source="NVIDIA H100 datasheet (SXM, 80 GB); lowering only"),
+    Chip("H200", r"h200", 989, 4800, 1, "NVIDIA H200 datasheet (SXM, dense bf16)", hbm_gib=141,
+         topology="cuda", slices=(("h200", ""),), target_source="NVIDIA H200 datasheet (141 GB); lowering only"),
+    Chip("B200", r"b200", 2250, 8000, 1, "NVIDIA B200 datasheet (dense bf16)"),
+    Chip("MI300X", r"mi300x", 1307, 5300, 1, "AMD Instinct MI300X datasheet (dense bf16)"),
 )
+MEGACORE_CHIPS: tuple[str, ...] = tuple(c.name for c in CHIPS if c.megacore)
 
 
-def lookup(device_kind: str) -> Peak | None:
-    """The peak entry for a framework device_kind string, or None when the kind is not in the table."""
-    for peak in PEAKS:
-        if re.search(peak.pattern, device_kind, flags=re.IGNORECASE):
-            return peak
+def lookup(device_kind: str) -> Chip | None:
+    """The chip of a framework device_kind string, or None when the kind is not in the table."""
+    for chip in CHIPS:
+        if re.search(chip.pattern, device_kind, flags=re.IGNORECASE):
+            return chip
     return None
 
 
@@ -130,35 +159,27 @@ class Target:
         return self.chips * self.devices_per_chip
 
 
-def _tpu(name: str, topology: str, chips: int, per_chip: int, hbm: float, doc: str, **options: Any) -> Target:
-    return Target(name, "tpu", topology, chips, per_chip, hbm, f"{_TPU_DOC} {doc}; topology name as {_MAXTEXT}",
-                  tuple(sorted(options.items())))
+def _targets(chip: Chip) -> tuple[Target, ...]:
+    """The chip's compile targets, one per slice."""
+    if not chip.slices:
+        return ()
+    if chip.topology == "cuda":
+        return tuple(Target(name, "gpu", "cuda", 1, 1, chip.hbm_gib or 0, chip.target_source) for name, _ in chip.slices)
+    notes = [f"{chip.hbm_gib:g} GiB HBM per chip"] + (["megacore"] if chip.megacore else []) + (
+        [f"{chip.devices_per_chip} devices per chip"] if chip.devices_per_chip > 1 else [])
+    source = f"{_TPU_DOC} {chip.doc} ({', '.join(notes)}); topology name as {_MAXTEXT}"
+    out = []
+    for name, shape in chip.slices:
+        chips = 1
+        for d in shape.split("x"):
+            chips *= int(d)
+        options = chip.compile_options + (_ONE_HOST if chips == 1 else ())
+        out.append(Target(name, "tpu", f"{chip.topology}:{shape}", chips, chip.devices_per_chip, chip.hbm_gib or 0,
+                          source, tuple(sorted(options))))
+    return tuple(out)
 
 
-_ONE_HOST = {"chips_per_host_bounds": (1, 1, 1)}
-TARGETS: tuple[Target, ...] = (
-    _tpu("v4-8", "v4:2x2x1", 4, 1, 32, "TPU v4 (32 GiB HBM per chip, megacore)", chip_config_name="megacore"),
-    _tpu("v4-16", "v4:2x2x2", 8, 1, 32, "TPU v4 (32 GiB HBM per chip, megacore)", chip_config_name="megacore"),
-    _tpu("v4-32", "v4:2x2x4", 16, 1, 32, "TPU v4 (32 GiB HBM per chip, megacore)", chip_config_name="megacore"),
-    _tpu("v5p-8", "v5:2x2x1", 4, 1, 95, "TPU v5p (95 GiB HBM per chip, megacore)"),
-    _tpu("v5p-16", "v5:2x2x2", 8, 1, 95, "TPU v5p (95 GiB HBM per chip, megacore)"),
-    _tpu("v5e-1", "v5e:1x1", 1, 1, 16, "TPU v5e (16 GiB HBM per chip)", **_ONE_HOST),
-    _tpu("v5e-4", "v5e:2x2", 4, 1, 16, "TPU v5e (16 GiB HBM per chip)"),
-    _tpu("v5e-8", "v5e:2x4", 8, 1, 16, "TPU v5e (16 GiB HBM per chip)"),
-    _tpu("v5e-16", "v5e:4x4", 16, 1, 16, "TPU v5e (16 GiB HBM per chip)"),
-    _tpu("v5e-32", "v5e:4x8", 32, 1, 16, "TPU v5e (16 GiB HBM per chip)"),
-    _tpu("v5e-64", "v5e:8x8", 64, 1, 16, "TPU v5e (16 GiB HBM per chip)"),
-    _tpu("v5e-256", "v5e:16x16", 256, 1, 16, "TPU v5e (16 GiB HBM per chip)"),
-    _tpu("v6e-1", "v6e:1x1", 1, 1, 32, "TPU v6e (32 GiB HBM per chip)", **_ONE_HOST),
-    _tpu("v6e-4", "v6e:2x2", 4, 1, 32, "TPU v6e (32 GiB HBM per chip)"),
-    _tpu("v6e-8", "v6e:2x4", 8, 1, 32, "TPU v6e (32 GiB HBM per chip)"),
-    _tpu("v6e-16", "v6e:4x4", 16, 1, 32, "TPU v6e (32 GiB HBM per chip)"),
-    _tpu("v6e-256", "v6e:16x16", 256, 1, 32, "TPU v6e (32 GiB HBM per chip)"),
-    _tpu("tpu7x-8", "tpu7x:2x2x1", 4, 2, 192, "TPU7x (Ironwood) (192 GiB HBM per chip, 2 devices per chip)"),
-    _tpu("tpu7x-16", "tpu7x:2x2x2", 8, 2, 192, "TPU7x (Ironwood) (192 GiB HBM per chip, 2 devices per chip)"),
-    Target("h100", "gpu", "cuda", 1, 1, 80, "NVIDIA H100 datasheet (SXM, 80 GB); lowering only"),
-    Target("h200", "gpu", "cuda", 1, 1, 141, "NVIDIA H200 datasheet (141 GB); lowering only"),
-)
+TARGETS: tuple[Target, ...] = tuple(t for chip in CHIPS for t in _targets(chip))
 
 
 class UnknownTarget(ValueError):

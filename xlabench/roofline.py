@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Optional
 
-from xlabench.protocol.cells import number
+from xlabench.cells import number
 
 COMPUTE, MEMORY, COLLECTIVE = "compute", "memory", "collective"
 FRAC_SLACK = 1.05  # a roofline_frac above this is explained in roofline_note

@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Optional
 
-from xlabench.protocol.cells import number
+from xlabench.cells import number
 from xlabench import roofline
 from xlabench.hardware import interconnect
 from xlabench.protocol.status import OK

@@ -72,10 +72,6 @@ OPTIONS: dict[str, Callable[[], Callable]] = {
 
 _DEFAULTS = {f.name: f.default for f in dataclasses.fields(RunOptions)}
 
-# The options of `run` and the gate's runs that pick and measure cases (issue 21: declared once).
-CASE_OPTIONS = ("profile", "only_impls", "backends", "where")
-MEASURE_OPTIONS = ("out_dir", "timeout_s", "peak_tflops", "repeats", "timer", "tune")
-
 
 def run_options(*names: str, command: Optional[str] = None) -> Callable[[Callable], Callable]:
     """Add the named RunOptions fields as click options; the command receives them as one RunOptions,

@@ -105,32 +105,59 @@ def compile_cmd(suite_file: str, target_name: str, slices: int, run_opts: RunOpt
     """
     from xlabench.run import compile_runner
 
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
     s = load_suite(suite_file)
     started = time.time()
-    progress = Progress(TextColumn("{task.description}", markup=False), BarColumn(bar_width=16),
-                        MofNCompleteColumn(), TimeElapsedColumn(), console=console, transient=True)
-    tasks: dict[str, Any] = {}  # "all" and, with several jobs, one line per job naming its case
-    shown: list[list[str]] = [[]]  # the parameters that tell the cases apart
+    shown = _CompileProgress(s, target_name)
+    try:
+        with interruptible():
+            outcome = compile_runner.compile_suite(
+                s, target_name, slices, run_opts, on_start=shown.on_start, on_row=shown.on_row,
+                on_case_start=shown.on_case_start,
+                on_warning=lambda text: err_console.print(text, style="yellow", soft_wrap=True))
+    except compile_runner.CompileError as e:
+        raise BadInput(str(e)) from None
+    except Interrupted as e:
+        shown.progress.stop()
+        err_console.print(interrupted_message(e, suite_file, target_name, slices, run_opts), soft_wrap=True)
+        sys.exit(e.exit_code)
+    finally:
+        shown.progress.stop()
+    _print_outcome(outcome, started)
+    if outcome.count(FAILED):
+        err_console.print(f"{outcome.count('failed')} case(s) failed to compile", style="red")
+        sys.exit(1)
 
-    def on_start(prof: str, todo: int, done: int, env: dict[str, Any], jobs: int) -> None:
-        console.print(f"suite {s.name} profile {prof or 'base'} compiled for {target_name} "
+
+class _CompileProgress:
+    """`compile`'s hooks: the start line, a progress bar (and, with several jobs, a line per job naming its
+    case), and a line per finished case."""
+
+    def __init__(self, suite: Any, target_name: str):
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        self.suite, self.target_name = suite, target_name
+        self.progress = Progress(TextColumn("{task.description}", markup=False), BarColumn(bar_width=16),
+                                 MofNCompleteColumn(), TimeElapsedColumn(), console=console, transient=True)
+        self.tasks: dict[str, Any] = {}  # "all" and, with several jobs, one line per job naming its case
+        self.shown: list[str] = []  # the parameters that tell the cases apart
+
+    def on_start(self, prof: str, todo: int, done: int, env: dict[str, Any], jobs: int) -> None:
+        console.print(f"suite {self.suite.name} profile {prof or 'base'} compiled for {self.target_name} "
                       f"({env.get('device_count')} x {env.get('device_kind')}, {env.get('framework_version')}): "
                       f"{todo} case(s)" + (f", {done} already done" if done else "")
                       + (f", {jobs} jobs" if jobs > 1 else ""), soft_wrap=True)
-        shown[0] = results.varying([c.params for c in s.cases("" if prof == "base" else prof)])
-        progress.start()
-        tasks["all"] = progress.add_task(f"compile ({jobs} job{'s' if jobs > 1 else ''})", total=todo)
+        self.shown = results.varying([c.params for c in self.suite.cases("" if prof == "base" else prof)])
+        self.progress.start()
+        self.tasks["all"] = self.progress.add_task(f"compile ({jobs} job{'s' if jobs > 1 else ''})", total=todo)
         if jobs > 1:
-            tasks.update({f"job{j}": progress.add_task(f"  job {j + 1}", total=None) for j in range(jobs)})
+            self.tasks.update({f"job{j}": self.progress.add_task(f"  job {j + 1}", total=None) for j in range(jobs)})
 
-    def on_case_start(job: int, case: Any) -> None:
-        if f"job{job}" in tasks:
-            progress.update(tasks[f"job{job}"], description=f"  job {job + 1}: {case.label(shown[0])}"[:44])
+    def on_case_start(self, job: int, case: Any) -> None:
+        if f"job{job}" in self.tasks:
+            self.progress.update(self.tasks[f"job{job}"], description=f"  job {job + 1}: {case.label(self.shown)}"[:44])
 
-    def on_row(case: Any, row: dict[str, Any]) -> None:
-        progress.advance(tasks["all"])
+    def on_row(self, case: Any, row: dict[str, Any]) -> None:
+        self.progress.advance(self.tasks["all"])
         st = row["status"]
         if st == SKIPPED:
             return  # counted per reason at the end
@@ -139,23 +166,13 @@ def compile_cmd(suite_file: str, target_name: str, slices: int, run_opts: RunOpt
                  + ceiling_text(row)
                  if st in (COMPILED, OOM) else
                  f"lowered in {row.get('lower_s') or 0:.1f}s" if st == LOWERED else (row.get("error") or "")[:120])
-        progress.console.print(status_line(st, _STYLE[st], 8, f"{case.label()}  {extra}",
-                                           progress.console.width if progress.console.is_terminal else None),
-                               soft_wrap=True)
+        out = self.progress.console
+        out.print(status_line(st, _STYLE[st], 8, f"{case.label()}  {extra}", out.width if out.is_terminal else None),
+                  soft_wrap=True)
 
-    try:
-        with interruptible():
-            outcome = compile_runner.compile_suite(
-                s, target_name, slices, run_opts, on_start=on_start, on_row=on_row, on_case_start=on_case_start,
-                on_warning=lambda text: err_console.print(text, style="yellow", soft_wrap=True))
-    except compile_runner.CompileError as e:
-        raise BadInput(str(e)) from None
-    except Interrupted as e:
-        progress.stop()
-        err_console.print(interrupted_message(e, suite_file, target_name, slices, run_opts), soft_wrap=True)
-        sys.exit(e.exit_code)
-    finally:
-        progress.stop()
+
+def _print_outcome(outcome: Any, started: float) -> None:
+    """The compile's table, its skips per reason, the counts and where the rows are."""
     if any(r["status"] != SKIPPED for r in outcome.rows):
         console.print(summary_table(outcome.rows, {c.case_id: c for c in outcome.cases}))
     for line in _skip_lines(outcome.rows):
@@ -168,9 +185,6 @@ def compile_cmd(suite_file: str, target_name: str, slices: int, run_opts: RunOpt
                   + (f"; peak host memory per job: {', '.join(f'{p / _GIB:.2f}' for p in peaks)} GiB" if peaks else ""),
                   soft_wrap=True)
     console.print(f"results: {outcome.files.csv}", soft_wrap=True)
-    if outcome.count(FAILED):
-        err_console.print(f"{outcome.count('failed')} case(s) failed to compile", style="red")
-        sys.exit(1)
 
 
 def interrupted_message(e: Any, suite_file: str, target_name: str, slices: int, opts: RunOptions) -> str:

@@ -95,7 +95,7 @@ def _print_tables() -> None:
     pt = Table(title="peak table (dense bf16, per chip)")
     for col in ("name", "TFLOP/s", "HBM GB/s", "devices/chip", "source"):
         pt.add_column(col)
-    for p in hardware.PEAKS:
+    for p in hardware.CHIPS:
         pt.add_row(p.name, f"{p.bf16_tflops_per_chip:g}", f"{p.hbm_gbytes_per_s_per_chip:g}",
                    str(p.devices_per_chip), p.source)
     console.print(pt)

@@ -105,7 +105,7 @@ def run(suite_file: str, run_opts: RunOptions, history_url: Optional[str]) -> No
         history_commands.open_store(history_url).close()  # a bad store is refused before the run, not after
     s = load_suite(suite_file)
     if run_opts.dry_run:
-        print_plan(s, run_opts)
+        print_dry_run(s, run_opts)
         return
     if run_opts.trace_dir is not None:  # each case's profile goes there: refused now, not as a failed row per case
         output_dir(run_opts.trace_dir, "--trace", "each case's profile and HLO text")
@@ -122,7 +122,7 @@ def run(suite_file: str, run_opts: RunOptions, history_url: Optional[str]) -> No
         sys.exit(1)
 
 
-def print_plan(s: Any, opts: RunOptions) -> None:
+def print_dry_run(s: Any, opts: RunOptions) -> None:
     """`run --dry-run`: each case that would run, each that would be skipped with why; nothing runs."""
     from xlabench.run import suite_runner
 
@@ -157,42 +157,11 @@ def print_plan(s: Any, opts: RunOptions) -> None:
 def run_with_progress(s: Any, opts: RunOptions, summary: bool = True) -> Any:
     """suite_runner.run_suite with a progress bar, a line per case, the summary table and the counts (also the
     gate's runs). Bad input is BadInput (exit 2); a run whose workers cannot start exits 1."""
-    from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
-                               TimeRemainingColumn)
-
-    from xlabench.report import summary as summary_table
     from xlabench.run import suite_runner
 
-    progress = Progress(TextColumn("{task.description}", markup=False), BarColumn(), MofNCompleteColumn(),
-                        TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn(), console=console, transient=True)
-    task: list[Any] = []
-    runs_done: dict[str, int] = {}
-    shown_keys: list[Optional[list[str]]] = [None]  # the parameters that tell the run's cases apart
-
-    def start(lines: list[str], runs: int, cases: Sequence[Any] = (), jobs: int = 1) -> None:
-        if len(cases) > 1:
-            shown_keys[0] = results.varying([c.params for c in cases])
-        one_line = not console.is_terminal  # a log keeps each line whole; a terminal wraps between words
-        console.print(lines[0], soft_wrap=one_line)
-        for line in lines[1:]:
-            console.print(line, style="dim", soft_wrap=one_line)
-        progress.start()
-        task.append(progress.add_task(s.name + (f" ({jobs} jobs)" if jobs > 1 else ""), total=runs))  # counts runs: a case with repeats K is K runs
-
-    def repeat(case: Any) -> None:
-        runs_done[case.case_id] = runs_done.get(case.case_id, 0) + 1
-        progress.advance(task[0])
-
-    reasons: dict[str, int] = {}  # each failure or skip reason printed whole once, then named by its number
-
-    def row(case: Any, r: dict[str, Any]) -> None:
-        label = case.label(shown_keys[0])  # a time is kept whole; a reason may break between words
-        width = progress.console.width if progress.console.is_terminal else None  # a log: one line per case
-        progress.console.print(_case_line(r, label, width, reasons), soft_wrap=True)
-        progress.advance(task[0], case.measure.repeats - runs_done.get(case.case_id, 0))  # runs it will not take
-
-    hooks = suite_runner.RunHooks(warning=warn, start=start, repeat=repeat, row=row,
-                                  note=lambda text: progress.console.print(text, style="dim", soft_wrap=True))
+    shown = _RunProgress(s.name)
+    hooks = suite_runner.RunHooks(warning=warn, start=shown.start, repeat=shown.repeat, row=shown.row,
+                                  note=lambda text: shown.progress.console.print(text, style="dim", soft_wrap=True))
     try:
         outcome = suite_runner.run_suite(s, opts, hooks=hooks)
     except suite_runner.RunInputError as e:
@@ -200,11 +169,58 @@ def run_with_progress(s: Any, opts: RunOptions, summary: bool = True) -> Any:
     except suite_runner.RunStartError as e:
         raise click.ClickException(str(e)) from None
     finally:
-        progress.stop()
+        shown.progress.stop()
     if outcome.start_error:
         err_console.print(outcome.start_error + (f"\nresults: {outcome.files.csv}" if outcome.primary else ""),
                           style="red", soft_wrap=True)
         sys.exit(1)
+    _print_outcome(outcome, opts, summary)
+    return outcome
+
+
+class _RunProgress:
+    """`run`'s hooks: the start lines, a progress bar counting runs (a case with repeats K is K runs) and a
+    line per case."""
+
+    def __init__(self, name: str):
+        from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
+                                   TimeRemainingColumn)
+
+        self.name = name
+        self.progress = Progress(TextColumn("{task.description}", markup=False), BarColumn(), MofNCompleteColumn(),
+                                 TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn(), console=console,
+                                 transient=True)
+        self.task: Any = None
+        self.runs_done: dict[str, int] = {}
+        self.shown_keys: Optional[list[str]] = None  # the parameters that tell the run's cases apart
+        self.reasons: dict[str, int] = {}  # each failure or skip reason printed whole once, then named by its number
+
+    def start(self, lines: list[str], runs: int, cases: Sequence[Any] = (), jobs: int = 1) -> None:
+        if len(cases) > 1:
+            self.shown_keys = results.varying([c.params for c in cases])
+        one_line = not console.is_terminal  # a log keeps each line whole; a terminal wraps between words
+        console.print(lines[0], soft_wrap=one_line)
+        for line in lines[1:]:
+            console.print(line, style="dim", soft_wrap=one_line)
+        self.progress.start()
+        self.task = self.progress.add_task(self.name + (f" ({jobs} jobs)" if jobs > 1 else ""), total=runs)
+
+    def repeat(self, case: Any) -> None:
+        self.runs_done[case.case_id] = self.runs_done.get(case.case_id, 0) + 1
+        self.progress.advance(self.task)
+
+    def row(self, case: Any, r: dict[str, Any]) -> None:
+        label = case.label(self.shown_keys)  # a time is kept whole; a reason may break between words
+        out = self.progress.console
+        width = out.width if out.is_terminal else None  # a log: one line per case
+        out.print(_case_line(r, label, width, self.reasons), soft_wrap=True)
+        self.progress.advance(self.task, case.measure.repeats - self.runs_done.get(case.case_id, 0))  # runs it will not take
+
+
+def _print_outcome(outcome: Any, opts: RunOptions, summary: bool) -> None:
+    """The summary table (``summary``), the counts, the samples note and where the rows are."""
+    from xlabench.report import summary as summary_table
+
     if summary:
         table = summary_table.build(outcome.rows, [c.params for c in outcome.cases])
         console.print(table)  # fits the console: a fixed line, then the table
@@ -222,7 +238,6 @@ def run_with_progress(s: Any, opts: RunOptions, summary: bool = True) -> Any:
     if summary:
         console.print(f"results: {outcome.files.csv}" if outcome.primary else
                       f"process {outcome.process_id}: results are written by process 0", soft_wrap=True)
-    return outcome
 
 
 def _case_line(r: dict[str, Any], label: str, width: Optional[int], reasons: dict[str, int]) -> Any:

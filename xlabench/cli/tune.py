@@ -10,7 +10,7 @@ from typing import Any, Optional
 import click
 from rich.table import Table
 
-from xlabench.protocol.cells import number
+from xlabench.cells import number
 from xlabench.cli.common import BadInput, console, examples, load_suite
 from xlabench.cli.click_options import run_options
 from xlabench.results.schema import TUNED_PREFIX
@@ -140,8 +140,8 @@ def export(file: str, sources: tuple[str, ...], commit: str, date: str, libtpu: 
     console.print(f"wrote {len(t.entries)} entries for {t.device_kind} to {file}", soft_wrap=True, markup=False)
     for line in built.left_out:
         console.print(f"left out {line}", style="yellow", soft_wrap=True, markup=False)
-    if t.device_kind and Path(file).name != f"{tune_table.slug(t.device_kind)}.json":
-        console.print(f"shipped, it is read as {tune_table.slug(t.device_kind)}.json", soft_wrap=True, markup=False)
+    if t.device_kind and Path(file).name != tune_table.table_name(t.device_kind):
+        console.print(f"shipped, it is read as {tune_table.table_name(t.device_kind)}", soft_wrap=True, markup=False)
 
 
 def list_table(suite_file: str, device_kind: str, run_opts: RunOptions) -> None:

@@ -172,24 +172,7 @@ def measured(case_id: str, times: OpTimes, hlo: str, roofs: Roofs, wall_s: float
     every access inside a fusion, VMEM included). Where an op's count is not known (async halves, control
     flow, a fusion that slices), its time is shown without a rate. On an accelerator a rate above its roof
     cannot be (exact peaks, exact op times): the rate is withheld and a note gives the figure."""
-    info = categories.categorize(hlo, devices)
-    n = max(times.executions, 1)
-    per_op: dict[str, tuple[str, float, float, float, float]] = {}
-    unknown = 0.0
-    for name, ns in times.self_ns.items():
-        op = info.get(name)
-        if op is None:
-            unknown += ns / 1e9 / n
-        calls = times.calls.get(name, 0) / n
-        st = times.stats.get(name, {})
-        flops = float(st.get("flops") or (op.flops if op else 0.0)) * calls
-        if op is None:
-            nbytes = None
-        elif op.category == "collective":
-            nbytes = op.comm_bytes * calls
-        else:
-            nbytes = None if op.hbm_bytes is None else op.hbm_bytes * calls
-        per_op[name] = (op.category if op else "other", ns / 1e9 / n, calls, flops, nbytes)
+    per_op, unknown = _per_op(times, categories.categorize(hlo, devices))
     step_s = times.device_s_per_step
     cats, notes = _assemble(per_op, step_s, roofs, attention_flops)
     b = Breakdown(case_id, False, f"trace ({times.source}, {times.executions} steps)", step_s, cats, wall_s, notes)
@@ -218,6 +201,36 @@ def measured(case_id: str, times: OpTimes, hlo: str, roofs: Roofs, wall_s: float
                 c.flops_per_s = None if c.roof == "FLOP/s" else c.flops_per_s
                 c.bytes_per_s = None if c.roof != "FLOP/s" else c.bytes_per_s
                 c.roof_frac = None
+    _coverage_note(b, times, step_s)
+    return b
+
+
+def _per_op(times: OpTimes, info: Any) -> tuple[dict[str, tuple[str, float, float, float, Any]], float]:
+    """Per op of the trace, per step: (category, seconds, calls, FLOPs, bytes: HBM, or sent for a collective;
+    None where not known); and the seconds of ops the HLO text does not name."""
+    n = max(times.executions, 1)
+    per_op: dict[str, tuple[str, float, float, float, Any]] = {}
+    unknown = 0.0
+    for name, ns in times.self_ns.items():
+        op = info.get(name)
+        if op is None:
+            unknown += ns / 1e9 / n
+        calls = times.calls.get(name, 0) / n
+        st = times.stats.get(name, {})
+        flops = float(st.get("flops") or (op.flops if op else 0.0)) * calls
+        if op is None:
+            nbytes = None
+        elif op.category == "collective":
+            nbytes = op.comm_bytes * calls
+        else:
+            nbytes = None if op.hbm_bytes is None else op.hbm_bytes * calls
+        per_op[name] = (op.category if op else "other", ns / 1e9 / n, calls, flops, nbytes)
+    return per_op, unknown
+
+
+def _coverage_note(b: Breakdown, times: OpTimes, step_s: float) -> None:
+    """A note where the op times do not sum to the device time: threads at once (CPU), time between ops,
+    or ops that overlap."""
     gap = b.sum_s - step_s
     if step_s and abs(gap) > COVERAGE_TOLERANCE * step_s:
         if times.threads > 1 and gap > 0:
@@ -230,7 +243,6 @@ def measured(case_id: str, times: OpTimes, hlo: str, roofs: Roofs, wall_s: float
                            + (" (the CPU executor's scheduling)" if not times.source.startswith("device") else ""))
         else:
             b.notes.append(f"op times sum to {b.coverage:.0%} of the device time (ops overlap)")
-    return b
 
 
 def estimated(case_id: str, hlo: str, roofs: Roofs, attention_flops: float | None = None,

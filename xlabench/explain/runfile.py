@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
-from xlabench.protocol.cells import number
+from xlabench.cells import number
 from xlabench import hardware
 from xlabench import results
 from xlabench.explain import breakdown as bd

@@ -7,7 +7,7 @@ from typing import Any, Callable, Optional
 
 import numpy as np
 
-from xlabench.protocol.cells import number
+from xlabench.cells import number
 from xlabench.measure.sample_size import DEFAULT_ALPHA
 
 # Verdicts. REGRESSION and FAILED fail the gate; the rest are reported.
@@ -33,7 +33,7 @@ UNJUDGED_FAILING = (UNDERPOWERED, CONFOUNDED)  # exit 3 unless GateConfig.allow_
 EXIT_PASS, EXIT_FAIL, EXIT_NOTHING, EXIT_UNJUDGED = 0, 1, 2, 3
 
 
-num = number  # a cell as a float, None where it is empty (protocol.cells)
+num = number  # a cell as a float, None where it is empty (xlabench.cells)
 
 
 class GateInputError(Exception):

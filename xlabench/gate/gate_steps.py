@@ -13,7 +13,8 @@ from xlabench import results
 from xlabench import suite as suite_lib
 from xlabench.gate.config import GateInputError
 from xlabench.gate.run_data import RunData
-from xlabench.measure.sample_size import min_samples_per_side, sample_shortfall
+from xlabench.measure.sample_size import sample_shortfall
+from xlabench.stats import min_samples_per_side
 from xlabench.run import interrupts
 from xlabench.protocol.status import OK
 from xlabench.run.run_options import Filter, OptionError, RunOptions

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import math
 import warnings
 import zlib
@@ -12,7 +11,8 @@ from typing import Any, Optional, Sequence
 import numpy as np
 from scipy import stats
 
-from xlabench.measure.sample_size import min_samples_per_side, sample_shortfall, shortfall_message  # noqa: F401 (re-exported)
+from xlabench.measure.sample_size import sample_shortfall, shortfall_message  # noqa: F401 (re-exported)
+from xlabench.stats import min_samples_per_side, smallest_p  # noqa: F401 (re-exported)
 from xlabench.gate.config import (
     GateConfig, IMPROVEMENT, INCONCLUSIVE, REGRESSION, STATISTICS, UNCHANGED, UNDERPOWERED,
 )
@@ -29,12 +29,6 @@ def holm(p_values: Sequence[float]) -> np.ndarray:
     out = np.empty(m)
     out[order] = adjusted
     return out
-
-
-@functools.lru_cache(maxsize=None)
-def smallest_p(n_base: int, n_cand: int) -> float:
-    """The smallest two-sided Mann-Whitney p-value these sample sizes can give (fully separated)."""
-    return float(stats.mannwhitneyu(np.arange(n_base), np.arange(n_base, n_base + n_cand)).pvalue)
 
 
 @dataclass(frozen=True)

@@ -1,48 +1,7 @@
 """Change points in a series of runs, on arrays, judged by the series' own run-to-run noise.
 
-The series is one value per run in commit order: the log of a case's median seconds (or the suite's
-geometric mean of them). The detector (docs/history.md has its figures, side by side with Apache Otava's):
-
-1. **Noise.** The run-to-run noise sigma is taken robustly from the differences of consecutive runs
-   (1.4826 MAD / sqrt 2): a step moves one difference, not the spread, so a series is judged by how much it
-   moves from run to run, not by the spread of the samples inside a run.
-2. **Outliers.** Each run is clipped to HUBER_K sigma around the running median of its 5 neighbours (a
-   median filter keeps steps sharp): one bad run moves a short segment's mean by at most HUBER_K sigma / 3.
-   Where the clipped runs still stray from that median more than sigma says (runs in two bands, heavy
-   tails), their spread is the sigma the scan uses.
-3. **Scan.** In a segment, every split k (a step: the runs before against the runs after) and every
-   window a..b of up to MAX_BUMP runs (a regression and its fix: the runs inside against the rest) is
-   scored by its standardised mean difference z = diff / (sigma sqrt(1/n1 + 1/n2)). The largest |z| of
-   a segment is not one z: its p-value is scan_p (a fitted effective number of tests times the one-test
-   tail, calibrated by simulation on noise-only series with sigma estimated as above; figures in the
-   docstring of scan_p). Like Otava's E-divisive, binary segmentation: a significant split cuts the
-   segment and both parts are searched again, at the strictness of the whole series (a part's tail keeps
-   the whole series' degrees of freedom, as its sigma is the whole series'; the rank family scans a part on
-   the part's own normal scores: the whole series' scores spread as wide as the series). The mean family
-   scans a second time with each split's own pooled spread about its two sides' means in place of sigma
-   (Student's t, as Otava's test): where the noise lies in bands the differences overstate it (sigma 1.5
-   times the runs' spread about their means); its changes join the first scan's (noise-only series: 0.5-0.6 %
-   of 1,500 series of 30 and 60 runs and 500 of 200 alarm, both scans together; the pooled scan alone, with
-   scan_p's tail, 0.2-0.7 % on 1,500-3,000 series of 12-200 runs).
-4. **Place.** A step at the largest |z|, moved back while the run before it is still significantly beyond
-   the runs before that (a creeping change is reported where it starts, not mid-ramp).
-5. **Confirm.** Every change is tested again against its neighbouring segments (up to WINDOW runs a side)
-   with scipy's two-sample test of its family: Student's t on the clipped runs ("mean", the default), or
-   Mann-Whitney's U ("rank": the scan then runs on the runs' normal scores, whose spread is known; family
-   "auto" picks it when the runs have heavy tails or lie in bands). The weakest unconfirmed change goes and its neighbours are tested again.
-6. **Bands.** Runs often lie in two bands (a fast and a slow mode): their mean wanders with the bands, and
-   the plain scan measures a level only to the runs' whole spread. Where the mean family's runs about the
-   plain scan's segments fit two bands clearly (history/bands.py: a mixture of two normals with a common
-   spread beats one normal by BAND_LR / 2 in twice the log-likelihood ratio), the runs are segmented a
-   second time by the band likelihood (band_segment), and its changes replace the plain ones where they
-   explain the runs better: the band model beats one normal on them by BAND_LR and its log-likelihood, less
-   a penalty per change of the scan's own threshold z*^2 / 2, is the higher (prefer_bands). A band change
-   is confirmed by the band likelihood at the scan's strictness and by Student's t and Mann-Whitney against
-   its neighbouring segments; its p is the largest of the three (the band model alone is overconfident on
-   runs whose modes are not two bands).
-7. **Size.** The ratio after / before over the neighbouring runs with a t interval from the runs' own
-   spread; a run's within-run samples enter only where a side has too few runs to measure its spread
-   (fewer than SPREAD_RUNS), as a floor on it.
+The detector step by step (noise, outliers, scan, place, confirm, bands, size) and its figures:
+docs/history.md, Change points.
 """
 
 from __future__ import annotations

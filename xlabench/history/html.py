@@ -15,7 +15,7 @@ from typing import Any, Optional, Sequence
 
 import numpy as np
 
-from xlabench.protocol.cells import number
+from xlabench.cells import number
 from xlabench import results
 from xlabench.history.series import GEOMEAN, Change, Event, Group
 

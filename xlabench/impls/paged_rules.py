@@ -20,8 +20,6 @@ from xlabench.workloads.paged import PAGED_BLOCKS, PagedBlocks, PagedParams, meg
 # and quotes the error after this).
 RAGGED_CPU = "ragged_paged_attention does not run in the CPU Pallas interpreter (on TPU it does)"
 
-MEGACORE_CHIPS = ("TPU v4", "TPU v5p")
-
 
 def one_query_token(kernel: str, p: PagedParams) -> Optional[str]:
     if p.q_tokens != 1:
@@ -36,8 +34,8 @@ def jax_paged(p: PagedParams, platform: str, device_kind: Optional[str]) -> Opti
         return reason
     if p.megacore_mode is not None and platform == "tpu" and device_kind is not None:
         chip = hardware.lookup(device_kind)
-        if chip is None or chip.name not in MEGACORE_CHIPS:
-            return (f"megacore_mode={p.megacore_mode} needs a megacore chip ({', '.join(MEGACORE_CHIPS)}); "
+        if chip is None or not chip.megacore:
+            return (f"megacore_mode={p.megacore_mode} needs a megacore chip ({', '.join(hardware.MEGACORE_CHIPS)}); "
                     f"on {device_kind!r} the kernel may hang (its docstring)")
     return None
 

@@ -1,23 +1,23 @@
 """Timing: warm-up, timed iterations each ended by the framework's sync, every sample kept.
 
-Knows nothing about attention or any framework: it gets a zero-argument call and a sync function.
+Knows nothing about attention or any framework: it gets a zero-argument call and a sync function. The
+statistics of the samples are in xlabench/stats.py (the parent summarises: run/rows.py).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-import statistics
 import time
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from xlabench.protocol.plan import TimingPlan, default_timer
+from xlabench.protocol.timing_plan import TimingPlan, default_timer
 from xlabench.protocol.timers import TIMERS
 from xlabench.protocol.worker_messages import CaseResult
 
-__all__ = ["TIMERS", "TimingPlan", "default_timer"]  # re-exported: protocol.timers, protocol.plan
+__all__ = ["TIMERS", "TimingPlan", "default_timer"]  # re-exported: protocol.timers, protocol.timing_plan
 
 
 def time_calls(call: Callable[[], Any], sync: Callable[[Any], Any], plan: TimingPlan) -> tuple[list[float], Any]:
@@ -50,38 +50,6 @@ def best_seconds(call: Callable[[], Any], sync: Callable[[Any], Any], reps: int)
         sync(call())
         best = min(best, time.perf_counter() - t0)
     return best
-
-
-def percentile(a: Any, q: Any, axis: int | None = None) -> Any:
-    """The one quantile of the project (numpy's linear interpolation): the rows' p10/p90, the device
-    columns and the gate's p10 statistic all agree on it. ``q`` in percent; the median is q=50."""
-    return np.percentile(np.asarray(a, dtype=np.float64), q, axis=axis)
-
-
-def summarize(samples: list[float]) -> dict[str, float | int]:
-    """Median (the headline), mean, min, p10, p90, stdev, cv and n of per-iteration seconds."""
-    a = np.asarray(samples, dtype=np.float64)
-    mean = float(a.mean())
-    stdev = float(statistics.stdev(a)) if len(a) > 1 else 0.0
-    return {
-        "n": int(len(a)),
-        "median_s": float(percentile(a, 50)),
-        "mean_s": mean,
-        "min_s": float(a.min()),
-        "p10_s": float(percentile(a, 10)),
-        "p90_s": float(percentile(a, 90)),
-        "stdev_s": stdev,
-        "cv": stdev / mean if mean > 0 else 0.0,
-    }
-
-
-def device_summary(samples: Sequence[float]) -> dict[str, float]:
-    """device_median_s, device_p10_s, device_p90_s of per-iteration device seconds (empty: none)."""
-    if not len(samples):
-        return {}
-    a = np.asarray(samples, dtype=np.float64)
-    med, p10, p90 = (float(v) for v in percentile(a, [50, 10, 90]))
-    return {"device_median_s": med, "device_p10_s": p10, "device_p90_s": p90}
 
 
 def with_timer(result: CaseResult, plan: TimingPlan, traced: tuple[float, ...] | str,

@@ -16,7 +16,7 @@ from typing import Any, Mapping, Optional, Protocol, TypeVar
 from pydantic import ConfigDict, TypeAdapter, ValidationError
 
 from xlabench.protocol.target import TargetSpec
-from xlabench.protocol.plan import TimingPlan
+from xlabench.protocol.timing_plan import TimingPlan
 from xlabench.protocol.status import COMPILE_RESULTS
 
 PROTOCOL_VERSION = 2  # 2: a CaseResult carries samples only (the parent summarises: run/rows.py)

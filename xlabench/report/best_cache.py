@@ -1,4 +1,4 @@
-"""One tuning story: `xlabench best`'s picks go into the tuning cache that `run --tune` reads
+"""One tuning story: `xlabench best`'s picks go into the tuning cache (written by tune.cache.store_measured) that `run --tune` reads
 (xlabench/tune/cache.py), under the key and the candidate space the JAX worker computes for the same case,
 so a later run on that device and those versions finds them current; the `tuned:` file is an export of
 the entries so written (and of the picks the cache cannot hold, each named in a note).
@@ -18,8 +18,7 @@ from xlabench import tune
 from xlabench.impls import attention_rules, paged_rules
 from xlabench.report.best_config import Pick
 from xlabench.suite.tuned import TunedConfig
-from xlabench.tune.cache import space_fingerprint
-from xlabench.tune.search import TuneOutcome
+from xlabench.tune.cache import store_measured
 from xlabench.workloads import PARAMS, TUNE_KEY_FIELDS
 
 TUNING_BACKEND = "jax"  # the backend whose workers tune (backends/jax/tune_case.py)
@@ -33,7 +32,7 @@ def kernel_space(workload: str, backend: str, impl: str) -> Optional[Callable[[A
 
 
 def _entry(p: Pick, envs: Mapping[str, Mapping[str, Any]]) -> tuple[Optional[tuple], str]:
-    """((key, space, outcome) for the cache, "") or (None, why the pick cannot be cached)."""
+    """((key, candidates, fields of store_measured) for the cache, "") or (None, why the pick cannot be cached)."""
     c = p.config
     assert c is not None
     if c.backend != TUNING_BACKEND:
@@ -54,11 +53,12 @@ def _entry(p: Pick, envs: Mapping[str, Mapping[str, Any]]) -> tuple[Optional[tup
         return None, (f"{' '.join(f'{k}={v}' for k, v in sorted(blocks.items()))} is not a candidate of the "
                       "kernel's search space (the tuner would take it as stale)")
     default_s = c.median_s * c.speedup_vs_default if c.median_s and c.speedup_vs_default else c.median_s
-    outcome = TuneOutcome(blocks, float(c.median_s or 0.0), default_s, int(p.source.get("configurations", 0)), 0, {},
-                          0.0, str(p.source.get("clock") or "wall"), f"xlabench best: {p.verdict}")
+    measured = dict(blocks=blocks, best_s=float(c.median_s or 0.0), default_s=default_s,
+                    configurations=int(p.source.get("configurations", 0)), clock=str(p.source.get("clock") or "wall"),
+                    check=f"xlabench best: {p.verdict}")
     key = tune.cache_key(str(p.source.get("device_kind")), c.backend, c.impl, TUNE_KEY_FIELDS[c.workload](params),
                          versions[0])
-    return (key, space_fingerprint(candidates), outcome), ""
+    return (key, candidates, measured), ""
 
 
 def store(picks: Sequence[Pick], envs: Mapping[str, Mapping[str, Any]], cache: tune.TuneCache
@@ -76,10 +76,8 @@ def store(picks: Sequence[Pick], envs: Mapping[str, Mapping[str, Any]], cache: t
             notes.append(f"not cached: {p.config.backend}/{p.config.impl} {_shape(p.config)}: {why}")
             uncached.append(p.config)
             continue
-        key, space, outcome = entry
-        cache.store(key, space, outcome)
-        found = cache.load(key, space, [])  # the export reads what the cache now holds
-        blocks = found.entry["blocks"] if found.entry else {}
+        key, candidates, measured = entry
+        blocks = store_measured(cache, key, candidates, **measured)  # the export reads what the cache now holds
         kept = all(v is None for v in p.config.params.values())
         params = dict(p.config.params) if kept else {k: blocks[k] for k in p.config.params if k in blocks}
         configs.append(replace(p.config, params=params))

@@ -183,11 +183,6 @@ def _decide(g: _Group, tests: dict[tuple, gate.Assessment]) -> Pick:
                 f"the fastest is not significantly faster than the default ({a.verdict}: {a.reason}); default kept")
 
 
-def tuned_configs(picks: Sequence[Pick]) -> list[TunedConfig]:
-    """What a tuned file gets: winners, and the default where it is kept; never interpreted rows."""
-    return [p.config for p in picks if p.config is not None]
-
-
 def _vs_default(p: Pick) -> str:
     a = p.test
     if a is None or a.ratio is None:

@@ -270,11 +270,6 @@ def baseline_seconds(df: pd.DataFrame, samples: Samples | None = None, baseline:
     return k.map(times).astype(float)
 
 
-def speedup_over_baseline(df: pd.DataFrame, baseline: str = BASELINE_IMPL, samples: Samples | None = None) -> pd.Series:
-    """baseline_seconds / row median_s for the same shape; NaN without a usable baseline row."""
-    return baseline_seconds(df, samples, baseline) / metric(df, "median_s")
-
-
 # --------------------------------------------------------------------------------- compile rows (fit)
 
 

@@ -134,6 +134,22 @@ def _log_y(ax: Axes, ys: Sequence[float], keep: float) -> None:
     ax.yaxis.set_major_formatter(lambda v, _: f"{v:g}×" if v >= 1 else f"1/{1 / v:g}×")  # a FuncFormatter
 
 
+def _panel_axes(ax: Axes, p: pd.DataFrame, shown: Sequence[float], log_y: bool,
+                hline: Optional[tuple[float, str, str]], util: Optional[tuple[str, str, str]]) -> None:
+    """A line panel's y limits (log2, or from 0 with room above the highest point), its reference line
+    (``hline``: value, style key, label) and its utilisation axis (``util``)."""
+    if log_y and hline:
+        _log_y(ax, shown, hline[0])
+    else:  # room above the highest point (a marker at the frame's edge is cut in half)
+        top = max([v for v in shown if np.isfinite(v)] + ([hline[0]] if hline else []), default=0.0)
+        ax.set_ylim(bottom=0, top=top * 1.08 if top > 0 else None)
+    if hline:
+        ref = ax.axhline(hline[0], color=style(hline[1]).colour, linewidth=1.2, linestyle=":", label=hline[2])
+        ref._xlabench_reference = True  # type: ignore[attr-defined]  # in the legend beside the key
+    if util:
+        _utilisation_axis(ax, p, *util)
+
+
 def _line_chart(kind: str, rows: pd.DataFrame, *, x: str, y: pd.Series, panel_keys: Sequence[str],
                 named_panels: Sequence[str] = (),
                 first: Sequence[str], colour_by: str, dash_by: Optional[str], ncols: int,
@@ -178,16 +194,7 @@ def _line_chart(kind: str, rows: pd.DataFrame, *, x: str, y: pd.Series, panel_ke
             banded |= _draw_band(ax, xv, lo, hi, colour) is not None
             shown += [*ys, *lo, *hi]
         _log2_x(ax, xs_all[p.index], x_labels)
-        if log_y and hline:
-            _log_y(ax, shown, hline[0])
-        else:  # room above the highest point (a marker at the frame's edge is cut in half)
-            top = max([v for v in shown if np.isfinite(v)] + ([hline[0]] if hline else []), default=0.0)
-            ax.set_ylim(bottom=0, top=top * 1.08 if top > 0 else None)
-        if hline:
-            ref = ax.axhline(hline[0], color=style(hline[1]).colour, linewidth=1.2, linestyle=":", label=hline[2])
-            ref._xlabench_reference = True  # type: ignore[attr-defined]  # in the legend beside the key
-        if util:
-            _utilisation_axis(ax, p, *util)
+        _panel_axes(ax, p, shown, log_y, hline, util)
         ax.set_title(ptitle, fontsize=10)
         ax.set_xlabel(xlabel)
         ax.set_ylabel(ylabel)

@@ -190,37 +190,19 @@ def sharding_bars(df: pd.DataFrame, global_batch: Optional[float] = None) -> Cha
         markers: list[Line2D] = []
         for i, (values, s) in enumerate(series):
             pos = np.arange(len(modes)) + (i - (len(series) - 1) / 2) * width
-            by_mode = {str(m): s[cd.text(s["sharding"]) == str(m)] for m in modes}
-            mfu = np.array([cd.metric(r, "mfu", 100).max() if len(r) else np.nan for r in by_mode.values()])
-            step = np.array([cd.metric(r, "median_s", 1e3).max() if len(r) else np.nan for r in by_mode.values()])
             lab = _series_label(values, ["impl"], s)
             hatch = style(values["impl"]).hatch if len(series) > 1 else ""
-            bars = ax.bar(pos, mfu, width * 0.92, color=[style(m).colour for m in modes], hatch=hatch,
-                          edgecolor="white", linewidth=0.5)
+            bars, mfu, pts, missing = _mode_bars(ax, ax2, pos, s, modes, width, hatch)
+            gaps += missing
             drawn.append((bars, mfu))
-            for x, v, r in zip(pos, mfu, by_mode.values()):
-                if len(r) and not np.isfinite(v):  # a row that is not usable: say why at the foot
-                    gaps += 1
-                    status = "wrong" if (r["status"] == st.OK).all() else str(r["status"].iloc[0])
-                    ax.text(x, 0, f" {status}", rotation=90, ha="center", va="bottom", fontsize=8, color="#aa0000")
-            (pts,) = ax2.plot(pos, step, linestyle="none", marker="D", markersize=6, color="black",
-                              markerfacecolor="white", label="step time (right axis)")
             markers.append(pts)
             chart.artists[(ptitle, lab)] = bars
             chart.artists[(ptitle, lab + " step time")] = pts
             # Bars are coloured by mode (the tick labels name it): the legend shows the impl's hatch.
             base = lab.removesuffix(" (no usable point)")  # one entry per impl, usable if any panel has it
             legend.setdefault(base, (hatch, []))[1].append(lab == base)
-        ax.set_xticks(np.arange(len(modes)), [str(m) for m in modes])
-        ax.set_xlim(-0.5, len(modes) - 0.5)  # every mode's slot inside the frame: its notes clear of the axes
-        top = max((float(np.nanmax(v)) for _, v in drawn if np.isfinite(v).any()), default=1.0) * 1.15
-        ax.set_ylim(0, top)  # room above the tallest bar for a label pushed out by a marker
+        _sharding_axes(ax, ax2, modes, drawn, f"{ptitle} · global batch {cd.fmt_value('', batch)}")
         panels.append((ax, drawn, markers))
-        ax2.set_ylim(bottom=0, top=max(ax2.get_ylim()[1] * 1.2, 1e-9))  # diamonds clear of the frame
-        ax.set_ylabel("MFU (%)")
-        ax2.set_ylabel("step time (ms)")
-        ax.set_xlabel("sharding mode")
-        ax.set_title(f"{ptitle} · global batch {cd.fmt_value('', batch)}", fontsize=10)
     for base, (hatch, usable) in legend.items():
         chart.proxies.append(Patch(facecolor="white", edgecolor="#333333", hatch=hatch,
                                    label=f"MFU: {base}" + ("" if any(usable) else " (no usable point)")))
@@ -230,6 +212,40 @@ def sharding_bars(df: pd.DataFrame, global_batch: Optional[float] = None) -> Cha
     chart = _finish(chart, rows, f"MFU and step time per sharding mode at global batch {shown}", gaps)
     _place_bar_labels(fig, panels)
     return chart
+
+
+def _mode_bars(ax: Axes, ax2: Axes, pos: np.ndarray, s: pd.DataFrame, modes: Sequence[Any], width: float,
+               hatch: str) -> tuple[Any, np.ndarray, Line2D, int]:
+    """One impl's MFU bar per sharding mode (coloured by mode) and its step time as a diamond on the right
+    axis; a mode whose row is not usable says its status at the foot. Returns (bars, MFU %, diamonds,
+    the modes left without a bar)."""
+    by_mode = {str(m): s[cd.text(s["sharding"]) == str(m)] for m in modes}
+    mfu = np.array([cd.metric(r, "mfu", 100).max() if len(r) else np.nan for r in by_mode.values()])
+    step = np.array([cd.metric(r, "median_s", 1e3).max() if len(r) else np.nan for r in by_mode.values()])
+    bars = ax.bar(pos, mfu, width * 0.92, color=[style(m).colour for m in modes], hatch=hatch,
+                  edgecolor="white", linewidth=0.5)
+    gaps = 0
+    for x, v, r in zip(pos, mfu, by_mode.values()):
+        if len(r) and not np.isfinite(v):  # a row that is not usable: say why at the foot
+            gaps += 1
+            status = "wrong" if (r["status"] == st.OK).all() else str(r["status"].iloc[0])
+            ax.text(x, 0, f" {status}", rotation=90, ha="center", va="bottom", fontsize=8, color="#aa0000")
+    (pts,) = ax2.plot(pos, step, linestyle="none", marker="D", markersize=6, color="black",
+                      markerfacecolor="white", label="step time (right axis)")
+    return bars, mfu, pts, gaps
+
+
+def _sharding_axes(ax: Axes, ax2: Axes, modes: Sequence[Any], drawn: list[tuple[Any, np.ndarray]], title: str) -> None:
+    """A sharding panel's ticks (one slot per mode), limits, labels and title."""
+    ax.set_xticks(np.arange(len(modes)), [str(m) for m in modes])
+    ax.set_xlim(-0.5, len(modes) - 0.5)  # every mode's slot inside the frame: its notes clear of the axes
+    top = max((float(np.nanmax(v)) for _, v in drawn if np.isfinite(v).any()), default=1.0) * 1.15
+    ax.set_ylim(0, top)  # room above the tallest bar for a label pushed out by a marker
+    ax2.set_ylim(bottom=0, top=max(ax2.get_ylim()[1] * 1.2, 1e-9))  # diamonds clear of the frame
+    ax.set_ylabel("MFU (%)")
+    ax2.set_ylabel("step time (ms)")
+    ax.set_xlabel("sharding mode")
+    ax.set_title(title, fontsize=10)
 
 
 # ---------------------------------------------------------------------------------------- fit (compile)

@@ -79,20 +79,7 @@ def roofline(df: pd.DataFrame) -> Chart:
         roof._xlabench_reference = True  # type: ignore[attr-defined]
         chart.artists[(kind, "roof")] = roof
         ax.axvline(ridge, color=ROOF_COLOUR, linewidth=0.8, linestyle=":")
-        for _, g in p.groupby(shape_key(p), sort=False):
-            if len(g) > 1:
-                g = g.sort_values("x")
-                ax.plot(g["x"], g["y"], color="#bbbbbb", linewidth=0.8, zorder=1, label="_join")
-        for impl in impls:
-            for filled in (True, False):  # not `measured`: the counter below (#40: '84 of 0 measured')
-                s = p[(p["impl"] == impl) & (p["measured"] == filled)]
-                if s.empty:
-                    continue
-                colour = style(impl).colour
-                (pts,) = ax.plot(s["x"], s["y"], linestyle="none", marker="o", markersize=5.5, zorder=3,
-                                 markeredgecolor=colour, markerfacecolor=colour if filled else "none",
-                                 markeredgewidth=1.3, label="_pts")
-                chart.artists[(kind, f"{impl} {'measured' if filled else 'compile'}")] = pts
+        _draw_points(ax, chart, kind, p, impls)
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xlim(lo, hi)
@@ -102,14 +89,7 @@ def roofline(df: pd.DataFrame) -> Chart:
         measured += int(p["measured"].sum())
         low_y = min(float(p["y"].min()), peak_tf) / 5
         ax.set_ylim(low_y, peak_tf * 4)
-        ax.annotate(f"ridge {ridge:.0f} FLOP/B", (ridge, 0.03), xycoords=("data", "axes fraction"),
-                    xytext=(4, 0), textcoords="offset points", fontsize=8, color=ROOF_COLOUR)
-        ax.annotate(f"peak {peak_tf:.3g} TFLOP/s", (ridge, peak_tf), xytext=(4, 4), textcoords="offset points",
-                    fontsize=8, color=ROOF_COLOUR, va="bottom")
-        ax.set_title(kind, fontsize=10)
-        ax.set_xlabel("arithmetic intensity (FLOP/B)")
-        ax.set_ylabel("TFLOP/s per device")
-        ax.grid(True, which="major", alpha=0.3)
+        _label_panel(ax, kind, ridge, peak_tf)
     chart.key = _key(rows, impls)
     notes = ["filled: measured (FLOPs / median time); hollow: compile rows (FLOPs / roofline time); "
              "grey lines join the impls of one shape"]
@@ -120,6 +100,36 @@ def roofline(df: pd.DataFrame) -> Chart:
     notes += _no_ceiling_notes(df)
     chart.notes += notes
     return _finish(chart, rows, "roofline", title=cd.title(rows, "roofline: FLOP/s vs arithmetic intensity"))
+
+
+def _draw_points(ax: Any, chart: Chart, kind: str, p: pd.DataFrame, impls: list[str]) -> None:
+    """One panel's points: grey lines joining the impls of a shape, a filled (measured) or hollow (compile)
+    dot per row in its impl's colour."""
+    for _, g in p.groupby(shape_key(p), sort=False):
+        if len(g) > 1:
+            g = g.sort_values("x")
+            ax.plot(g["x"], g["y"], color="#bbbbbb", linewidth=0.8, zorder=1, label="_join")
+    for impl in impls:
+        for filled in (True, False):  # not `measured`: the caller's counter (#40: '84 of 0 measured')
+            s = p[(p["impl"] == impl) & (p["measured"] == filled)]
+            if s.empty:
+                continue
+            colour = style(impl).colour
+            (pts,) = ax.plot(s["x"], s["y"], linestyle="none", marker="o", markersize=5.5, zorder=3,
+                             markeredgecolor=colour, markerfacecolor=colour if filled else "none",
+                             markeredgewidth=1.3, label="_pts")
+            chart.artists[(kind, f"{impl} {'measured' if filled else 'compile'}")] = pts
+
+
+def _label_panel(ax: Any, kind: str, ridge: float, peak_tf: float) -> None:
+    ax.annotate(f"ridge {ridge:.0f} FLOP/B", (ridge, 0.03), xycoords=("data", "axes fraction"),
+                xytext=(4, 0), textcoords="offset points", fontsize=8, color=ROOF_COLOUR)
+    ax.annotate(f"peak {peak_tf:.3g} TFLOP/s", (ridge, peak_tf), xytext=(4, 4), textcoords="offset points",
+                fontsize=8, color=ROOF_COLOUR, va="bottom")
+    ax.set_title(kind, fontsize=10)
+    ax.set_xlabel("arithmetic intensity (FLOP/B)")
+    ax.set_ylabel("TFLOP/s per device")
+    ax.grid(True, which="major", alpha=0.3)
 
 
 def _no_ceiling_notes(df: pd.DataFrame) -> list[str]:

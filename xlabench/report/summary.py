@@ -21,7 +21,7 @@ from rich.console import Console, ConsoleOptions, RenderResult
 from rich.table import Table
 from rich.text import Text
 
-from xlabench.protocol.cells import number
+from xlabench.cells import number
 from xlabench import impls as catalog
 from xlabench.audit import marks
 from xlabench import results

@@ -13,13 +13,13 @@ from xlabench.tune.space import BLOCK_PARAMS, TUNED_PARAMS
 # 2: the headline is the device clock on accelerators (clock, wall_median_s); tuning columns.
 # 3: the tuner's blocks in their own columns (tuned_block_q ...): a case's block_q is the suite's.
 SCHEMA_VERSION = 3
-DTYPES = ("text", "int", "float", "bool")  # a cell as read back: str, a number, true | false; empty: missing
+CELL_TYPES = ("text", "int", "float", "bool")  # a cell as read back: str, a number, true | false; empty: missing
 
 
 @dataclass(frozen=True)
 class Column:
     name: str
-    dtype: str  # one of DTYPES: what files.read_rows makes of the column's cells
+    dtype: str  # one of CELL_TYPES: what files.read_rows makes of the column's cells
     unit: str
     group: str  # id | case | env | measure | metric | tune | compile | roofline | explain
     doc: str

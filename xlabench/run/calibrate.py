@@ -5,7 +5,7 @@ Why: two runs taken under different load from other jobs differ by the host's sp
 statistic on the two runs' samples can tell from a change of the code (an A/A `gate` on a loaded
 host failed with a "confirmed" 1.34x regression). The kernel never changes, so the change of its
 time between baseline and candidate is the host's own change of speed, case by case; the gate
-calls a regression it explains ``confounded`` (xlabench/gate/compare.py, HostProbe). It costs no
+calls a regression it explains ``confounded`` (xlabench/gate/pairing.py, HostProbe). It costs no
 worker time and is the same for every backend; on an accelerator it tracks the host CPU only (what
 dispatch and input feeding run on).
 

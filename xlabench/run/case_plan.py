@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from xlabench import impls as catalog
-from xlabench.protocol.plan import Clock, TimingPlan, Tuning, default_tune
+from xlabench.protocol.timing_plan import Clock, TimingPlan, Tuning, default_tune
 from xlabench.protocol.worker_messages import RunRequest
 from xlabench.suite import Case
 from xlabench.tune.space import BLOCK_PARAMS, TUNED_PARAMS
@@ -73,7 +73,7 @@ def plan_case(case: Case, info: Optional[catalog.ImplInfo], platform: str, ctx: 
     """Every decision the parent makes for ``case`` on ``platform`` under the run's context ``ctx``
     (its --tune / --no-tune and tuning cache folder)."""
     interpret = interpreted(info, platform)
-    timing = case.measure.plan(platform)
+    timing = case.measure.timing_plan(platform)
     mode, note = tuning(case, interpret, platform, ctx.tune)
     timing = dataclasses.replace(timing, headline=headline(platform, case.workload, timing), tune=mode,
                                  tune_dir=ctx.tune_dir if mode == "search" else None, tune_note=note)

@@ -17,6 +17,7 @@ from xlabench.results.files import software
 from xlabench.run import parallel, scheduler, shard, workers
 from xlabench.run import rows as row_builder
 from xlabench import suite as suite_lib
+from xlabench.protocol.replies import Reply
 from xlabench.protocol.worker_messages import CompileRequest, CompileResult
 from xlabench.protocol.target import TargetSpec
 from xlabench.run.envs import COMPILE_VARIANT
@@ -59,9 +60,9 @@ def topology_label(target: hardware.Target, slices: int) -> str:
 
 
 def _skip_reason(case: suite_lib.Case, target: hardware.Target) -> Optional[str]:
-    """Why a case is not compiled for this target, decided without a worker (scheduler.plan_skip)."""
+    """Why a case is not compiled for this target, decided without a worker (scheduler.platform_skip)."""
     return TORCH_XLA_REASON if case.backend == "torch_xla" else \
-        scheduler.plan_skip(case, target.platform, target=target.name)
+        scheduler.platform_skip(case, target.platform, target=target.name)
 
 
 def _row(case: suite_lib.Case, ctx: scheduler.RunContext, target: hardware.Target, slices: int,
@@ -125,11 +126,11 @@ def _fitter(sess: Session, spec: TargetSpec, on_note: Callable[[str], None]) -> 
                 {"op": "fit", "candidates": candidates, "impls": impls, "platform": "tpu",
                  "target": spec.to_message()}, 1800.0)
         except workers.WorkerError as e:
-            reply = {"fit": None, "error": str(e)}
-        if reply.get("fit") is None:
-            on_note(f"the model fit failed ({reply.get('error')}): the smallest listed model is planned")
+            reply = Reply(error=str(e))
+        if reply.fit is None:
+            on_note(f"the model fit failed ({reply.error}): the smallest listed model is planned")
             return []
-        return [slice_fit.Probe(**p) for p in reply["fit"]]
+        return [slice_fit.Probe(**p) for p in reply.fit]
 
     return fit
 
@@ -257,7 +258,7 @@ def _target_env(sess: Session, target: hardware.Target, spec: TargetSpec) -> tup
     this host cannot compile for the target (the session is closed)."""
     try:
         worker = sess.pool.get("jax", 1, COMPILE_VARIANT)
-        env = {**worker.request({"op": "target", "target": spec.to_message()}, sess.pool.PROBE_TIMEOUT_S)["env"],
+        env = {**(worker.request({"op": "target", "target": spec.to_message()}, sess.pool.PROBE_TIMEOUT_S).env or {}),
                "framework_version": _framework_version(worker.env.get("framework_version"), target)}
     except workers.WorkerError as e:
         sess.close()

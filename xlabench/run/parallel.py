@@ -65,6 +65,40 @@ def peak_rss_bytes(pid: int) -> Optional[int]:
     return _proc_bytes(Path(f"/proc/{pid}/status"), "VmHWM")
 
 
+def _in_order(items: Sequence[T], work: Callable[[int, T], R], started: Callable[[int, T], None],
+              finish: Callable[[int], None]) -> Iterator[tuple[T, R]]:
+    """in_parallel with one job: everything here, in order."""
+    try:
+        for item in items:
+            started(0, item)
+            yield item, work(0, item)
+    finally:
+        finish(0)
+
+
+def _job(index: int, todo: "queue.SimpleQueue[T]", done: "queue.SimpleQueue[tuple[T, R] | BaseException | None]",
+         stop: threading.Event, work: Callable[[int, T], R], started: Callable[[int, T], None],
+         finish: Callable[[int], None]) -> None:
+    """One job's thread: items from ``todo`` until it is empty or ``stop`` is set, each (item, result) put
+    on ``done``; an exception goes there too (and stops the others); then None, when it has finished."""
+    try:
+        while not stop.is_set():
+            try:
+                item = todo.get_nowait()
+            except queue.Empty:
+                break
+            started(index, item)
+            done.put((item, work(index, item)))
+    except BaseException as e:  # noqa: BLE001 - handed to the consumer, raised there
+        stop.set()
+        done.put(e)
+    finally:
+        try:
+            finish(index)
+        finally:
+            done.put(None)
+
+
 def in_parallel(items: Sequence[T], jobs: int, work: Callable[[int, T], R],
                 started: Callable[[int, T], None] = lambda job, item: None,
                 finish: Callable[[int], None] = lambda job: None,
@@ -79,38 +113,15 @@ def in_parallel(items: Sequence[T], jobs: int, work: Callable[[int, T], R],
     (an interrupt), the jobs take no new item, ``abort()`` is called (it kills their workers, so that
     the items in flight end at once) and the jobs are waited for."""
     if jobs <= 1:
-        try:
-            for item in items:
-                started(0, item)
-                yield item, work(0, item)
-        finally:
-            finish(0)
+        yield from _in_order(items, work, started, finish)
         return
     todo: "queue.SimpleQueue[T]" = queue.SimpleQueue()
     for item in items:
         todo.put(item)
     done: "queue.SimpleQueue[tuple[T, R] | BaseException | None]" = queue.SimpleQueue()
     stop = threading.Event()
-
-    def job(index: int) -> None:
-        try:
-            while not stop.is_set():
-                try:
-                    item = todo.get_nowait()
-                except queue.Empty:
-                    break
-                started(index, item)
-                done.put((item, work(index, item)))
-        except BaseException as e:  # noqa: BLE001 - handed to the consumer, raised there
-            stop.set()
-            done.put(e)
-        finally:
-            try:
-                finish(index)
-            finally:
-                done.put(None)
-
-    threads = [threading.Thread(target=job, args=(i,), name=f"xlabench-job-{i}", daemon=True)
+    threads = [threading.Thread(target=_job, args=(i, todo, done, stop, work, started, finish),
+                                name=f"xlabench-job-{i}", daemon=True)
                for i in range(min(jobs, len(items)))]
     for t in threads:
         t.start()

@@ -25,9 +25,9 @@ from typing import Any, Mapping, Optional, Sequence
 from xlabench import audit
 from xlabench import impls as catalog
 from xlabench import results
-from xlabench.protocol.plan import Clock
+from xlabench.protocol.timing_plan import Clock
 from xlabench.protocol.status import OK
-from xlabench.measure.timing import device_summary, summarize
+from xlabench.stats import device_summary, summarize
 from xlabench.protocol.worker_messages import CaseResult
 from xlabench.run.case_plan import CasePlan, plan_case
 from xlabench.run.metrics import derive

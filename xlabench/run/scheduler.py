@@ -69,7 +69,7 @@ class RunContext:
     cpu_peaks: dict[str, Any] = field(default_factory=dict)  # and where the peak comes from (cpu_peak_source)
     trace_root: Optional[Path] = None  # `run --trace DIR`: each case's profile under DIR/<case_id>/
     jobs: int = 1  # cases at once (`run --jobs`, CPU only): their rows say they shared the host
-    tune: Optional[bool] = None  # `run --tune/--no-tune` (None: measure.plan.default_tune of the platform)
+    tune: Optional[bool] = None  # `run --tune/--no-tune` (None: protocol.timing_plan.default_tune of the platform)
     tune_dir: Optional[str] = None  # the tuning cache folder a search uses (run_suite: tune.default_dir())
     llc_bytes: Optional[int] = None  # CPU: the host's last-level cache (audit: cache-resident rows)
     device_count: Optional[int] = None  # the slice's devices (the first worker's): a case needing more is skipped
@@ -80,7 +80,7 @@ class RunContext:
         return str((self.trace_root / case.case_id / (f"repeat-{repeat + 1}" if case.measure.repeats > 1 else "")).resolve())
 
 
-def plan_skip(case: Case, platform: str, info: Optional[catalog.ImplInfo] = None,
+def platform_skip(case: Case, platform: str, info: Optional[catalog.ImplInfo] = None,
               target: Optional[str] = None) -> Optional[str]:
     """Why a case cannot run on this platform at all (decided without a worker), or None; ``info``: its
     catalog entry, when the caller has it; ``target``: a compile for that target (the impl must run there
@@ -118,7 +118,7 @@ class CaseRun:
 def start_case(case: Case, pool: WorkerPool, ctx: RunContext) -> CaseRun:
     """A case about to run; one that cannot run here at all is done at once (a skipped row)."""
     state = CaseRun(case, catalog.find(case.backend, case.impl, case.workload))
-    reason = plan_skip(case, ctx.platform, state.info) or pool.missing(case.backend) or _too_big(case, ctx)
+    reason = platform_skip(case, ctx.platform, state.info) or pool.missing(case.backend) or _too_big(case, ctx)
     if reason:
         state.ended = (SKIPPED, reason)
     return state
@@ -140,10 +140,10 @@ def run_repeat(state: CaseRun, pool: WorkerPool, ctx: RunContext) -> None:
     i, n = len(state.replies), state.wanted
 
     def request(worker: Worker) -> dict[str, Any]:
-        state.env = state.env or dict(worker.env)
-        if case.devices > int(worker.env.get("device_count", 1)):
+        state.env = state.env or worker.env.to_message()
+        if case.devices > worker.env.device_count:
             raise WorkerError(f"case needs {case.devices} devices; the {case.backend} worker sees "
-                              f"{worker.env.get('device_count')} ({worker.env.get('process_count', 1)} process(es))")
+                              f"{worker.env.get('device_count')} ({worker.env.process_count} process(es))")
         state.plan = state.plan or plan_case(case, state.info, worker.env.get("platform", ctx.platform), ctx)
         return state.plan.request(case, ctx.trace_dir(case, i)).to_message()
 

@@ -23,9 +23,10 @@ from xlabench.run.envs import Interpreters, guess_device_count, guess_platform
 from xlabench.run.run_options import Filter, OptionError, RunOptions
 from xlabench.run.interrupts import Interrupted, interruptible
 from xlabench.run import rows as row_builder
-from xlabench.run.scheduler import RunContext, plan_skip, run_cases
+from xlabench.run.scheduler import RunContext, platform_skip, run_cases
 from xlabench.run.session import RunInputError, Session, check_resumed, open_session
 from xlabench.run.workers import WorkerError
+from xlabench.protocol.replies import Reply
 from xlabench.impls.attention_rules import predict_skip as _predict_attention_skip
 from xlabench.impls.attention_rules import RULES as _ATTENTION_RULES
 from xlabench.impls.paged_rules import SPACES as _PAGED_SPACES, predict_skip as _predict_paged_skip
@@ -274,7 +275,7 @@ def plan_run(s: suite_lib.Suite, opts: RunOptions) -> RunPlan:
         raise RunInputError(str(e)) from None
     cases = select_cases(s, prof, opts, shard_of, slice_fit.Slice(platform, guess_device_count(platform)))
     interpreters = Interpreters(torch_xla_override=opts.python_torch_xla)
-    return RunPlan(prof, platform, [(c, plan_skip(c, platform) or interpreters.missing(c.backend)
+    return RunPlan(prof, platform, [(c, platform_skip(c, platform) or interpreters.missing(c.backend)
                                      or predict_skip(c, platform)) for c in cases], done)
 
 
@@ -326,10 +327,7 @@ def _run_with_pool(sess: Session, *, tally: dict[str, int | None], dist: Any, sh
     todo = [c for c in cases if c.case_id not in sess.done]
     unroll = any(c.unroll_best for c in cases)
     tally["done"], tally["total"] = len(cases) - len(todo), len(cases)
-    warnings = [f"{sess.pool.missing(b)}; its cases become skipped rows"
-                for b in dict.fromkeys(c.backend for c in todo) if sess.pool.missing(b)]
-    for w in warnings:
-        hooks.warning(w)
+    warnings = _missing_backends(sess, todo, hooks)
     ctx = _context(sess, first.env, platform, len(todo))
     no_table = tune_table_warning(todo, platform, str(first.env.get("device_kind", "")), ctx.tune)
     if no_table:
@@ -371,6 +369,16 @@ def _run_with_pool(sess: Session, *, tally: dict[str, int | None], dist: Any, sh
                       samples_note=None if sess.opts.tune_only else samples_note(cases, sess.suite.spec.measure))
 
 
+def _missing_backends(sess: Session, todo: list[suite_lib.Case], hooks: RunHooks) -> list[str]:
+    """A warning per backend of ``todo`` whose environment is absent here, each said (its cases become
+    skipped rows)."""
+    warnings = [f"{sess.pool.missing(b)}; its cases become skipped rows"
+                for b in dict.fromkeys(c.backend for c in todo) if sess.pool.missing(b)]
+    for w in warnings:
+        hooks.warning(w)
+    return warnings
+
+
 def _pick_cases(sess: Session, platform: str, shard_of: tuple[int, int] | None,
                 chosen: Optional[tuple[str, list[suite_lib.Case]]],
                 slice: Optional[slice_fit.Slice] = None) -> tuple[str, list[suite_lib.Case]]:
@@ -398,11 +406,11 @@ def _slice(worker: Any, platform: str, hooks: RunHooks) -> slice_fit.Slice:
             reply = worker.request({"op": "fit", "candidates": candidates, "impls": impls, "platform": platform},
                                    FIT_TIMEOUT_S)
         except WorkerError as e:
-            reply = {"fit": None, "error": str(e)}
-        if reply.get("fit") is None:
-            hooks.warning(f"the model fit failed ({reply.get('error')}): the smallest listed model is planned")
+            reply = Reply(error=str(e))
+        if reply.fit is None:
+            hooks.warning(f"the model fit failed ({reply.error}): the smallest listed model is planned")
             return []
-        return [slice_fit.Probe(**p) for p in reply["fit"]]
+        return [slice_fit.Probe(**p) for p in reply.fit]
 
     return slice_fit.Slice(platform, int(worker.env.get("device_count") or 1), fit)
 

@@ -18,6 +18,7 @@ from xlabench.run import envs
 from xlabench.run.distributed import DistributedConfig
 from xlabench.protocol.status import FAILED
 from xlabench.protocol.worker_env import COMPILE_CACHE_VAR, FIGURE_CACHE_VAR, IMPL_PATH_VAR
+from xlabench.protocol.replies import Reply, WorkerEnv
 from xlabench.protocol.worker_messages import ProtocolError
 from xlabench.run.envs import Interpreters, worker_environ
 
@@ -78,9 +79,9 @@ class Worker:
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log, env=spec.environ(),
             start_new_session=True)
         self._buf = b""
-        self.env: dict[str, Any] = {}
+        self.env = WorkerEnv()  # its probe's (WorkerPool.get)
 
-    def request(self, msg: dict[str, Any], timeout_s: float) -> dict[str, Any]:
+    def request(self, msg: dict[str, Any], timeout_s: float) -> Reply:
         try:
             self.proc.stdin.write((json.dumps(msg) + "\n").encode())
             self.proc.stdin.flush()
@@ -104,13 +105,13 @@ class Worker:
                 self._buf += chunk
         line, self._buf = self._buf.split(b"\n", 1)
         try:
-            reply = json.loads(line)
-        except json.JSONDecodeError:
+            reply = Reply.from_message(json.loads(line))
+        except (json.JSONDecodeError, ProtocolError):
             self.kill()
             raise WorkerError(f"worker sent an unreadable reply: {line[:200]!r}") from None
-        if "fatal" in reply:
+        if reply.fatal is not None:
             self.kill()
-            raise WorkerError(reply["fatal"])
+            raise WorkerError(reply.fatal)
         return reply
 
     def _death_message(self) -> str:
@@ -205,12 +206,12 @@ class WorkerPool:
             return w
         if w is not None:
             w.close()
-        for other in [o for o in self._workers.values() if o.alive() and o.env.get("platform", "cpu") != "cpu"]:
+        for other in [o for o in self._workers.values() if o.alive() and o.env.platform != "cpu"]:
             self.discard(other)
         w = Worker(spec, self.log_path)
         self._workers[spec.key] = w
         try:
-            w.env = w.request({"op": "probe"}, self.PROBE_TIMEOUT_S)["env"]
+            w.env = _env(w.request({"op": "probe"}, self.PROBE_TIMEOUT_S))
         except WorkerError as e:
             self._workers.pop(spec.key, None)
             w.close()
@@ -247,14 +248,22 @@ class WorkerPool:
         self._workers.clear()
 
 
-def probe(backend: str = "jax", devices: int = 1, interpreters: Interpreters = Interpreters()) -> dict[str, Any]:
+def _env(reply: Reply) -> WorkerEnv:
+    """A probe's env; WorkerError when the reply holds none (a worker of another xlabench)."""
+    try:
+        return WorkerEnv.from_message(reply.env)
+    except ProtocolError as e:
+        raise WorkerError(f"worker reply: {e}") from None
+
+
+def probe(backend: str = "jax", devices: int = 1, interpreters: Interpreters = Interpreters()) -> WorkerEnv:
     """The environment a worker sees (platform, devices, versions, CPU peak), without importing it here."""
     reason = interpreters.missing(backend)
     if reason:
         raise WorkerError(reason)
     w = Worker(WorkerSpec(backend, devices, interpreters.python_for(backend)), None)
     try:
-        return w.request({"op": "probe"}, WorkerPool.PROBE_TIMEOUT_S)["env"]
+        return _env(w.request({"op": "probe"}, WorkerPool.PROBE_TIMEOUT_S))
     except KeyboardInterrupt:
         w.kill()
         raise
@@ -276,10 +285,10 @@ def ask(pool: "WorkerPool", key: tuple[str, int, str], request: Callable[[Worker
     try:
         worker = pool.get(*key)
         reply = worker.request(request(worker), timeout_s)
-        if "result" not in reply:  # skipped or failed
-            error = reply.get("error")
-            return reply["status"], f"{attempt}{error}" if reply["status"] == FAILED else error
-        return decode(reply["result"])
+        if reply.result is None:  # skipped or failed
+            status = reply.status or FAILED
+            return status, f"{attempt}{reply.error}" if status == FAILED else reply.error
+        return decode(reply.result)
     except ProtocolError as e:  # a worker of another xlabench version: the case fails, saying what differs
         return FAILED, f"{attempt}worker reply: {e}"
     except WorkerError as e:

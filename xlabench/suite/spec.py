@@ -8,7 +8,7 @@ from typing import Annotated, Any, Optional, Sequence, Union
 from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator
 
 from xlabench import impls as catalog
-from xlabench.protocol.plan import TimingPlan, default_timer
+from xlabench.protocol.timing_plan import TimingPlan, default_timer
 from xlabench.protocol.timers import Timer
 from xlabench.workloads import PARAMS as WORKLOAD_PARAMS
 
@@ -48,7 +48,7 @@ class Measure(BaseModel):
         None, description="wallclock | trace (also per-iteration device seconds from a profiler trace, a separate "
                           "pass; JAX only); default: trace on TPU/GPU, wallclock on CPU")
 
-    def plan(self, platform: str, trace_dir: Optional[str] = None) -> TimingPlan:
+    def timing_plan(self, platform: str, trace_dir: Optional[str] = None) -> TimingPlan:
         """What the worker times one repeat of a case by, on ``platform``."""
         return TimingPlan(warmup=self.warmup, iters=self.iters, min_time_s=self.min_time_s,
                           max_iters=self.max_iters, timer=self.timer or default_timer(platform), trace_dir=trace_dir)

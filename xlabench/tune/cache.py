@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
 
 from xlabench import cache
+from xlabench.tune.search import TuneOutcome
 from xlabench.tune.space import Blocks, frozen
 
 SUBDIR = "tune"
@@ -126,3 +127,14 @@ class TuneCache:
                  "tune_s": outcome.tune_s, "clock": outcome.clock, "check": getattr(outcome, "check", ""),
                  "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), **({"source": source} if source else {})}
         return cache.write_json(self.path(key), entry, indent=1, sort_keys=True, default=str)
+
+
+def store_measured(tc: TuneCache, key: Mapping[str, Any], candidates: Sequence[Blocks], blocks: Blocks, best_s: float,
+                   default_s: Optional[float], configurations: int, clock: str, check: str) -> dict[str, int]:
+    """Write a configuration measured outside a search (``xlabench best``'s pick over a sweep) as ``key``'s
+    winner, under the fingerprint of ``candidates``; returns the blocks the cache now holds for it (what a
+    later ``run --tune`` reads)."""
+    space = space_fingerprint(candidates)
+    tc.store(key, space, TuneOutcome(dict(blocks), best_s, default_s, configurations, 0, {}, 0.0, clock, check))
+    found = tc.load(key, space, [])
+    return dict(found.entry["blocks"]) if found.entry else {}

@@ -1,5 +1,5 @@
-"""The shipped block-size tables: one JSON file per device kind (``tables/<slug>.json``, e.g.
-``tpu_v5_lite.json`` for "TPU v5 lite"), each entry a search's winner measured on that chip, so a first run
+"""The shipped block-size tables: one JSON file per chip (the file its record in xlabench/hardware.py names,
+else ``tables/<slug>.json`` of the device kind, e.g. ``tpu_v6_lite.json`` for "TPU v6 lite"), each entry a search's winner measured on that chip, so a first run
 starts from it instead of a search.
 
 - **Key.** backend, impl and the case's tuning fields (tune_key_fields: kernel mode, causal, dtype, heads,
@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Optional
 
-from xlabench import cache
+from xlabench import cache, hardware
 from xlabench.tune.cache import ENTRY_VERSION
 
 FORMAT = 1
@@ -52,8 +52,15 @@ def table_dir() -> Path:
     return Path(os.environ[ENV_TABLE_DIR]) if os.environ.get(ENV_TABLE_DIR) else PACKAGE_DIR
 
 
+def table_name(device_kind: str) -> str:
+    """The table file of ``device_kind``: the one its chip record names (hardware.CHIPS' tuning_table), else
+    ``<slug>.json`` (a contributor's table for a chip that ships none)."""
+    chip = hardware.lookup(device_kind)
+    return chip.tuning_table if chip is not None and chip.tuning_table else f"{slug(device_kind)}.json"
+
+
 def table_path(device_kind: str) -> Path:
-    return table_dir() / f"{slug(device_kind)}.json"
+    return table_dir() / table_name(device_kind)
 
 
 def bucket(batch: int) -> int:

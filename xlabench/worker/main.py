@@ -15,6 +15,7 @@ import sys
 import traceback
 from typing import Any, Optional
 
+from xlabench.protocol.replies import Reply
 from xlabench.protocol.worker_messages import CaseSkipped, CompileRequest, ProtocolError, RunRequest
 from xlabench.protocol.target import TargetSpec
 from xlabench.worker.faults import inject_fault
@@ -22,10 +23,10 @@ from xlabench.worker.parent_watch import die_with_parent
 from xlabench.protocol.status import FAILED, OK, SKIPPED
 
 
-def _failed(e: Exception) -> dict[str, Any]:
+def _failed(e: Exception) -> Reply:
     """One case's failure: a failed row with the exception's text; the worker lives on."""
     traceback.print_exc(file=sys.stderr)
-    return {"status": FAILED, "error": f"{type(e).__name__}: {e}".strip()[:2000]}
+    return Reply(status=FAILED, error=f"{type(e).__name__}: {e}".strip()[:2000])
 
 
 def _compile_cached(backend: Any) -> Optional[bool]:
@@ -35,12 +36,12 @@ def _compile_cached(backend: Any) -> Optional[bool]:
     return take() if take is not None else None
 
 
-def _run(backend: Any, msg: dict[str, Any]) -> dict[str, Any]:
+def _run(backend: Any, msg: dict[str, Any]) -> Reply:
     """Op ``run``: the reply's ``result`` is the case's CaseResult (status ok), else skipped / failed."""
     try:
         req = RunRequest.from_message(msg)
     except ProtocolError as e:  # a parent of another xlabench version
-        return {"status": FAILED, "error": f"request: {e}"}
+        return Reply(status=FAILED, error=f"request: {e}")
     try:
         inject_fault(req)
         runner = backend.runner_for(req.workload)
@@ -49,23 +50,23 @@ def _run(backend: Any, msg: dict[str, Any]) -> dict[str, Any]:
         cached = _compile_cached(backend)
         if cached is not None:
             result = result.replace(compile_cached=cached)
-        return {"status": OK, "result": result.to_message()}
+        return Reply(status=OK, result=result.to_message())
     except CaseSkipped as e:
-        return {"status": SKIPPED, "error": str(e)}
+        return Reply(status=SKIPPED, error=str(e))
     except Exception as e:  # any failure of one case becomes a failed row
         return _failed(e)
 
 
-def _compile(backend: Any, msg: dict[str, Any]) -> dict[str, Any]:
+def _compile(backend: Any, msg: dict[str, Any]) -> Reply:
     """Op ``compile`` (``xlabench compile``): the reply's ``result`` is a CompileResult (compiled / oom /
     lowered), else skipped / failed."""
     try:
         req = CompileRequest.from_message(msg)
     except ProtocolError as e:
-        return {"status": FAILED, "error": f"request: {e}"}
+        return Reply(status=FAILED, error=f"request: {e}")
     if not hasattr(backend, "compiler_for"):
-        return {"status": SKIPPED, "error": f"the {req.backend} backend cannot compile for a target "
-                                              "without its devices (see docs/compile.md)"}
+        return Reply(status=SKIPPED, error=f"the {req.backend} backend cannot compile for a target "
+                                           "without its devices (see docs/compile.md)")
     try:
         inject_fault(req)
         _compile_cached(backend)
@@ -75,22 +76,22 @@ def _compile(backend: Any, msg: dict[str, Any]) -> dict[str, Any]:
         cached = _compile_cached(backend)
         if cached is not None:
             result = result.with_fields(compile_cached=cached)
-        return {"status": result.status, "result": result.to_message()}
+        return Reply(status=result.status, result=result.to_message())
     except CaseSkipped as e:
-        return {"status": SKIPPED, "error": str(e)}
+        return Reply(status=SKIPPED, error=str(e))
     except Exception as e:  # one case's failure is a failed row
         return _failed(e)
 
 
-def _fit(backend: Any, msg: dict[str, Any]) -> dict[str, Any]:
+def _fit(backend: Any, msg: dict[str, Any]) -> Reply:
     """Op ``fit`` (suite/slice_fit.py): the memory probes of a suite's candidate models, or an error."""
     if not hasattr(backend, "fit_models"):
-        return {"fit": None, "error": "this backend cannot fit a model to its devices"}
+        return Reply(error="this backend cannot fit a model to its devices")
     try:
-        return {"fit": backend.fit_models(msg["candidates"], msg["impls"], msg.get("platform", ""), msg.get("target"))}
+        return Reply(fit=backend.fit_models(msg["candidates"], msg["impls"], msg.get("platform", ""), msg.get("target")))
     except Exception as e:
         traceback.print_exc()
-        return {"fit": None, "error": f"{type(e).__name__}: {e}"[:1000]}
+        return Reply(error=f"{type(e).__name__}: {e}"[:1000])
 
 
 def _target_env(msg: dict[str, Any]) -> dict[str, Any]:
@@ -113,31 +114,31 @@ def main(argv: list[str] | None = None) -> int:
     os.dup2(2, 1)  # stray prints (Python or C) go to the log, never into the protocol
     sys.stdout = sys.stderr
 
-    def reply(obj: dict[str, Any]) -> None:
-        proto.write(json.dumps(obj, default=float) + "\n")
+    def reply(obj: Reply) -> None:
+        proto.write(json.dumps(obj.to_message(), default=float) + "\n")
         proto.flush()
 
     try:
         backend = importlib.import_module(f"xlabench.backends.{args.backend}")
     except Exception as e:
         traceback.print_exc()
-        reply({"fatal": f"cannot import backend {args.backend!r}: {type(e).__name__}: {e}"})
+        reply(Reply(fatal=f"cannot import backend {args.backend!r}: {type(e).__name__}: {e}"))
         return 3
     for line in sys.stdin:
         msg = json.loads(line)
         op = msg.get("op")
         if op == "probe":
             try:
-                reply({"env": backend.probe()})
+                reply(Reply(env=backend.probe()))
             except Exception as e:
                 traceback.print_exc()
-                reply({"fatal": f"probe failed: {type(e).__name__}: {e}"})
+                reply(Reply(fatal=f"probe failed: {type(e).__name__}: {e}"))
         elif op == "target":
             try:
-                reply({"env": _target_env(msg)})
+                reply(Reply(env=_target_env(msg)))
             except Exception as e:
                 traceback.print_exc()
-                reply({"fatal": f"{type(e).__name__}: {e}".strip()[:1000]})
+                reply(Reply(fatal=f"{type(e).__name__}: {e}".strip()[:1000]))
         elif op == "fit":
             reply(_fit(backend, msg))
         elif op == "compile":
@@ -147,5 +148,5 @@ def main(argv: list[str] | None = None) -> int:
             print(f"--- case {msg.get('case_id')} {msg.get('impl')} {msg.get('params')}", file=sys.stderr, flush=True)
             reply(_run(backend, msg))
         else:
-            reply({"fatal": f"unknown op {op!r}"})
+            reply(Reply(fatal=f"unknown op {op!r}"))
     return 0

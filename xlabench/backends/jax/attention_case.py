@@ -23,11 +23,11 @@ from xlabench.workloads.attention import AttentionParams, attention_result, inpu
 from xlabench.protocol.worker_messages import CaseResult, CaseSkipped
 
 
-def skip_reason(p: AttentionParams, im: impls.JaxAttentionImpl, cfg: impls.AttnConfig, platform: str) -> str | None:
+def skip_reason(p: AttentionParams, im: impls.AttentionImplRecord, cfg: impls.AttnConfig, platform: str) -> str | None:
     return impls.skip_reason(im, p, cfg, platform)
 
 
-def kernel_flops(p: AttentionParams, im: impls.JaxAttentionImpl) -> float:
+def kernel_flops(p: AttentionParams, im: impls.AttentionImplRecord) -> float:
     """The impl's own FLOP count of one iteration (its hook), else the standard kernel count."""
     return float(im.kernel_flops(p)) if im.kernel_flops is not None else p.kernel_flops()
 
@@ -52,7 +52,7 @@ def attention_shapes(p: AttentionParams) -> list[tuple[int, ...]]:
     return [shapes["q"]] if p.mode == "fwd" else [shapes["q"], shapes["q"], shapes["k"], shapes["v"]]
 
 
-def step_fn(p: AttentionParams, im: impls.JaxAttentionImpl, cfg: impls.AttnConfig) -> Callable:
+def step_fn(p: AttentionParams, im: impls.AttentionImplRecord, cfg: impls.AttnConfig) -> Callable:
     """What one iteration computes, on inputs in the impl's layout: (q, k, v) -> out, or for fwd_bwd
     (q, k, v, do) -> (out, dq, dk, dv). The run and the compile-only path share it."""
 
@@ -69,7 +69,7 @@ def step_fn(p: AttentionParams, im: impls.JaxAttentionImpl, cfg: impls.AttnConfi
     return fwd_bwd
 
 
-def tune_for(p: AttentionParams, im: impls.JaxAttentionImpl, cfg: impls.AttnConfig, plan: TimingPlan, impl: str,
+def tune_for(p: AttentionParams, im: impls.AttentionImplRecord, cfg: impls.AttnConfig, plan: TimingPlan, impl: str,
              platform: str, get_args: Callable[[], tuple]) -> tuple[impls.AttnConfig, dict[str, Any], str]:
     """(the config to run at, the row's tuning columns, a note): the case's own blocks when the plan says
     ``fixed`` or ``off`` (the parent's decision: run/case_plan.py); else the winner of the kernel's search,

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-from dataclasses import dataclass
 
 import jax
 import jax.numpy as jnp
@@ -21,15 +20,7 @@ from xlabench.workloads.attention import AttnConfig, default_scale  # noqa: F401
 from xlabench.impls import attention_rules as rules
 
 
-@dataclass(frozen=True)
-class JaxAttentionImpl(AttentionImplRecord):
-    """A JAX attention impl (the shared record of built-ins and user impls, nothing added)."""
-
-
 skip_reason = user_impl.skip_reason  # the contract's one skip check (re-exported for the case runners)
-
-
-_none = no_rule
 
 
 def _mask(sq: int, sk: int, causal: bool):
@@ -125,17 +116,17 @@ def pallas_gpu(q, k, v, cfg: AttnConfig):
                   interpret=cfg.interpret)
 
 
-REGISTRY: dict[str, JaxAttentionImpl] = {
-    "naive": JaxAttentionImpl("naive", "bshd", naive, _none),
-    "xla_sdpa": JaxAttentionImpl("xla_sdpa", "bshd", xla_sdpa, _none),
-    "flash": JaxAttentionImpl("flash", "bhsd", flash, **rules.rule("jax", "flash")),
-    "splash": JaxAttentionImpl("splash", "bhsd", splash, **rules.rule("jax", "splash")),
-    "pallas_gpu": JaxAttentionImpl("pallas_gpu", "bshd", pallas_gpu, **rules.rule("jax", "pallas_gpu")),
-    "cudnn": JaxAttentionImpl("cudnn", "bshd", cudnn, **rules.rule("jax", "cudnn")),
+REGISTRY: dict[str, AttentionImplRecord] = {
+    "naive": AttentionImplRecord("naive", "bshd", naive, no_rule),
+    "xla_sdpa": AttentionImplRecord("xla_sdpa", "bshd", xla_sdpa, no_rule),
+    "flash": AttentionImplRecord("flash", "bhsd", flash, **rules.rule("jax", "flash")),
+    "splash": AttentionImplRecord("splash", "bhsd", splash, **rules.rule("jax", "splash")),
+    "pallas_gpu": AttentionImplRecord("pallas_gpu", "bshd", pallas_gpu, **rules.rule("jax", "pallas_gpu")),
+    "cudnn": AttentionImplRecord("cudnn", "bshd", cudnn, **rules.rule("jax", "cudnn")),
 }
 
 
-def get(name: str) -> JaxAttentionImpl:
+def get(name: str) -> AttentionImplRecord:
     """A built-in by name, or a user impl (import path / entry point) imported now."""
     if catalog.is_user(name):
         return user(name)
@@ -143,12 +134,12 @@ def get(name: str) -> JaxAttentionImpl:
 
 
 @functools.lru_cache(maxsize=None)
-def user(name: str) -> JaxAttentionImpl:
+def user(name: str) -> AttentionImplRecord:
     """A user impl as a record of the same contract: fn(q, k, v, cfg) and its optional attributes
     (docs/kernels.md). Raises user_impl.ImplLoadError naming the path and what is wrong."""
     path, obj = user_impl.load(name)
     fn = user_impl.check_callable(path, obj, ("q", "k", "v", "cfg"))
-    return JaxAttentionImpl(name, fn=fn, unsupported=_none, **user_impl.attention_parts(path, obj))
+    return AttentionImplRecord(name, fn=fn, unsupported=no_rule, **user_impl.attention_parts(path, obj))
 
 
 def to_layout(x, layout: str):

@@ -33,12 +33,6 @@ def stack_layers(layers: list[dict[str, Any]]) -> dict[str, Any]:
     return jax.tree.map(lambda *xs: jnp.stack(xs), *layers)
 
 
-def unstack_layers(layers: dict[str, Any]) -> list[dict[str, Any]]:
-    """The inverse of stack_layers: one dict per layer."""
-    n = jax.tree.leaves(layers)[0].shape[0]
-    return [jax.tree.map(lambda x, i=i: x[i], layers) for i in range(n)]
-
-
 def is_stacked(layers: Any) -> bool:
     """Whether ``params['layers']`` is the scan layout (one dict of stacked arrays, not a list)."""
     return isinstance(layers, dict)

@@ -1,44 +1,7 @@
 """The `trace` timer: per-iteration device seconds of a compiled executable, read from a JAX profiler trace.
 
-How the events are laid out (investigated with JAX/jaxlib 0.10.2 on this CPU host by printing every plane,
-line, event and stat of the ``.xplane.pb`` that ``jax.profiler.trace`` writes around a few calls of a
-compiled naive attention):
-
-- Planes: ``/host:metadata`` (versions), ``/host:CPU`` and ``Task Environment``. There is no device plane
-  on CPU.
-- ``/host:CPU`` has one line per thread. The ``python`` line holds the dispatch: ``PjitFunction(jit(f))``,
-  ``CommonPjRtLoadedExecutable::ExecuteHelperOnSingleDevice`` ... (no stats). The XLA work runs on a
-  ``tf_XLAPjRtCpuClient/<id>`` thread line, inside a ``ThunkExecutor::Execute`` event (no stats): one event
-  per HLO op (fusion), named after the op, with the stats ``hlo_op``, ``hlo_module`` (``jit_<fn>``: the
-  executable's HLO module name), ``program_id``, ``run_id`` (one value per execution) and
-  ``device_ordinal``; then ``end: <op>`` markers and ``ThunkExecutor::Execute (wait for completion)``
-  (stats ``run_id``, ``device_ordinal``).
-- So on CPU one iteration's device time is the span (first op start to last op end) of the events with
-  ``hlo_module == <module>`` sharing one ``run_id``. The span, not the sum: the thunk executor may run
-  independent ops concurrently on several threads (and a multi-device program runs on every device).
-  Host work (argument handling, output allocation, the Python call) is outside it.
-- ``ProfileOptions(python_tracer_level=0, host_tracer_level=1)`` still records the op events and keeps
-  the profiler's own cost lowest (the Python tracer records every Python call).
-
-On TPU and GPU (not seen on this host; the layout xprof documents): planes ``/device:TPU:0`` /
-``/device:GPU:0`` with a line ``XLA Modules`` (one event per execution, named ``<module>(<program id>)``,
-with an ``hlo_module`` stat where present) and ``XLA Ops`` (one event per op). Device time is taken from
-``XLA Modules`` (the longest device when several run the program); ``XLA Ops`` grouped by ``run_id`` is
-the fallback. When no event of the executable is found the timer raises ``TraceTimerError``: the row
-then says so in ``notes`` and leaves the device columns empty, never a zero.
-
-What the CPU figure is worth: for programs of tens of microseconds the profiler's cost lands inside the
-op span (the ops run on host threads the profiler records on): a paged decode case of 10 ops measured
-50 us wallclock and 115 us of op span, an interpreted Pallas kernel (540 op events per execution) 130 us
-and 400 us; from about 0.2 ms up (the tiny attention case of the tests) the two agree within the host's
-noise. The row builder (run/rows.py) says so in the row's notes when device_median_s exceeds median_s.
-
-Why a separate profiled pass after the wallclock iterations rather than the same loop: measured here
-(naive attention, float32, 20 iterations), the profiler made the wallclock median of B=2 S=128 H=4 D=64
-1.4x (0.69 ms -> 0.95 ms) even at the lowest tracer levels, 1.6-1.9x with the Python tracer on; the
-larger B=4 S=1024 H=8 D=64 moved within the host's noise. Profiling the wallclock loop would change
-``median_s`` for small cases, so ``median_s`` stays unprofiled and the device samples come from a second
-loop of the same number of iterations.
+How the profiler's events are laid out (CPU, TPU, GPU), what the CPU figure is worth and why it is a separate
+profiled pass: docs/trace_timer.md.
 """
 
 from __future__ import annotations

@@ -102,20 +102,10 @@ def attention_fn(impl: str, cfg: ModelConfig, p: TrainParams, mesh: jax.sharding
     elif reason:
         raise CaseSkipped(reason)
     if tune is not None and im.tune_space is not None:
-        from xlabench.backends.jax.attention_case import tuned_config
-
         case = AttentionParams(batch=tb, num_heads=hq, num_kv_heads=hq if repeat > 1 else hkv, seq_len=s, head_dim=d,
                                causal=True, dtype=p.dtype, mode="fwd_bwd", block_q=p.block_q, block_k=p.block_k)
-        acfg, fields, note = tuned_config(case, impl, acfg, tune, platform)
-        if tuned is not None:
-            best, default = fields.pop("tune_best_s", None), fields.pop("default_s", None)
-            tuned.update(fields)
-            tuned["notes"] = "; ".join(filter(None, [note, (
-                f"attention tuned at its per-shard shape {tb}x{s}x{hq}x{d} (fwd_bwd"
-                f"{'' if tb == b else f'; the blocks of global batch {tune_batch}, for global_batch auto'}): "
-                f"{best * 1e3:.3f} ms against {default * 1e3:.3f} ms at the default blocks") if best and default
-                else ""]))
-
+        acfg = _searched_blocks(case, impl, acfg, tune, platform, tuned,
+                                "" if tb == b else f"; the blocks of global batch {tune_batch}, for global_batch auto")
     elif cached_for is not None and im.tune_space is not None and p.block_q is None and p.block_k is None:
         acfg = _cached_blocks(acfg, impl, cached_for, AttentionParams(
             batch=tb, num_heads=hq, num_kv_heads=hq if repeat > 1 else hkv, seq_len=s, head_dim=d, causal=True,
@@ -127,6 +117,25 @@ def attention_fn(impl: str, cfg: ModelConfig, p: TrainParams, mesh: jax.sharding
         return impls.attend(q, k, v, impl, acfg)
 
     return attend
+
+
+def _searched_blocks(case: AttentionParams, impl: str, acfg: Any, tune: TimingPlan, platform: str,
+                     tuned: dict[str, Any] | None, batch_note: str) -> Any:
+    """``acfg`` at the search's winner for the per-shard attention ``case`` (from the tuning cache or searched
+    now); ``tuned`` receives the row's tuning columns and a note of the shape tuned at (``batch_note``: at
+    another global batch's, for global_batch auto)."""
+    from xlabench.backends.jax.attention_case import tuned_config
+
+    acfg, fields, note = tuned_config(case, impl, acfg, tune, platform)
+    if tuned is not None:
+        best, default = fields.pop("tune_best_s", None), fields.pop("default_s", None)
+        tuned.update(fields)
+        shape = f"{case.batch}x{case.seq_len}x{case.num_heads}x{case.head_dim}"
+        tuned["notes"] = "; ".join(filter(None, [note, (
+            f"attention tuned at its per-shard shape {shape} (fwd_bwd{batch_note}): "
+            f"{best * 1e3:.3f} ms against {default * 1e3:.3f} ms at the default blocks") if best and default
+            else ""]))
+    return acfg
 
 
 def _cached_blocks(acfg: Any, impl: str, device_kind: str, case: AttentionParams,

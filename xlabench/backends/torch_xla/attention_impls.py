@@ -34,9 +34,6 @@ class TorchAttentionImpl(AttentionImplRecord):
     framework: str = "torch"
 
 
-_none = no_rule
-
-
 def grouped_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, sm_scale: float,
                       q_offset: int = 0) -> torch.Tensor:
     """softmax(QK^T * scale) V, [B,S,H,D]; GQA by grouping query heads (no K/V copy); float32 logits.
@@ -138,8 +135,8 @@ def _single_device_mesh():
 
 
 REGISTRY: dict[str, TorchAttentionImpl] = {
-    "naive": TorchAttentionImpl("naive", "bshd", naive, _none),
-    "sdpa": TorchAttentionImpl("sdpa", "bhsd", sdpa, _none),
+    "naive": TorchAttentionImpl("naive", "bshd", naive, no_rule),
+    "sdpa": TorchAttentionImpl("sdpa", "bhsd", sdpa, no_rule),
     "flash": TorchAttentionImpl("flash", "bhsd", flash, **rules.rule("torch_xla", "flash")),
     "splash": TorchAttentionImpl("splash", "bhsd", splash, **rules.rule("torch_xla", "splash"),
                                  note="GQA: K/V heads repeated to num_heads (torch_xla splash is MHA-only)"),
@@ -174,7 +171,7 @@ def user(name: str) -> TorchAttentionImpl:
         fn = user_impl.check_callable(path, obj, ("q", "k", "v", "cfg"))
     parts = user_impl.attention_parts(path, obj)
     parts["note"] += " (JAX, through call_jax)" if framework == "jax" else ""
-    return TorchAttentionImpl(name, fn=fn, unsupported=_none, framework=framework, **parts)
+    return TorchAttentionImpl(name, fn=fn, unsupported=no_rule, framework=framework, **parts)
 
 
 def _apply_function(fn_cls: type, q, k, v, cfg: AttnConfig):
