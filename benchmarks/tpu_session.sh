@@ -41,29 +41,27 @@ fi
 trap 'mkdir -p "$OUT/results/tune-cache"; cp "$XLABENCH_CACHE_DIR"/tune/*.json "$OUT/results/tune-cache/" 2>/dev/null; tar -C "$OUT" -czf "$OUT/results.tgz" results && rm -rf "$OUT/results" && echo "results: $OUT/results.tgz ($(du -h "$OUT/results.tgz" | cut -f1))"; if [ "$(stat -c %s "$OUT/results.tgz")" -gt 15728640 ]; then split -b 15M -d "$OUT/results.tgz" "$OUT/results.tgz." && rm "$OUT/results.tgz" && ls "$OUT"/results.tgz.*; fi' EXIT
 xb() { python3 -m xlabench "$@"; }
 
-run_step() {  # run_step NAME SUITE [xlabench run options...]
-  local name=$1 suite=$2 limit=${3:-$STEP_S}; shift 3
+run_in() {  # run_in NAME SUITE LIMIT [xlabench run options...]: resumed with the step's CSV where an earlier
+  # call left one
+  local name=$1 suite=$2 limit=$3; shift 3
   local resume=() prev
   prev=$(ls "$OUT/results/$name"/*/*.csv 2>/dev/null | grep -v -e '\.samples\.csv$' -e '\.compile\.csv$' | tail -1)
   [ -n "$prev" ] && resume=(--resume "$prev")
-  echo "=== $name: xlabench run $suite $* ${resume[*]} (limit ${limit} s)"
+  echo "=== $name: xlabench run $suite $* --out ... ${resume[*]} (limit ${limit} s)"
   local t0=$(date +%s)
-  timeout --signal=INT --kill-after=20 "$limit" python3 -m xlabench run "$suite" --backend jax \
-    --out "$OUT/results/$name" "${resume[@]}" "$@" 2>&1 | tee -a "$OUT/$name.log"
+  timeout --signal=INT --kill-after=20 "$limit" python3 -m xlabench run "$suite" "$@" \
+    --out "$OUT/results/$name" "${resume[@]}" 2>&1 | tee -a "$OUT/$name.log"
   echo "=== $name: exit ${PIPESTATUS[0]} after $(( $(date +%s) - t0 )) s"
 }
 
-run_user() {  # run_user NAME SUITE LIMIT: a shipped suite as a new user runs it (no flags but --out, and
-  # --resume with the step's CSV when an earlier call left one): issue 48/49's "done when"
-  local name=$1 suite=$2 limit=$3
-  local resume=() prev
-  prev=$(ls "$OUT/results/$name"/*/*.csv 2>/dev/null | grep -v -e '\.samples\.csv$' -e '\.compile\.csv$' | tail -1)
-  [ -n "$prev" ] && resume=(--resume "$prev")
-  echo "=== $name: xlabench run $suite --out ... ${resume[*]} (limit ${limit} s)"
-  local t0=$(date +%s)
-  timeout --signal=INT --kill-after=20 "$limit" python3 -m xlabench run "$suite" --out "$OUT/results/$name" \
-    "${resume[@]}" 2>&1 | tee -a "$OUT/$name.log"
-  echo "=== $name: exit ${PIPESTATUS[0]} after $(( $(date +%s) - t0 )) s"
+run_step() {  # run_step NAME SUITE LIMIT [xlabench run options...]: the JAX side of a suite
+  local name=$1 suite=$2 limit=${3:-$STEP_S}; shift 3
+  run_in "$name" "$suite" "$limit" --backend jax "$@"
+}
+
+run_user() {  # run_user NAME SUITE LIMIT: a shipped suite as a new user runs it (no flags but --out): issue
+  # 48/49's "done when"
+  run_in "$1" "$2" "$3"
 }
 
 for arg in "$@"; do

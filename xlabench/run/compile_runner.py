@@ -17,14 +17,13 @@ from xlabench.results.files import software
 from xlabench.run import parallel, scheduler, shard, workers
 from xlabench.run import rows as row_builder
 from xlabench import suite as suite_lib
-from xlabench.protocol.replies import Reply
 from xlabench.protocol.worker_messages import CompileRequest, CompileResult
 from xlabench.protocol.target import TargetSpec
 from xlabench.run.envs import COMPILE_VARIANT
 from xlabench.run.interrupts import Interrupted, interruptible, uninterrupted
 from xlabench.run.run_options import RunOptions
 from xlabench.run.session import RunInputError, Session, open_session
-from xlabench.run.suite_runner import select_cases
+from xlabench.run.suite_runner import FIT_TIMEOUT_S, select_cases, worker_fitter
 from xlabench.suite import slice_fit
 from xlabench.protocol.status import COMPILED, SKIPPED
 
@@ -118,21 +117,8 @@ def default_profile(s: suite_lib.Suite, target: hardware.Target) -> str:
 
 def _fitter(sess: Session, spec: TargetSpec, on_note: Callable[[str], None]) -> slice_fit.ModelFitter:
     """A suite's model list fitted to the target by the compiling worker (op fit, the target's devices)."""
-
-    def fit(candidates: list[dict[str, Any]], impls: list[str]) -> list[slice_fit.Probe]:
-        on_note(f"fitting the model to {spec.name}: compiling {', '.join(c['model'] for c in candidates)}")
-        try:
-            reply = sess.pool.get("jax", 1, COMPILE_VARIANT).request(
-                {"op": "fit", "candidates": candidates, "impls": impls, "platform": "tpu",
-                 "target": spec.to_message()}, 1800.0)
-        except workers.WorkerError as e:
-            reply = Reply(error=str(e))
-        if reply.fit is None:
-            on_note(f"the model fit failed ({reply.error}): the smallest listed model is planned")
-            return []
-        return [slice_fit.Probe(**p) for p in reply.fit]
-
-    return fit
+    return worker_fitter(lambda msg: sess.pool.get("jax", 1, COMPILE_VARIANT).request(msg, FIT_TIMEOUT_S),
+                         spec.name, {"platform": "tpu", "target": spec.to_message()}, on_note, on_note)
 
 
 def mesh_note(cases: list[suite_lib.Case], target: hardware.Target, slices: int) -> Optional[str]:
@@ -166,9 +152,7 @@ def compile_suite(s: suite_lib.Suite, target_name: str, slices: int = 1, opts: R
     sess = _open(s, target, cases, slices, opts, on_warning)
     rows: list[dict[str, Any]] = []
 
-    def refit(spec: TargetSpec) -> list[suite_lib.Case]:  # a model list: fitted to the target by the worker
-        if not any(isinstance(p.params.get("model"), list) for p in [s.spec, *s.spec.profiles.values()]):
-            return cases
+    def refit(spec: TargetSpec) -> list[suite_lib.Case]:  # a model list is fitted by the worker (only then)
         return _checked(s, target_name, slices, opts, _fitter(sess, spec, on_warning))[2]
 
     try:  # SIGINT / SIGTERM: the workers killed, no row for the cases in flight, the CLI's resume hint

@@ -395,24 +395,33 @@ def _pick_cases(sess: Session, platform: str, shard_of: tuple[int, int] | None,
         raise RunInputError(str(e)) from None
 
 
-def _slice(worker: Any, platform: str, hooks: RunHooks) -> slice_fit.Slice:
-    """The slice the first worker found: its devices, and its op ``fit`` for a suite's model list."""
+def worker_fitter(request: Callable[[dict[str, Any]], Reply], where: str, extra: dict[str, Any],
+                  say: Callable[[str], None], warn: Callable[[str], None]) -> slice_fit.ModelFitter:
+    """A suite's model list fitted by a worker's op ``fit`` (``request``: the message to its reply; ``extra``:
+    the op's platform and, compiling, its target), run's and compile's alike; a fit that fails plans the
+    smallest listed model and says why."""
 
     def fit(candidates: list[dict[str, Any]], impls: list[str]) -> list[slice_fit.Probe]:
-        names = ", ".join(c["model"] for c in candidates)
-        hooks.note(f"fitting the model to {worker.env.get('device_count', 1)} x {worker.env.get('device_kind')}: "
-                   f"compiling {names} ({', '.join(impls)}), never run")
+        say(f"fitting the model to {where}: compiling {', '.join(c['model'] for c in candidates)} "
+            f"({', '.join(impls)}), never run")
         try:
-            reply = worker.request({"op": "fit", "candidates": candidates, "impls": impls, "platform": platform},
-                                   FIT_TIMEOUT_S)
+            reply = request({"op": "fit", "candidates": candidates, "impls": impls, **extra})
         except WorkerError as e:
             reply = Reply(error=str(e))
         if reply.fit is None:
-            hooks.warning(f"the model fit failed ({reply.error}): the smallest listed model is planned")
+            warn(f"the model fit failed ({reply.error}): the smallest listed model is planned")
             return []
         return [slice_fit.Probe(**p) for p in reply.fit]
 
-    return slice_fit.Slice(platform, int(worker.env.get("device_count") or 1), fit)
+    return fit
+
+
+def _slice(worker: Any, platform: str, hooks: RunHooks) -> slice_fit.Slice:
+    """The slice the first worker found: its devices, and its op ``fit`` for a suite's model list."""
+    n = int(worker.env.get("device_count") or 1)
+    fit = worker_fitter(lambda msg: worker.request(msg, FIT_TIMEOUT_S), f"{n} x {worker.env.get('device_kind')}",
+                        {"platform": platform}, hooks.note, hooks.warning)
+    return slice_fit.Slice(platform, n, fit)
 
 
 def _prior_rows(sess: Session) -> list[dict[str, Any]]:

@@ -21,6 +21,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any, Callable, Optional, Sequence
 
+from xlabench.protocol.status import OK
 from xlabench.workloads import model_presets as presets
 
 # The keys whose values make a train ladder (a batch sweep)
@@ -136,17 +137,13 @@ def devices_pinned(params: dict[str, Any], matrix: dict[str, list[Any]]) -> bool
     return "devices" in params or any("devices" in k.split(",") for k in matrix)
 
 
-__all__ = ["LADDER_KEYS", "ModelFitter", "Probe", "Slice", "by_size", "choose_model", "devices_pinned",
-           "fit_batch", "is_ladder", "program_key", "same_program_note", "unrolled_best"]
-
-
 def unrolled_best(cases: Sequence[Any], rows: Sequence[dict[str, Any]], case_id: Callable[..., str]) -> Optional[Any]:
     """The scanned ladder's best point (highest ``mfu`` among its ok rows) as an unrolled case: the unrolled
     step runs faster (one program per layer, fused across layers) but compiles for a minute where the scanned
     one takes seconds, so a ladder compiles scanned and its best point once unrolled. None: no ladder point
     ran ok. ``case_id(workload, backend, impl, params)``: results.case_id."""
     ladder = {c.case_id: c for c in cases if getattr(c, "unroll_best", False)}
-    ok = [r for r in rows if r.get("case_id") in ladder and r.get("status") == "ok" and _number(r.get("mfu"))]
+    ok = [r for r in rows if r.get("case_id") in ladder and r.get("status") == OK and _number(r.get("mfu"))]
     if not ok:
         return None
     best = max(ok, key=lambda r: float(r["mfu"]))
@@ -163,3 +160,7 @@ def _number(v: Any) -> bool:
         return v is not None and float(v) == float(v)
     except (TypeError, ValueError):
         return False
+
+
+__all__ = ["LADDER_KEYS", "ModelFitter", "Probe", "Slice", "by_size", "choose_model", "devices_pinned",
+           "fit_batch", "is_ladder", "program_key", "same_program_note", "unrolled_best"]
