@@ -127,15 +127,15 @@ def roofline(row: Mapping[str, Any], ici_gbytes_per_s: Optional[float]) -> dict[
     times = _times(flops, nbytes, peak_tf, peak_gb, coll, ici_gbytes_per_s)
     slack, _ = allowance(row)
     analytic = _analytic_bytes(row)
-    if (median and max(times.values()) / median > 1 + slack and max(times, key=times.__getitem__) == MEMORY
-            and "XLA" in source and analytic and analytic < nbytes):
+    beaten = bool(median and max(times.values()) / median > 1 + slack
+                  and max(times, key=times.__getitem__) == MEMORY and "XLA" in source)  # XLA's bytes aren't HBM's
+    if beaten and analytic and analytic < nbytes:
         source += (f"; memory floor on the bytes the case must move ({analytic / 1e9:.4g} GB per device): XLA's "
                    f"bytes_accessed ({nbytes / 1e9:.4g} GB) put the floor {max(times.values()) / median:.3f}x the "
                    "measured time, so they are not all HBM traffic")
         nbytes = analytic
         times = _times(flops, nbytes, peak_tf, peak_gb, coll, ici_gbytes_per_s)
-    elif (median and max(times.values()) / median > 1 + slack and max(times, key=times.__getitem__) == MEMORY
-            and "XLA" in source and not analytic and str(row.get("platform", "")) != "cpu"):
+    elif beaten and not analytic and str(row.get("platform", "")) != "cpu":
         # an accelerator's train step has no count of the bytes it must move: with XLA's shown not to be HBM
         # traffic, no memory floor is known, and the compute floor is the one bound the row can be held to
         # (a CPU row under its floor is the host's caches: audit.cache_resident marks it)
