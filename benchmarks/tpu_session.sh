@@ -97,12 +97,21 @@ for arg in "$@"; do
     gpt2|llama) run_user "$step" "suites/$step.yaml" "$limit" ;;  # the shipped suites, no flags
     attention-user) run_user "$step" suites/attention.yaml "$limit" ;;
     paged-user) run_user "$step" suites/paged_attention.yaml "$limit" ;;
+    paged-table)  # issue 49: the paged step's winners written into a copy of the shipped table, then the
+      # same cases again from that table, with an empty tuning and compilation cache (as a new user's run)
+      tables="$OUT/results/paged-table/tables"; mkdir -p "$tables"
+      libtpu=$(python3 -c 'import importlib.metadata as m; print(m.version("libtpu"))' 2>/dev/null)
+      xb tune --export "$tables/tpu_v5_lite.json" --from xlabench/tune/tables/tpu_v5_lite.json \
+        --from "$XLABENCH_CACHE_DIR/tune" --commit "${XLABENCH_GIT_SHA:-unknown}" --date "$(date +%F)" \
+        --libtpu "${libtpu:-unknown}" 2>&1 | tee "$OUT/paged-table.log"
+      XLABENCH_TUNE_TABLES="$tables" XLABENCH_CACHE_DIR=/tmp/xlabench-cache-empty \
+        run_step paged-table suites/paged_attention.yaml "$limit" -k page_size=64 -k batch=16 "${k[@]}" ;;
     train-tune)  # issue 48/49: the shipped suites' train attention shapes tuned (for the shipped table)
       run_step train-tune benchmarks/tpu/train_tune_v5e.yaml "$limit" "${k[@]}" ;;
     llama-probe)  # issue 48: the one-chip LLaMA preset's step, unrolled, splash, batch 8
       run_step llama-probe benchmarks/tpu/llama_probe_v5e.yaml "$limit" "${k[@]}" ;;
     train-mfu)  # issue 34: GPT-2 124M and 355M, seq 1024 and 4096, naive / flash / splash, up to the largest batch
       run_step train-mfu benchmarks/tpu/train_mfu_v5e.yaml "$limit" "${k[@]}" ;;
-    *) echo "unknown step $step (smoke, attention, attention-cached, attention-default, paged, train, train-mfu, train-explain, train-final, train-auto, mfu-batch, train-tune, llama-probe, gpt2, llama, attention-user, paged-user)"; exit 2 ;;
+    *) echo "unknown step $step (smoke, attention, attention-cached, attention-default, paged, train, train-mfu, train-explain, train-final, train-auto, mfu-batch, train-tune, llama-probe, gpt2, llama, attention-user, paged-user, paged-table)"; exit 2 ;;
   esac
 done
