@@ -97,6 +97,8 @@ for arg in "$@"; do
     gpt2|llama) run_user "$step" "suites/$step.yaml" "$limit" ;;  # the shipped suites, no flags
     attention-user) run_user "$step" suites/attention.yaml "$limit" ;;
     paged-user) run_user "$step" suites/paged_attention.yaml "$limit" ;;
+    probe-trace)  # issue 49: the trace events the tuner reads for the paged kernels (benchmarks/tpu/probe_trace_events.py)
+      timeout "$limit" python3 benchmarks/tpu/probe_trace_events.py 2>&1 | tee "$OUT/results/probe-trace.log" ;;
     paged-table)  # issue 49: the paged step's winners written into a copy of the shipped table, then the
       # same cases again from that table, with an empty tuning and compilation cache (as a new user's run)
       tables="$OUT/results/paged-table/tables"; mkdir -p "$tables"
@@ -112,6 +114,6 @@ for arg in "$@"; do
       run_step llama-probe benchmarks/tpu/llama_probe_v5e.yaml "$limit" "${k[@]}" ;;
     train-mfu)  # issue 34: GPT-2 124M and 355M, seq 1024 and 4096, naive / flash / splash, up to the largest batch
       run_step train-mfu benchmarks/tpu/train_mfu_v5e.yaml "$limit" "${k[@]}" ;;
-    *) echo "unknown step $step (smoke, attention, attention-cached, attention-default, paged, train, train-mfu, train-explain, train-final, train-auto, mfu-batch, train-tune, llama-probe, gpt2, llama, attention-user, paged-user, paged-table)"; exit 2 ;;
+    *) echo "unknown step $step (smoke, attention, attention-cached, attention-default, paged, train, train-mfu, train-explain, train-final, train-auto, mfu-batch, train-tune, llama-probe, gpt2, llama, attention-user, paged-user, paged-table, probe-trace)"; exit 2 ;;
   esac
 done

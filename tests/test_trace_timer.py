@@ -54,6 +54,37 @@ def test_device_planes_use_the_xla_modules_line_longest_device():
     assert device_seconds([d0, d1], "jit_f") == [11e-9, 12e-9]
 
 
+def test_device_events_sharing_a_run_id_are_one_execution_their_span():
+    from xlabench.backends.jax.trace_timer import device_seconds
+
+    d0 = _plane("/device:TPU:0", {"XLA Modules": [_ev("jit_f(3)", 0, 10, run_id=1), _ev("jit_f(3)", 15, 5, run_id=1),
+                                                  _ev("jit_f(3)", 100, 12, run_id=2)]})
+    assert device_seconds([d0], "jit_f") == [20e-9, 12e-9]
+
+
+def test_k_events_per_synced_call_are_one_execution_each_where_they_divide_exactly():
+    """Issue 49: the ragged paged search on the v5e stopped at "6 executions of jit_..._8, called 3 times"."""
+    from xlabench.backends.jax.trace_timer import device_seconds
+
+    evs = [_ev("jit_f(3)", t, d) for t, d in ((0, 10), (10, 2), (100, 11), (111, 2), (200, 9), (209, 3))]
+    d0 = _plane("/device:TPU:0", {"XLA Modules": evs})
+    assert device_seconds([d0], "jit_f", calls=3) == [12e-9, 13e-9, 12e-9]
+    assert device_seconds([d0], "jit_f") == [10e-9, 2e-9, 11e-9, 2e-9, 9e-9, 3e-9]  # no call count: as found
+    assert len(device_seconds([d0], "jit_f", calls=4)) == 6  # not a multiple: left as found (the caller refuses)
+
+
+def test_the_tuner_refuses_a_trace_whose_executions_outnumber_its_calls(monkeypatch):
+    from xlabench.backends.jax import trace_timer, tune_case
+
+    evs = [_ev("jit_c(1)", t, 10) for t in (0, 100, 200, 300)]
+    monkeypatch.setattr(trace_timer, "profiled_planes", lambda run: [_plane("/device:TPU:0", {"XLA Modules": evs})])
+    h = tune_case.Handle(compiled=lambda: None, args=(), module="jit_c")
+    with pytest.raises(tune_case.PooledTrace, match="4 executions of jit_c, called 3 times"):
+        tune_case.time_many([h], 3)
+    evs[3:] = []
+    assert tune_case.time_many([h], 3) == ([10e-9], "device")  # one per call: its median
+
+
 def test_no_events_of_the_executable_is_an_error_naming_it():
     from xlabench.backends.jax.trace_timer import TraceTimerError, device_seconds
 

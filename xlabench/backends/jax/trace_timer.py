@@ -69,7 +69,7 @@ def profiled_seconds(call: Callable[[], Any], sync: Callable[[Any], Any], iters:
             prev = out
         sync(prev)
 
-    return device_seconds(profiled_planes(run, keep_dir), module)
+    return device_seconds(profiled_planes(run, keep_dir), module, iters)
 
 
 def profiled_planes(run: Callable[[], None], keep_dir: str | None = None) -> list[Any]:
@@ -97,16 +97,37 @@ def load_planes(path: str) -> list[Any]:
     return list(jax.profiler.ProfileData.from_file(str(path)).planes)
 
 
+def _executions(events: list[Any]) -> list[tuple[float, float]]:
+    """(start, end) of each execution in start order: the events sharing a ``run_id`` are one, else each
+    event is one."""
+    spans: dict[Any, list[float]] = {}
+    for i, e in enumerate(events):
+        span = spans.setdefault(_stats(e).get("run_id", ("event", i)), [float("inf"), float("-inf")])
+        span[0] = min(span[0], e.start_ns)
+        span[1] = max(span[1], e.start_ns + e.duration_ns)
+    return sorted((a, b) for a, b in spans.values())
+
+
+def _per_call(spans: list[tuple[float, float]], calls: int | None) -> list[tuple[float, float]]:
+    """``spans`` as ``calls`` executions where they hold an exact multiple of them (k consecutive each)."""
+    if not calls or len(spans) <= calls or len(spans) % calls:
+        return spans
+    k = len(spans) // calls
+    return [(spans[i][0], max(end for _, end in spans[i:i + k])) for i in range(0, len(spans), k)]
+
+
 def _stats(event: Any) -> dict[str, Any]:
     return dict(event.stats)
 
 
-def device_seconds(planes: Iterable[Any], module: str) -> list[float]:
+def device_seconds(planes: Iterable[Any], module: str, calls: int | None = None) -> list[float]:
     """Per-execution device seconds of ``module`` in a trace's planes (ProfileData.planes), in start order.
 
-    Device planes (``/device:*``): the ``XLA Modules`` events of the module, per device; an iteration is
-    the longest device. Else the op events carrying ``hlo_module == module``, grouped by ``run_id``, each
-    group's span (this is the CPU path)."""
+    Device planes (``/device:*``): the ``XLA Modules`` events of the module, per device; events that carry
+    one ``run_id`` are one execution (their span), and where the caller made ``calls`` synced calls and the
+    line holds k times as many events, each call's k consecutive events are one execution (a program the
+    runtime runs in parts); an iteration is the longest device. Else the op events carrying
+    ``hlo_module == module``, grouped by ``run_id``, each group's span (this is the CPU path)."""
     planes = list(planes)
     per_device: list[list[tuple[float, float]]] = []
     for plane in planes:
@@ -115,13 +136,13 @@ def device_seconds(planes: Iterable[Any], module: str) -> list[float]:
         for line in plane.lines:
             if line.name != "XLA Modules":
                 continue
-            runs = [(e.start_ns, e.duration_ns) for e in line.events
+            runs = [e for e in line.events
                     if e.name == module or e.name.startswith(module + "(") or _stats(e).get("hlo_module") == module]
             if runs:
-                per_device.append(sorted(runs))
+                per_device.append(_per_call(_executions(runs), calls))
     if per_device:
         n = min(len(d) for d in per_device)
-        return [max(d[i][1] for d in per_device) / 1e9 for i in range(n)]
+        return [max(d[i][1] - d[i][0] for d in per_device) / 1e9 for i in range(n)]
     spans: dict[Any, list[float]] = defaultdict(lambda: [float("inf"), float("-inf")])
     for plane in planes:
         for line in plane.lines:

@@ -143,10 +143,11 @@ def time_many(handles: list[Handle], iters: int) -> tuple[list[float], str]:
             if not good:
                 out.append(float("inf"))
                 continue
-            seconds = trace_timer.device_seconds(planes, h.module)
-            if len(seconds) > iters or h.module in shared:
-                raise PooledTrace(f"the trace holds {len(seconds)} executions of {h.module}, called {iters} times: "
-                                  "two candidates share its name, their timings would be pooled")
+            if h.module in shared:
+                raise PooledTrace(f"two candidates share the module name {h.module}: their timings would be pooled")
+            seconds = trace_timer.device_seconds(planes, h.module, iters)
+            if len(seconds) > iters:
+                raise PooledTrace(f"the trace holds {len(seconds)} executions of {h.module}, called {iters} times")
             out.append(statistics.median(seconds))
         return out, "device"
     except trace_timer.TraceTimerError:
