@@ -17,6 +17,7 @@ from xlabench.tune.search import Dropped, Stage, TuneOutcome, verify
 from xlabench.workloads.attention import tile_candidates
 
 ROOT = Path(__file__).resolve().parent.parent
+PAGED_CACHE = ROOT / "docs/data/tpu-v5e/2026-12-07-c/tune-cache"
 SUITES_CACHE = ROOT / "docs" / "data" / "tpu-v5e" / "2026-12-07-b" / "tune-cache"
 RUN_CACHE = ROOT / "docs/data/tpu-v5e/2026-12-07/tune-cache"
 KIND = "TPU v5 lite"
@@ -283,22 +284,33 @@ def test_build_leaves_out_pooled_and_disagreeing_entries_saying_why(tmp_path):
 
 # --------------------------------------------------------------------------------------- the v5e table
 
-def test_the_shipped_v5e_table_is_the_2026_12_07_runs_rebuilt(monkeypatch):
+def _paged_cache(impl: str) -> list[Path]:
+    return [p for p in sorted(PAGED_CACHE.glob("*.json")) if json.loads(p.read_text())["key"]["impl"] == impl]
+
+
+def test_the_shipped_v5e_table_is_the_2026_12_07_runs_rebuilt(monkeypatch, tmp_path):
     """The 49 entries of the attention profile's cold search (7683fc5), then the 15 the shipped suites'
     first run on the chip added (e526ab6578: the train steps' attention shapes; where it verified an entry
-    of the first run, that entry stays as the search measured it)."""
+    of the first run, that entry stays as the search measured it), then the paged profile's page-size-64,
+    batch-16 search: paged's 4 contexts (9f82006b80) and ragged paged's 1k, 4k and 16k (9e80b94827)."""
     monkeypatch.delenv(table.ENV_TABLE_DIR, raising=False)
     shipped, why = table.for_device(KIND)
-    assert why == "" and len(shipped.entries) == 64
+    assert why == "" and len(shipped.entries) == 71
     assert {(e.commit, e.date, e.versions["jax"], e.versions["libtpu"]) for e in shipped.entries} == {
-        ("7683fc5", "2026-12-07", "0.10.2", "0.0.42.1"), ("e526ab6578", "2026-12-07", "0.10.2", "0.0.42.1")}
-    first = table.build([RUN_CACHE], commit="7683fc5", date="2026-12-07", libtpu="0.0.42.1").table
-    both = table.build([SUITES_CACHE], commit="e526ab6578", date="2026-12-07", libtpu="0.0.42.1").table
-    merged = {json.dumps(e.to_json()["key"], sort_keys=True): e.to_json() for e in both.entries}
-    merged.update({json.dumps(e.to_json()["key"], sort_keys=True): e.to_json() for e in first.entries})
+        (c, "2026-12-07", "0.10.2", "0.0.42.1") for c in ("7683fc5", "e526ab6578", "9f82006b80", "9e80b94827")}
+    merged: dict[str, dict] = {}
+    for files, commit in ((sorted(SUITES_CACHE.glob("*.json")), "e526ab6578"),
+                          (sorted(RUN_CACHE.glob("*.json")), "7683fc5"),
+                          (_paged_cache("paged"), "9f82006b80"), (_paged_cache("ragged_paged"), "9e80b94827")):
+        folder = tmp_path / commit  # one export's sources, in the order they were exported (a later one wins)
+        folder.mkdir()
+        for p in files:
+            (folder / p.name).write_text(p.read_text())
+        built = table.build([folder], commit=commit, date="2026-12-07", libtpu="0.0.42.1").table
+        merged.update({json.dumps(e.to_json()["key"], sort_keys=True): e.to_json() for e in built.entries})
     on_disk = table.read_table(table.table_path(KIND)).to_json()["entries"]
     assert {json.dumps(e["key"], sort_keys=True): e for e in on_disk} == merged
-    for p in sorted(RUN_CACHE.glob("*.json")):
+    for p in sorted(RUN_CACHE.glob("*.json")) + _paged_cache("ragged_paged"):
         k = json.loads(p.read_text())
         hit = shipped.find(k["key"]["backend"], k["key"]["impl"], k["key"]["case"])
         assert hit.exact and dict(hit.entry.blocks) == k["blocks"] and hit.entry.best_s == k["best_s"]
