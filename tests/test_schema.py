@@ -65,6 +65,20 @@ def test_a_cell_not_of_its_columns_dtype_is_refused_naming_its_line(tmp_path, co
         results.read_rows(path)
 
 
+def test_units_are_declared_once_in_the_schema():
+    """gate.config.METRICS spelled each metric's unit again beside the schema's: two declarations that could
+    disagree. The gate's metric has no unit of its own: it reads the schema's, and names a column or is refused."""
+    import dataclasses
+
+    from xlabench.gate.config import METRICS, Metric
+
+    assert "unit" not in {f.name for f in dataclasses.fields(Metric)}
+    assert {m.name: m.unit for m in METRICS.values()} == {m: schema.UNIT_OF[m] for m in METRICS}
+    assert METRICS["tflops_per_s"].unit == "TFLOP/s" and METRICS["mfu"].unit == ""
+    with pytest.raises(ValueError, match="not a column"):
+        Metric("median_ms", False, "median")
+
+
 def test_the_tuned_parameter_lists_all_derive_from_one():
     """pages_per_compute_block was tuned by --tune, in chartdata.TUNING and left out of paged's cache key,
     but missing from workloads.TUNED_PARAMS: four lists that disagreed."""

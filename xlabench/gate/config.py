@@ -9,6 +9,7 @@ import numpy as np
 
 from xlabench.cells import number
 from xlabench.measure.sample_size import DEFAULT_ALPHA
+from xlabench.results.schema import UNIT_OF
 
 # Verdicts. REGRESSION and FAILED fail the gate; the rest are reported.
 REGRESSION = "regression"
@@ -49,13 +50,21 @@ class EnvMismatchError(GateInputError):
 
 @dataclass(frozen=True)
 class Metric:
-    """A column the gate can compare, and how to get its value for every timed iteration."""
+    """A column the gate can compare, and how to get its value for every timed iteration. Its unit is the
+    schema's (results.schema declares each column's unit once)."""
 
     name: str
-    unit: str
     higher_is_better: bool
     statistic: str  # a key of STATISTICS: what summarises the per-iteration values
     peak: Optional[str] = None  # the row's peak column the metric is a fraction of (mfu, mbu): runs may differ
+
+    def __post_init__(self) -> None:
+        if self.name not in UNIT_OF:
+            raise ValueError(f"metric {self.name!r} is not a column of the results schema")
+
+    @property
+    def unit(self) -> str:
+        return UNIT_OF[self.name]
 
     def per_iteration(self, row: dict[str, Any], seconds: np.ndarray) -> Optional[np.ndarray]:
         """Values of the metric per timed iteration, or None when the row lacks the metric.
@@ -87,17 +96,17 @@ def _p10(x: np.ndarray, axis: int = -1) -> np.ndarray:
 STATISTICS: dict[str, Callable[..., Any]] = {"median": np.median, "mean": np.mean, "p10": _p10}
 
 METRICS: dict[str, Metric] = {m.name: m for m in (
-    Metric("median_s", "s", False, "median"),
-    Metric("mean_s", "s", False, "mean"),
+    Metric("median_s", False, "median"),
+    Metric("mean_s", False, "mean"),
     # Contention on a shared host only ever adds time: a low quantile tracks the uncontended speed.
-    Metric("p10_s", "s", False, "p10"),
+    Metric("p10_s", False, "p10"),
     # Trace timer: the row's device median, with the spread of the wallclock samples (see per_iteration).
-    Metric("device_median_s", "s", False, "median"),
-    Metric("tflops_per_s", "TFLOP/s", True, "median"),
-    Metric("mfu", "", True, "median", peak="peak_tflops"),
-    Metric("gbytes_per_s", "GB/s", True, "median"),
-    Metric("mbu", "", True, "median", peak="peak_gbytes_per_s"),
-    Metric("tokens_per_s", "tokens/s", True, "median"),
+    Metric("device_median_s", False, "median"),
+    Metric("tflops_per_s", True, "median"),
+    Metric("mfu", True, "median", peak="peak_tflops"),
+    Metric("gbytes_per_s", True, "median"),
+    Metric("mbu", True, "median", peak="peak_gbytes_per_s"),
+    Metric("tokens_per_s", True, "median"),
 )}
 
 

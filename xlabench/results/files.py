@@ -18,7 +18,7 @@ except ImportError:  # not POSIX: no lock (a concurrent resume is then the user'
     fcntl = None  # type: ignore[assignment]
 
 from xlabench.results.schema import (
-    COLUMN_NAMES, COLUMNS, COMPILE_STATUSES, DTYPE_OF, SAMPLE_COLUMNS, SCHEMA_VERSION, STATUSES, TUNED_PREFIX,
+    COLUMN_NAMES, COMPILE_STATUSES, DTYPE_OF, SAMPLE_COLUMNS, SCHEMA_VERSION, STATUSES, TUNED_PREFIX, UNIT_OF,
 )
 from xlabench.tune.space import TUNED_PARAMS
 
@@ -261,7 +261,6 @@ def check_records(path: Path, text: str, what: str, cut_last: bool = False) -> s
 
 
 _EXPECTED = {"int": "an integer", "float": "a number", "bool": "true or false"}
-_UNIT = {c.name: c.unit for c in COLUMNS}
 
 
 def _typed(path: Path, df: Any) -> Any:
@@ -286,7 +285,7 @@ def _typed(path: Path, df: Any) -> Any:
                 wrong |= typed.notna() & (typed % 1 != 0)
         if wrong.any():
             i = int(wrong.idxmax())
-            unit = f" ({_UNIT[col]})" if _UNIT.get(col) else ""
+            unit = f" ({UNIT_OF[col]})" if UNIT_OF.get(col) else ""
             raise ResultsFileError(f"{path}:{i + 2}: {col} {cells[i]!r} is not {_EXPECTED[kind]}{unit}")
         out[col] = typed.astype("int64") if kind == "int" and typed.notna().all() else typed
     return pd.DataFrame(out, index=df.index)

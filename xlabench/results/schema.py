@@ -250,6 +250,7 @@ CASE_COLUMN_NAMES: list[str] = [c.name for c in CASE_COLUMNS]
 # Text cells are read back as written, never parsed, even where they look like numbers (a short sha of digits,
 # '1e5', a hostname '007': a sha read as a number lost its leading zero and history its commit order).
 DTYPE_OF: dict[str, str] = {c.name: c.dtype for c in COLUMNS}
+UNIT_OF: dict[str, str] = {c.name: c.unit for c in COLUMNS}  # the one declaration of a column's unit (gate's metrics too)
 TEXT_COLUMN_NAMES: frozenset[str] = frozenset(n for n, t in DTYPE_OF.items() if t == "text")
 # Case parameters that choose a kernel's blocks or mode: empty means the kernel's default (a chart's legend
 # says 'default'), and they are not the shape of a case.
