@@ -79,3 +79,48 @@ def test_a_chip_is_one_record() -> None:
     assert table.table_name("TPU v5 lite") == "tpu_v5_lite.json" and table.table_name("TPU v6 lite") == "tpu_v6_lite.json"
     for chip in hardware.CHIPS:
         assert chip.tuning_table is None or (table.PACKAGE_DIR / chip.tuning_table).is_file(), chip.name
+
+
+def _tpu_case(tmp_path, extra: str = ""):
+    from xlabench import suite
+
+    p = tmp_path / "s.yaml"
+    p.write_text("name: s\nworkload: attention\nbackends: [jax]\nimpls: [naive]\n"
+                 "params: {batch: 2, num_heads: 4, seq_len: 1024, head_dim: 128, dtype: bfloat16, causal: true}\n"
+                 + extra)
+    return suite.load(p).cases()[0]
+
+
+# What a compile row and a run row of one case say differently by nature: what happened to it, and when.
+_DIFFER_BY_NATURE = {"status", "timestamp"}
+
+
+@pytest.mark.parametrize("extra", ["", "peak_tflops: 100\n"])
+def test_a_case_compile_and_run_rows_agree_on_every_shared_column(tmp_path, extra: str) -> None:
+    """The compile row is built by the run's row builder (run/rows.py), so a case's compile row and run row
+    agree on the case, the platform and device, interpret, and the peak and the MFU it is rated against (the
+    compile path derived its peak apart and ignored a suite's peak_tflops, which the run's rows use)."""
+    from xlabench.protocol.status import COMPILED
+    from xlabench.protocol.worker_messages import CaseResult
+    from xlabench.run import rows as row_builder
+    from xlabench.run.case_plan import plan_case
+    from xlabench import impls as catalog
+    from xlabench.run.scheduler import RunContext
+
+    case = _tpu_case(tmp_path, extra)
+    target = hardware.find_target("v5e-1")
+    env = {"platform": "tpu", "device_kind": "TPU v5 lite", "device_count": 1, "process_count": 1,
+           "framework_version": "jax 0.0 / jaxlib 0.0 / libtpu 0.0"}
+    ctx = RunContext(run_id="r", platform="tpu", git_sha="x", hostname="h")
+    flops, xla = 4.4e9, {"xla_flops": 4.4e9, "xla_bytes_accessed": 2e7}
+    run, _ = row_builder.case_row(case, ctx, env, [CaseResult(samples=(1e-3,) * 5, correct=True,
+                                                              metrics={"flops": flops, **xla})])
+    plan = plan_case(case, catalog.find(case.backend, case.impl, case.workload), target.platform, ctx)
+    compiled = row_builder.compile_row(case, ctx, plan, env, {"status": COMPILED, "error": None, "compile_s": 2.0,
+                                                              "flops": flops, **xla}, target)
+    shared = {k for k in set(run) & set(compiled) if run[k] is not None and compiled[k] is not None}
+    assert {"case_id", "seq_len", "platform", "device_kind", "interpret", "peak_tflops", "peak_source",
+            "peak_gbytes_per_s", "flops", "bound_by", "arith_intensity"} <= shared
+    assert {k: compiled[k] for k in shared - _DIFFER_BY_NATURE} == {k: run[k] for k in shared - _DIFFER_BY_NATURE}
+    assert compiled["peak_tflops"] == (100 if extra else hardware.device_peak("tpu", "TPU v5 lite").tflops)
+    assert compiled["mfu_ceiling"] is not None and compiled["interpret"] is False and compiled["warmup"] is None

@@ -158,6 +158,11 @@ class Target:
     def devices(self) -> int:
         return self.chips * self.devices_per_chip
 
+    def label(self, slices: int = 1) -> str:
+        """The topology it stands for, as rows' ``topology`` column says it (e.g. 'v4:2x2x1 (megacore) x 2 slices')."""
+        opts = ", ".join(f"{k}={v}" for k, v in self.options)
+        return self.topology + (f" ({opts})" if opts else "") + (f" x {slices} slices" if slices > 1 else "")
+
 
 def _targets(chip: Chip) -> tuple[Target, ...]:
     """The chip's compile targets, one per slice."""

@@ -13,19 +13,21 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
 from xlabench import hardware, results
+from xlabench import impls as catalog
 from xlabench.results.files import software
 from xlabench.run import parallel, scheduler, shard, workers
 from xlabench.run import rows as row_builder
 from xlabench import suite as suite_lib
 from xlabench.protocol.worker_messages import CompileRequest, CompileResult
 from xlabench.protocol.target import TargetSpec
+from xlabench.run.case_plan import plan_case
 from xlabench.run.envs import COMPILE_VARIANT
 from xlabench.run.interrupts import Interrupted, interruptible, uninterrupted
 from xlabench.run.run_options import RunOptions
 from xlabench.run.session import RunInputError, Session, open_session
 from xlabench.run.suite_runner import FIT_TIMEOUT_S, select_cases, worker_fitter
 from xlabench.suite import slice_fit
-from xlabench.protocol.status import COMPILED, SKIPPED
+from xlabench.protocol.status import SKIPPED
 
 TORCH_XLA_REASON = ("torch_xla 2.9 has no compile-only TPU client (it compiles only on the devices it runs on); "
                     "the JAX rows compile the same Pallas kernels that torch_xla's custom_kernel traces")
@@ -53,24 +55,10 @@ def target_spec(target: hardware.Target, slices: int) -> TargetSpec:
     return TargetSpec(target.name, target.platform, target.topology, tuple(target.options), slices)
 
 
-def topology_label(target: hardware.Target, slices: int) -> str:
-    opts = ", ".join(f"{k}={v}" for k, v in target.options)
-    return target.topology + (f" ({opts})" if opts else "") + (f" x {slices} slices" if slices > 1 else "")
-
-
 def _skip_reason(case: suite_lib.Case, target: hardware.Target) -> Optional[str]:
     """Why a case is not compiled for this target, decided without a worker (scheduler.platform_skip)."""
     return TORCH_XLA_REASON if case.backend == "torch_xla" else \
         scheduler.platform_skip(case, target.platform, target=target.name)
-
-
-def _row(case: suite_lib.Case, ctx: scheduler.RunContext, target: hardware.Target, slices: int,
-         env: dict[str, Any]) -> dict[str, Any]:
-    row = row_builder.identity(case, ctx)
-    row.update(interpret=False, warmup=None, target=target.name, topology=topology_label(target, slices),
-               **{k: env.get(k) for k in ("platform", "device_kind", "device_count", "framework_version")})
-    row["process_count"] = 1
-    return row
 
 
 def _framework_version(jax_versions: Optional[str], target: hardware.Target) -> Optional[str]:
@@ -179,24 +167,21 @@ def _compile_cases(sess: Session, target: hardware.Target, prof: str, cases: lis
     ctx = scheduler.RunContext(run_id=sess.run_id, platform=target.platform)
     keep_root = sess.trace_root()
     jobs = max(1, min(opts.jobs or parallel.default_jobs(), sum(_skip_reason(c, target) is None for c in todo)))
-    meta = sess.write_meta(prof, ctx, env, jobs, target=target.name, topology=topology_label(target, slices),
+    meta = sess.write_meta(prof, ctx, env, jobs, target=target.name, topology=target.label(slices),
                            slices=slices, host_env=host_env, cases_planned=len(cases))
     on_start(prof, len(todo), len(sess.done), env, jobs)
     pools = sess.add_jobs(jobs)  # one worker pool per job
     peaks: list[Optional[int]] = [None] * jobs
 
     def compile_case(job: int, case: suite_lib.Case) -> dict[str, Any]:
-        row = _row(case, ctx, target, slices, env)
+        plan = plan_case(case, catalog.find(case.backend, case.impl, case.workload), target.platform, ctx)
         reason = _skip_reason(case, target)
         if reason:
-            row.update(status=SKIPPED, error=reason)
+            outcome: dict[str, Any] = {"status": SKIPPED, "error": reason}
         else:
             keep = str(keep_root.resolve() / case.case_id) if keep_root else None
-            row.update(_compile_one(case, pools[job], spec, opts.timeout_s or case.measure.timeout_s, keep))
-            row.update(_ceilings(row, target, slices))
-        row["notes"] = "; ".join(filter(None, [case.note, row.get("notes")])) or None  # the model fit, modes run once
-        row["timestamp"] = row_builder.now()
-        return row
+            outcome = _compile_one(case, pools[job], spec, opts.timeout_s or case.measure.timeout_s, keep)
+        return row_builder.compile_row(case, ctx, plan, env, outcome, target, slices)
 
     def finish(job: int) -> None:
         peaks[job] = pools[job].peak_rss_bytes()
@@ -248,22 +233,6 @@ def _target_env(sess: Session, target: hardware.Target, spec: TargetSpec) -> tup
         sess.close()
         raise CompileError(f"cannot compile for {target.name}: {e}") from None
     return env, worker.env
-
-
-def _ceilings(row: dict[str, Any], target: hardware.Target, slices: int) -> dict[str, Any]:
-    """The target's peaks and the roofline of a compiled row: what the slice could do with this program."""
-    from xlabench.run.metrics import roofline_fields
-
-    if row.get("status") != COMPILED:
-        return {}
-    peak = hardware.device_peak(target.platform, str(row.get("device_kind") or ""))
-    out: dict[str, Any] = {"peak_tflops": peak.tflops, "peak_gbytes_per_s": peak.gbytes_per_s,
-                           "peak_source": peak.source}
-    out.update(roofline_fields({**row, **out}, str(row.get("device_kind") or ""), target.topology))
-    if slices > 1 and out.get("collective_s") is not None:
-        out["ici_source"] = (out.get("ici_source", "") + f"; {slices} slices: collectives between slices cross "
-                             "DCN, which this model prices at ICI speed (optimistic)")
-    return out
 
 
 def _compile_one(case: suite_lib.Case, pool: workers.WorkerPool, target: TargetSpec,

@@ -18,13 +18,8 @@ def derive(result: Any, env: dict[str, Any], devices: int,
     (rows.Measured: its ``fields``, ``tokens_per_step`` and ``tokens_global``). ``row``: the row being built
     (its case columns: the roofline is the full case's, so a causal row gets the causal rule)."""
     fields = result.fields
-    out: dict[str, Any] = {}
-    peak = device_peak(env.get("platform", ""), env.get("device_kind", ""),
-                       env.get("measured_cpu_tflops"), env.get("measured_cpu_gbytes_per_s"),
-                       int(env.get("device_count", 1) or 1), peak_override, env.get("cpu_peak_source"))
-    out["peak_tflops"] = peak.tflops
-    out["peak_gbytes_per_s"] = peak.gbytes_per_s
-    out["peak_source"] = peak.source
+    out = peak_fields(env, peak_override)
+    peak_tflops, peak_gbytes_per_s = out["peak_tflops"], out["peak_gbytes_per_s"]
     median = fields.get("median_s")
     if not median:
         return out
@@ -32,14 +27,14 @@ def derive(result: Any, env: dict[str, Any], devices: int,
         out["host_overhead"] = (fields.get("wall_median_s") or median) / fields["device_median_s"]
     if fields.get("flops"):
         out["tflops_per_s"] = fields["flops"] / median / 1e12
-        if peak.tflops:
-            out["mfu"] = flop_formulas.mfu(fields["flops"], median, devices, peak.tflops)
-    if fields.get("flops_palm") and peak.tflops:
-        out["mfu_palm"] = flop_formulas.mfu(fields["flops_palm"], median, devices, peak.tflops)
+        if peak_tflops:
+            out["mfu"] = flop_formulas.mfu(fields["flops"], median, devices, peak_tflops)
+    if fields.get("flops_palm") and peak_tflops:
+        out["mfu_palm"] = flop_formulas.mfu(fields["flops_palm"], median, devices, peak_tflops)
     if fields.get("bytes"):
         out["gbytes_per_s"] = fields["bytes"] / median / 1e9
-        if peak.gbytes_per_s:
-            out["mbu"] = out["gbytes_per_s"] / (devices * peak.gbytes_per_s)
+        if peak_gbytes_per_s:
+            out["mbu"] = out["gbytes_per_s"] / (devices * peak_gbytes_per_s)
     if result.tokens_per_step is not None:
         out["tokens_per_s"] = result.tokens_per_step / median
         if result.tokens_global:
@@ -48,6 +43,16 @@ def derive(result: Any, env: dict[str, Any], devices: int,
                                 "interpret": interpret},
                                env.get("device_kind", ""), None))
     return out
+
+
+def peak_fields(env: Mapping[str, Any], peak_override: Optional[float]) -> dict[str, Any]:
+    """The peak columns of a row (peak_tflops, peak_gbytes_per_s, peak_source), run and compile rows alike:
+    from the worker's ``env`` (platform, device kind, the CPU's measured peaks) and the override (--peak-tflops,
+    else the suite's peak_tflops)."""
+    peak = device_peak(env.get("platform", ""), env.get("device_kind", ""),
+                       env.get("measured_cpu_tflops"), env.get("measured_cpu_gbytes_per_s"),
+                       int(env.get("device_count", 1) or 1), peak_override, env.get("cpu_peak_source"))
+    return {"peak_tflops": peak.tflops, "peak_gbytes_per_s": peak.gbytes_per_s, "peak_source": peak.source}
 
 
 def roofline_fields(row: dict[str, Any], device_kind: str, topology: Optional[str]) -> dict[str, Any]:

@@ -2,8 +2,9 @@
 (run/case_plan.py), the worker's environment, and either the worker's samples (one CaseResult per repeat)
 or the reason the case ended without one, and returns the CSV row and its samples. Every statistic of the
 row (median_s ... cv, the device columns) is computed here, once, from every repeat's samples on the clock
-the plan made the headline; the scheduler only collects the pieces; the compile session and a run that
-cannot start take their first columns from ``identity``.
+the plan made the headline; the scheduler only collects the pieces. ``compile_row`` assembles a compile
+session's row from the same pieces (identity, the worker's environment, the peak), so that a case's compile
+and run rows agree on every column they share; a run that cannot start takes its first columns from ``identity``.
 
 The walk from the CLI to a row: cli/run.py `run` -> run/suite_runner.py run_suite -> run/scheduler.py
 run_cases (start_case, run_repeat: case_plan.plan_case, a worker's CaseResult) -> here case_row (measured:
@@ -22,15 +23,15 @@ import statistics
 from dataclasses import dataclass
 from typing import Any, Mapping, Optional, Sequence
 
-from xlabench import audit
+from xlabench import audit, hardware
 from xlabench import impls as catalog
 from xlabench import results
 from xlabench.protocol.timing_plan import Clock
-from xlabench.protocol.status import OK
+from xlabench.protocol.status import COMPILED, OK
 from xlabench.stats import device_summary, summarize
 from xlabench.protocol.worker_messages import CaseResult
 from xlabench.run.case_plan import CasePlan, plan_case
-from xlabench.run.metrics import derive
+from xlabench.run.metrics import derive, peak_fields, roofline_fields
 from xlabench.suite import Case
 
 ENV_KEYS = ("device_kind", "device_count", "process_count", "framework_version")
@@ -158,3 +159,32 @@ def case_row(case: Case, ctx: Any, env: Mapping[str, Any] | None = None, replies
     row["suspect"] = audit.suspect_text(audit.check_row(row, host))
     row["timestamp"] = now()
     return row, list(m.samples)
+
+
+def compile_row(case: Case, ctx: Any, plan: CasePlan, env: Mapping[str, Any], outcome: Mapping[str, Any],
+                target: hardware.Target, slices: int = 1) -> dict[str, Any]:
+    """The row of a case compiled for ``slices`` of ``target`` (run/compile_runner.py): the columns of a run
+    row of the case (``identity`` under its ``plan``, the worker's ``env``, the peak by the run's rule:
+    metrics.peak_fields), the target's, the worker's ``outcome`` (status, error and the compiled program's
+    figures) and, for a compiled program, its roofline on the target's topology."""
+    row = identity(case, ctx, plan)
+    row.update({k: env.get(k) for k in ENV_KEYS})
+    row.update(warmup=None, process_count=env.get("process_count") or 1,  # nothing runs: no warm-up; one process
+               target=target.name, topology=target.label(slices))
+    row.update(outcome)
+    if row.get("status") == COMPILED:
+        row.update(_ceilings(row, env, ctx.peak_override or case.peak_tflops, target.topology, slices))
+    row["notes"] = "; ".join(filter(None, [getattr(case, "note", ""), row.get("notes")])) or None
+    row["timestamp"] = now()
+    return row
+
+
+def _ceilings(row: dict[str, Any], env: Mapping[str, Any], peak_override: Optional[float], topology: Optional[str],
+              slices: int) -> dict[str, Any]:
+    """The peaks and the roofline of a compiled row: what the slice could do with this program."""
+    out = peak_fields(env, peak_override)
+    out.update(roofline_fields({**row, **out}, str(row.get("device_kind") or ""), topology))
+    if slices > 1 and out.get("collective_s") is not None:
+        out["ici_source"] = (out.get("ici_source", "") + f"; {slices} slices: collectives between slices cross "
+                             "DCN, which this model prices at ICI speed (optimistic)")
+    return out
