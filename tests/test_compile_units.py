@@ -124,3 +124,49 @@ def test_a_case_compile_and_run_rows_agree_on_every_shared_column(tmp_path, extr
     assert {k: compiled[k] for k in shared - _DIFFER_BY_NATURE} == {k: run[k] for k in shared - _DIFFER_BY_NATURE}
     assert compiled["peak_tflops"] == (100 if extra else hardware.device_peak("tpu", "TPU v5 lite").tflops)
     assert compiled["mfu_ceiling"] is not None and compiled["interpret"] is False and compiled["warmup"] is None
+
+
+def test_compile_reports_through_the_runs_hooks_and_outcome(tmp_path, monkeypatch) -> None:
+    """`compile` has no hooks or outcome of its own: compile_suite takes the run's RunHooks (start with its
+    line and cases, case_start per job, row per case) and returns a RunOutcome, its rows built by the run's
+    row builder (fake workers: the target probe and each compile are stubbed)."""
+    from xlabench import suite as suite_lib
+    from xlabench.protocol.status import COMPILED
+    from xlabench.run import compile_runner, session
+    from xlabench.run.run_options import RunOptions
+    from xlabench.run.suite_runner import RunHooks, RunOutcome
+
+    class Pool:
+        def __init__(self, *a, **kw) -> None:
+            pass
+
+        def like(self) -> "Pool":
+            return Pool()
+
+        def close(self) -> None:
+            pass
+
+        def kill_all(self) -> None:
+            pass
+
+        def peak_rss_bytes(self) -> None:
+            return None
+
+    env = {"platform": "tpu", "device_kind": "TPU v5 lite", "device_count": 8, "framework_version": "x"}
+    monkeypatch.setattr(session, "WorkerPool", Pool)
+    monkeypatch.setattr(compile_runner, "_target_env", lambda sess, target, spec: (env, {}))
+    monkeypatch.setattr(compile_runner, "_compile_one", lambda case, *a, **kw: {
+        "status": COMPILED, "error": None, "flops": 1e9, "xla_flops": 1e9, "xla_bytes_accessed": 1e7})
+    p = tmp_path / "s.yaml"
+    p.write_text("name: c\nworkload: attention\nimpls: [naive]\n"
+                 "params: {num_heads: 2, head_dim: 128, dtype: bfloat16, batch: 1}\nmatrix:\n  seq_len: [256, 512]\n")
+    seen: list[tuple] = []
+    hooks = RunHooks(start=lambda lines, runs, cases, jobs: seen.append(("start", lines, runs, len(cases), jobs)),
+                     case_start=lambda job, case: seen.append(("case", job)),
+                     row=lambda case, row: seen.append(("row", row["seq_len"], row["status"])))
+    out = compile_runner.compile_suite(suite_lib.load(p), "v5e-8", opts=RunOptions(
+        out_dir=str(tmp_path / "out"), jobs=1, no_cache=True), hooks=hooks)
+    assert isinstance(out, RunOutcome) and out.count(COMPILED) == 2 and out.target.name == "v5e-8"
+    assert seen[0] == ("start", ["suite c profile base compiled for v5e-8 (8 x TPU v5 lite, x): 2 case(s)"], 2, 2, 1)
+    assert seen[1:] == [("case", 0), ("row", 256, COMPILED), ("case", 0), ("row", 512, COMPILED)]
+    assert all(r["peak_tflops"] == hardware.device_peak("tpu", "TPU v5 lite").tflops for r in out.rows)

@@ -6,7 +6,7 @@ import shlex
 import signal
 import sys
 import time
-from typing import Any
+from typing import Any, Sequence
 
 import click
 from rich.console import Group
@@ -104,16 +104,16 @@ def compile_cmd(suite_file: str, target_name: str, slices: int, run_opts: RunOpt
     SIGINT / SIGTERM (it says how to resume).
     """
     from xlabench.run import compile_runner
+    from xlabench.run.suite_runner import RunHooks
 
     s = load_suite(suite_file)
     started = time.time()
-    shown = _CompileProgress(s, target_name)
+    shown = _CompileProgress()
+    hooks = RunHooks(warning=lambda text: err_console.print(text, style="yellow", soft_wrap=True),
+                     start=shown.start, case_start=shown.case_start, row=shown.row)
     try:
         with interruptible():
-            outcome = compile_runner.compile_suite(
-                s, target_name, slices, run_opts, on_start=shown.on_start, on_row=shown.on_row,
-                on_case_start=shown.on_case_start,
-                on_warning=lambda text: err_console.print(text, style="yellow", soft_wrap=True))
+            outcome = compile_runner.compile_suite(s, target_name, slices, run_opts, hooks)
     except compile_runner.CompileError as e:
         raise BadInput(str(e)) from None
     except Interrupted as e:
@@ -129,34 +129,30 @@ def compile_cmd(suite_file: str, target_name: str, slices: int, run_opts: RunOpt
 
 
 class _CompileProgress:
-    """`compile`'s hooks: the start line, a progress bar (and, with several jobs, a line per job naming its
-    case), and a line per finished case."""
+    """`compile`'s hooks (the run's RunHooks): the start line, a progress bar (and, with several jobs, a line
+    per job naming its case), and a line per finished case."""
 
-    def __init__(self, suite: Any, target_name: str):
+    def __init__(self) -> None:
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-        self.suite, self.target_name = suite, target_name
         self.progress = Progress(TextColumn("{task.description}", markup=False), BarColumn(bar_width=16),
                                  MofNCompleteColumn(), TimeElapsedColumn(), console=console, transient=True)
         self.tasks: dict[str, Any] = {}  # "all" and, with several jobs, one line per job naming its case
         self.shown: list[str] = []  # the parameters that tell the cases apart
 
-    def on_start(self, prof: str, todo: int, done: int, env: dict[str, Any], jobs: int) -> None:
-        console.print(f"suite {self.suite.name} profile {prof or 'base'} compiled for {self.target_name} "
-                      f"({env.get('device_count')} x {env.get('device_kind')}, {env.get('framework_version')}): "
-                      f"{todo} case(s)" + (f", {done} already done" if done else "")
-                      + (f", {jobs} jobs" if jobs > 1 else ""), soft_wrap=True)
-        self.shown = results.varying([c.params for c in self.suite.cases("" if prof == "base" else prof)])
+    def start(self, lines: list[str], todo: int, cases: Sequence[Any] = (), jobs: int = 1) -> None:
+        console.print(lines[0], soft_wrap=True)
+        self.shown = results.varying([c.params for c in cases])
         self.progress.start()
         self.tasks["all"] = self.progress.add_task(f"compile ({jobs} job{'s' if jobs > 1 else ''})", total=todo)
         if jobs > 1:
             self.tasks.update({f"job{j}": self.progress.add_task(f"  job {j + 1}", total=None) for j in range(jobs)})
 
-    def on_case_start(self, job: int, case: Any) -> None:
+    def case_start(self, job: int, case: Any) -> None:
         if f"job{job}" in self.tasks:
             self.progress.update(self.tasks[f"job{job}"], description=f"  job {job + 1}: {case.label(self.shown)}"[:44])
 
-    def on_row(self, case: Any, row: dict[str, Any]) -> None:
+    def row(self, case: Any, row: dict[str, Any]) -> None:
         self.progress.advance(self.tasks["all"])
         st = row["status"]
         if st == SKIPPED:

@@ -9,7 +9,6 @@ Framework-free: the parent never imports JAX.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
 from xlabench import hardware, results
@@ -25,7 +24,7 @@ from xlabench.run.envs import COMPILE_VARIANT
 from xlabench.run.interrupts import Interrupted, interruptible, uninterrupted
 from xlabench.run.run_options import RunOptions
 from xlabench.run.session import RunInputError, Session, open_session
-from xlabench.run.suite_runner import FIT_TIMEOUT_S, select_cases, worker_fitter
+from xlabench.run.suite_runner import FIT_TIMEOUT_S, RunHooks, RunOutcome, select_cases, worker_fitter
 from xlabench.suite import slice_fit
 from xlabench.protocol.status import SKIPPED
 
@@ -35,20 +34,6 @@ TORCH_XLA_REASON = ("torch_xla 2.9 has no compile-only TPU client (it compiles o
 
 class CompileError(Exception):
     """Bad input or a host that cannot compile for the target (no libtpu): the message says which."""
-
-
-@dataclass
-class CompileOutcome:
-    files: results.RunFiles
-    profile: str
-    target: hardware.Target
-    cases: list[suite_lib.Case]
-    rows: list[dict[str, Any]]
-    jobs: int = 1
-    job_peak_bytes: list[Optional[int]] = field(default_factory=list)  # each job's worker, peak resident memory
-
-    def count(self, status: str) -> int:
-        return sum(r["status"] == status for r in self.rows)
 
 
 def target_spec(target: hardware.Target, slices: int) -> TargetSpec:
@@ -123,30 +108,26 @@ def mesh_note(cases: list[suite_lib.Case], target: hardware.Target, slices: int)
 
 
 def compile_suite(s: suite_lib.Suite, target_name: str, slices: int = 1, opts: RunOptions = RunOptions(),
-                  on_start: Callable[[str, int, int, dict[str, Any], int], None] = lambda *a: None,
-                  on_case_start: Callable[[int, suite_lib.Case], None] = lambda job, case: None,
-                  on_row: Callable[[suite_lib.Case, dict[str, Any]], None] = lambda c, r: None,
-                  on_warning: Callable[[str], None] = lambda text: None) -> CompileOutcome:
+                  hooks: RunHooks = RunHooks()) -> RunOutcome:
     """Compile every case of the suite's profile (``opts.profile``, default the target's platform: tpu, gpu)
     that ``opts``' filters leave for ``target_name``; ``opts.timeout_s`` limits each compile,
     ``opts.resume_csv`` continues a compile.
 
     ``opts.jobs`` cases compile at once (default: parallel.default_jobs()), each job in a worker of its
-    own. ``on_start(profile, cases to do, cases already done, target env, jobs)``, ``on_case_start(job,
-    case)`` and ``on_row`` (in the order cases finish) report progress, ``on_warning`` what the user should
-    know (a cache folder that cannot be written).
+    own. ``hooks`` (the run's): ``start`` (a line, the cases to do, jobs), ``case_start(job, case)`` and
+    ``row`` (in the order cases finish) report progress, ``warning`` what the user should know (a cache
+    folder that cannot be written).
     Raises CompileError for bad input and for a host that cannot compile for the target."""
     target, prof, cases = _checked(s, target_name, slices, opts)
-    sess = _open(s, target, cases, slices, opts, on_warning)
+    sess = _open(s, target, cases, slices, opts, hooks.warning)
     rows: list[dict[str, Any]] = []
 
     def refit(spec: TargetSpec) -> list[suite_lib.Case]:  # a model list is fitted by the worker (only then)
-        return _checked(s, target_name, slices, opts, _fitter(sess, spec, on_warning))[2]
+        return _checked(s, target_name, slices, opts, _fitter(sess, spec, hooks.warning))[2]
 
     try:  # SIGINT / SIGTERM: the workers killed, no row for the cases in flight, the CLI's resume hint
         with interruptible():
-            return _compile_cases(sess, target, prof, cases, slices, opts, on_start, on_case_start, on_row, rows,
-                                  refit)
+            return _compile_cases(sess, target_name, target, prof, cases, slices, opts, hooks, rows, refit)
     except Interrupted as e:
         sess.kill_all()
         e.done, e.total = len(sess.done) + len(rows), len(cases)
@@ -154,10 +135,16 @@ def compile_suite(s: suite_lib.Suite, target_name: str, slices: int = 1, opts: R
         raise
 
 
-def _compile_cases(sess: Session, target: hardware.Target, prof: str, cases: list[suite_lib.Case], slices: int,
-                   opts: RunOptions, on_start: Callable[..., None], on_case_start: Callable[..., None],
-                   on_row: Callable[..., None], rows: list[dict[str, Any]],
-                   refit: Callable[[TargetSpec], list[suite_lib.Case]]) -> CompileOutcome:
+def start_line(suite: str, prof: str, target_name: str, env: dict[str, Any], todo: int, done: int, jobs: int) -> str:
+    """The compile's first line: what compiles for what, on which framework, how many cases."""
+    return (f"suite {suite} profile {prof or 'base'} compiled for {target_name} ({env.get('device_count')} x "
+            f"{env.get('device_kind')}, {env.get('framework_version')}): {todo} case(s)"
+            + (f", {done} already done" if done else "") + (f", {jobs} jobs" if jobs > 1 else ""))
+
+
+def _compile_cases(sess: Session, target_name: str, target: hardware.Target, prof: str, cases: list[suite_lib.Case],
+                   slices: int, opts: RunOptions, hooks: RunHooks, rows: list[dict[str, Any]],
+                   refit: Callable[[TargetSpec], list[suite_lib.Case]]) -> RunOutcome:
     """compile_suite once its session is open: every case not done (``refit``: the cases again, with the
     target's model fit), a row each appended to ``rows``."""
     spec = target_spec(target, slices)
@@ -169,7 +156,8 @@ def _compile_cases(sess: Session, target: hardware.Target, prof: str, cases: lis
     jobs = max(1, min(opts.jobs or parallel.default_jobs(), sum(_skip_reason(c, target) is None for c in todo)))
     meta = sess.write_meta(prof, ctx, env, jobs, target=target.name, topology=target.label(slices),
                            slices=slices, host_env=host_env, cases_planned=len(cases))
-    on_start(prof, len(todo), len(sess.done), env, jobs)
+    hooks.start([start_line(sess.suite.name, prof, target_name, env, len(todo), len(sess.done), jobs)], len(todo),
+                todo, jobs=jobs)
     pools = sess.add_jobs(jobs)  # one worker pool per job
     peaks: list[Optional[int]] = [None] * jobs
 
@@ -189,18 +177,18 @@ def _compile_cases(sess: Session, target: hardware.Target, prof: str, cases: lis
 
     try:
         with sess.writer() as writer:
-            for case, row in parallel.in_parallel(_order(todo, jobs), jobs, compile_case, on_case_start, finish,
+            for case, row in parallel.in_parallel(_order(todo, jobs), jobs, compile_case, hooks.case_start, finish,
                                                   sess.kill_all):
                 with uninterrupted():  # a row is written and counted whole or not at all
                     writer.write(row)
                     rows.append(row)
-                on_row(case, row)
+                hooks.row(case, row)
     except Interrupted as e:
         results.record_interruption(sess.files, meta, str(e.args[0]), len(sess.done) + len(rows))
         raise
     finally:
         sess.close()
-    return CompileOutcome(sess.files, prof, target, todo, rows, jobs, peaks)
+    return RunOutcome(sess.files, prof, todo, rows, target=target, jobs=jobs, job_peak_bytes=peaks)
 
 
 def _open(s: suite_lib.Suite, target: hardware.Target, cases: list[suite_lib.Case], slices: int, opts: RunOptions,

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Optional
 
+from xlabench import hardware
 from xlabench import impls as catalog
 from xlabench import results
 from xlabench import suite as suite_lib
@@ -52,20 +53,22 @@ def _ignore(*args: Any, **kwargs: Any) -> None:
 
 @dataclass
 class RunHooks:
-    """Progress of a run, for whoever shows it: ``start(lines, runs, cases, jobs=N)`` once the cases are
-    known (``runs`` counts repeats; ``cases``: the ones to run; ``jobs``: how many run at once), ``repeat(case)`` after each repeat, ``row(case,
-    row)`` after each case's row."""
+    """Progress of a run or a compile (run/compile_runner.py), for whoever shows it: ``start(lines, runs, cases,
+    jobs=N)`` once the cases are known (``runs`` counts repeats; ``cases``: the ones to run; ``jobs``: how many
+    run at once), ``case_start(job, case)`` when a compile's job takes a case, ``repeat(case)`` after each
+    repeat, ``row(case, row)`` after each case's row."""
 
     warning: Callable[[str], None] = _ignore
     note: Callable[[str], None] = _ignore  # what the run decided or is doing between cases (fitting the model)
     start: Callable[..., None] = _ignore
+    case_start: Callable[[int, suite_lib.Case], None] = _ignore
     repeat: Callable[[suite_lib.Case], None] = _ignore
     row: Callable[[suite_lib.Case, dict[str, Any]], None] = _ignore
 
 
 @dataclass
 class RunOutcome:
-    """What run_suite did: the run's files, the profile used, the cases it ran and their rows."""
+    """What run_suite (or compile_suite) did: the run's files, the profile used, the cases it ran and their rows."""
 
     files: results.RunFiles
     profile: str
@@ -77,6 +80,12 @@ class RunOutcome:
     start_error: Optional[str] = None  # the workers could not start: every case is a failed row naming it
     warnings: list[str] = field(default_factory=list)
     samples_note: Optional[str] = None  # too few samples for `compare` to judge the run (a tune times one call)
+    target: Optional[hardware.Target] = None  # a compile's target
+    jobs: int = 1
+    job_peak_bytes: list[Optional[int]] = field(default_factory=list)  # a compile's workers, peak resident memory each
+
+    def count(self, status: str) -> int:
+        return sum(r["status"] == status for r in self.rows)
 
     @property
     def failed(self) -> list[dict[str, Any]]:
