@@ -1,7 +1,7 @@
 """Candidate spaces and kernel configs. A candidate is a mapping of block parameter -> size; each tuned
 kernel declares its typed config (a KernelConfig: the block fields it takes, their defaults from the case,
-the search stage each belongs to) and its search space beside its rules (impls/attention_rules.py,
-impls/paged_rules.py), from the pieces here. A config's field names are the names the tuner, the tuning
+the search stage each belongs to) and its search space beside its rules (its module in impls/kernels/), from
+the pieces here. A config's field names are the names the tuner, the tuning
 cache and the results' ``tuned_*`` and ``blocks`` columns use, so a candidate is a partial config."""
 
 from __future__ import annotations
@@ -59,6 +59,19 @@ class KernelConfig:
     def with_defaults(self: C, *case: Any) -> C:
         """This config with its unset fields at the kernel's defaults for ``case`` (a subclass's)."""
         return self
+
+    def validate(self: C) -> C:
+        """This config, or a ValueError saying which of the kernel's constraints its set fields break (a
+        subclass's: e.g. flash's block_k a multiple of 128)."""
+        return self
+
+    def problem(self) -> Optional[str]:
+        """What ``validate`` refuses in this config (the kernel's skip reason), or None."""
+        try:
+            self.validate()
+        except ValueError as e:
+            return str(e)
+        return None
 
     def blocks(self, names: Optional[Iterable[str]] = None) -> dict[str, int]:
         """{field: size} of the set fields (of ``names``): a candidate, the search's default, a cache entry."""

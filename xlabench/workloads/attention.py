@@ -154,7 +154,7 @@ BWD_BLOCK_PARAMS = tuple(f"{name}_bwd" for name in BLOCK_PARAMS)
 class KernelBlocks(config_fields("AttentionBlocks", BLOCK_PARAMS)):
     """A blocked attention kernel's typed config (a tune.space.KernelConfig): block_q and block_k, each at
     the case's, default DEFAULT_BLOCK, clipped to its sequence. A kernel's own config adds its fields
-    (impls/attention_rules.py: FlashConfig, SplashConfig, PallasGpuConfig)."""
+    (impls/kernels/: FlashConfig, SplashConfig, PallasGpuConfig)."""
 
     def with_defaults(self, sq: int, sk: int) -> "KernelBlocks":
         sizes = (min(self.block_q or DEFAULT_BLOCK, sq), min(self.block_k or DEFAULT_BLOCK, sk))
