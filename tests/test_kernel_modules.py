@@ -58,3 +58,32 @@ def test_a_kernel_registered_twice_is_refused():
     with pytest.raises(ValueError, match="twin: jax kernel 'flash' is registered already"):
         kernels.register(twin)
     assert len(kernels.KERNELS) == len({id(k) for k in kernels.KERNELS})
+
+
+def test_every_candidate_of_a_built_in_search_is_a_hashable_config_that_reads_as_its_blocks():
+    from xlabench.tune.space import Candidate
+    from xlabench.workloads.attention import AttentionParams
+
+    p = AttentionParams(batch=1, num_heads=2, seq_len=1024, head_dim=128, mode="fwd_bwd")
+    for k in kernels.KERNELS:
+        if k.tune_space is None or k.paged:
+            continue
+        for st in k.tune_space(p):
+            assert all(isinstance(c, Candidate) and c.kernel is k.config for c in st.candidates), k.key
+            assert len(set(st.candidates)) == len(st.candidates)  # hashable, and no two alike
+            for c in st.candidates:
+                assert c == dict(c) and dict(c) == c and hash(c) == hash(Candidate.of(dict(reversed(list(c.items())))))
+                config = c.config(p.seq_len, p.kv_len)
+                assert isinstance(config, k.config) and config.blocks(c) == dict(c)
+
+
+def test_a_stage_makes_the_dicts_it_is_given_hashable_candidates():
+    from xlabench.tune.search import Stage
+    from xlabench.tune.space import Candidate
+
+    st = Stage("fwd", ({"block_q": 128, "block_k": 256}, {"block_k": 256, "block_q": 128}), seeds=({"block_q": 128},))
+    assert all(isinstance(c, Candidate) for c in (*st.candidates, *st.seeds))
+    assert len(set(st.candidates)) == 1 and st.candidates[0] == {"block_q": 128, "block_k": 256}
+    assert list(st.candidates[0]) == ["block_q", "block_k"]  # the order given: a dict of it is the old candidate
+    with pytest.raises(ValueError, match="belongs to no kernel config"):
+        st.candidates[0].config(512, 512)

@@ -199,9 +199,8 @@ def block_stages(p: "AttentionParams", config: type[KernelBlocks], fwd: list[dic
     forward-with-residuals kernel of fwd_bwd). The default is the config's defaults for the case (128 x 128,
     clipped, the backward blocks equal to the forward ones: what ``default_s`` times): its forward fields
     for the forward stage, all of them for the backward one. Every candidate is checked against
-    ``config``'s fields."""
-    for c in [*fwd, *(bwd or ())]:
-        config.refuse_unknown(c)
+    ``config``'s fields and made one of its hashable candidates (tune.space.Candidate)."""
+    fwd, bwd = [config.candidate(**c) for c in fwd], [config.candidate(**c) for c in bwd or ()]
     default = config.resolve({}, p.seq_len, p.kv_len)
     stages = [Stage(p.mode, tuple(fwd), default.blocks(config.names(FORWARD)),
                     diagonal(fwd, sorted({n for c in fwd for n in c})))]
