@@ -51,6 +51,9 @@ class Kernel:
     config: Optional[type] = None  # its typed config (tune.space.KernelConfig): fields, defaults, constraints
     tune_space: Optional[Callable[[Any], list]] = None  # params -> its block-size search (tune.Stage list)
     interpreter_fails: str = ""  # set: the CPU interpreter fails on it, an interpreted row is this skip
+    # Where its framework code is, "module:function", for a kernel its backend's registry does not name (one
+    # added in its module alone): the worker imports it (backends' ``get``), as a user impl's (docs/kernels.md).
+    code: str = ""
 
     @property
     def key(self) -> tuple[str, str]:
