@@ -11,86 +11,19 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Optional, TypeVar
 
-
-@dataclass(frozen=True)
-class ImplInfo:
-    name: str
-    backend: str
-    workloads: tuple[str, ...]
-    platforms: tuple[str, ...]  # where it runs natively
-    interpret_on: tuple[str, ...]  # where it runs in a Pallas interpreter (pipeline check, not speed)
-    doc: str
-
-    def runs_on(self, platform: str) -> bool:
-        return platform in self.platforms or platform in self.interpret_on
-
-    def interpreted(self, platform: str) -> bool:
-        return platform in self.interpret_on and platform not in self.platforms
+from xlabench.impls import kernels
+from xlabench.impls.kernel import BACKENDS, AttentionRule, ImplInfo, PagedRule, no_rule  # noqa: F401 (re-exported)
 
 
-_ATTN = ("attention", "train")
-_ALL = ("cpu", "gpu", "tpu")
-_PAGED = ("paged_attention",)
-
-CATALOG: tuple[ImplInfo, ...] = (
-    ImplInfo("naive", "jax", _ATTN, _ALL, (),
-             "plain jnp einsum + softmax in float32 logits; XLA fuses it"),
-    ImplInfo("xla_sdpa", "jax", _ATTN, _ALL, (),
-             "jax.nn.dot_product_attention(implementation='xla')"),
-    ImplInfo("flash", "jax", _ATTN, ("tpu",), ("cpu",),
-             "Pallas TPU flash attention (jax.experimental.pallas.ops.tpu.flash_attention)"),
-    ImplInfo("splash", "jax", _ATTN, ("tpu",), ("cpu",),
-             "Pallas TPU splash attention (splash_attention_kernel.make_splash_mha/mqa)"),
-    ImplInfo("pallas_gpu", "jax", _ATTN, ("gpu",), ("cpu",),
-             "Pallas Triton flash attention (jax.experimental.pallas.ops.gpu.attention.mha)"),
-    ImplInfo("cudnn", "jax", _ATTN, ("gpu",), (),
-             "jax.nn.dot_product_attention(implementation='cudnn')"),
-    ImplInfo("naive", "jax", _PAGED, _ALL, (),
-             "gather every sequence's pages into dense K/V, mask by length, plain jnp attention"),
-    ImplInfo("paged", "jax", _PAGED, ("tpu",), ("cpu",),
-             "Pallas TPU paged_attention (jax.experimental.pallas.ops.tpu.paged_attention); K/V cast to bf16"),
-    ImplInfo("ragged_paged", "jax", _PAGED, ("tpu",), ("cpu",),
-             "Pallas TPU ragged_paged_attention (mixed prefill/decode); on CPU tried in the interpreter, fails: skipped"),
-    ImplInfo("paged_gpu", "jax", _PAGED, ("gpu",), ("cpu",),
-             "Pallas Triton paged_attention (jax.experimental.pallas.ops.gpu.paged_attention)"),
-    # torch_xla: TPU and CPU (PJRT). On CPU the Pallas kernels are the same JAX kernels, interpreted,
-    # inside the torch_xla graph through torch_xla.core.xla_builder.call_jax.
-    ImplInfo("naive", "torch_xla", _ATTN, ("cpu", "tpu"), (),
-             "plain torch matmul + softmax (float32 logits) on the XLA device; XLA fuses it"),
-    ImplInfo("sdpa", "torch_xla", _ATTN, ("cpu", "tpu"), (),
-             "torch.nn.functional.scaled_dot_product_attention on the XLA device"),
-    ImplInfo("flash", "torch_xla", _ATTN, ("tpu",), ("cpu",),
-             "torch_xla.experimental.custom_kernel.flash_attention (CPU: the JAX Pallas kernel via call_jax)"),
-    ImplInfo("splash", "torch_xla", _ATTN, ("tpu",), ("cpu",),
-             "torch_xla.experimental.splash_attention (CPU: the JAX splash kernel via call_jax)"),
-    ImplInfo("naive", "torch_xla", _PAGED, ("cpu", "tpu"), (),
-             "gather every sequence's pages into dense K/V, mask by length, plain torch attention"),
-    ImplInfo("paged", "torch_xla", _PAGED, ("tpu",), ("cpu",),
-             "custom_kernel.paged_attention (CPU: the JAX Pallas paged kernel via call_jax); K/V cast to bf16"),
-    # Their Pallas kernels do not run in JAX's CPU interpreter: on CPU these rows are torch_xla's
-    # use_kernel=False reference paths (plain torch ops), not kernels; the rows' notes say so.
-    ImplInfo("multi_queries_paged", "torch_xla", _PAGED, ("cpu", "tpu"), (),
-             "custom_kernel.multi_queries_paged_attention (CPU: its use_kernel=False reference, not the kernel)"),
-    ImplInfo("ragged_paged", "torch_xla", _PAGED, ("cpu", "tpu"), (),
-             "custom_kernel.ragged_paged_attention (CPU: its use_kernel=False reference, not the kernel)"),
-)
-
-BACKENDS = ("jax", "torch_xla")
+# The catalogue, collected from the kernel modules (impls/kernels/: one module per kernel, one registration
+# line each; impls/kernel.py says what a module declares).
+CATALOG = kernels.CATALOG
 
 # ---------------------------------------------------------------------------------------------------
 # The one contract of a backend's impl records (each backend subclasses these and adds its extras).
 
-# unsupported(batch, seq_len, kv_len, num_heads, kv_heads, dtype, cfg, platform) -> the skip reason, or None
-AttentionRule = Callable[[int, int, int, int, int, str, Any, str], Optional[str]]
-# unsupported(params, platform, device_kind) -> the skip reason, or None
-PagedRule = Callable[[Any, str, str], Optional[str]]
 # kv_round(platform) -> the dtype the kernel rounds K/V to there (the reference rounds them too), or None
 KvRound = Callable[[str], Optional[str]]
-
-
-def no_rule(*_args: Any) -> Optional[str]:
-    """Runs everything (an ``unsupported`` rule that never skips)."""
-    return None
 
 
 def no_kv_round(platform: str) -> Optional[str]:

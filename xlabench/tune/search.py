@@ -20,7 +20,7 @@ from collections import Counter
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Mapping, Optional, Sequence
 
-from xlabench.tune.space import Blocks, blocks_text, frozen, near
+from xlabench.tune.space import Blocks, Candidate, blocks_text, frozen, near
 
 # Iterations per candidate in the first (all survivors) and the last (the fastest share) round.
 ROUNDS = (3, 10)
@@ -50,14 +50,18 @@ class Stage:
     fwd_bwd), the candidates (each adds its keys to the earlier stages' winners) and this stage's default."""
 
     program: str
-    candidates: tuple[Blocks, ...]
+    candidates: tuple[Candidate, ...]  # hashable (a dict given is made one)
     default: Blocks = field(default_factory=dict)
     # Where a descent starts (e.g. the square blocks); empty: every candidate is compiled and timed (the grid)
-    seeds: tuple[Blocks, ...] = ()
+    seeds: tuple[Candidate, ...] = ()
     # This stage's field -> an earlier stage's: the descent starts at the earlier winner's sizes (and each
     # one size smaller: space.near) where they are candidates, else at ``seeds`` (the backward blocks
     # start at the forward ones)
     follow: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:  # every candidate and seed hashable (a kernel's space may list plain dicts)
+        object.__setattr__(self, "candidates", tuple(Candidate.of(c) for c in self.candidates))
+        object.__setattr__(self, "seeds", tuple(Candidate.of(c) for c in self.seeds))
 
 
 @dataclass(frozen=True)

@@ -1,13 +1,13 @@
 """Candidate spaces and kernel configs. A candidate is a mapping of block parameter -> size; each tuned
 kernel declares its typed config (a KernelConfig: the block fields it takes, their defaults from the case,
-the search stage each belongs to) and its search space beside its rules (impls/attention_rules.py,
-impls/paged_rules.py), from the pieces here. A config's field names are the names the tuner, the tuning
+the search stage each belongs to) and its search space beside its rules (its module in impls/kernels/), from
+the pieces here. A config's field names are the names the tuner, the tuning
 cache and the results' ``tuned_*`` and ``blocks`` columns use, so a candidate is a partial config."""
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Iterable, Mapping, Optional, TypeVar
+from typing import Any, Iterable, Iterator, Mapping, Optional, TypeVar
 
 Blocks = Mapping[str, int]
 
@@ -21,6 +21,43 @@ TUNED_PARAMS: dict[str, tuple[str, ...]] = {
 BLOCK_PARAMS = TUNED_PARAMS["attention"]  # an attention kernel's query and key/value block sizes
 
 FORWARD, BACKWARD = "fwd", "bwd"  # the search stage a config field belongs to (field metadata "stage")
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Candidate(Mapping[str, int]):
+    """One candidate of a kernel's search: some fields of its config (``kernel``, a KernelConfig class; None
+    for a user kernel's), hashable and order-free. It reads as the mapping of those fields to their sizes
+    (equal to a dict of the same pairs), so the cache's fingerprint and stored blocks are those pairs'."""
+
+    pairs: tuple[tuple[str, int], ...]  # in the order given (a dict of them is the old candidate, key order too)
+    kernel: Optional[type] = dataclasses.field(default=None, repr=False)
+
+    @classmethod
+    def of(cls, blocks: Mapping[str, int], kernel: Optional[type] = None) -> "Candidate":
+        if isinstance(blocks, Candidate) and kernel in (None, blocks.kernel):
+            return blocks
+        return cls(tuple((str(n), int(v)) for n, v in blocks.items()), kernel)
+
+    def __getitem__(self, name: str) -> int:
+        for n, v in self.pairs:
+            if n == name:
+                return v
+        raise KeyError(name)
+
+    def __iter__(self) -> Iterator[str]:
+        return (n for n, _ in self.pairs)
+
+    def __len__(self) -> int:
+        return len(self.pairs)
+
+    def __hash__(self) -> int:
+        return hash(frozenset(self.pairs))
+
+    def config(self, *case: Any) -> "KernelConfig":
+        """The kernel's typed config at this candidate, the rest at its defaults for ``case``."""
+        if self.kernel is None:
+            raise ValueError(f"candidate {dict(self)} belongs to no kernel config")
+        return self.kernel.resolve(self, *case)
+
 C = TypeVar("C", bound="KernelConfig")
 
 
@@ -44,10 +81,10 @@ class KernelConfig:
                              f"{', '.join(cls.names())}")
 
     @classmethod
-    def candidate(cls, **blocks: int) -> dict[str, int]:
+    def candidate(cls, **blocks: int) -> Candidate:
         """One candidate of the kernel's search: some of its fields, checked (an unknown name is refused)."""
         cls.refuse_unknown(blocks)
-        return {name: int(size) for name, size in blocks.items()}
+        return Candidate.of(blocks, cls)
 
     @classmethod
     def resolve(cls: type[C], blocks: Mapping[str, Optional[int]], *case: Any) -> C:
@@ -59,6 +96,19 @@ class KernelConfig:
     def with_defaults(self: C, *case: Any) -> C:
         """This config with its unset fields at the kernel's defaults for ``case`` (a subclass's)."""
         return self
+
+    def validate(self: C) -> C:
+        """This config, or a ValueError saying which of the kernel's constraints its set fields break (a
+        subclass's: e.g. flash's block_k a multiple of 128)."""
+        return self
+
+    def problem(self) -> Optional[str]:
+        """What ``validate`` refuses in this config (the kernel's skip reason), or None."""
+        try:
+            self.validate()
+        except ValueError as e:
+            return str(e)
+        return None
 
     def blocks(self, names: Optional[Iterable[str]] = None) -> dict[str, int]:
         """{field: size} of the set fields (of ``names``): a candidate, the search's default, a cache entry."""

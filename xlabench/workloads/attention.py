@@ -154,7 +154,7 @@ BWD_BLOCK_PARAMS = tuple(f"{name}_bwd" for name in BLOCK_PARAMS)
 class KernelBlocks(config_fields("AttentionBlocks", BLOCK_PARAMS)):
     """A blocked attention kernel's typed config (a tune.space.KernelConfig): block_q and block_k, each at
     the case's, default DEFAULT_BLOCK, clipped to its sequence. A kernel's own config adds its fields
-    (impls/attention_rules.py: FlashConfig, SplashConfig, PallasGpuConfig)."""
+    (impls/kernels/: FlashConfig, SplashConfig, PallasGpuConfig)."""
 
     def with_defaults(self, sq: int, sk: int) -> "KernelBlocks":
         sizes = (min(self.block_q or DEFAULT_BLOCK, sq), min(self.block_k or DEFAULT_BLOCK, sk))
@@ -199,9 +199,8 @@ def block_stages(p: "AttentionParams", config: type[KernelBlocks], fwd: list[dic
     forward-with-residuals kernel of fwd_bwd). The default is the config's defaults for the case (128 x 128,
     clipped, the backward blocks equal to the forward ones: what ``default_s`` times): its forward fields
     for the forward stage, all of them for the backward one. Every candidate is checked against
-    ``config``'s fields."""
-    for c in [*fwd, *(bwd or ())]:
-        config.refuse_unknown(c)
+    ``config``'s fields and made one of its hashable candidates (tune.space.Candidate)."""
+    fwd, bwd = [config.candidate(**c) for c in fwd], [config.candidate(**c) for c in bwd or ()]
     default = config.resolve({}, p.seq_len, p.kv_len)
     stages = [Stage(p.mode, tuple(fwd), default.blocks(config.names(FORWARD)),
                     diagonal(fwd, sorted({n for c in fwd for n in c})))]

@@ -113,7 +113,7 @@ class PagedConfig:
 @dataclass(frozen=True)
 class PagedBlocks(config_fields("PagedBlockFields", PAGED_BLOCKS)):
     """A paged kernel's typed config (a tune.space.KernelConfig): pages_per_compute_block, the case's,
-    default DEFAULT_PAGES. A kernel's own config adds its fields (impls/paged_rules.py)."""
+    default DEFAULT_PAGES. A kernel's own config adds its fields (its module in impls/kernels/)."""
 
     def with_defaults(self) -> "PagedBlocks":
         return dataclasses.replace(self, **{n: DEFAULT_PAGES for n in PAGED_BLOCKS if getattr(self, n) is None})

@@ -14,7 +14,7 @@ import jax.numpy as jnp
 
 from xlabench import impls as catalog
 from xlabench.backends import user_impl
-from xlabench.impls import AttentionImplRecord, lookup, no_rule
+from xlabench.impls import AttentionImplRecord, kernels, lookup, no_rule
 from xlabench.workloads.attention import REF_MAX_SCORE_BYTES, reference_chunk
 from xlabench.workloads.attention import AttnConfig, default_scale  # noqa: F401 (re-exported for models)
 from xlabench.impls import attention_rules as rules
@@ -127,10 +127,26 @@ REGISTRY: dict[str, AttentionImplRecord] = {
 
 
 def get(name: str) -> AttentionImplRecord:
-    """A built-in by name, or a user impl (import path / entry point) imported now."""
+    """A built-in by name (its module's code when the registry does not name it), or a user impl (import
+    path / entry point) imported now."""
     if catalog.is_user(name):
         return user(name)
+    k = kernels.kernel("jax", name, paged_family=False)
+    if name not in REGISTRY and k is not None and k.code:
+        return declared(name)
     return lookup(REGISTRY, name, "JAX attention")
+
+
+@functools.lru_cache(maxsize=None)
+def declared(name: str) -> AttentionImplRecord:
+    """A registered kernel whose module names its code (impls.kernel.Kernel.code): that function, imported
+    now and checked as a user impl's, with its module's rule, block parameters and search."""
+    k = kernels.kernel("jax", name, paged_family=False)
+    assert k is not None
+    path, obj = user_impl.load(k.code)
+    fn = user_impl.check_callable(path, obj, ("q", "k", "v", "cfg"))
+    return AttentionImplRecord(name, user_impl.attention_parts(path, obj)["layout"], fn, **rules.rule("jax", name),
+                               source=path)
 
 
 @functools.lru_cache(maxsize=None)

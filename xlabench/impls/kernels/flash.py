@@ -1,0 +1,58 @@
+"""flash: Pallas TPU flash attention, in JAX and (its own build of it) in torch_xla. MHA only; its key
+block a multiple of 128; searched over block_q x block_k, then its backward blocks."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+from xlabench.impls.kernel import ATTENTION, ImplInfo, Kernel
+from xlabench.tune.space import BLOCK_PARAMS
+from xlabench.workloads.attention import (BWD_BLOCK_PARAMS, AttentionParams, BackwardBlocks, block_stages,
+                                          block_unsupported, tile_candidates)
+
+LANES = 128  # the kernel's key block is a whole number of vector lanes
+
+
+@dataclass(frozen=True)
+class FlashConfig(BackwardBlocks):
+    """Pallas TPU flash_attention: block_q x block_k forward; block_q_bwd x block_k_bwd for its dkv and dq
+    kernels (default the forward ones). block_k a multiple of LANES."""
+
+    def validate(self) -> "FlashConfig":
+        if self.block_k is not None and self.block_k % LANES:
+            raise ValueError(f"Pallas TPU flash_attention needs block_k to be a multiple of {LANES} "
+                             f"(got {self.block_k})")
+        return self
+
+
+def jax_flash(b, sq, sk, hq, hkv, dtype, cfg, platform) -> Optional[str]:
+    if hq != hkv:
+        return ("Pallas TPU flash_attention needs num_kv_heads == num_heads (no GQA/MQA); "
+                "splash supports GQA")
+    return FlashConfig.of(cfg, sq, sk).problem() or block_unsupported("flash", sq, sk, cfg)
+
+
+def torch_xla_flash(b, sq, sk, hq, hkv, dtype, cfg, platform) -> Optional[str]:
+    if cfg.interpret:  # the JAX kernel with the case's block sizes: the JAX backend's limits
+        return jax_flash(b, sq, sk, hq, hkv, dtype, cfg, "cpu")
+    # torch_xla pads K/V to its own block size; the kernel still has no GQA (the same rule as in JAX)
+    return jax_flash(b, sq, sk, hq, hkv, dtype, cfg, "tpu") if hq != hkv else None
+
+
+def flash_space(p: AttentionParams) -> list:
+    """block_q x block_k over the powers of two 128..min(S, 2048) that tile S; for fwd_bwd then the
+    backward blocks (dkv and dq kernels) over the same, the forward ones fixed."""
+    return block_stages(p, FlashConfig, tile_candidates(p.seq_len, p.kv_len),
+                        tile_candidates(p.seq_len, p.kv_len, BWD_BLOCK_PARAMS))
+
+
+# torch_xla's flash is not tuned: it reads class-level block sizes at trace time.
+KERNELS = (
+    Kernel(ImplInfo("flash", "jax", ATTENTION, ("tpu",), ("cpu",),
+                    "Pallas TPU flash attention (jax.experimental.pallas.ops.tpu.flash_attention)"),
+           jax_flash, BLOCK_PARAMS, FlashConfig, flash_space),
+    Kernel(ImplInfo("flash", "torch_xla", ATTENTION, ("tpu",), ("cpu",),
+                    "torch_xla.experimental.custom_kernel.flash_attention (CPU: the JAX Pallas kernel via call_jax)"),
+           torch_xla_flash, BLOCK_PARAMS, FlashConfig),
+)

@@ -1,0 +1,20 @@
+"""naive: plain attention in each framework (XLA fuses it), and the paged path that gathers every
+sequence's pages into dense K/V first. No blocks, no search; the paged one refuses megacore_mode."""
+
+from __future__ import annotations
+
+from xlabench.impls.kernel import ALL_PLATFORMS, ATTENTION, PAGED, ImplInfo, Kernel
+from xlabench.workloads.paged import megacore_only_paged
+
+KERNELS = (
+    Kernel(ImplInfo("naive", "jax", ATTENTION, ALL_PLATFORMS, (),
+                    "plain jnp einsum + softmax in float32 logits; XLA fuses it")),
+    Kernel(ImplInfo("naive", "jax", PAGED, ALL_PLATFORMS, (),
+                    "gather every sequence's pages into dense K/V, mask by length, plain jnp attention"),
+           megacore_only_paged),
+    Kernel(ImplInfo("naive", "torch_xla", ATTENTION, ("cpu", "tpu"), (),
+                    "plain torch matmul + softmax (float32 logits) on the XLA device; XLA fuses it")),
+    Kernel(ImplInfo("naive", "torch_xla", PAGED, ("cpu", "tpu"), (),
+                    "gather every sequence's pages into dense K/V, mask by length, plain torch attention"),
+           megacore_only_paged),
+)

@@ -1,0 +1,74 @@
+"""splash: Pallas TPU splash attention (GQA as MQA), in JAX and in torch_xla (MHA, square masks). Searched
+over block_q x block_kv x block_kv_compute together, then its backward blocks with and without its fused
+backward kernel."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Optional
+
+from xlabench.impls.kernel import ATTENTION, ImplInfo, Kernel
+from xlabench.tune.space import BACKWARD, BLOCK_PARAMS
+from xlabench.workloads.attention import (BWD_BLOCK_PARAMS, AttentionParams, BackwardBlocks, block_stages,
+                                          block_unsupported, tile_candidates)
+
+
+@dataclass(frozen=True)
+class SplashConfig(BackwardBlocks):
+    """Pallas TPU splash attention: flash's blocks, and ``block_kv_compute`` (the key/value block each
+    step computes on, dividing block_k; default block_k) and ``fused_bwd`` (1: one backward kernel for dq,
+    dk and dv, which computes the scores and probabilities once instead of in both the dq and the dkv
+    kernel; 0, the kernel's default: two)."""
+
+    block_kv_compute: Optional[int] = None
+    fused_bwd: int = field(default=0, metadata={"stage": BACKWARD})
+
+    def with_defaults(self, sq: int, sk: int) -> "SplashConfig":
+        c = super().with_defaults(sq, sk)
+        return c if c.block_kv_compute is not None else dataclasses.replace(c, block_kv_compute=c.block_k)
+
+    def validate(self) -> "SplashConfig":
+        if self.block_k is not None and self.block_kv_compute is not None and self.block_k % self.block_kv_compute:
+            raise ValueError(f"splash needs block_kv_compute to divide block_k (got {self.block_kv_compute} "
+                             f"for {self.block_k})")
+        return self
+
+
+def jax_splash(b, sq, sk, hq, hkv, dtype, cfg, platform) -> Optional[str]:
+    return SplashConfig.of(cfg, sq, sk).problem() or block_unsupported("splash", sq, sk, cfg)
+
+
+def torch_xla_splash(b, sq, sk, hq, hkv, dtype, cfg, platform) -> Optional[str]:
+    if sq != sk:
+        return (f"torch_xla splash_attention builds its mask as (seq_len, seq_len): it needs "
+                f"kv_seq_len == seq_len (got {sk} != {sq})")
+    return block_unsupported("splash", sq, sk, cfg)
+
+
+SPLASH_COMPUTE_SPLITS = 3  # block_kv_compute: block_kv, /2, /4 (at least 128)
+
+
+def splash_space(p: AttentionParams) -> list:
+    """block_q x block_kv as flash's, each with block_kv_compute dividing block_kv (block_kv, /2, /4), in one
+    descent from the square blocks at block_kv_compute = block_kv: the three interact (on the v5e at S=4096,
+    2048 x 1024 was slower than 1024 x 1024 at block_kv_compute 1024 and the fastest at 256, so a search
+    of the blocks first and block_kv_compute after stopped at 1024 x 1024, 10% slower); then the backward
+    blocks, each with and without splash's fused backward kernel (``fused_bwd``, SplashConfig; 0, the
+    kernel's default, is where the descent starts)."""
+    kv = BLOCK_PARAMS[1]
+    fwd = [SplashConfig.candidate(**c, block_kv_compute=c[kv] >> i) for c in tile_candidates(p.seq_len, p.kv_len)
+           for i in range(SPLASH_COMPUTE_SPLITS) if i == 0 or c[kv] >> i >= 128]
+    bwd = [SplashConfig.candidate(**c, fused_bwd=f) for c in tile_candidates(p.seq_len, p.kv_len, BWD_BLOCK_PARAMS)
+           for f in (0, 1)]
+    return block_stages(p, SplashConfig, fwd, bwd)
+
+
+KERNELS = (
+    Kernel(ImplInfo("splash", "jax", ATTENTION, ("tpu",), ("cpu",),
+                    "Pallas TPU splash attention (splash_attention_kernel.make_splash_mha/mqa)"),
+           jax_splash, BLOCK_PARAMS, SplashConfig, splash_space),
+    Kernel(ImplInfo("splash", "torch_xla", ATTENTION, ("tpu",), ("cpu",),
+                    "torch_xla.experimental.splash_attention (CPU: the JAX splash kernel via call_jax)"),
+           torch_xla_splash, BLOCK_PARAMS, SplashConfig),
+)

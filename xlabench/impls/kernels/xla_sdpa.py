@@ -1,0 +1,8 @@
+"""xla_sdpa: JAX's dot_product_attention on its XLA path. Runs every case."""
+
+from __future__ import annotations
+
+from xlabench.impls.kernel import ALL_PLATFORMS, ATTENTION, ImplInfo, Kernel
+
+KERNELS = (Kernel(ImplInfo("xla_sdpa", "jax", ATTENTION, ALL_PLATFORMS, (),
+                           "jax.nn.dot_product_attention(implementation='xla')")),)
