@@ -18,7 +18,8 @@ from xlabench.backends.jax import trace_timer, tune_case
 from xlabench.workloads.paged import PagedParams, cached_inputs
 
 
-def probe(impl: str, blocks: dict[str, int]) -> None:
+def _case(impl: str) -> tuple:
+    """The impl, its config and its device inputs at batch 16, context 1024, page size 64."""
     p = PagedParams(batch=16, context_lens="1024", num_heads=32, num_kv_heads=8, head_dim=128, page_size=64)
     im = impls.get(impl)
     dev = jax.local_devices()[0]
@@ -26,7 +27,11 @@ def probe(impl: str, blocks: dict[str, int]) -> None:
     host = cached_inputs(p)
     shared = [jax.device_put(jnp.asarray(host[n], jnp.bfloat16), dev) for n in ("q", "k_pages", "v_pages")]
     shared += [jax.device_put(jnp.asarray(host[n]), dev) for n in ("lengths", "page_table")]
-    args = im.prepare(*shared, cfg)
+    return im, cfg, im.prepare(*shared, cfg)
+
+
+def probe(impl: str, blocks: dict[str, int]) -> None:
+    im, cfg, args = _case(impl)
     c = cfg.with_blocks(blocks)
     [h] = tune_case.compile_many(lambda program, b: ((lambda *a: im.fn(*a, c)), args), "fwd", [blocks])
     print(f"== {impl} {blocks}: module {getattr(h, 'module', h)}")
@@ -57,14 +62,7 @@ def probe(impl: str, blocks: dict[str, int]) -> None:
 
 def names() -> None:
     """The module names of a ragged search's candidates compiled as one batch (do two share one?)."""
-    p = PagedParams(batch=16, context_lens="1024", num_heads=32, num_kv_heads=8, head_dim=128, page_size=64)
-    im = impls.get("ragged_paged")
-    dev = jax.local_devices()[0]
-    cfg = p.paged_config(False, "tpu")
-    host = cached_inputs(p)
-    shared = [jax.device_put(jnp.asarray(host[n], jnp.bfloat16), dev) for n in ("q", "k_pages", "v_pages")]
-    shared += [jax.device_put(jnp.asarray(host[n]), dev) for n in ("lengths", "page_table")]
-    args = im.prepare(*shared, cfg)
+    im, cfg, args = _case("ragged_paged")
     cands = [{"pages_per_compute_block": b, "queries_per_block": q} for b in (4, 8, 16) for q in (8, 16, 32)]
 
     def build(program: str, b: dict[str, int]):
