@@ -14,16 +14,15 @@ from xlabench import impls as catalog
 from xlabench.protocol.timing_plan import Clock, TimingPlan, Tuning, default_tune
 from xlabench.protocol.worker_messages import RunRequest
 from xlabench.suite import Case
-from xlabench.tune.space import BLOCK_PARAMS, TUNED_PARAMS
+from xlabench.workloads import WORKLOADS
 
-# The workloads whose headline is the device clock on an accelerator (kernels: what tokamax and xprof
-# report); a train step keeps its pipelined loop's wall time (steps dispatched back to back, one sync: what
-# a training loop pays), the device seconds beside it.
-DEVICE_HEADLINE_WORKLOADS = ("attention", "paged_attention")
+# The workloads whose headline is the device clock on an accelerator (their records' headline: kernels, what
+# tokamax and xprof report); a train step keeps its pipelined loop's wall time, the device seconds beside it.
+DEVICE_HEADLINE_WORKLOADS = tuple(n for n, w in WORKLOADS.items() if w.headline == "device")
 
 # The case parameters that fix a kernel's blocks, per workload (set: the row is measured at exactly those):
-# the tuned parameters, and a train step's attention blocks.
-FIXED_BY: dict[str, tuple[str, ...]] = {**TUNED_PARAMS, "train": BLOCK_PARAMS}
+# the tuned parameters, and a train step's attention blocks (the records' fixed_by).
+FIXED_BY: dict[str, tuple[str, ...]] = {n: w.fixed_by for n, w in WORKLOADS.items() if w.fixed_by}
 
 INTERPRETED = "the kernel runs in the Pallas interpreter, whose timings say nothing of a chip"
 
