@@ -240,7 +240,8 @@ def tune_key_fields(p: "AttentionParams") -> dict[str, Any]:
     return p.resolved().model_dump(exclude={*BLOCK_PARAMS, "devices"})
 
 
-WORKLOAD = Workload("attention", AttentionParams, ATTENTION_KERNELS, tuned=BLOCK_PARAMS, tune_key=tune_key_fields)
+WORKLOAD = Workload("attention", AttentionParams, ATTENTION_KERNELS, tuned=BLOCK_PARAMS, tune_key=tune_key_fields,
+                    runner="attention_case:run_attention_case", compiler="compile_case:compile_attention_case")
 
 
 def block_unsupported(kernel: str, sq: int, sk: int, cfg) -> Optional[str]:

@@ -252,7 +252,8 @@ def tune_key_fields(p: PagedParams) -> dict[str, Any]:
     return p.resolved().model_dump(exclude={*PAGED_BLOCKS, "devices"})
 
 
-WORKLOAD = Workload("paged_attention", PagedParams, PAGED_KERNELS, tuned=PAGED_BLOCKS, tune_key=tune_key_fields)
+WORKLOAD = Workload("paged_attention", PagedParams, PAGED_KERNELS, tuned=PAGED_BLOCKS, tune_key=tune_key_fields,
+                    runner="paged_case:run_paged_case", compiler="compile_case:compile_paged_case")
 
 
 def megacore_only_paged(p: PagedParams, platform: str = "", device_kind: str = "") -> Optional[str]:

@@ -2,7 +2,7 @@
 clock and kernel family. Each workload module declares its WORKLOAD beside its params model;
 workloads.WORKLOADS collects them, and every per-workload table (the schema's tuned columns, the case plan's
 choices, the kernel families, the tuner's keys) derives from that registry. The backends' runner tables are
-keyed by these names (tests check each workload has a runner in each backend)."""
+read from these records (tests check each workload's runner is in each backend)."""
 
 from __future__ import annotations
 
@@ -27,6 +27,10 @@ class Workload:
     headline: Literal["device", "wall"] = "device"
     fixes_blocks: Optional[tuple[str, ...]] = None  # the case parameters that fix its blocks (None: ``tuned``)
     predicts_skips: bool = True  # whether the parent predicts its kernels' skips from their rules (impls/)
+    # Its backend runners, "module:function" in each backend's package (backends/runners.py): the function
+    # that runs one case, and the one that compiles it for a target (a backend that compiles).
+    runner: str = ""
+    compiler: str = ""
 
     @property
     def fixed_by(self) -> tuple[str, ...]:

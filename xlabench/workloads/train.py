@@ -283,7 +283,8 @@ class TrainParams(BaseModel):
 # clock's headline (steps dispatched back to back, one sync: what a training loop pays), and its kernels'
 # skips are decided in its worker, over the model's layers.
 WORKLOAD = Workload("train", TrainParams, ATTENTION_KERNELS, headline="wall", fixes_blocks=BLOCK_PARAMS,
-                    predicts_skips=False)
+                    predicts_skips=False, runner="train_case:run_train_case",
+                    compiler="compile_case:compile_train_case")
 
 
 def largest_batch(peak_bytes: Callable[[int], Optional[int]], limit: int, step: int, cap: int = 1 << 16
