@@ -124,3 +124,12 @@ def test_tune_knows_no_workload_name():
         found += [f"{path.name}: imports {m}" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)
                   for m in [n.module or ""] if m.startswith("xlabench.workloads")]
     assert found == []
+
+
+def test_the_reports_per_workload_tables_cover_every_record():
+    """The report's presentation tables (what a summary shows, a fit chart's axes and panels) stay keyed by
+    name beside the charts they draw: each covers every workload, so a new record is drawn or refused here."""
+    from xlabench.report import chartdata, markdown, plots
+
+    for table in (markdown.FIGURES, chartdata.FIT_X, chartdata.FIT_SERIES, plots._FIT_LAYOUTS):
+        assert set(table) == set(WORKLOADS)
