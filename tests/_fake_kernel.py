@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from xlabench.impls.kernel import ATTENTION, ImplInfo, Kernel
-from xlabench.tune.space import BLOCK_PARAMS
+from xlabench.workloads.attention import BLOCK_PARAMS
 from xlabench.workloads.attention import AttentionParams, KernelBlocks, block_stages
 
 SIZES = (32, 64)

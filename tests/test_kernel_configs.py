@@ -15,7 +15,7 @@ import pytest
 
 from tests.fixtures import record_kernel_configs as record
 from xlabench.impls import attention_rules, paged_rules
-from xlabench.tune.space import TUNED_PARAMS
+from xlabench.workloads import TUNED_PARAMS
 from xlabench.workloads.attention import AttnConfig
 from xlabench.workloads.paged import PagedConfig, PagedParams
 
@@ -129,7 +129,7 @@ class _Shaped:
 
 def test_each_kernel_block_is_declared_once_and_spelled_as_a_string_nowhere():
     """A config field is the name the tuner, the cache and the blocks column use: declared once (a field of
-    one config; the case's own parameters are TUNED_PARAMS, spelled in tune/space.py only, and the backward
+    one config; the case's own parameters are TUNED_PARAMS, spelled in their workload's module only, and the backward
     blocks derive from them), never spelled again as a string for a kernel to look up."""
     names = {n for cls in (*ATTENTION.values(), *PAGED.values()) for n in cls.names()}
     own = names - {n for ns in TUNED_PARAMS.values() for n in ns} - {f"{n}_bwd" for n in TUNED_PARAMS["attention"]}

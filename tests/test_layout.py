@@ -146,7 +146,8 @@ FLOORS = (
     # chip records; the statistics (pure); a cell as a number
     {"measure", "flops", "roofline"},
     {"tune"},  # framework-free block-size search and its cache; the workloads declare their spaces with it
-    {"workloads", "results"},
+    {"workloads"},  # one record per workload (workloads.WORKLOADS): params, tuned parameters, tune key, clock
+    {"results"},  # the schema's tuned columns derive from the workload records
     {"audit"},  # the invariants of a row (pure functions), checked by the run, the gate, the report and `audit`
     {"impls"},  # the impl catalog and the built-in kernels' rules and search spaces, over the workloads' params
     {"suite"},

@@ -85,10 +85,9 @@ def test_the_tuned_parameter_lists_all_derive_from_one():
     from xlabench import workloads
     from xlabench.audit.shape import SHAPE_COLUMNS
     from xlabench.report import chartdata
-    from xlabench.tune.space import TUNED_PARAMS
-    from xlabench.workloads import attention, paged
+    from xlabench.workloads import TUNED_PARAMS, attention, paged
 
-    assert workloads.TUNED_PARAMS is TUNED_PARAMS
+    assert TUNED_PARAMS == {n: w.tuned for n, w in workloads.WORKLOADS.items() if w.tuned}
     key_fields = {"attention": attention.tune_key_fields(attention.AttentionParams(
                       batch=1, num_heads=2, seq_len=256, head_dim=64, block_q=128)),
                   "paged_attention": paged.tune_key_fields(paged.PagedParams(
@@ -137,11 +136,11 @@ def _string_constants(path: Path) -> list[str]:
 
 
 def test_block_names_are_spelled_out_once():
-    from xlabench.tune.space import BLOCK_PARAMS
+    from xlabench.workloads.attention import BLOCK_PARAMS
 
     spelled = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "xlabench").rglob("*.py")
                      if set(BLOCK_PARAMS) & set(_string_constants(p)))
-    assert spelled == ["xlabench/tune/space.py"]
+    assert spelled == ["xlabench/workloads/attention.py"]
 
 
 @pytest.mark.parametrize("cell, want", [(2, 2.0), (0.5, 0.5), ("3e-3", 3e-3), (None, None), (float("nan"), None),

@@ -15,7 +15,7 @@ from xlabench.cli.common import BadInput, console, examples, load_suite
 from xlabench.cli.click_options import run_options
 from xlabench.results.schema import TUNED_PREFIX
 from xlabench.run.run_options import RunOptions
-from xlabench.tune.space import TUNED_PARAMS
+from xlabench.workloads import TUNED_PARAMS
 
 
 @click.command(epilog=examples(

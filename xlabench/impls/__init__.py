@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Optional, TypeVar
 
 from xlabench.impls import kernels
-from xlabench.impls.kernel import BACKENDS, AttentionRule, ImplInfo, PagedRule, no_rule  # noqa: F401 (re-exported)
+from xlabench.impls.kernel import ATTENTION, BACKENDS, AttentionRule, ImplInfo, PagedRule, no_rule  # noqa: F401 (re-exported)
 
 
 # The catalogue, collected from the kernel modules (impls/kernels/: one module per kernel, one registration
@@ -104,7 +104,7 @@ def names_for(workload: str, backend: str | None = None) -> list[str]:
 # docs/kernels.md. On CPU a user impl is handed ``interpret=True`` (a Pallas kernel needs its interpreter;
 # a plain-jnp one ignores it), so its CPU rows are marked interpreted.
 ENTRY_POINT_GROUP = "xlabench.impls"
-USER_WORKLOADS = ("attention", "train")
+USER_WORKLOADS = ATTENTION  # a user impl is an attention kernel
 USER_BACKENDS = ("jax", "torch_xla")
 USER_PLATFORMS = ("tpu", "gpu")
 _IDENT = r"[A-Za-z_][A-Za-z0-9_]*"

@@ -17,7 +17,7 @@ from xlabench.impls import kernels
 from xlabench.impls.kernels.flash import FlashConfig, flash_space  # noqa: F401 (the kernels' configs, by their old names)
 from xlabench.impls.kernels.pallas_gpu import PallasGpuConfig  # noqa: F401
 from xlabench.impls.kernels.splash import SplashConfig  # noqa: F401
-from xlabench.tune.space import BLOCK_PARAMS
+from xlabench.workloads.attention import BLOCK_PARAMS
 from xlabench.workloads.attention import AttentionParams
 
 # (backend, impl) -> the registry record's rule, block parameters and search (kernels.ATTENTION_RULES)

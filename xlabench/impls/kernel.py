@@ -8,8 +8,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
-ATTENTION = ("attention", "train")  # an attention kernel serves the attention workload and the model's layers
-PAGED = ("paged_attention",)
+from xlabench.workloads import family
+from xlabench.workloads.record import ATTENTION_KERNELS, PAGED_KERNELS
+
+# The workloads a kernel of each family serves (their records say): an attention kernel serves the attention
+# workload and the model's layers.
+ATTENTION = family(ATTENTION_KERNELS)
+PAGED = family(PAGED_KERNELS)
 ALL_PLATFORMS = ("cpu", "gpu", "tpu")
 BACKENDS = ("jax", "torch_xla")
 FAMILIES = (ATTENTION, PAGED)  # the catalogue's order within a backend: attention kernels, then paged ones

@@ -12,10 +12,10 @@ Every pick left out says why, in one line.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any, Callable, Mapping, Optional, Sequence
+from typing import Any, Mapping, Optional, Sequence
 
 from xlabench import tune
-from xlabench.impls import attention_rules, paged_rules
+from xlabench.impls.workload_rules import search_space
 from xlabench.report.best_config import Pick
 from xlabench.suite.tuned import TunedConfig
 from xlabench.tune.cache import store_measured
@@ -24,20 +24,13 @@ from xlabench.workloads import PARAMS, TUNE_KEY_FIELDS
 TUNING_BACKEND = "jax"  # the backend whose workers tune (backends/jax/tune_case.py)
 
 
-def kernel_space(workload: str, backend: str, impl: str) -> Optional[Callable[[Any], list]]:
-    """The search space a built-in kernel declares beside its rules (params -> stages), or None."""
-    if workload == "attention":
-        return attention_rules.rule(backend, impl).get("tune_space")
-    return paged_rules.SPACES.get((backend, impl))
-
-
 def _entry(p: Pick, envs: Mapping[str, Mapping[str, Any]]) -> tuple[Optional[tuple], str]:
     """((key, candidates, fields of store_measured) for the cache, "") or (None, why the pick cannot be cached)."""
     c = p.config
     assert c is not None
     if c.backend != TUNING_BACKEND:
         return None, f"{c.backend} does not tune (run --tune searches JAX kernels only)"
-    space = kernel_space(c.workload, c.backend, c.impl)
+    space = search_space(c.workload, c.backend, c.impl)
     if space is None:
         return None, "no built-in search space (a user kernel's is in its own code)"
     runs = p.source.get("run_ids", [])

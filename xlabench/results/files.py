@@ -20,7 +20,7 @@ except ImportError:  # not POSIX: no lock (a concurrent resume is then the user'
 from xlabench.results.schema import (
     COLUMN_NAMES, COMPILE_STATUSES, DTYPE_OF, SAMPLE_COLUMNS, SCHEMA_VERSION, STATUSES, TUNED_PREFIX, UNIT_OF,
 )
-from xlabench.tune.space import TUNED_PARAMS
+from xlabench.workloads import TUNED_PARAMS
 
 # Version 1 files (before the device clock became the headline) read as rows timed on the wall clock;
 # version 2 files wrote the tuner's blocks over the case's own (read as version 3: tuned_* columns).

@@ -8,7 +8,8 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from xlabench.protocol.status import COMPILE_STATUSES, RUN_STATUSES  # noqa: F401 (results.COMPILE_STATUSES)
-from xlabench.tune.space import BLOCK_PARAMS, TUNED_PARAMS
+from xlabench.workloads import TUNED_PARAMS
+from xlabench.workloads.attention import BLOCK_PARAMS
 
 # 2: the headline is the device clock on accelerators (clock, wall_median_s); tuning columns.
 # 3: the tuner's blocks in their own columns (tuned_block_q ...): a case's block_q is the suite's.
@@ -23,7 +24,7 @@ class Column:
     unit: str
     group: str  # id | case | env | measure | metric | tune | compile | roofline | explain
     doc: str
-    tuned: str = ""  # the workload whose kernels tune this case parameter (tune.space.TUNED_PARAMS), else ""
+    tuned: str = ""  # the workload whose kernels tune this case parameter (workloads.TUNED_PARAMS), else ""
 
 
 def _c(group: str, rows: list[tuple[str, str, str, str]]) -> list[Column]:

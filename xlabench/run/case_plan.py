@@ -14,16 +14,7 @@ from xlabench import impls as catalog
 from xlabench.protocol.timing_plan import Clock, TimingPlan, Tuning, default_tune
 from xlabench.protocol.worker_messages import RunRequest
 from xlabench.suite import Case
-from xlabench.tune.space import BLOCK_PARAMS, TUNED_PARAMS
-
-# The workloads whose headline is the device clock on an accelerator (kernels: what tokamax and xprof
-# report); a train step keeps its pipelined loop's wall time (steps dispatched back to back, one sync: what
-# a training loop pays), the device seconds beside it.
-DEVICE_HEADLINE_WORKLOADS = ("attention", "paged_attention")
-
-# The case parameters that fix a kernel's blocks, per workload (set: the row is measured at exactly those):
-# the tuned parameters, and a train step's attention blocks.
-FIXED_BY: dict[str, tuple[str, ...]] = {**TUNED_PARAMS, "train": BLOCK_PARAMS}
+from xlabench.workloads import WORKLOADS
 
 INTERPRETED = "the kernel runs in the Pallas interpreter, whose timings say nothing of a chip"
 
@@ -52,17 +43,21 @@ def interpreted(info: Optional[catalog.ImplInfo], platform: str) -> bool:
 
 
 def headline(platform: str, workload: str, timing: TimingPlan) -> Clock:
-    """The clock of the row's headline: the device clock for a kernel workload timed by it (the trace timer)
-    on an accelerator, as tokamax and xprof report a kernel; else the wall clock."""
-    on_device = timing.device_timed and platform != "cpu" and workload in DEVICE_HEADLINE_WORKLOADS
+    """The clock of the row's headline: the device clock for a workload whose record says so (a kernel's,
+    as tokamax and xprof report it) timed by it (the trace timer) on an accelerator; else the wall clock (a
+    train step's pipelined loop: what a training loop pays, the device seconds beside it)."""
+    w = WORKLOADS.get(workload)
+    on_device = timing.device_timed and platform != "cpu" and w is not None and w.headline == "device"
     return "device" if on_device else "wall"
 
 
 def tuning(case: Case, interpret: bool, platform: str, asked: Optional[bool]) -> tuple[Tuning, str]:
     """(mode, note) of a kernel's block-size search, if it has one (the worker knows its space): ``fixed``
-    when the suite sets the blocks; ``off`` for an interpreted kernel (refused, saying why, when --tune
-    asked: ``asked``) or when tuning is off (--no-tune, or by default on CPU); else ``search``."""
-    if any(case.params.get(k) is not None for k in FIXED_BY.get(case.workload, ())):
+    when the suite sets the blocks (a case parameter of its workload record's ``fixed_by``); ``off`` for an
+    interpreted kernel (refused, saying why, when --tune asked: ``asked``) or when tuning is off (--no-tune,
+    or by default on CPU); else ``search``."""
+    w = WORKLOADS.get(case.workload)
+    if w is not None and any(case.params.get(k) is not None for k in w.fixed_by):
         return "fixed", ""
     if interpret:
         return "off", f"not tuned{' (--tune refused)' if asked else ''}: {INTERPRETED}"

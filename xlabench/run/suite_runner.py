@@ -28,9 +28,7 @@ from xlabench.run.scheduler import RunContext, platform_skip, run_cases
 from xlabench.run.session import RunInputError, Session, check_resumed, open_session
 from xlabench.run.workers import WorkerError
 from xlabench.protocol.replies import Reply
-from xlabench.impls.attention_rules import predict_skip as _predict_attention_skip
-from xlabench.impls.attention_rules import RULES as _ATTENTION_RULES
-from xlabench.impls.paged_rules import SPACES as _PAGED_SPACES, predict_skip as _predict_paged_skip
+from xlabench.impls import workload_rules
 from xlabench.protocol.status import FAILED
 from xlabench.tune import default_dir as tune_cache_dir
 from xlabench.suite import slice_fit
@@ -190,9 +188,9 @@ class RunPlan:
 
 
 def predict_skip(c: Any, platform: str) -> Optional[str]:
-    """The skip a built-in kernel's own rule gives a case in its worker (impls.attention_rules, paged_rules)."""
-    predict = {"attention": _predict_attention_skip, "paged_attention": _predict_paged_skip}.get(c.workload)
-    return predict(c.backend, c.impl, c.params, platform) if predict else None
+    """The skip a built-in kernel's own rule gives a case in its worker (impls.workload_rules: by its
+    workload's record)."""
+    return workload_rules.predict_skip(c.workload, c.backend, c.impl, c.params, platform)
 
 
 def untunable(c: Any, platform: str) -> Optional[str]:
@@ -201,9 +199,7 @@ def untunable(c: Any, platform: str) -> Optional[str]:
     impl declares its search in its own code: left to its worker."""
     if catalog.is_user(c.impl):
         return None
-    spaces = {"attention": {k for k, r in _ATTENTION_RULES.items() if r.get("tune_space")},
-              "paged_attention": set(_PAGED_SPACES)}.get(c.workload, set())
-    if (c.backend, c.impl) not in spaces:
+    if workload_rules.search_space(c.workload, c.backend, c.impl) is None:
         return "no block sizes to search"
     info = catalog.find(c.backend, c.impl, c.workload)
     if info is not None and info.interpreted(platform):

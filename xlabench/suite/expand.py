@@ -15,7 +15,7 @@ from pydantic import ValidationError
 from xlabench import impls as catalog
 from xlabench import results
 from xlabench.impls import attention_rules
-from xlabench.tune.space import BLOCK_PARAMS
+from xlabench.workloads.attention import BLOCK_PARAMS
 from xlabench.workloads import PARAMS as WORKLOAD_PARAMS
 from xlabench.workloads import model_presets as presets
 from xlabench.workloads.train import MODE_AXES

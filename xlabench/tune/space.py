@@ -11,15 +11,6 @@ from typing import Any, Iterable, Iterator, Mapping, Optional, TypeVar
 
 Blocks = Mapping[str, int]
 
-# The kernel parameters a suite may set and the tuner searches, per workload: the one list of them. The
-# results schema gives each a case column (the suite's value) and a ``tuned_<name>`` column (what the tuner
-# chose); `xlabench best`, a suite's `tuned:` file, the charts and the impl rules derive theirs from it.
-TUNED_PARAMS: dict[str, tuple[str, ...]] = {
-    "attention": ("block_q", "block_k"),
-    "paged_attention": ("pages_per_compute_block",),
-}
-BLOCK_PARAMS = TUNED_PARAMS["attention"]  # an attention kernel's query and key/value block sizes
-
 FORWARD, BACKWARD = "fwd", "bwd"  # the search stage a config field belongs to (field metadata "stage")
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -117,7 +108,7 @@ class KernelConfig:
 
 def config_fields(name: str, names: Iterable[str], base: type = KernelConfig, stage: str = FORWARD) -> type:
     """A KernelConfig subclass with one optional int field per name in ``names``: the fields of a list
-    declared elsewhere (TUNED_PARAMS) without spelling them again."""
+    declared elsewhere (a workload's tuned parameters) without spelling them again."""
     return dataclasses.make_dataclass(name, [(n, Optional[int], dataclasses.field(default=None, metadata={"stage": stage}))
                                              for n in names], bases=(base,), frozen=True)
 

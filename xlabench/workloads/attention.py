@@ -17,9 +17,13 @@ from xlabench.workloads import checks
 from xlabench.measure.timing import TimingPlan, case_result, max_normalised_error
 from xlabench.protocol.worker_messages import CaseResult
 from xlabench.tune.search import Stage
-from xlabench.tune.space import BACKWARD, BLOCK_PARAMS, FORWARD, config_fields, diagonal, pow2_tiles, with_blocks
+from xlabench.workloads.record import ATTENTION_KERNELS, Workload
+from xlabench.tune.space import BACKWARD, FORWARD, config_fields, diagonal, pow2_tiles, with_blocks
 
 DTYPES = ("bfloat16", "float32")
+# An attention kernel's query and key/value block sizes: the case parameters a suite may set and the tuner
+# searches (the workload's tuned parameters; the schema gives each a case column and a ``tuned_`` column).
+BLOCK_PARAMS = ("block_q", "block_k")
 
 # max |out - ref| allowed (outputs and gradients are normalised by max(1, max|ref|)); inputs are N(0, 1).
 # bf16 has an 8-bit mantissa (eps 7.8e-3); float32 on TPU matmuls may run in reduced-precision passes.
@@ -234,6 +238,10 @@ def declared_space(p: "AttentionParams", block_params: Sequence[str],
 def tune_key_fields(p: "AttentionParams") -> dict[str, Any]:
     """What an attention winner depends on: the shape, dtype, causal and mode (not the blocks, not devices)."""
     return p.resolved().model_dump(exclude={*BLOCK_PARAMS, "devices"})
+
+
+WORKLOAD = Workload("attention", AttentionParams, ATTENTION_KERNELS, tuned=BLOCK_PARAMS, tune_key=tune_key_fields,
+                    runner="attention_case:run_attention_case", compiler="compile_case:compile_attention_case")
 
 
 def block_unsupported(kernel: str, sq: int, sk: int, cfg) -> Optional[str]:

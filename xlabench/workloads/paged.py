@@ -29,13 +29,14 @@ from xlabench import flops as flop_formulas
 from xlabench.workloads import checks
 from xlabench.measure.timing import TimingPlan, case_result, max_normalised_error
 from xlabench.protocol.worker_messages import CaseResult
-from xlabench.tune.space import TUNED_PARAMS, config_fields, with_blocks
+from xlabench.tune.space import config_fields, with_blocks
+from xlabench.workloads.record import PAGED_KERNELS, Workload
 from xlabench.workloads.attention import DTYPES, ERR_TOL, default_scale
 
 LENGTHS_SEED = 0  # context lengths are drawn from this seed: a case has the same lengths everywhere
 INPUTS_SEED = 1  # page assignment and data
 ITEMSIZE = {"bfloat16": 2, "float32": 4}
-PAGED_BLOCKS = TUNED_PARAMS["paged_attention"]  # the paged kernels' tuned block (pages per compute block)
+PAGED_BLOCKS = ("pages_per_compute_block",)  # the paged kernels' tuned block (the workload's tuned parameter)
 DEFAULT_PAGES = 1  # pages per compute block where the suite and the tuner set none (the search's default too)
 assert set(ITEMSIZE) == set(DTYPES)
 
@@ -249,6 +250,10 @@ class PagedParams(BaseModel):
 def tune_key_fields(p: PagedParams) -> dict[str, Any]:
     """What a paged winner depends on: the case without its block (and devices)."""
     return p.resolved().model_dump(exclude={*PAGED_BLOCKS, "devices"})
+
+
+WORKLOAD = Workload("paged_attention", PagedParams, PAGED_KERNELS, tuned=PAGED_BLOCKS, tune_key=tune_key_fields,
+                    runner="paged_case:run_paged_case", compiler="compile_case:compile_paged_case")
 
 
 def megacore_only_paged(p: PagedParams, platform: str = "", device_kind: str = "") -> Optional[str]:

@@ -17,7 +17,8 @@ from xlabench.workloads import checks
 from xlabench.measure.timing import TimingPlan, case_result, max_normalised_error
 from xlabench.protocol.worker_messages import CaseResult
 from xlabench.workloads import model_presets as presets
-from xlabench.tune.space import BLOCK_PARAMS
+from xlabench.workloads.attention import BLOCK_PARAMS
+from xlabench.workloads.record import ATTENTION_KERNELS, Workload
 
 MESH_AXES: tuple[str, ...] = ("data", "fsdp", "tensor")
 SHARDINGS: tuple[str, ...] = ("dp", "fsdp", "tp", "2d", "auto")
@@ -276,6 +277,14 @@ class TrainParams(BaseModel):
 
     def err_tol(self) -> float:
         return ERR_TOL[self.dtype]
+
+
+# A train step is not tuned (its layers' blocks are the suite's, or the kernel's defaults), keeps the wall
+# clock's headline (steps dispatched back to back, one sync: what a training loop pays), and its kernels'
+# skips are decided in its worker, over the model's layers.
+WORKLOAD = Workload("train", TrainParams, ATTENTION_KERNELS, headline="wall", fixes_blocks=BLOCK_PARAMS,
+                    predicts_skips=False, runner="train_case:run_train_case",
+                    compiler="compile_case:compile_train_case")
 
 
 def largest_batch(peak_bytes: Callable[[int], Optional[int]], limit: int, step: int, cap: int = 1 << 16

@@ -11,9 +11,7 @@ init_distributed_from_env()  # first thing in a worker: a multi-process run join
 jax_compile_cache.configure()  # before any compile: JAX decides once per process whether its cache is used
 
 
-runner_for = runner_table(__name__, {"attention": "attention_case:run_attention_case",
-                                     "paged_attention": "paged_case:run_paged_case",
-                                     "train": "train_case:run_train_case"})
+runner_for = runner_table(__name__, "runner")
 
 
 def fit_models(*args: object, **kwargs: object) -> list:
@@ -25,8 +23,6 @@ def fit_models(*args: object, **kwargs: object) -> list:
 
 
 # `xlabench compile`: the same workloads compiled for a target (TPU topology, CUDA lowering), not run.
-compiler_for = runner_table(__name__, {"attention": "compile_case:compile_attention_case",
-                                       "paged_attention": "compile_case:compile_paged_case",
-                                       "train": "compile_case:compile_train_case"})
+compiler_for = runner_table(__name__, "compiler")
 
 __all__ = ["compiler_for", "fit_models", "keep_hlo_in", "probe", "runner_for", "take_compile_cached"]

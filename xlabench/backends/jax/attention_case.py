@@ -17,7 +17,7 @@ from xlabench.measure.phases import Phases
 from xlabench.measure.timing import TimingPlan, with_timer
 from xlabench.results.schema import TUNED_PREFIX
 from xlabench.tune import blocks_text
-from xlabench.tune.space import BLOCK_PARAMS
+from xlabench.workloads.attention import BLOCK_PARAMS
 from xlabench.tune.search import Dropped
 from xlabench.workloads.attention import AttentionParams, attention_result, input_shapes, make_inputs, tune_key_fields
 from xlabench.protocol.worker_messages import CaseResult, CaseSkipped

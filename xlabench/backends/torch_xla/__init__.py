@@ -23,9 +23,7 @@ from xlabench.backends.torch_xla.env import probe  # noqa: E402
 from xlabench.backends.runners import runner_table  # noqa: E402
 
 
-runner_for = runner_table(__name__, {"attention": "attention_case:run_attention_case",
-                                     "paged_attention": "paged_case:run_paged_case",
-                                     "train": "train_case:run_train_case"})
+runner_for = runner_table(__name__, "runner")
 
 
 __all__ = ["probe", "runner_for"]

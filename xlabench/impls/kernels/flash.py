@@ -7,8 +7,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from xlabench.impls.kernel import ATTENTION, ImplInfo, Kernel
-from xlabench.tune.space import BLOCK_PARAMS
-from xlabench.workloads.attention import (BWD_BLOCK_PARAMS, AttentionParams, BackwardBlocks, block_stages,
+from xlabench.workloads.attention import (BLOCK_PARAMS, BWD_BLOCK_PARAMS, AttentionParams, BackwardBlocks, block_stages,
                                           block_unsupported, tile_candidates)
 
 LANES = 128  # the kernel's key block is a whole number of vector lanes

@@ -6,8 +6,8 @@ from dataclasses import dataclass
 from typing import Optional
 
 from xlabench.impls.kernel import ATTENTION, ImplInfo, Kernel
-from xlabench.tune.space import BLOCK_PARAMS, pow2_tiles
-from xlabench.workloads.attention import AttentionParams, KernelBlocks, block_stages, block_unsupported
+from xlabench.tune.space import pow2_tiles
+from xlabench.workloads.attention import BLOCK_PARAMS, AttentionParams, KernelBlocks, block_stages, block_unsupported
 
 
 @dataclass(frozen=True)

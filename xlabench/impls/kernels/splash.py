@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from xlabench.impls.kernel import ATTENTION, ImplInfo, Kernel
-from xlabench.tune.space import BACKWARD, BLOCK_PARAMS
-from xlabench.workloads.attention import (BWD_BLOCK_PARAMS, AttentionParams, BackwardBlocks, block_stages,
+from xlabench.tune.space import BACKWARD
+from xlabench.workloads.attention import (BLOCK_PARAMS, BWD_BLOCK_PARAMS, AttentionParams, BackwardBlocks, block_stages,
                                           block_unsupported, tile_candidates)
 
 
