@@ -170,3 +170,83 @@ def test_compile_reports_through_the_runs_hooks_and_outcome(tmp_path, monkeypatc
     assert seen[0] == ("start", ["suite c profile base compiled for v5e-8 (8 x TPU v5 lite, x): 2 case(s)"], 2, 2, 1)
     assert seen[1:] == [("case", 0), ("row", 256, COMPILED), ("case", 0), ("row", 512, COMPILED)]
     assert all(r["peak_tflops"] == hardware.device_peak("tpu", "TPU v5 lite").tflops for r in out.rows)
+
+
+def test_a_compile_request_carries_the_case_plan_and_the_worker_reads_its_tuning_folder(tmp_path, monkeypatch) -> None:
+    """Issue 51: compile's request carries the case plan (interpret and the timing plan with the tuning
+    folder), as a run's does, instead of the worker choosing them; compile_runner sends the plan_case of
+    each case with the session's tuning folder, and a train step's attention reads that folder."""
+    from xlabench import suite as suite_lib
+    from xlabench import tune
+    from xlabench.protocol.status import COMPILED
+    from xlabench.protocol.timing_plan import TimingPlan
+    from xlabench.protocol.worker_messages import CompileRequest, CompileResult
+    from xlabench.run import compile_runner, session
+    from xlabench.run.run_options import RunOptions
+    from xlabench.run.suite_runner import RunHooks
+
+    target = compile_runner.target_spec(hardware.find_target("v5e-8"), 1)
+    case = type("C", (), dict(case_id="c1", workload="train", backend="jax", impl="flash", params={"seq_len": 128}))
+    req = CompileRequest.from_case(case, target, TimingPlan(tune="search", tune_dir="/x/tune"), interpret=False)
+    back = CompileRequest.from_message(req.to_message())
+    assert back == req and back.plan.tune_dir == "/x/tune" and back.interpret is False
+
+    sent: list = []
+
+    class Pool:
+        def __init__(self, *a, **kw) -> None:
+            pass
+
+        def like(self) -> "Pool":
+            return Pool()
+
+        def close(self) -> None:
+            pass
+
+        def kill_all(self) -> None:
+            pass
+
+        def peak_rss_bytes(self) -> None:
+            return None
+
+    def ask(pool, key, make, timeout_s, parse):
+        sent.append(CompileRequest.from_message(make(None)))
+        return parse(CompileResult(COMPILED, {}).to_message())
+
+    env = {"platform": "tpu", "device_kind": "TPU v5 lite", "device_count": 8, "framework_version": "x"}
+    monkeypatch.setattr(session, "WorkerPool", Pool)
+    monkeypatch.setattr(compile_runner, "_target_env", lambda sess, target, spec: (env, {}))
+    monkeypatch.setattr(compile_runner.workers, "ask", ask)
+    monkeypatch.setattr(tune, "default_dir", lambda: tmp_path / "tune-here")
+    p = tmp_path / "s.yaml"
+    p.write_text("name: c\nworkload: attention\nimpls: [naive, splash]\n"
+                 "params: {num_heads: 2, head_dim: 128, dtype: bfloat16, batch: 1, seq_len: 512}\n")
+    compile_runner.compile_suite(suite_lib.load(p), "v5e-8", opts=RunOptions(
+        out_dir=str(tmp_path / "out"), jobs=1, no_cache=True), hooks=RunHooks())
+    assert [(r.impl, r.interpret, r.plan.tune, r.plan.tune_dir) for r in sent] == [
+        ("naive", False, "search", str(tmp_path / "tune-here")), ("splash", False, "search", str(tmp_path / "tune-here"))]
+
+
+def test_a_compiled_train_step_takes_its_attention_blocks_from_the_plans_tuning_folder(tmp_path, monkeypatch) -> None:
+    """The folder the compile request's plan names, not the worker's own default, holds the blocks a
+    compile-only train step's attention uses."""
+    from xlabench import tune
+    from xlabench.backends.jax import train_case
+    from xlabench.tune.search import TuneOutcome
+    from xlabench.workloads.attention import AttentionParams, tune_key_fields
+    from xlabench.workloads.train import TrainParams
+
+    monkeypatch.setattr(tune, "default_dir", lambda: tmp_path / "empty")
+    case = AttentionParams(batch=2, num_heads=4, num_kv_heads=4, seq_len=128, head_dim=32, causal=True,
+                           dtype="float32", mode="fwd_bwd")
+    key = tune.cache_key("TPU v5 lite", "jax", "flash", tune_key_fields(case), {"jax": "0.10.2"})
+    tune.TuneCache(tmp_path / "planned").store(key, "space", TuneOutcome(
+        blocks={"block_q": 64, "block_k": 128}, best_s=1e-3, default_s=2e-3, tried=1, timed=1, dropped={},
+        tune_s=1.0, clock="device"))
+    p = TrainParams(model="gpt2-tiny", global_batch=2, seq_len=128, dtype="float32", sharding="dp", devices=1)
+    notes: dict = {}
+    train_case.program(p, "flash", True, "cpu", tuned=notes, cached_for="TPU v5 lite",
+                       cache_dir=str(tmp_path / "planned"))
+    assert "block_k=128 block_q=64" in notes["notes"], notes
+    train_case.program(p, "flash", True, "cpu", tuned=notes, cached_for="TPU v5 lite")  # no plan: the default
+    assert "holds no winner" in notes["notes"] and str(tmp_path / "empty") in notes["notes"], notes

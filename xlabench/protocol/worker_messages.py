@@ -142,19 +142,25 @@ class CompileRequest(_CaseRequest):
     """Compile one case for a target this host does not have (op ``compile``)."""
 
     target: TargetSpec
+    interpret: bool  # the case plan's (run/case_plan.py): never on a TPU or GPU target
+    plan: TimingPlan  # the case plan's timing plan: its tuning mode and folder (the blocks a run would use)
     keep_dir: Optional[str] = None  # `compile --explain`: write the optimized HLO text here
 
     @classmethod
-    def from_case(cls, case: CaseLike, target: TargetSpec, keep_dir: Optional[str] = None) -> "CompileRequest":
-        return cls(*_case_fields(case), target, keep_dir)
+    def from_case(cls, case: CaseLike, target: TargetSpec, plan: TimingPlan, *, interpret: bool,
+                  keep_dir: Optional[str] = None) -> "CompileRequest":
+        return cls(*_case_fields(case), target, bool(interpret), plan, keep_dir)
 
     def to_message(self) -> dict[str, Any]:
-        return {"op": "compile", **_encode(self, target=self.target.to_message())}
+        return {"op": "compile", **_encode(self, target=self.target.to_message(), plan=_encode(self.plan))}
 
     @classmethod
     def from_message(cls, msg: Mapping[str, Any]) -> "CompileRequest":
         target = msg.get("target") if isinstance(msg, Mapping) else None
+        plan = msg.get("plan") if isinstance(msg, Mapping) else None
         given = {"target": TargetSpec.from_message(target)} if isinstance(target, Mapping) else {}
+        if plan is not None:
+            given["plan"] = _decode(TimingPlan, plan)
         return _decode(cls, {k: v for k, v in msg.items() if k != "op"}, **given)
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Optional
 
-from xlabench import hardware, results
+from xlabench import hardware, results, tune
 from xlabench import impls as catalog
 from xlabench.results.files import software
 from xlabench.run import parallel, scheduler, shard, workers
@@ -19,7 +19,7 @@ from xlabench.run import rows as row_builder
 from xlabench import suite as suite_lib
 from xlabench.protocol.worker_messages import CompileRequest, CompileResult
 from xlabench.protocol.target import TargetSpec
-from xlabench.run.case_plan import plan_case
+from xlabench.run.case_plan import CasePlan, plan_case
 from xlabench.run.envs import COMPILE_VARIANT
 from xlabench.run.interrupts import Interrupted, interruptible, uninterrupted
 from xlabench.run.run_options import RunOptions
@@ -151,7 +151,7 @@ def _compile_cases(sess: Session, target_name: str, target: hardware.Target, pro
     env, host_env = _target_env(sess, target, spec)
     cases[:] = refit(spec)  # the interrupt handler counts the cases planned
     todo = [c for c in cases if c.case_id not in sess.done]
-    ctx = scheduler.RunContext(run_id=sess.run_id, platform=target.platform)
+    ctx = scheduler.RunContext(run_id=sess.run_id, platform=target.platform, tune_dir=str(tune.default_dir()))
     keep_root = sess.trace_root()
     jobs = max(1, min(opts.jobs or parallel.default_jobs(), sum(_skip_reason(c, target) is None for c in todo)))
     meta = sess.write_meta(prof, ctx, env, jobs, target=target.name, topology=target.label(slices),
@@ -168,7 +168,7 @@ def _compile_cases(sess: Session, target_name: str, target: hardware.Target, pro
             outcome: dict[str, Any] = {"status": SKIPPED, "error": reason}
         else:
             keep = str(keep_root.resolve() / case.case_id) if keep_root else None
-            outcome = _compile_one(case, pools[job], spec, opts.timeout_s or case.measure.timeout_s, keep)
+            outcome = _compile_one(case, plan, pools[job], spec, opts.timeout_s or case.measure.timeout_s, keep)
         return row_builder.compile_row(case, ctx, plan, env, outcome, target, slices)
 
     def finish(job: int) -> None:
@@ -223,12 +223,13 @@ def _target_env(sess: Session, target: hardware.Target, spec: TargetSpec) -> tup
     return env, worker.env
 
 
-def _compile_one(case: suite_lib.Case, pool: workers.WorkerPool, target: TargetSpec,
+def _compile_one(case: suite_lib.Case, plan: CasePlan, pool: workers.WorkerPool, target: TargetSpec,
                  timeout_s: float, keep_dir: Optional[str] = None) -> dict[str, Any]:
-    """One case's compile in the worker: the row fields it adds (status, error, figures); ``keep_dir``:
-    where the worker writes its optimized HLO text (`compile --explain`). Failures: workers.ask."""
-    out = workers.ask(pool, ("jax", 1, COMPILE_VARIANT),
-                      lambda worker: CompileRequest.from_case(case, target, keep_dir).to_message(), timeout_s,
+    """One case's compile in the worker, under its case plan: the row fields it adds (status, error,
+    figures); ``keep_dir``: where the worker writes its optimized HLO text (`compile --explain`). Failures:
+    workers.ask."""
+    request = CompileRequest.from_case(case, target, plan.timing, interpret=plan.interpret, keep_dir=keep_dir)
+    out = workers.ask(pool, ("jax", 1, COMPILE_VARIANT), lambda worker: request.to_message(), timeout_s,
                       CompileResult.from_message)
     if isinstance(out, tuple):  # skipped or failed
         return {"status": out[0], "error": out[1]}

@@ -72,7 +72,7 @@ def _compile(backend: Any, msg: dict[str, Any]) -> Reply:
         _compile_cached(backend)
         if hasattr(backend, "keep_hlo_in"):
             backend.keep_hlo_in(req.keep_dir)
-        result = backend.compiler_for(req.workload)(dict(req.params), req.impl, req.target)
+        result = backend.compiler_for(req.workload)(dict(req.params), req.impl, req.target, req.plan, req.interpret)
         cached = _compile_cached(backend)
         if cached is not None:
             result = result.with_fields(compile_cached=cached)

@@ -1,6 +1,8 @@
 """Compile one case for a target this host does not have (``xlabench compile``): the same step
-functions, shardings and real kernels as a run (never interpreted), on abstract inputs, for the
-compile-only devices of a TPU topology (or lowered for CUDA). Nothing executes.
+functions, shardings and real kernels as a run, under the case plan the parent sent (interpreted as its
+plan says: never on a TPU or GPU target; the attention of a train step at the blocks of the plan's tuning
+folder), on abstract inputs, for the compile-only devices of a TPU topology (or lowered for CUDA). Nothing
+executes.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from xlabench.workloads.train import TrainParams
 from xlabench.protocol.worker_messages import CaseSkipped, CompileResult
 from xlabench.protocol.status import COMPILED, LOWERED, OOM
 from xlabench.protocol.target import TargetSpec
+from xlabench.protocol.timing_plan import TimingPlan
 
 def target_env(target: TargetSpec) -> dict[str, Any]:
     """The row's environment columns: the target's devices, not this host's."""
@@ -52,10 +55,11 @@ def _oom(oom: aot.CompileOom, device: Any) -> CompileResult:
     return CompileResult(OOM, fields, oom_text(fields["peak_memory_bytes"], fields["hbm_capacity_bytes"], str(oom)))
 
 
-def compile_attention_case(params: dict[str, Any], impl: str, target: TargetSpec) -> CompileResult:
+def compile_attention_case(params: dict[str, Any], impl: str, target: TargetSpec, plan: TimingPlan,
+                           interpret: bool) -> CompileResult:
     p = attention_workload.AttentionParams(**params)
     im = attention_impls.get(impl)
-    cfg = user_impl.for_impl(im, p.attn_config(interpret=False))[0]
+    cfg = user_impl.for_impl(im, p.attn_config(interpret=interpret))[0]
     reason = skip_reason(p, im, cfg, target.platform)
     if reason:
         raise CaseSkipped(reason)
@@ -67,14 +71,15 @@ def compile_attention_case(params: dict[str, Any], impl: str, target: TargetSpec
         flops=p.flops(), kernel_flops=kernel_flops(p, im), io_bytes=p.io_bytes(naive=False))
 
 
-def compile_paged_case(params: dict[str, Any], impl: str, target: TargetSpec) -> CompileResult:
+def compile_paged_case(params: dict[str, Any], impl: str, target: TargetSpec, plan: TimingPlan,
+                       interpret: bool) -> CompileResult:
     p = paged_workload.PagedParams(**params)
     im = paged_impls.get(impl)
     env = target_env(target)
     reason = im.unsupported(p, target.platform, env["device_kind"])
     if reason:
         raise CaseSkipped(reason)
-    cfg = dataclasses.replace(paged_config(p, interpret=False, platform=target.platform),
+    cfg = dataclasses.replace(paged_config(p, interpret=interpret, platform=target.platform),
                               device_kind=env["device_kind"] if target.platform == "tpu" else None)
     shared = [jax.ShapeDtypeStruct(shape, jnp.dtype(dtype)) for shape, dtype in paged_workload.input_shapes(p).values()]
     args = jax.eval_shape(lambda *a: im.prepare(*a, cfg), *shared)  # the impl's layout, as in a run
@@ -82,7 +87,8 @@ def compile_paged_case(params: dict[str, Any], impl: str, target: TargetSpec) ->
         flops=p.flops(), kernel_flops=p.flops(), bytes=p.bytes())
 
 
-def compile_train_case(params: dict[str, Any], impl: str, target: TargetSpec) -> CompileResult:
+def compile_train_case(params: dict[str, Any], impl: str, target: TargetSpec, plan: TimingPlan,
+                       interpret: bool) -> CompileResult:
     from xlabench.backends.jax import train_case
 
     p = TrainParams(**params)
@@ -104,8 +110,8 @@ def compile_train_case(params: dict[str, Any], impl: str, target: TargetSpec) ->
         batch search's probe at the batch it settles on is the compile this row reports. The attention runs
         at the blocks a run on the chip would: the tuning cache's winner for the target's device kind."""
         if q.batch() not in compiled:
-            prog = train_case.program(q, impl, interpret=False, platform="tpu", devices=mesh, tuned=blocks_note,
-                                      tune_batch=tune_batch, cached_for=device.device_kind)
+            prog = train_case.program(q, impl, interpret=interpret, platform="tpu", devices=mesh, tuned=blocks_note,
+                                      tune_batch=tune_batch, cached_for=device.device_kind, cache_dir=plan.tune_dir)
             try:  # donated as a TPU run does: parameters and optimizer state updated in place
                 out: Any = aot.compile_analyzed(prog.fn, prog.abstract_args, device, target, q.flops() / q.devices,
                                                 q.devices, **prog.jit_kwargs(donate=True))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+from pathlib import Path
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -68,7 +69,8 @@ def initializer(cfg: ModelConfig, dtype: str, mode: str, mesh_key: MeshKey,
 
 def attention_fn(impl: str, cfg: ModelConfig, p: TrainParams, mesh: jax.sharding.Mesh, interpret: bool,
                  platform: str, tune: TimingPlan | None = None, tuned: dict[str, Any] | None = None,
-                 tune_batch: int | None = None, cached_for: str | None = None) -> Callable:
+                 tune_batch: int | None = None, cached_for: str | None = None,
+                 cache_dir: str | None = None) -> Callable:
     """The per-shard attention call for ``impl``; kernels without GQA get K/V heads repeated.
 
     With ``tune`` (a run's plan: tuning on) and no block sizes in the suite, the kernel's blocks are its
@@ -109,7 +111,7 @@ def attention_fn(impl: str, cfg: ModelConfig, p: TrainParams, mesh: jax.sharding
     elif cached_for is not None and im.tune_space is not None and p.block_q is None and p.block_k is None:
         acfg = _cached_blocks(acfg, impl, cached_for, AttentionParams(
             batch=tb, num_heads=hq, num_kv_heads=hq if repeat > 1 else hkv, seq_len=s, head_dim=d, causal=True,
-            dtype=p.dtype, mode="fwd_bwd"), tuned)
+            dtype=p.dtype, mode="fwd_bwd"), tuned, cache_dir)
 
     def attend(q: jax.Array, k: jax.Array, v: jax.Array) -> jax.Array:
         if repeat > 1:
@@ -139,7 +141,7 @@ def _searched_blocks(case: AttentionParams, impl: str, acfg: Any, tune: TimingPl
 
 
 def _cached_blocks(acfg: Any, impl: str, device_kind: str, case: AttentionParams,
-                   tuned: dict[str, Any] | None) -> Any:
+                   tuned: dict[str, Any] | None, cache_dir: str | None = None) -> Any:
     """``acfg`` at the blocks the tuning cache holds for ``case`` on ``device_kind`` (any jax/libtpu version:
     the newest), else the shipped tune table's entry (tune/table.py: exact bucket, else the nearest), saying in ``tuned['notes']`` which blocks the compile used and where they came from."""
     from xlabench import tune
@@ -148,7 +150,7 @@ def _cached_blocks(acfg: Any, impl: str, device_kind: str, case: AttentionParams
     from xlabench.workloads.attention import tune_key_fields
 
     key = tune.cache_key(device_kind, "jax", impl, tune_key_fields(case), {})
-    folder = tune.default_dir()
+    folder = Path(cache_dir) if cache_dir else tune.default_dir()
     entry = tune.TuneCache(folder).latest(key)
     shape = f"{case.batch}x{case.seq_len}x{case.num_heads}x{case.head_dim}"
     shipped, _ = table.for_device(device_kind) if entry is None else (None, "")
@@ -231,11 +233,12 @@ class StepProgram:
 def program(p: TrainParams, impl: str, interpret: bool, platform: str,
             devices: Sequence[jax.Device] | None = None, tune: TimingPlan | None = None,
             tuned: dict[str, Any] | None = None, tune_batch: int | None = None,
-            cached_for: str | None = None) -> StepProgram:
+            cached_for: str | None = None, cache_dir: str | None = None) -> StepProgram:
     """Mesh, shardings and the step function of a case (raises CaseSkipped where it cannot run).
 
     ``devices``: what the mesh spans (default: this process's jax.devices()); pass a TPU topology's
-    compile-only devices to compile the step ahead of time for hardware that is not attached.
+    compile-only devices to compile the step ahead of time for hardware that is not attached;
+    ``cache_dir``: with ``cached_for``, the tuning cache folder the case plan names (default: the user's).
     """
     if p.sharding == "auto":
         raise CaseSkipped(sharding.AUTO_REASON)
@@ -243,7 +246,7 @@ def program(p: TrainParams, impl: str, interpret: bool, platform: str,
     mesh, p_shard, o_shard, tok_shard = layouts(cfg, p.sharding, _mesh_key(p), p.scan(),
                                                 None if devices is None else tuple(devices))
     hooks = sharding.hooks(mesh, p.sharding, attention_fn(impl, cfg, p, mesh, interpret, platform, tune, tuned,
-                                                          tune_batch, cached_for), impl)
+                                                          tune_batch, cached_for, cache_dir), impl)
 
     def step(params, opt_state, tokens):
         (loss, per_seq), grads = jax.value_and_grad(
