@@ -126,6 +126,25 @@ def test_a_case_compile_and_run_rows_agree_on_every_shared_column(tmp_path, extr
     assert compiled["mfu_ceiling"] is not None and compiled["interpret"] is False and compiled["warmup"] is None
 
 
+class _Pool:
+    """A worker pool that starts nothing (the compile's target probe and compiles are stubbed)."""
+
+    def __init__(self, *a, **kw) -> None:
+        pass
+
+    def like(self) -> "_Pool":
+        return _Pool()
+
+    def close(self) -> None:
+        pass
+
+    def kill_all(self) -> None:
+        pass
+
+    def peak_rss_bytes(self) -> None:
+        return None
+
+
 def test_compile_reports_through_the_runs_hooks_and_outcome(tmp_path, monkeypatch) -> None:
     """`compile` has no hooks or outcome of its own: compile_suite takes the run's RunHooks (start with its
     line and cases, case_start per job, row per case) and returns a RunOutcome, its rows built by the run's
@@ -136,24 +155,8 @@ def test_compile_reports_through_the_runs_hooks_and_outcome(tmp_path, monkeypatc
     from xlabench.run.run_options import RunOptions
     from xlabench.run.suite_runner import RunHooks, RunOutcome
 
-    class Pool:
-        def __init__(self, *a, **kw) -> None:
-            pass
-
-        def like(self) -> "Pool":
-            return Pool()
-
-        def close(self) -> None:
-            pass
-
-        def kill_all(self) -> None:
-            pass
-
-        def peak_rss_bytes(self) -> None:
-            return None
-
     env = {"platform": "tpu", "device_kind": "TPU v5 lite", "device_count": 8, "framework_version": "x"}
-    monkeypatch.setattr(session, "WorkerPool", Pool)
+    monkeypatch.setattr(session, "WorkerPool", _Pool)
     monkeypatch.setattr(compile_runner, "_target_env", lambda sess, target, spec: (env, {}))
     monkeypatch.setattr(compile_runner, "_compile_one", lambda case, *a, **kw: {
         "status": COMPILED, "error": None, "flops": 1e9, "xla_flops": 1e9, "xla_bytes_accessed": 1e7})
@@ -193,28 +196,12 @@ def test_a_compile_request_carries_the_case_plan_and_the_worker_reads_its_tuning
 
     sent: list = []
 
-    class Pool:
-        def __init__(self, *a, **kw) -> None:
-            pass
-
-        def like(self) -> "Pool":
-            return Pool()
-
-        def close(self) -> None:
-            pass
-
-        def kill_all(self) -> None:
-            pass
-
-        def peak_rss_bytes(self) -> None:
-            return None
-
     def ask(pool, key, make, timeout_s, parse):
         sent.append(CompileRequest.from_message(make(None)))
         return parse(CompileResult(COMPILED, {}).to_message())
 
     env = {"platform": "tpu", "device_kind": "TPU v5 lite", "device_count": 8, "framework_version": "x"}
-    monkeypatch.setattr(session, "WorkerPool", Pool)
+    monkeypatch.setattr(session, "WorkerPool", _Pool)
     monkeypatch.setattr(compile_runner, "_target_env", lambda sess, target, spec: (env, {}))
     monkeypatch.setattr(compile_runner.workers, "ask", ask)
     monkeypatch.setattr(tune, "default_dir", lambda: tmp_path / "tune-here")
