@@ -123,3 +123,13 @@ def test_splash_searches_its_backward_with_and_without_the_fused_kernel_from_the
     assert {c["fused_bwd"] for c in bwd.candidates} == {0, 1} and bwd.default["fused_bwd"] == 0
     assert {c["fused_bwd"] for c in bwd.seeds} == {0, 1}
     assert "fused_bwd" not in {n for c in fwd.candidates for n in c}
+
+
+def test_a_case_logs_the_time_of_its_check_against_the_reference(capsys):
+    """Issue 49: on the v5e, 193 s of the attention suite's 673 s fell outside the logged phases (about
+    1.5-2 s a case, 0.2 s on CPU); the comparison of the outputs with the reference, their copy to the host
+    included, is now a phase of its own, so that the chip's next run says what it costs."""
+    params = dict(batch=1, num_heads=2, seq_len=64, head_dim=32, dtype="float32", mode="fwd_bwd")
+    run_attention_case(params, "naive", PLAN, False, "cpu")
+    line = capsys.readouterr().err.strip().splitlines()[-1]
+    assert line.startswith("naive S=64 b=1 fwd_bwd") and ", reference " in line and ", check " in line, line

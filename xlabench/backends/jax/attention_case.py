@@ -192,7 +192,8 @@ def run_attention_case(params: dict[str, Any], impl: str, plan: TimingPlan, inte
     else:
         with phase("reference"):
             refs = reference(p, host, cfg.sm_scale)
-    result = attention_result(p, samples, plan, lower_s, compile_s, mem, outs, refs, [n for n in notes if n])
+    with phase("check"):  # the outputs against the reference, on the host (their copy there included)
+        result = attention_result(p, samples, plan, lower_s, compile_s, mem, outs, refs, [n for n in notes if n])
     if problem:
         result = result.replace(max_abs_err=float("inf"), correct=False)
     result = result.replace(metrics={**result.metrics, **xla, **tuned})
