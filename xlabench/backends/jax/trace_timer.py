@@ -11,7 +11,6 @@ import glob
 import os
 import re
 import tempfile
-from collections import defaultdict
 from typing import Any, Callable, Iterable
 
 import jax
@@ -143,17 +142,9 @@ def device_seconds(planes: Iterable[Any], module: str, calls: int | None = None)
     if per_device:
         n = min(len(d) for d in per_device)
         return [max(d[i][1] - d[i][0] for d in per_device) / 1e9 for i in range(n)]
-    spans: dict[Any, list[float]] = defaultdict(lambda: [float("inf"), float("-inf")])
-    for plane in planes:
-        for line in plane.lines:
-            for e in line.events:
-                st = _stats(e)
-                if st.get("hlo_module") != module or "run_id" not in st:
-                    continue
-                span = spans[st["run_id"]]
-                span[0] = min(span[0], e.start_ns)
-                span[1] = max(span[1], e.start_ns + e.duration_ns)
-    if not spans:
+    ops = [e for plane in planes for line in plane.lines for e in line.events
+           if (st := _stats(e)).get("hlo_module") == module and "run_id" in st]
+    if not ops:
         names = sorted(p.name for p in planes)
         raise TraceTimerError(f"no profiler events of the executable {module} (planes: {', '.join(names)})")
-    return [(end - start) / 1e9 for start, end in sorted(spans.values())]
+    return [(end - start) / 1e9 for start, end in _executions(ops)]
