@@ -19,7 +19,8 @@ from xlabench.protocol.target import TargetSpec
 from xlabench.protocol.timing_plan import TimingPlan
 from xlabench.protocol.status import COMPILE_RESULTS
 
-PROTOCOL_VERSION = 2  # 2: a CaseResult carries samples only (the parent summarises: run/rows.py)
+PROTOCOL_VERSION = 3  # 2: a CaseResult carries samples only (the parent summarises: run/rows.py); 3: a
+# CompileRequest carries the case plan (interpret, the timing plan)
 
 
 class CaseSkipped(Exception):
@@ -115,6 +116,12 @@ def _case_fields(case: CaseLike) -> tuple[Any, ...]:
                  for f in dataclasses.fields(_CaseRequest))
 
 
+def _plan_given(msg: Mapping[str, Any]) -> dict[str, Any]:
+    """A request's timing plan, decoded (for _decode's ``given``), where the message has one."""
+    plan = msg.get("plan") if isinstance(msg, Mapping) else None
+    return {"plan": _decode(TimingPlan, plan)} if plan is not None else {}
+
+
 @dataclass(frozen=True)
 class RunRequest(_CaseRequest):
     """Run one case (op ``run``): what the worker needs, the timing plan included."""
@@ -132,9 +139,7 @@ class RunRequest(_CaseRequest):
 
     @classmethod
     def from_message(cls, msg: Mapping[str, Any]) -> "RunRequest":
-        plan = msg.get("plan") if isinstance(msg, Mapping) else None
-        given = {"plan": _decode(TimingPlan, plan)} if plan is not None else {}
-        return _decode(cls, {k: v for k, v in msg.items() if k != "op"}, **given)
+        return _decode(cls, {k: v for k, v in msg.items() if k != "op"}, **_plan_given(msg))
 
 
 @dataclass(frozen=True)
@@ -157,11 +162,8 @@ class CompileRequest(_CaseRequest):
     @classmethod
     def from_message(cls, msg: Mapping[str, Any]) -> "CompileRequest":
         target = msg.get("target") if isinstance(msg, Mapping) else None
-        plan = msg.get("plan") if isinstance(msg, Mapping) else None
         given = {"target": TargetSpec.from_message(target)} if isinstance(target, Mapping) else {}
-        if plan is not None:
-            given["plan"] = _decode(TimingPlan, plan)
-        return _decode(cls, {k: v for k, v in msg.items() if k != "op"}, **given)
+        return _decode(cls, {k: v for k, v in msg.items() if k != "op"}, **given, **_plan_given(msg))
 
 
 @dataclass(frozen=True)

@@ -56,7 +56,7 @@ def peak_fields(env: Mapping[str, Any], peak_override: Optional[float]) -> dict[
 
 
 def roofline_fields(row: dict[str, Any], device_kind: str, topology: Optional[str]) -> dict[str, Any]:
-    """The roofline columns of a row that has its peaks (run rows here, compile rows in run/compile_runner.py)."""
+    """The roofline columns of a row that has its peaks (run rows here, compile rows in run/rows.py compile_row)."""
     ici = interconnect(device_kind, topology, row.get("peak_gbytes_per_s"))
     out = roofline.roofline(row, ici.gbytes_per_s)
     if "ici_gbytes_per_s" in out:

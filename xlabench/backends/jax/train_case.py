@@ -121,6 +121,11 @@ def attention_fn(impl: str, cfg: ModelConfig, p: TrainParams, mesh: jax.sharding
     return attend
 
 
+def _shape_text(case: AttentionParams) -> str:
+    """A per-shard attention shape as the rows' notes name it: batch x sequence x heads x head_dim."""
+    return f"{case.batch}x{case.seq_len}x{case.num_heads}x{case.head_dim}"
+
+
 def _searched_blocks(case: AttentionParams, impl: str, acfg: Any, tune: TimingPlan, platform: str,
                      tuned: dict[str, Any] | None, batch_note: str) -> Any:
     """``acfg`` at the search's winner for the per-shard attention ``case`` (from the tuning cache or searched
@@ -132,7 +137,7 @@ def _searched_blocks(case: AttentionParams, impl: str, acfg: Any, tune: TimingPl
     if tuned is not None:
         best, default = fields.pop("tune_best_s", None), fields.pop("default_s", None)
         tuned.update(fields)
-        shape = f"{case.batch}x{case.seq_len}x{case.num_heads}x{case.head_dim}"
+        shape = _shape_text(case)
         tuned["notes"] = "; ".join(filter(None, [note, (
             f"attention tuned at its per-shard shape {shape} (fwd_bwd{batch_note}): "
             f"{best * 1e3:.3f} ms against {default * 1e3:.3f} ms at the default blocks") if best and default
@@ -152,7 +157,7 @@ def _cached_blocks(acfg: Any, impl: str, device_kind: str, case: AttentionParams
     key = tune.cache_key(device_kind, "jax", impl, tune_key_fields(case), {})
     folder = Path(cache_dir) if cache_dir else tune.default_dir()
     entry = tune.TuneCache(folder).latest(key)
-    shape = f"{case.batch}x{case.seq_len}x{case.num_heads}x{case.head_dim}"
+    shape = _shape_text(case)
     shipped, _ = table.for_device(device_kind) if entry is None else (None, "")
     hit = shipped.find("jax", impl, tune_key_fields(case)) if shipped is not None else None
     if hit is not None:
