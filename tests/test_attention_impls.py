@@ -133,3 +133,23 @@ def test_a_case_logs_the_time_of_its_check_against_the_reference(capsys):
     run_attention_case(params, "naive", PLAN, False, "cpu")
     line = capsys.readouterr().err.strip().splitlines()[-1]
     assert line.startswith("naive S=64 b=1 fwd_bwd") and ", reference " in line and ", check " in line, line
+
+
+def test_the_device_check_gives_the_host_figure_from_three_scalars_a_pair():
+    """The JAX check reduces each output and its reference on their device (max|o - r|, max|r|, finite) and
+    gives the framework-free harness's figure: the scale floor of 1, the worst pair, inf for a non-finite
+    output."""
+    from xlabench.backends.jax import common
+    from xlabench.measure import timing as harness
+
+    rng = np.random.default_rng(0)
+    small = rng.normal(0, 0.1, (2, 8, 3, 4)).astype(np.float32)  # max|r| < 1: the floor of 1 applies
+    big = rng.normal(0, 10, (2, 8, 3, 4)).astype(np.float32)
+    outs = [small + 1e-3, big + rng.normal(0, 0.5, big.shape).astype(np.float32)]
+    refs = [small, big]
+    on_device = common.max_normalised_error([jnp.asarray(o, jnp.bfloat16) for o in outs], [jnp.asarray(r) for r in refs])
+    on_host = harness.max_normalised_error([np.asarray(jnp.asarray(o, jnp.bfloat16), np.float32) for o in outs], refs)
+    assert on_device == pytest.approx(on_host, rel=1e-6) and on_host > 1e-3
+    bad = outs[1].copy()
+    bad[0, 0, 0, 0] = np.nan
+    assert common.max_normalised_error([jnp.asarray(outs[0]), jnp.asarray(bad)], refs) == float("inf")

@@ -322,6 +322,7 @@ def test_cases_of_one_shape_share_their_inputs_and_each_mask_and_mode_its_refere
     first = attention_case.reference(p, both, 0.125)
     again = attention_case.reference(p, both, 0.125)
     assert len(calls) == 1 and all(a is b for a, b in zip(first, again)) and len(first) == 4
+    assert all(isinstance(r, jax.Array) for r in first)  # kept on the device: the check reduces it there
     attention_case.reference(p.model_copy(update={"causal": not p.causal}), both, 0.125)
     assert len(calls) == 2
     want = real(*(np.asarray(both[n]) for n in ("q", "k", "v", "do")), p.causal, 0.125)

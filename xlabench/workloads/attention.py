@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, model_validator
 
 from xlabench import flops as flop_formulas
 from xlabench.workloads import checks
-from xlabench.measure.timing import TimingPlan, case_result, max_normalised_error
+from xlabench.measure.timing import TimingPlan, case_result
 from xlabench.protocol.worker_messages import CaseResult
 from xlabench.tune.search import Stage
 from xlabench.workloads.record import ATTENTION_KERNELS, Workload
@@ -319,10 +319,11 @@ def numpy_reference(q: np.ndarray, k: np.ndarray, v: np.ndarray, do: Optional[np
 
 
 def attention_result(p: AttentionParams, samples: list[float], plan: TimingPlan,
-                     lower_s: Optional[float], compile_s: float, mem: Optional[int], outs: Sequence[Any],
-                     refs: Sequence[Any], notes: Sequence[str]) -> CaseResult:
-    """The end of an attention case, any backend: outputs (and gradients) [B, S, H, D] checked against
-    the reference, and the counts."""
-    return case_result(samples, plan, lower_s, compile_s, mem, max_normalised_error(outs, refs), p.err_tol(),
+                     lower_s: Optional[float], compile_s: float, mem: Optional[int], err: float,
+                     notes: Sequence[str]) -> CaseResult:
+    """The end of an attention case, any backend: ``err``, the outputs' (and gradients') max_normalised_error
+    against the reference (each backend reduces it where its arrays are), against the case's tolerance, and the
+    counts."""
+    return case_result(samples, plan, lower_s, compile_s, mem, err, p.err_tol(),
                        "; ".join(notes), flops=p.flops(), kernel_flops=p.kernel_flops(),
                        io_bytes=p.io_bytes(naive=False))

@@ -105,6 +105,20 @@ def trace_pass(compiled: Any, call: Callable[[], Any], plan: TimingPlan, iters: 
 
 
 def max_normalised_error(outs: Sequence[Any], refs: Sequence[Any]) -> float:
-    """max over tensors of max|out - ref| / max(1, max|ref|) (see xlabench.measure.timing), from JAX arrays."""
-    as_np = lambda xs: [np.asarray(jnp.asarray(x, jnp.float32)) for x in xs]  # noqa: E731
-    return harness.max_normalised_error(as_np(outs), as_np(refs))
+    """max over tensors of max|out - ref| / max(1, max|ref|) (xlabench.measure.timing's figure; inf if an
+    output is not finite), reduced on the arrays' device: only three scalars per pair come to the host, not
+    the tensors (on the v5e, copying and scanning four 134 MB float32 tensors a case cost 1.5-2 s)."""
+    worst = 0.0
+    for o, r in zip(outs, refs):
+        finite, scale, diff = (float(x) for x in np.asarray(_error_parts(o, r)))
+        if not finite:
+            return float("inf")
+        worst = max(worst, diff / max(1.0, scale))
+    return worst
+
+
+@jax.jit
+def _error_parts(o: Any, r: Any) -> Any:
+    """(all finite, max|r|, max|o - r|) of one output and its reference, in float32."""
+    o, r = jnp.asarray(o, jnp.float32), jnp.asarray(r, jnp.float32)
+    return jnp.stack([jnp.all(jnp.isfinite(o)).astype(jnp.float32), jnp.max(jnp.abs(r)), jnp.max(jnp.abs(o - r))])

@@ -12,7 +12,7 @@ import torch
 from xlabench.backends.torch_xla import attention_impls as impls
 from xlabench.backends.torch_xla import jax_kernels
 from xlabench.backends.torch_xla.common import measure, peak_memory, with_device_times, to_numpy, xla_device
-from xlabench.measure.timing import TimingPlan
+from xlabench.measure.timing import TimingPlan, max_normalised_error
 from xlabench.backends import user_impl
 from xlabench.workloads.attention import (REF_MAX_SCORE_BYTES, AttentionParams, attention_result, chunked_reference,
                                          input_shapes, make_inputs)
@@ -63,7 +63,7 @@ def run_attention_case(params: dict[str, Any], impl: str, plan: TimingPlan, inte
         notes.insert(0, im.note)
     if problem:  # a wrong row, not a crash: nothing to compare element by element
         notes.insert(0, f"wrong output: {problem}")
-    result = attention_result(p, m.samples, plan, None, m.compile_s, mem, outs, refs, notes)
+    result = attention_result(p, m.samples, plan, None, m.compile_s, mem, max_normalised_error(outs, refs), notes)
     if problem:
         result = result.replace(max_abs_err=float("inf"), correct=False)
     if im.kernel_flops is not None:
