@@ -18,6 +18,7 @@ from xlabench.workloads.attention import tile_candidates
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGED_CACHE = ROOT / "docs/data/tpu-v5e/2026-12-07-c/tune-cache"
+RAGGED_32K_CACHE = ROOT / "docs/data/tpu-v5e/2026-12-07-d/tune-cache"
 SUITES_CACHE = ROOT / "docs" / "data" / "tpu-v5e" / "2026-12-07-b" / "tune-cache"
 RUN_CACHE = ROOT / "docs/data/tpu-v5e/2026-12-07/tune-cache"
 KIND = "TPU v5 lite"
@@ -292,16 +293,18 @@ def test_the_shipped_v5e_table_is_the_2026_12_07_runs_rebuilt(monkeypatch, tmp_p
     """The 49 entries of the attention profile's cold search (7683fc5), then the 15 the shipped suites'
     first run on the chip added (e526ab6578: the train steps' attention shapes; where it verified an entry
     of the first run, that entry stays as the search measured it), then the paged profile's page-size-64,
-    batch-16 search: paged's 4 contexts (9f82006b80) and ragged paged's 1k, 4k and 16k (9e80b94827)."""
+    batch-16 search: paged's 4 contexts (9f82006b80), ragged paged's 1k, 4k and 16k (9e80b94827) and its 32k
+    (1fcdc0c)."""
     monkeypatch.delenv(table.ENV_TABLE_DIR, raising=False)
     shipped, why = table.for_device(KIND)
-    assert why == "" and len(shipped.entries) == 71
+    assert why == "" and len(shipped.entries) == 72
     assert {(e.commit, e.date, e.versions["jax"], e.versions["libtpu"]) for e in shipped.entries} == {
-        (c, "2026-12-07", "0.10.2", "0.0.42.1") for c in ("7683fc5", "e526ab6578", "9f82006b80", "9e80b94827")}
+        (c, "2026-12-07", "0.10.2", "0.0.42.1") for c in ("7683fc5", "e526ab6578", "9f82006b80", "9e80b94827", "1fcdc0c")}
     merged: dict[str, dict] = {}
     for files, commit in ((sorted(SUITES_CACHE.glob("*.json")), "e526ab6578"),
                           (sorted(RUN_CACHE.glob("*.json")), "7683fc5"),
-                          (_paged_cache("paged"), "9f82006b80"), (_paged_cache("ragged_paged"), "9e80b94827")):
+                          (_paged_cache("paged"), "9f82006b80"), (_paged_cache("ragged_paged"), "9e80b94827"),
+                          (sorted(RAGGED_32K_CACHE.glob("*.json")), "1fcdc0c")):
         folder = tmp_path / commit  # one export's sources, in the order they were exported (a later one wins)
         folder.mkdir()
         for p in files:
@@ -310,7 +313,7 @@ def test_the_shipped_v5e_table_is_the_2026_12_07_runs_rebuilt(monkeypatch, tmp_p
         merged.update({json.dumps(e.to_json()["key"], sort_keys=True): e.to_json() for e in built.entries})
     on_disk = table.read_table(table.table_path(KIND)).to_json()["entries"]
     assert {json.dumps(e["key"], sort_keys=True): e for e in on_disk} == merged
-    for p in sorted(RUN_CACHE.glob("*.json")) + _paged_cache("ragged_paged"):
+    for p in sorted(RUN_CACHE.glob("*.json")) + _paged_cache("ragged_paged") + sorted(RAGGED_32K_CACHE.glob("*.json")):
         k = json.loads(p.read_text())
         hit = shipped.find(k["key"]["backend"], k["key"]["impl"], k["key"]["case"])
         assert hit.exact and dict(hit.entry.blocks) == k["blocks"] and hit.entry.best_s == k["best_s"]
