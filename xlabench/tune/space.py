@@ -43,12 +43,6 @@ class Candidate(Mapping[str, int]):
     def __hash__(self) -> int:
         return hash(frozenset(self.pairs))
 
-    def config(self, *case: Any) -> "KernelConfig":
-        """The kernel's typed config at this candidate, the rest at its defaults for ``case``."""
-        if self.kernel is None:
-            raise ValueError(f"candidate {dict(self)} belongs to no kernel config")
-        return self.kernel.resolve(self, *case)
-
 C = TypeVar("C", bound="KernelConfig")
 
 
