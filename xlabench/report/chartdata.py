@@ -18,6 +18,8 @@ import pandas as pd
 from xlabench import impls, results
 from xlabench.results.schema import KERNEL_OPTIONS
 from xlabench.protocol import status as st
+from xlabench.workloads import WORKLOADS
+from xlabench.workloads.record import FitChart
 
 INTERPRET_NOTE = "(CPU interpret: pipeline check, not kernel speed)"
 BASELINE_IMPL = "naive"
@@ -34,9 +36,10 @@ COMPILE_ONLY_STATUSES = tuple(s for s in results.COMPILE_STATUSES if s not in re
 MEMORY_STATUSES = (st.COMPILED, st.OOM)  # rows whose peak_memory_bytes is a figure to draw
 COMPILE_NOTE = "compile-only: memory from XLA's memory_analysis"
 GIB = float(1 << 30)
-# The x of a workload's fit (memory) chart and table, and the keys of one of its lines.
-FIT_X = {"train": "global_batch", "attention": "seq_len", "paged_attention": "context_lens"}
-FIT_SERIES = {"train": ["sharding", "impl"], "attention": ["impl"], "paged_attention": ["impl"]}
+# The x of a workload's fit (memory) chart and table, and the keys of one of its lines: its record's fit
+# (workloads/record.py FitChart), as tables.
+FIT_X = {n: w.fit.x for n, w in WORKLOADS.items() if w.fit is not None}
+FIT_SERIES = {n: list(w.fit.lines) for n, w in WORKLOADS.items() if w.fit is not None}
 # Canonical orders, so legends and bar groups read the same in every chart.
 SHARDING_ORDER = ("dp", "fsdp", "tp", "2d", "auto")
 MODE_ORDER = ("fwd", "fwd_bwd")
@@ -298,19 +301,28 @@ def capacity_gib(df: pd.DataFrame) -> pd.Series:
     return df["hbm_capacity_bytes"] / GIB
 
 
+def fit_chart(workload: str) -> FitChart:
+    """How ``workload``'s memory fit is read and drawn (its record's fit); KeyError for a workload without."""
+    fit = WORKLOADS[workload].fit if workload in WORKLOADS else None
+    if fit is None:
+        raise KeyError(workload)
+    return fit
+
+
 def fit_x(df: pd.DataFrame, workload: str) -> pd.Series:
     """The fit chart's x per row: global batch, sequence length, or a paged spec's mean context length."""
-    col = FIT_X[workload]
-    if workload == "paged_attention":
-        return df[col].map(context_length)
-    return df[col]
+    fit = fit_chart(workload)
+    if fit.x_is_spec:
+        return df[fit.x].map(context_length)
+    return df[fit.x]
 
 
 def fit_keys(rows: pd.DataFrame, workload: str) -> list[str]:
     """What one fit line (and one line of the report's fit table) is: the target, the workload's series
     keys, and any describing column that takes several values at one x within them (backend, model...)."""
-    first = ["target"] + FIT_SERIES[workload]
-    return first + split_keys(rows, FIT_X[workload], first)
+    fit = fit_chart(workload)
+    first = ["target", *fit.lines]
+    return first + split_keys(rows, fit.x, first)
 
 
 def topology(value: Any) -> str:

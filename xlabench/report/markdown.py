@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -22,23 +21,14 @@ from xlabench import results
 from xlabench.audit import marks
 from xlabench.results import fmt_number
 from xlabench.protocol import status as st
+from xlabench.workloads import WORKLOADS
+from xlabench.workloads.record import KERNEL_FIGURES, SummaryFigure
 
 
-@dataclass(frozen=True)
-class SummaryFigure:
-    header: str
-    column: str
-    scale: float
-    spec: str
-
-
-# What a workload's summary shows beside the time (one place, so the tables of every suite agree).
-FIGURES: dict[str, list[SummaryFigure]] = {
-    "attention": [SummaryFigure("TFLOP/s", "tflops_per_s", 1, ".4g"), SummaryFigure("MFU %", "mfu", 100, ".2f")],
-    "train": [SummaryFigure("tokens/s", "tokens_per_s", 1, ".4g"), SummaryFigure("MFU %", "mfu", 100, ".2f")],
-    "paged_attention": [SummaryFigure("GB/s", "gbytes_per_s", 1, ".4g"), SummaryFigure("MBU %", "mbu", 100, ".2f")],
-}
-_DEFAULT_FIGURES = FIGURES["attention"]
+# What a workload's summary shows beside the time: its record's figures (one place, so the tables of every
+# suite agree), as a table; rows of a workload no record names (an older file's) show a kernel's.
+FIGURES: dict[str, list[SummaryFigure]] = {n: list(w.figures) for n, w in WORKLOADS.items()}
+_DEFAULT_FIGURES = list(KERNEL_FIGURES)
 BEST_INTRO = ("Per impl and shape of each block-size sweep (>= 2 configurations, ok and correct rows): the fastest "
               "configuration that beats the kernel's default (block sizes unset) by the gate's test on the raw "
               "samples (Mann-Whitney U, Holm, interval beyond 5%), else 'no significant winner'; interpreted rows "
@@ -149,7 +139,7 @@ def summary(rows: pd.DataFrame, samples: cd.Samples | None = None) -> str:
     (cd.baseline_seconds; ``samples``: the rows' samples, default read from their files)."""
     rows = rows.reset_index(drop=True)  # unique index: best.name finds its speedup
     workload = str(rows["workload"].iloc[0])
-    figures = FIGURES.get(workload, _DEFAULT_FIGURES)
+    figures = WORKLOADS[workload].figures if workload in WORKLOADS else _DEFAULT_FIGURES
     shape = shape_columns(rows)
     base_s = cd.baseline_seconds(rows, samples)  # one naive time per shape, whatever its block columns
     median = cd.metric(rows, "median_s")
@@ -186,8 +176,9 @@ def _counts(line: pd.Series) -> str:
 def fit_train(rows: pd.DataFrame) -> str:
     """Per (target, sharding, impl): the largest global batch that compiled within HBM, its GiB per device
     and HBM %, and the smallest batch that did not fit with what it needed."""
-    fs = cd.fit_summary(rows, "train")
-    keys = cd.fit_keys(rows, "train")
+    workload = str(rows["workload"].iloc[0])
+    fs = cd.fit_summary(rows, workload)
+    keys = cd.fit_keys(rows, workload)
     keys = keys[:3] + [k for k in keys[3:] if cd.text(fs[k]).nunique() > 1]  # extras that tell lines apart
     out = []
     for _, f in fs.iterrows():
@@ -223,7 +214,8 @@ def fit_kernels(rows: pd.DataFrame) -> str:
 def fit(rows: pd.DataFrame) -> str:
     """The Fit section's table for one suite's compile rows (`xlabench compile`)."""
     rows = rows.reset_index(drop=True)
-    return fit_train(rows) if str(rows["workload"].iloc[0]) == "train" else fit_kernels(rows)
+    w = WORKLOADS.get(str(rows["workload"].iloc[0]))
+    return fit_train(rows) if w is not None and w.fit is not None and w.fit.largest_fit else fit_kernels(rows)
 
 
 BOUNDS_INTRO = ("Per case, the roofline of its program (xlabench/roofline.py): arithmetic intensity (FLOP per byte "

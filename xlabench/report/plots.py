@@ -30,6 +30,8 @@ from xlabench.report.chart_parts import (  # noqa: F401 (grid: the charts' API f
 )
 from xlabench.report.line_chart import _line_chart, spread_band  # noqa: F401 (spread_band: for tests)
 from xlabench.protocol import status as st
+from xlabench.workloads import WORKLOADS
+from xlabench.workloads.record import FitChart
 
 
 # ----------------------------------------------------------------------------------------- chart kinds
@@ -250,16 +252,8 @@ def _sharding_axes(ax: Axes, ax2: Axes, modes: Sequence[Any], drawn: list[tuple[
 
 # ---------------------------------------------------------------------------------------- fit (compile)
 
-# A fit chart's panels and labels per workload (the lines: chartdata.FIT_SERIES, coloured as in the
-# workload's run charts).
-_FIT_LAYOUTS: dict[str, dict[str, Any]] = {
-    "train": {"panels": ["backend", "target", "model"], "named": [], "colour_by": "sharding", "dash_by": "impl",
-              "xlabel": "global batch (sequences)", "what": "HBM per device vs global batch"},
-    "attention": {"panels": ["target", "causal", "mode"], "named": [], "colour_by": "impl", "dash_by": "impl",
-                  "xlabel": "sequence length (tokens)", "what": "HBM per device vs sequence length"},
-    "paged_attention": {"panels": ["target", "batch"], "named": ["batch"], "colour_by": "impl", "dash_by": "impl",
-                        "xlabel": "context length (tokens)", "what": "HBM per device vs context length"},
-}
+# A fit chart's panels, lines and labels per workload: its record's fit (workloads/record.py FitChart).
+_FIT_LAYOUTS: dict[str, FitChart] = {n: w.fit for n, w in WORKLOADS.items() if w.fit is not None}
 CAPACITY_COLOUR = "#aa0000"
 OOM_LABEL = "oom: memory needed (does not fit)"
 CAPACITY_LABEL = "HBM capacity per device"
@@ -300,27 +294,27 @@ def fit_memory(df: pd.DataFrame) -> Chart:
     """Compile rows (`xlabench compile`): per-device memory (GiB) vs global batch, a line per sharding
     mode (colour) and impl (dash), the device's HBM as a dashed line, oom points as an x at what they
     need. Attention and paged compile rows: the same per impl vs sequence or context length."""
-    comp = cd.compile_rows(df)
-    workload = next((w for w in _FIT_LAYOUTS if (comp["workload"] == w).any()), None)
+    comp = cd.compile_rows(df)  # the first workload of the fit kind's (KINDS) the rows have
+    workload = next((w for w in KINDS["fit"].workloads if (comp["workload"] == w).any()), None)
     if workload is None:
         raise NoData("no compile rows (xlabench compile SUITE --target NAME writes them)")
     rows = comp[comp["workload"] == workload].reset_index(drop=True)
-    lay = _FIT_LAYOUTS[workload]
+    lay = cd.fit_chart(workload)
     mem = cd.memory_gib(rows)
     if mem.isna().all():
         raise NoData(f"{workload} compile rows have no compiled or oom case with a memory figure")
-    first = cd.FIT_SERIES[workload]
-    x_col = cd.FIT_X[workload]
+    first = list(lay.lines)
+    x_col = lay.x
     xs_all = cd.fit_x(rows, workload)
     labels = None
-    if workload == "paged_attention" and pd.to_numeric(rows[x_col], errors="coerce").isna().any():
+    if lay.x_is_spec and pd.to_numeric(rows[x_col], errors="coerce").isna().any():
         labels = {cd.context_length(v): str(v) for v in cd.distinct(rows[x_col])}
     orders = {"impl": cd.impl_order(rows["impl"]), "sharding": cd.sort_order(rows["sharding"], cd.SHARDING_ORDER),
               "mode": cd.sort_order(rows["mode"], cd.MODE_ORDER), "causal": [True, False]}
-    extras = cd.split_keys(rows, x_col, lay["panels"] + first)
-    facets, dropped = _drop_empty(_facets(rows, lay["panels"], orders, lay["named"]), mem.notna())
+    extras = cd.split_keys(rows, x_col, [*lay.panels, *first])
+    facets, dropped = _drop_empty(_facets(rows, list(lay.panels), orders, list(lay.named)), mem.notna())
     gaps = 0
-    ncols = 2 if workload != "attention" else max(len(cd.distinct(rows["mode"])), 1)
+    ncols = max(len(cd.distinct(rows[lay.columns_by])), 1) if lay.columns_by else 2
     # room for five-digit batches an octave apart (16384, 32768) side by side on the log2 axis
     fig, axes = _panels(len(facets), ncols, width=6.2 if len(facets) == 1 else 4.6)
     chart = Chart("fit", fig)
@@ -334,12 +328,12 @@ def fit_memory(df: pd.DataFrame) -> Chart:
     if any_oom:  # one legend entry for the x markers of every line, after the lines and the capacity
         axes[0].plot([], [], color="#333333", linestyle="none", marker="x", markersize=8, markeredgewidth=2,
                      label=OOM_LABEL)
-    return _finish(chart, rows, lay["what"], gaps, gap_reason="failed or skipped",
-                   title=cd.compile_title(rows, lay["what"]))
+    return _finish(chart, rows, lay.what, gaps, gap_reason="failed or skipped",
+                   title=cd.compile_title(rows, lay.what))
 
 
 def _fit_lines(ax: Any, chart: Chart, ptitle: str, p: pd.DataFrame, mem: pd.Series, xs_all: pd.Series,
-               first: list[str], extras: list[str], orders: dict[str, list], lay: dict[str, Any]) -> tuple[float, int, bool]:
+               first: list[str], extras: list[str], orders: dict[str, list], lay: FitChart) -> tuple[float, int, bool]:
     """One fit panel's lines (a marker where the case fits, an x at what an oom case needs): the top
     memory figure drawn, the points without one (gaps), and whether any case was an oom."""
     top, gaps, any_oom = 0.0, 0, False
@@ -353,10 +347,10 @@ def _fit_lines(ax: Any, chart: Chart, ptitle: str, p: pd.DataFrame, mem: pd.Seri
         lab = cd.label(list(values), list(values.values()), named=[c for c in values if c not in first])
         if not np.isfinite(ys).any():
             lab += " (no memory figure)"
-        look = style(values[lay["colour_by"]])
+        look = style(values[lay.colour_by])
         marker = MARKERS[i % len(MARKERS)] if extras else "o"
         (line,) = ax.plot(xv, ys, label=lab, marker=marker, markersize=5, linewidth=1.6, color=look.colour,
-                          linestyle=style(values[lay["dash_by"]]).linestyle, markevery=list(np.flatnonzero(fits)))
+                          linestyle=style(values[lay.dash_by]).linestyle, markevery=list(np.flatnonzero(fits)))
         chart.artists[(ptitle, lab)] = line
         if oom.any():
             any_oom = True
@@ -369,7 +363,7 @@ def _fit_lines(ax: Any, chart: Chart, ptitle: str, p: pd.DataFrame, mem: pd.Seri
 
 
 def _fit_axes(ax: Any, chart: Chart, ptitle: str, p: pd.DataFrame, mem: pd.Series, xs_all: pd.Series,
-              labels: Optional[dict], top: float, lay: dict[str, Any]) -> None:
+              labels: Optional[dict], top: float, lay: FitChart) -> None:
     """One fit panel's axes: log2 x, a linear (or, past 4x the HBM, log2) GiB axis, the device's HBM as
     a dashed line labelled in a free corner, HBM % on the right."""
     caps = cd.distinct(cd.capacity_gib(p).dropna())
@@ -401,7 +395,7 @@ def _fit_axes(ax: Any, chart: Chart, ptitle: str, p: pd.DataFrame, mem: pd.Serie
         if ax.get_yscale() == "log":
             sec.yaxis.set_major_formatter(lambda v, _: f"{v:g}")
     ax.set_title(ptitle, fontsize=10)
-    ax.set_xlabel(lay["xlabel"])
+    ax.set_xlabel(lay.xlabel)
     ax.set_ylabel("memory per device (GiB)")
     ax.grid(True, alpha=0.3)
 
@@ -451,8 +445,8 @@ def kinds_for(df: pd.DataFrame) -> list[str]:
     def has(column: str) -> bool:
         return not column or (column in df and pd.to_numeric(df[column], errors="coerce").notna().any())
 
-    modes = cd.text(df.loc[~comp & (df["workload"].astype(str) == "train"), "sharding"]).nunique() \
-        if "sharding" in df else 0
+    bars = df["workload"].astype(str).isin(KINDS["sharding"].workloads)  # the rows the sharding chart draws
+    modes = cd.text(df.loc[~comp & bars, "sharding"]).nunique() if "sharding" in df else 0
     return [k.name for k in KINDS.values() if present[k.source] & set(k.workloads) and has(k.needs)
             and not (k.name == "sharding" and modes <= 1)]  # one mode (one device): no sharding axis
 

@@ -23,6 +23,7 @@ from xlabench.report.line_chart import _line_chart
 from xlabench.protocol import status as st
 from xlabench.results import CASE_COLUMN_NAMES
 from xlabench.results.schema import KERNEL_OPTIONS
+from xlabench.workloads import WORKLOADS
 
 ROOF_COLOUR = "#222222"
 _NOT_SHAPE = {"impl", "backend", *KERNEL_OPTIONS, "devices"}
@@ -195,8 +196,8 @@ def _panel_of(chart: Chart, rows: pd.DataFrame, pub: dict[str, Any]) -> Any:
 def mfu_ceiling(df: pd.DataFrame) -> Chart:
     """Compile rows of a train suite: the MFU the roofline allows vs global batch, a line per sharding
     mode (colour) and impl (dash); published MFU figures of the suite (``published:``) as stars."""
-    comp = cd.compile_rows(df)
-    rows = comp[comp["workload"] == "train"].reset_index(drop=True)
+    comp = cd.compile_rows(df)  # a line per sharding mode: the sharded workloads' rows (workloads/record.py)
+    rows = comp[comp["workload"].isin([n for n, w in WORKLOADS.items() if w.sharded])].reset_index(drop=True)
     if rows.empty or _num(rows, "mfu_ceiling").isna().all():
         raise NoData("no train compile rows with an mfu_ceiling (xlabench compile SUITE --target NAME)")
     y = _num(rows, "mfu_ceiling").where(rows["status"] == st.COMPILED) * 100

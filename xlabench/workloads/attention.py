@@ -17,7 +17,7 @@ from xlabench.workloads import checks
 from xlabench.measure.timing import TimingPlan, case_result
 from xlabench.protocol.worker_messages import CaseResult
 from xlabench.tune.search import Stage
-from xlabench.workloads.record import ATTENTION_KERNELS, Workload
+from xlabench.workloads.record import ATTENTION_KERNELS, FitChart, Workload
 from xlabench.tune.space import BACKWARD, FORWARD, config_fields, diagonal, pow2_tiles, with_blocks
 
 DTYPES = ("bfloat16", "float32")
@@ -240,8 +240,14 @@ def tune_key_fields(p: "AttentionParams") -> dict[str, Any]:
     return p.resolved().model_dump(exclude={*BLOCK_PARAMS, "devices"})
 
 
+# An attention row is the kernel (its kernel_flops are its attention FLOPs); a built-in impl that takes no
+# block runs once per shape of a block sweep; its fit is drawn against the sequence length, a column of
+# panels per mode.
 WORKLOAD = Workload("attention", AttentionParams, ATTENTION_KERNELS, tuned=BLOCK_PARAMS, tune_key=tune_key_fields,
-                    runner="attention_case:run_attention_case", compiler="compile_case:compile_attention_case")
+                    runner="attention_case:run_attention_case", compiler="compile_case:compile_attention_case",
+                    drops_untaken_blocks=True, attention_flops="kernel_flops",
+                    fit=FitChart("seq_len", "sequence length (tokens)", "HBM per device vs sequence length",
+                                 panels=("target", "causal", "mode"), columns_by="mode"))
 
 
 def block_unsupported(kernel: str, sq: int, sk: int, cfg) -> Optional[str]:

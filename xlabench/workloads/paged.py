@@ -30,7 +30,7 @@ from xlabench.workloads import checks
 from xlabench.measure.timing import TimingPlan, case_result, max_normalised_error
 from xlabench.protocol.worker_messages import CaseResult
 from xlabench.tune.space import config_fields, with_blocks
-from xlabench.workloads.record import PAGED_KERNELS, Workload
+from xlabench.workloads.record import PAGED_KERNELS, FitChart, SummaryFigure, Workload
 from xlabench.workloads.attention import DTYPES, ERR_TOL, default_scale
 
 LENGTHS_SEED = 0  # context lengths are drawn from this seed: a case has the same lengths everywhere
@@ -252,8 +252,13 @@ def tune_key_fields(p: PagedParams) -> dict[str, Any]:
     return p.resolved().model_dump(exclude={*PAGED_BLOCKS, "devices"})
 
 
+# A decode kernel is bound by memory: its figures are bandwidth; its fit is drawn against the context lengths
+# (a spec of them), a panel per batch.
 WORKLOAD = Workload("paged_attention", PagedParams, PAGED_KERNELS, tuned=PAGED_BLOCKS, tune_key=tune_key_fields,
-                    runner="paged_case:run_paged_case", compiler="compile_case:compile_paged_case")
+                    runner="paged_case:run_paged_case", compiler="compile_case:compile_paged_case",
+                    figures=(SummaryFigure("GB/s", "gbytes_per_s", 1, ".4g"), SummaryFigure("MBU %", "mbu", 100, ".2f")),
+                    fit=FitChart("context_lens", "context length (tokens)", "HBM per device vs context length",
+                                 panels=("target", "batch"), named=("batch",), x_is_spec=True))
 
 
 def megacore_only_paged(p: PagedParams, platform: str = "", device_kind: str = "") -> Optional[str]:

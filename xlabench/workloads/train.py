@@ -18,7 +18,7 @@ from xlabench.measure.timing import TimingPlan, case_result, max_normalised_erro
 from xlabench.protocol.worker_messages import CaseResult
 from xlabench.workloads import model_presets as presets
 from xlabench.workloads.attention import BLOCK_PARAMS
-from xlabench.workloads.record import ATTENTION_KERNELS, Workload
+from xlabench.workloads.record import ATTENTION_KERNELS, FitChart, SummaryFigure, Workload
 
 MESH_AXES: tuple[str, ...] = ("data", "fsdp", "tensor")
 SHARDINGS: tuple[str, ...] = ("dp", "fsdp", "tp", "2d", "auto")
@@ -268,6 +268,12 @@ class TrainParams(BaseModel):
     def flops(self) -> float:
         return flop_formulas.train_step_flops(self.config(), self.batch(), self.seq_len, causal=True)
 
+    def attention_flops(self) -> float:
+        """The attention share of the step's model FLOPs (flops() less its weight matmuls: flops.py's convention)."""
+        matmul = flop_formulas.TRAIN_FACTOR * self.batch() * self.seq_len * \
+            flop_formulas.train_matmul_flops_per_token(self.config())
+        return self.flops() - matmul
+
     def flops_palm(self) -> float:
         return flop_formulas.train_step_flops_palm(self.config(), self.batch(), self.seq_len,
                                                   presets.matmul_param_count(self.config()))
@@ -281,10 +287,17 @@ class TrainParams(BaseModel):
 
 # A train step is not tuned (its layers' blocks are the suite's, or the kernel's defaults), keeps the wall
 # clock's headline (steps dispatched back to back, one sync: what a training loop pays), and its kernels'
-# skips are decided in its worker, over the model's layers.
+# skips are decided in its worker, over the model's layers. A step is sharded over a mesh, studied on a slice,
+# counted in tokens; its fit sweeps the global batch to the capacity, a line per sharding mode and impl.
 WORKLOAD = Workload("train", TrainParams, ATTENTION_KERNELS, headline="wall", fixes_blocks=BLOCK_PARAMS,
                     predicts_skips=False, runner="train_case:run_train_case",
-                    compiler="compile_case:compile_train_case")
+                    compiler="compile_case:compile_train_case", wall_clock="steps", sharded=True, fits_slice=True,
+                    attention_flops="params",
+                    figures=(SummaryFigure("tokens/s", "tokens_per_s", 1, ".4g"),
+                             SummaryFigure("MFU %", "mfu", 100, ".2f")),
+                    fit=FitChart("global_batch", "global batch (sequences)", "HBM per device vs global batch",
+                                 lines=("sharding", "impl"), panels=("backend", "target", "model"),
+                                 colour_by="sharding", largest_fit=True))
 
 
 def largest_batch(peak_bytes: Callable[[int], Optional[int]], limit: int, step: int, cap: int = 1 << 16
