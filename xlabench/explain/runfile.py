@@ -21,7 +21,7 @@ from xlabench.explain import breakdown as bd
 from xlabench.explain import trace as trace_lib
 from xlabench.explain.kept import HLO_SUFFIX, trace_root
 from xlabench.suite.expand import same_text as _same
-from xlabench.workloads import train as train_workload
+from xlabench.workloads import WORKLOADS
 
 JSON_SUFFIX = ".explain.json"
 EXPLAINED = ("ok", "compiled")  # the statuses a row has something to explain in
@@ -84,24 +84,23 @@ def roofs(row: Mapping[str, Any]) -> bd.Roofs:
 
 
 def attention_flops(row: Mapping[str, Any]) -> float | None:
-    """The analytic FLOPs of the row's attention per device per step: a train step's attention share of
-    its model FLOPs (flops.py's convention), an attention row's kernel FLOPs; None for other workloads."""
-    workload = _value(row, "workload")
+    """The analytic FLOPs of the row's attention per device per step, where its workload's record says
+    (workloads/record.py attention_flops): a train step's attention share of its model FLOPs (flops.py's
+    convention), an attention row's kernel FLOPs; None for other workloads."""
+    w = WORKLOADS.get(str(_value(row, "workload")))
+    source = w.attention_flops if w is not None else ""
     devices = max(int(_number(row, "devices") or 1), 1)
-    if workload == "attention":
+    if source == "kernel_flops":
         return _number(row, "kernel_flops")
-    if workload != "train":
+    if source != "params":
         return None
-    params = {k: _value(row, k) for k in train_workload.TrainParams.model_fields if _value(row, k) is not None}
+    params = {k: _value(row, k) for k in w.params.model_fields if _value(row, k) is not None}
     params = {k: int(v) if isinstance(v, float) and v.is_integer() else v for k, v in params.items()}
     try:
-        p = train_workload.TrainParams(**params)
+        p = w.params(**params)
     except Exception:
         return None
-    from xlabench import flops as flop_formulas
-
-    matmul = flop_formulas.TRAIN_FACTOR * p.batch() * p.seq_len * flop_formulas.train_matmul_flops_per_token(p.config())
-    return (p.flops() - matmul) / devices
+    return p.attention_flops() / devices
 
 
 def case_files(meta: Mapping[str, Any], case_id: str, csv: Path) -> tuple[Path, Path | None]:

@@ -6,6 +6,8 @@ import json
 import math
 from typing import Any, Iterable, Mapping
 
+from xlabench.workloads import WORKLOADS
+
 
 def _comparable(value: Any) -> Any:
     """A cell value compared as the CSV would hold it: None, NaN and '' are one 'empty' value, 64 == 64.0
@@ -49,7 +51,8 @@ def fmt_number(value: Any, spec: str, scale: float = 1.0) -> str:
 
 CLOCK_WORDS = {"device": "the device clock (the trace's per-iteration device seconds)",
                "wall": "the wall clock (host time around each synced call)"}
-# A train step's wall clock is a training loop's: steps_per_sample steps dispatched, one sync
+# A train step's wall clock is a training loop's (its record's wall_clock "steps"): steps_per_sample steps
+# dispatched, one sync
 TRAIN_WALL = "the wall clock of training steps dispatched back to back (one sync per sample of steps)"
 
 
@@ -62,11 +65,17 @@ def clock_note(rows: Iterable[Mapping[str, Any]]) -> str:
     if not clocks:
         return ""
     if len(clocks) == 1:
-        if clocks[0] == "wall" and all(str(r.get("workload")) == "train" for r in rows
+        if clocks[0] == "wall" and all(_wall_clock(r.get("workload")) == "steps" for r in rows
                                        if _comparable(r.get("median_s")) is not None):
             return f"times and rates on {TRAIN_WALL}"
         return f"times and rates on {CLOCK_WORDS.get(clocks[0], clocks[0])}"
     return "times and rates on mixed clocks (the rows' clock column: " + ", ".join(clocks) + ")"
+
+
+def _wall_clock(workload: Any) -> str:
+    """What a wall-clock sample of the workload spans (its record's wall_clock; "call" for a name no record has)."""
+    w = WORKLOADS.get(str(workload))
+    return w.wall_clock if w is not None else "call"
 
 
 def columns_markdown() -> str:

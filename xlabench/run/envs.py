@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from xlabench.protocol.worker_env import TORCH_XLA_SPMD_VAR
+from xlabench.workloads import WORKLOADS
 
 ROOT = Path(__file__).resolve().parents[2]  # the checkout: the folder holding the xlabench package
 TORCH_XLA_ENV_VAR = "XLABENCH_TORCH_XLA_PYTHON"
@@ -97,9 +98,9 @@ COMPILE_ENV = {"JAX_PLATFORMS": "cpu", "TPU_SKIP_MDS_QUERY": "1", "TPU_WORKER_HO
 
 def worker_variant(backend: str, workload: str, params: dict[str, Any]) -> str:
     """The process-global mode a case's worker must be in. torch_xla's ``xr.use_spmd()`` (and its
-    ``auto=True`` form) cannot be undone in a process: train cases run in SPMD workers, auto-sharded
-    ones in their own; attention and paged cases in plain workers."""
-    if backend == "torch_xla" and workload == "train":
+    ``auto=True`` form) cannot be undone in a process: cases of a sharded workload (its record's sharded:
+    train) run in SPMD workers, auto-sharded ones in their own; attention and paged cases in plain workers."""
+    if backend == "torch_xla" and workload in WORKLOADS and WORKLOADS[workload].sharded:
         return "spmd-auto" if params.get("sharding") == "auto" else "spmd"
     return ""
 

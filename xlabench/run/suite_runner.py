@@ -232,7 +232,7 @@ class Held:
 def table_coverage(s: suite_lib.Suite, opts: RunOptions, shipped: table.Table, platform: str = "tpu") -> tuple[str, list[Held]]:
     """(profile, what ``shipped`` holds for each case of the suite's profile for ``platform`` (--profile, else
     the one that platform picks) that ``opts`` selects). RunInputError for a bad profile or filter."""
-    from xlabench.workloads import PARAMS, TUNE_KEY_FIELDS
+    from xlabench.workloads import WORKLOADS
 
     try:
         prof = s.pick_profile(platform, opts.profile)
@@ -240,13 +240,15 @@ def table_coverage(s: suite_lib.Suite, opts: RunOptions, shipped: table.Table, p
         raise RunInputError(str(e)) from None
     out = []
     for c in select_cases(s, prof, opts):
-        why = untunable(c, platform) or ("" if c.workload in TUNE_KEY_FIELDS else f"{c.workload} is not keyed in tables")
+        w = WORKLOADS.get(c.workload)  # its record's tune key: what a table's entry is found by
+        key = w.tune_key if w is not None else None
+        why = untunable(c, platform) or ("" if key is not None else f"{c.workload} is not keyed in tables")
         mode = tuning(c, False, platform, True)[0]
         if why or mode != "search":
             out.append(Held(c, "untuned" if why else mode, why=why))
             continue
         try:
-            fields = TUNE_KEY_FIELDS[c.workload](PARAMS[c.workload](**c.params))
+            fields = key(w.params(**c.params))
         except ValueError as e:
             out.append(Held(c, "untuned", why=str(e).splitlines()[0]))
             continue

@@ -17,6 +17,7 @@ from xlabench import results
 from xlabench.impls import attention_rules
 from xlabench.workloads.attention import BLOCK_PARAMS
 from xlabench.workloads import PARAMS as WORKLOAD_PARAMS
+from xlabench.workloads import WORKLOADS
 from xlabench.workloads import model_presets as presets
 from xlabench.workloads.train import MODE_AXES
 from xlabench.suite import slice_fit, tuned
@@ -239,7 +240,7 @@ def expand(suite: Suite, profile: str = "", root: Any = None, slice: Optional[sl
         _check_on_a_backend(suite, profile, impl_names, backends, root)
     _check_count(suite, profile, matrix, sum(len(v) for v in impls_of.values()), root)
     note, unroll = "", False
-    if spec.workload == "train":
+    if WORKLOADS[spec.workload].fits_slice:
         params, note, unroll = _fit_train(suite, profile, params, matrix, impls_of, slice, root)
     model = WORKLOAD_PARAMS[spec.workload]
     keys = list(matrix)
@@ -273,14 +274,15 @@ def expand(suite: Suite, profile: str = "", root: Any = None, slice: Optional[sl
                 seen.add(cid)
                 cases.append(Case(len(cases), spec.name, profile, spec.workload, backend, impl,
                                   case_params, measure, peak, cid, note, unroll))
-    return _one_program_each(cases) if spec.workload == "train" else cases
+    return _one_program_each(cases) if WORKLOADS[spec.workload].sharded else cases
 
 
 def _untaken_blocks_cleared(workload: str, backend: str, impl: str, params: dict[str, Any]) -> dict[str, Any]:
     """A built-in attention impl's case without the block sizes it does not take (its worker clears them:
     attention_rules.for_impl): naive runs once per shape of a block_q x block_k sweep, not once per block
-    (issue 50 item 11). A user impl declares its blocks in its own code, which only its worker imports."""
-    if workload != "attention" or catalog.is_user(impl):
+    (issue 50 item 11); a workload whose record does not drop them keeps them. A user impl declares its
+    blocks in its own code, which only its worker imports."""
+    if not WORKLOADS[workload].drops_untaken_blocks or catalog.is_user(impl):
         return params
     taken = attention_rules.rule(backend, impl).get("block_params", ())
     return {k: None if k in BLOCK_PARAMS and k not in taken else v for k, v in params.items()}
