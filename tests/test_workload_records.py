@@ -133,3 +133,84 @@ def test_the_reports_per_workload_tables_cover_every_record():
 
     for table in (markdown.FIGURES, chartdata.FIT_X, chartdata.FIT_SERIES, plots._FIT_LAYOUTS):
         assert set(table) == set(WORKLOADS)
+
+
+# Strings equal to a workload's name that are not a workload's name where they stand: (file, string) -> (how
+# many times the file compares with or keys by it, why).
+NOT_A_WORKLOAD = {
+    ("xlabench/backends/jax/model.py", "attention"): (1, "a remat policy's name (keep q, k, v and the output)"),
+    ("xlabench/explain/breakdown.py", "attention"): (3, "an HLO op category (Pallas kernels: explain/categories.py)"),
+}
+
+
+def _name_literals(tree: ast.AST, names: set[str]) -> list[ast.Constant]:
+    """String constants in ``names`` that a comparison compares with (``==``, ``in (...)``), a dict literal
+    keys by or a subscript looks up."""
+    found: list[ast.Constant] = []
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Compare):
+            operands = [n.left, *n.comparators]
+            found += [c for o in operands for c in ([o] if isinstance(o, ast.Constant) else
+                                                   getattr(o, "elts", []) if isinstance(o, (ast.Tuple, ast.List, ast.Set))
+                                                   else [])]
+        elif isinstance(n, ast.Dict):
+            found += [k for k in n.keys if k is not None]
+        elif isinstance(n, ast.Subscript):
+            found.append(n.slice)
+    return [c for c in found if isinstance(c, ast.Constant) and isinstance(c.value, str) and c.value in names]
+
+
+def test_no_module_outside_the_workloads_dispatches_on_a_workload_name():
+    """Issue 51: one definition of each workload's facts, its record. Outside xlabench/workloads/, no module
+    compares a value with a workload's name, keys a dict by one or looks one up: it reads the record."""
+    names = set(WORKLOADS)
+    seen: dict[tuple[str, str], list[int]] = {}
+    for path in sorted((ROOT / "xlabench").rglob("*.py")):
+        rel = path.relative_to(ROOT).as_posix()
+        if rel.startswith("xlabench/workloads/"):
+            continue
+        for c in _name_literals(ast.parse(path.read_text()), names):
+            seen.setdefault((rel, c.value), []).append(c.lineno)
+    dispatch = sorted(f"{f}:{lines} {v!r}" for (f, v), lines in seen.items() if (f, v) not in NOT_A_WORKLOAD)
+    assert dispatch == []
+    assert {k: len(v) for k, v in seen.items()} == {k: n for k, (n, _) in NOT_A_WORKLOAD.items()}
+
+
+def test_the_walk_finds_what_a_dispatch_looks_like():
+    tree = ast.parse('if w == "train": pass\nx = w in ("attention", "other")\nd = {"paged_attention": 1}\n'
+                     'f = FIGURES["attention"]\ny = w == "trained" or catalog.find(b, i, "attention")\n')
+    assert [(c.lineno, c.value) for c in _name_literals(tree, set(WORKLOADS))] == [
+        (1, "train"), (2, "attention"), (3, "paged_attention"), (4, "attention")]
+
+
+def test_a_new_record_gets_a_kernels_facts_by_default(monkeypatch):
+    """A record that says nothing but its name, params model and family: a kernel's summary figures, no fit
+    chart, a synced call's wall clock, not sharded nor fitted to a slice, its blocks kept, no attention FLOPs."""
+    import pandas as pd
+
+    from xlabench.explain import runfile
+    from xlabench.report import chartdata, markdown
+    from xlabench.results.display import CLOCK_WORDS, clock_note
+    from xlabench.run import envs
+    from xlabench.workloads.record import KERNEL_FIGURES, FitChart
+
+    bare = Workload(FAKE, AttentionParams, ATTENTION_KERNELS)
+    assert (bare.figures, bare.fit, bare.wall_clock, bare.sharded, bare.fits_slice, bare.drops_untaken_blocks,
+            bare.attention_flops) == (KERNEL_FIGURES, None, "call", False, False, False, "")
+    monkeypatch.setitem(WORKLOADS, FAKE, bare)
+    rows = pd.DataFrame([{"workload": FAKE, "impl": "flash", "median_s": 1e-3, "clock": "wall", "status": "ok"}]
+                        ).reindex(columns=schema.COLUMN_NAMES)
+    assert [f.header for f in KERNEL_FIGURES] == ["TFLOP/s", "MFU %"]
+    assert "| TFLOP/s | MFU % |" in markdown.summary(rows)
+    assert clock_note(rows.to_dict("records")) == f"times and rates on {CLOCK_WORDS['wall']}"
+    assert envs.worker_variant("torch_xla", FAKE, {"sharding": "auto"}) == ""
+    assert runfile.attention_flops({"workload": FAKE, "kernel_flops": 1e9}) is None
+    with pytest.raises(KeyError):
+        chartdata.fit_chart(FAKE)
+    monkeypatch.setitem(WORKLOADS, FAKE, dataclasses.replace(
+        bare, attention_flops="kernel_flops", wall_clock="steps", sharded=True,
+        fit=FitChart("context_lens", "context length", "HBM vs context length", x_is_spec=True)))
+    assert runfile.attention_flops({"workload": FAKE, "kernel_flops": 1e9}) == 1e9
+    assert "training steps" in clock_note(rows.to_dict("records"))
+    assert envs.worker_variant("torch_xla", FAKE, {"sharding": "auto"}) == "spmd-auto"
+    assert list(chartdata.fit_x(pd.DataFrame({"context_lens": ["uniform:256-1024"]}), FAKE)) == [640.0]
