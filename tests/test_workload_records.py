@@ -126,15 +126,6 @@ def test_tune_knows_no_workload_name():
     assert found == []
 
 
-def test_the_reports_per_workload_tables_cover_every_record():
-    """The report's presentation tables (what a summary shows, a fit chart's axes and panels) stay keyed by
-    name beside the charts they draw: each covers every workload, so a new record is drawn or refused here."""
-    from xlabench.report import chartdata, markdown, plots
-
-    for table in (markdown.FIGURES, chartdata.FIT_X, chartdata.FIT_SERIES, plots._FIT_LAYOUTS):
-        assert set(table) == set(WORKLOADS)
-
-
 # Strings equal to a workload's name that are not a workload's name where they stand: (file, string) -> (how
 # many times the file compares with or keys by it, why).
 NOT_A_WORKLOAD = {

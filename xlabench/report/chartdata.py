@@ -36,10 +36,6 @@ COMPILE_ONLY_STATUSES = tuple(s for s in results.COMPILE_STATUSES if s not in re
 MEMORY_STATUSES = (st.COMPILED, st.OOM)  # rows whose peak_memory_bytes is a figure to draw
 COMPILE_NOTE = "compile-only: memory from XLA's memory_analysis"
 GIB = float(1 << 30)
-# The x of a workload's fit (memory) chart and table, and the keys of one of its lines: its record's fit
-# (workloads/record.py FitChart), as tables.
-FIT_X = {n: w.fit.x for n, w in WORKLOADS.items() if w.fit is not None}
-FIT_SERIES = {n: list(w.fit.lines) for n, w in WORKLOADS.items() if w.fit is not None}
 # Canonical orders, so legends and bar groups read the same in every chart.
 SHARDING_ORDER = ("dp", "fsdp", "tp", "2d", "auto")
 MODE_ORDER = ("fwd", "fwd_bwd")

@@ -22,12 +22,10 @@ from xlabench.audit import marks
 from xlabench.results import fmt_number
 from xlabench.protocol import status as st
 from xlabench.workloads import WORKLOADS
-from xlabench.workloads.record import KERNEL_FIGURES, SummaryFigure
+from xlabench.workloads.record import KERNEL_FIGURES
 
 
-# What a workload's summary shows beside the time: its record's figures (one place, so the tables of every
-# suite agree), as a table; rows of a workload no record names (an older file's) show a kernel's.
-FIGURES: dict[str, list[SummaryFigure]] = {n: list(w.figures) for n, w in WORKLOADS.items()}
+# Rows of a workload no record names (an older file's) show a kernel's figures beside the time.
 _DEFAULT_FIGURES = list(KERNEL_FIGURES)
 BEST_INTRO = ("Per impl and shape of each block-size sweep (>= 2 configurations, ok and correct rows): the fastest "
               "configuration that beats the kernel's default (block sizes unset) by the gate's test on the raw "

@@ -30,7 +30,6 @@ from xlabench.report.chart_parts import (  # noqa: F401 (grid: the charts' API f
 )
 from xlabench.report.line_chart import _line_chart, spread_band  # noqa: F401 (spread_band: for tests)
 from xlabench.protocol import status as st
-from xlabench.workloads import WORKLOADS
 from xlabench.workloads.record import FitChart
 
 
@@ -252,8 +251,6 @@ def _sharding_axes(ax: Axes, ax2: Axes, modes: Sequence[Any], drawn: list[tuple[
 
 # ---------------------------------------------------------------------------------------- fit (compile)
 
-# A fit chart's panels, lines and labels per workload: its record's fit (workloads/record.py FitChart).
-_FIT_LAYOUTS: dict[str, FitChart] = {n: w.fit for n, w in WORKLOADS.items() if w.fit is not None}
 CAPACITY_COLOUR = "#aa0000"
 OOM_LABEL = "oom: memory needed (does not fit)"
 CAPACITY_LABEL = "HBM capacity per device"
