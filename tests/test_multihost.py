@@ -22,8 +22,8 @@ SUITE = """
 name: mh
 workload: train
 impls: [naive]
-params: {model: gpt2-tiny, seq_len: 128, dtype: float32, remat: none, devices: 8, global_batch: 8,
-         sharding: fsdp}
+params: {model: custom, arch: gpt2, vocab_size: 256, d_model: 64, num_layers: 1, num_heads: 4, d_ff: 128,
+         seq_len: 32, dtype: float32, remat: none, devices: 8, global_batch: 8, sharding: fsdp}
 measure: {warmup: 1, iters: 2, timeout_s: 300}
 """
 
