@@ -80,7 +80,7 @@ def test_unreachable_coordinator_fails_rows_instead_of_hanging(write_suite, tmp_
     started = time.time()
     res = CliRunner().invoke(main, ["run", str(suite), "--out", str(out), "--coordinator",
                                     f"127.0.0.1:{_free_port()}", "--num-processes", "2", "--process-id", "0",
-                                    "--local-devices", "4", "--init-timeout", "5"])
+                                    "--local-devices", "4", "--init-timeout", "2"])
     assert res.exit_code == 1
     assert time.time() - started < 120
     rows = _rows(out)
