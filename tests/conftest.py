@@ -24,7 +24,12 @@ SESSION_PID = os.getpid()
 os.environ[SESSION_ENV] = str(SESSION_PID)
 # The host's CPU peak is cached per host (xlabench/measure/host_peak.py): the tests, their CLI runs and
 # workers use a cache of their own, never the user's ~/.cache/xlabench (measured once per test session).
-os.environ["XLABENCH_CACHE_DIR"] = tempfile.mkdtemp(prefix="xlabench-test-cache-")
+# One cache for the session: pytest-xdist's workers inherit the controller's folder (each made its own, so
+# every worker measured the peak again, ~13 s of CPU a framework, under CI's load more).
+TEST_CACHE_ENV = "XLABENCH_TEST_SESSION_CACHE"
+if not (os.environ.get("PYTEST_XDIST_WORKER") and os.path.isdir(os.environ.get(TEST_CACHE_ENV, ""))):
+    os.environ[TEST_CACHE_ENV] = tempfile.mkdtemp(prefix="xlabench-test-cache-")
+os.environ["XLABENCH_CACHE_DIR"] = os.environ[TEST_CACHE_ENV]
 os.environ.pop("XLABENCH_REMEASURE_PEAK", None)
 # The tests' CPU programs are tiny and compiled once or twice each: XLA's CPU compile (LLVM's optimiser)
 # is most of their CPU time, not running them. The tests, their CLI runs and workers (and torch_xla's

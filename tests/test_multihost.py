@@ -22,8 +22,8 @@ SUITE = """
 name: mh
 workload: train
 impls: [naive]
-params: {model: gpt2-tiny, seq_len: 128, dtype: float32, remat: none, devices: 8, global_batch: 8,
-         sharding: fsdp}
+params: {model: custom, arch: gpt2, vocab_size: 256, d_model: 64, num_layers: 1, num_heads: 4, d_ff: 128,
+         seq_len: 32, dtype: float32, remat: none, devices: 8, global_batch: 8, sharding: fsdp}
 measure: {warmup: 1, iters: 2, timeout_s: 300}
 """
 
@@ -80,7 +80,7 @@ def test_unreachable_coordinator_fails_rows_instead_of_hanging(write_suite, tmp_
     started = time.time()
     res = CliRunner().invoke(main, ["run", str(suite), "--out", str(out), "--coordinator",
                                     f"127.0.0.1:{_free_port()}", "--num-processes", "2", "--process-id", "0",
-                                    "--local-devices", "4", "--init-timeout", "5"])
+                                    "--local-devices", "4", "--init-timeout", "2"])
     assert res.exit_code == 1
     assert time.time() - started < 120
     rows = _rows(out)

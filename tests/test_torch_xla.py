@@ -70,21 +70,26 @@ measure: {warmup: 1, iters: 3, timeout_s: 300}
 # A one-layer model of each architecture (GQA and RoPE in llama), unsharded and sharded on 4 devices,
 # torch_xla only: a JAX side (6 more cases and 2 workers, ~20 s of CI) only compared counts that both
 # backends take from one function (workloads/train.py: train_result), checked here against the FLOP file.
+# And two layers under fsdp, looped over in Python (scan_layers: true) and unrolled, on the 4-device worker
+# the sharded cases use (a suite of their own, tests/test_train_scan_backends.py, started one more CLI and
+# torch_xla worker, ~6 s of CPU to import torch_xla alone).
 TRAIN_SUITE = """
 name: txla_train
 workload: train
 backends: [torch_xla]
 impls: [naive]
-params: {model: custom, vocab_size: 256, d_model: 64, num_layers: 1, num_heads: 4, d_ff: 128,
+params: {model: custom, vocab_size: 256, d_model: 64, num_heads: 4, d_ff: 128,
          seq_len: 32, global_batch: 8, dtype: float32}
 matrix:
-  "arch,num_kv_heads,sharding,devices":
-    - [gpt2, 4, dp, 1]
-    - [gpt2, 4, fsdp, 4]
-    - [gpt2, 4, 2d, 4]
-    - [gpt2, 4, auto, 4]
-    - [llama, 2, dp, 1]
-    - [llama, 2, 2d, 4]
+  "arch,num_kv_heads,sharding,devices,num_layers,scan_layers":
+    - [gpt2, 4, dp, 1, 1, false]
+    - [gpt2, 4, fsdp, 4, 1, false]
+    - [gpt2, 4, 2d, 4, 1, false]
+    - [gpt2, 4, auto, 4, 1, false]
+    - [llama, 2, dp, 1, 1, false]
+    - [llama, 2, 2d, 4, 1, false]
+    - [gpt2, 4, fsdp, 4, 2, false]
+    - [gpt2, 4, fsdp, 4, 2, true]
 measure: {warmup: 0, iters: 2, timeout_s: 600}
 """
 
@@ -151,7 +156,7 @@ def both_train(torch_xla_python, tmp_path_factory):
 
 def test_torch_xla_sharded_train_step_equals_unsharded(both_train):
     df, _ = both_train
-    tx = df[df.backend == "torch_xla"].set_index(["arch", "sharding"])
+    tx = df[(df.backend == "torch_xla") & (df.num_layers == 1)].set_index(["arch", "sharding"])
     assert len(tx) == 6 and (tx.status == "ok").all() and tx.correct.all(), tx[["status", "error", "notes"]]
     assert (tx.max_abs_err < 1e-4).all()  # step-0 loss vs the float32 naive reference
     for arch, sharded in (("gpt2", ["fsdp", "2d", "auto"]), ("llama", ["2d"])):
@@ -168,13 +173,27 @@ def test_torch_xla_train_rows_count_what_the_flop_file_says(both_train):
     too), and the first loss is near ln(vocab): the model starts from random weights."""
     df, _ = both_train
     ok = df[df.status == "ok"]
-    assert len(ok) == 6
+    assert len(ok) == 8
     params = yaml.safe_load(TRAIN_SUITE)["params"]
     for _, r in ok.iterrows():
-        p = TrainParams(**params, arch=r.arch, num_kv_heads=int(r.num_kv_heads),
-                        sharding=r.sharding, devices=int(r.devices))
+        p = TrainParams(**params, arch=r.arch, num_kv_heads=int(r.num_kv_heads), sharding=r.sharding,
+                        devices=int(r.devices), num_layers=int(r.num_layers), scan_layers=bool(r.scan_layers))
         assert (r.flops, r.flops_palm, r.params_count) == (p.flops(), p.flops_palm(), p.params_count()), r.arch
     assert ((ok.loss_first - np.log(256)).abs() < 0.2).all(), ok.loss_first.tolist()
+
+
+def test_scan_layers_true_trains_like_false(both_train) -> None:
+    """scan_layers on torch_xla: its loop over layers trains as unrolled. (JAX's scan is checked in process
+    against the unrolled loop, tests/test_train_model.py, and sharded, tests/test_train_sharding.py.)"""
+    df, _ = both_train
+    df = df[(df.backend == "torch_xla") & (df.num_layers == 2)].set_index("scan_layers")
+    assert sorted(df.index) == [False, True] and (df.status == "ok").all(), df[["status", "error"]]
+    assert df.correct.all() and (df.sharding == "fsdp").all() and (df.devices == 4).all()
+    unrolled, scanned = (np.array(json.loads(df.loc[s, "losses"])) for s in (False, True))
+    assert unrolled[-1] < unrolled[0]
+    assert np.max(np.abs(scanned - unrolled)) == 0.0, (scanned, unrolled)  # the same ops, layer by layer
+    assert "torch_xla loops over layers in Python" in df.loc[True, "notes"]
+    assert "loops over layers" not in df.loc[False, "notes"]
 
 
 def test_torch_xla_paged_impls_match_the_reference_and_jax_counts(both_paged):

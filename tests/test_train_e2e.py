@@ -20,23 +20,24 @@ ROOT = Path(__file__).resolve().parent.parent
 @pytest.mark.slow
 def test_gpt2_suite_cpu_profile_through_the_cli(tmp_path: Path) -> None:
     # The JAX rows of the suite (its torch_xla rows, skipped here without their environment, are
-    # tested in test_torch_xla.py on a smaller model: compiling them takes minutes on 2 cores), at its two
-    # smallest batches: batch 32's cases added a third of the test's 87 s of CI and no other check.
+    # tested in test_torch_xla.py on a smaller model: compiling them takes minutes on 2 cores), at its
+    # smallest batch: batch 32's cases added a third of the test's 87 s of CI and no other check, and batch
+    # 16's two cases (each 16 steps of up to 0.55 s on 8 virtual devices) 20 s of the 45 s left and none.
     env = dict(os.environ, XLABENCH_TORCH_XLA_PYTHON=str(tmp_path / "no-torch-xla" / "python"))
     proc = subprocess.run(
         [sys.executable, "-m", "xlabench.cli", "run", "suites/gpt2.yaml", "--profile", "cpu", "--impl", "naive",
-         "-k", "global_batch=8", "-k", "global_batch=16", "--out", str(tmp_path)], cwd=ROOT, capture_output=True, text=True, timeout=900, env=env)
+         "-k", "global_batch=8", "--out", str(tmp_path)], cwd=ROOT, capture_output=True, text=True, timeout=900, env=env)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    assert "MFU %" in proc.stdout and "4 ok, 0 failed, 8 skipped" in proc.stdout
+    assert "MFU %" in proc.stdout and "2 ok, 0 failed, 4 skipped" in proc.stdout
     (csv,) = [p for p in (tmp_path / "gpt2").glob("*.csv") if not p.name.endswith(".samples.csv")]
     df = read_rows(csv)
     assert (df[df["backend"] == "torch_xla"]["status"] == "skipped").all()
     df = df[df["backend"] == "jax"]
-    assert len(df) == 6 and set(df["workload"]) == {"train"} and set(df["profile"]) == {"cpu"}
+    assert len(df) == 3 and set(df["workload"]) == {"train"} and set(df["profile"]) == {"cpu"}
     skipped = df[df["status"] == "skipped"]
     assert set(skipped["sharding"]) == {"auto"} and skipped["error"].str.contains("auto-sharding").all()
     ok = df[df["status"] == "ok"]
-    assert set(ok["sharding"]) == {"fsdp", "2d"} and set(ok["global_batch"]) == {8, 16}
+    assert set(ok["sharding"]) == {"fsdp", "2d"} and set(ok["global_batch"]) == {8}
     assert set(ok["mesh"]) == {"data=1,fsdp=8,tensor=1", "data=1,fsdp=4,tensor=2"}
     assert (ok["device_count"] == 8).all() and (ok["devices"] == 8).all()
     samples = read_samples(csv)

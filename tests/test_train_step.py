@@ -47,11 +47,12 @@ def test_chunked_cross_entropy_equals_the_full_softmax(seq: int, chunk: int) -> 
     w = 0.1 * jax.random.normal(kw, (cfg.d_model, cfg.padded_vocab))
     t = jax.random.randint(kt, (3, seq), 0, cfg.vocab_size)
     g = jax.random.normal(kg, (3, seq))  # a cotangent that weights every token differently
+    # each side one jitted program (op by op, every eager op and its gradient compiled on its own: 3-4.4 s a case)
     full = lambda x, w: model.cross_entropy(model._project(x, w, cfg, HOOKS), t)  # noqa: E731
     chunked = lambda x, w: model.chunked_cross_entropy(x, w, t, cfg, HOOKS, chunk)  # noqa: E731
-    np.testing.assert_allclose(chunked(x, w), full(x, w), rtol=1e-6, atol=2e-6)
-    ga = jax.grad(lambda x, w: (full(x, w) * g).sum(), (0, 1))(x, w)
-    gb = jax.grad(lambda x, w: (chunked(x, w) * g).sum(), (0, 1))(x, w)
+    np.testing.assert_allclose(jax.jit(chunked)(x, w), jax.jit(full)(x, w), rtol=1e-6, atol=2e-6)
+    ga = jax.jit(jax.grad(lambda x, w: (full(x, w) * g).sum(), (0, 1)))(x, w)
+    gb = jax.jit(jax.grad(lambda x, w: (chunked(x, w) * g).sum(), (0, 1)))(x, w)
     for a, b in zip(gb, ga):
         assert _rel(a, b) < 1e-5
 
@@ -158,13 +159,15 @@ def test_the_mean_cross_entropy_with_its_gradient_in_the_forward_equals_the_full
     x = jax.random.normal(kx, (3, seq, cfg.d_model))
     w = 0.1 * jax.random.normal(kw, (cfg.d_model, cfg.padded_vocab))
     t = jax.random.randint(kt, (3, seq), 0, cfg.vocab_size)
+    # jitted, as the step runs them (op by op, every eager op and its gradient compiled on its own)
     full = lambda x, w: model.cross_entropy(model._project(x, w, cfg, HOOKS), t)  # noqa: E731
     fused = lambda x, w: model.mean_cross_entropy(x, w, t, cfg, HOOKS, chunk)  # noqa: E731
-    value, per_token = fused(x, w)
-    np.testing.assert_allclose(per_token, full(x, w), rtol=1e-6, atol=2e-6)
-    np.testing.assert_allclose(value, full(x, w).mean(), rtol=1e-6)
-    ga = jax.grad(lambda x, w: 3.0 * full(x, w).mean(), (0, 1))(x, w)
-    gb = jax.grad(lambda x, w: 3.0 * fused(x, w)[0], (0, 1))(x, w)
+    value, per_token = jax.jit(fused)(x, w)
+    want = jax.jit(full)(x, w)
+    np.testing.assert_allclose(per_token, want, rtol=1e-6, atol=2e-6)
+    np.testing.assert_allclose(value, want.mean(), rtol=1e-6)
+    ga = jax.jit(jax.grad(lambda x, w: 3.0 * full(x, w).mean(), (0, 1)))(x, w)
+    gb = jax.jit(jax.grad(lambda x, w: 3.0 * fused(x, w)[0], (0, 1)))(x, w)
     for a, b in zip(gb, ga):
         assert _rel(a, b) < 1e-5
 
