@@ -114,10 +114,10 @@ FIGURES = ["peak_memory_bytes", "mem_args_bytes", "mem_out_bytes", "mem_temp_byt
            "arith_intensity", "bound_s", "bound_by", "mfu_ceiling", "notes"]
 
 
-def _compile(suite: Path, out: Path, *args: str):
+def _compile(suite: Path, out: Path, *args: str, env: dict | None = None):
     from xlabench import results
 
-    r = run_cli("compile", str(suite), "--target", "v5e-8", "--out", str(out), *args)
+    r = run_cli("compile", str(suite), "--target", "v5e-8", "--out", str(out), *args, env=env)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     rows = results.read_rows(sorted(out.rglob("*.compile.csv"))[-1]).set_index("case_id").sort_index()
     assert (rows["status"] == "compiled").all(), rows["error"].tolist()
@@ -164,9 +164,11 @@ def test_compile_no_cache_and_unwritable_cache(write_suite, tmp_path: Path):
 
     require_libtpu()
     suite = write_suite(COMPILE_SUITE.replace("[fwd, fwd_bwd]", "[fwd]"))
-    cache = tmp_path / "cache"
-    _compile(suite, tmp_path / "r1", "--cache-dir", str(cache))
-    _, uncached = _compile(suite, tmp_path / "r2", "--no-cache")
+    home = {"XLABENCH_CACHE_DIR": str(tmp_path / "home")}  # the default cache's place, this test's own
+    _compile(suite, tmp_path / "r1", env=home)
+    _, cached = _compile(suite, tmp_path / "r2", env=home)
+    assert cached["compile_cached"].tolist() == [True, True]  # the default cache serves them: what --no-cache turns off
+    _, uncached = _compile(suite, tmp_path / "r2b", "--no-cache", env=home)
     assert uncached["compile_cached"].tolist() == [False, False]
     blocker = tmp_path / "a-file"
     blocker.write_text("not a folder")
