@@ -28,4 +28,4 @@ def test_every_shipped_table_entry_was_searched_over_the_space_its_case_has_now(
     assert now == RECORDED["tables"]
     for path in sorted(PACKAGE_DIR.glob("*.json")):
         for i, e in enumerate(json.loads(path.read_text())["entries"]):
-            assert now[f"{path.name}#{i} {e['impl']}"] == {"space": e["space"], "in_space": True}, (path.name, i)
+            assert now[record.entry_label(path.name, e)] == {"space": e["space"], "in_space": True}, (path.name, i)
