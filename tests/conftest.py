@@ -298,6 +298,7 @@ def history_url(request, tmp_path: Path) -> str:
 # last leaves the other worker idle at the end (CI was 902 s against its 900 s limit that way).
 LONGEST_FIRST = ("test_compile", "test_train_batch", "test_compile_train", "test_train_sharding", "test_torch_xla",
                  "test_user_impls", "test_multihost", "test_roofline", "test_tune", "test_compile_cache",
+                 "test_trace_timer", "test_train_e2e", "test_history_judge", "test_cli",
                  # then the longest of `make test-fast` (not slow: 20-60 s each on 2 workers), for its balance
                  "test_train_step", "test_train_model", "test_attention_impls", "test_plots_readable", "test_paged_impls")
 

@@ -163,18 +163,19 @@ def test_compile_no_cache_and_unwritable_cache(write_suite, tmp_path: Path):
     from conftest import require_libtpu
 
     require_libtpu()
-    suite = write_suite(COMPILE_SUITE.replace("[fwd, fwd_bwd]", "[fwd]"))
+    # one naive fwd case: what is tested is where the compiled program is kept, not which kernel it is
+    suite = write_suite(COMPILE_SUITE.replace("[fwd, fwd_bwd]", "[fwd]").replace("[naive, flash]", "[naive]"))
     home = {"XLABENCH_CACHE_DIR": str(tmp_path / "home")}  # the default cache's place, this test's own
     _compile(suite, tmp_path / "r1", env=home)
     _, cached = _compile(suite, tmp_path / "r2", env=home)
-    assert cached["compile_cached"].tolist() == [True, True]  # the default cache serves them: what --no-cache turns off
+    assert cached["compile_cached"].tolist() == [True]  # the default cache serves it: what --no-cache turns off
     _, uncached = _compile(suite, tmp_path / "r2b", "--no-cache", env=home)
-    assert uncached["compile_cached"].tolist() == [False, False]
+    assert uncached["compile_cached"].tolist() == [False]
     blocker = tmp_path / "a-file"
     blocker.write_text("not a folder")
     r, rows = _compile(suite, tmp_path / "r3", "--cache-dir", str(blocker / "cache"))
     assert r.stderr.count("cannot be written") == 1 and "Traceback" not in r.stderr, r.stderr
-    assert rows["compile_cached"].tolist() == [False, False]
+    assert rows["compile_cached"].tolist() == [False]
 
 
 def test_figure_store_misses_on_what_it_cannot_read(tmp_path: Path, capsys):
