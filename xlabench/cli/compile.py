@@ -123,8 +123,8 @@ def compile_cmd(suite_file: str, target_name: str, slices: int, run_opts: RunOpt
     finally:
         shown.progress.stop()
     _print_outcome(outcome, started)
-    if outcome.count(FAILED):
-        err_console.print(f"{outcome.count('failed')} case(s) failed to compile", style="red")
+    if failed := outcome.count(FAILED):
+        err_console.print(f"{failed} case(s) failed to compile", style="red")
         sys.exit(1)
 
 

@@ -94,7 +94,7 @@ class RunOutcome:
         return [r for r in self.rows if r.get("correct") is False]
 
     def counts(self) -> dict[str, int]:
-        return {st: sum(r["status"] == st for r in self.rows) for st in results.STATUSES}
+        return {st: self.count(st) for st in results.STATUSES}
 
     def file_counts(self) -> dict[str, int]:
         """counts() over every row of the run's file (a resumed run: the rows before it too)."""
@@ -240,8 +240,8 @@ def table_coverage(s: suite_lib.Suite, opts: RunOptions, shipped: table.Table, p
         raise RunInputError(str(e)) from None
     out = []
     for c in select_cases(s, prof, opts):
-        w = WORKLOADS.get(c.workload)  # its record's tune key: what a table's entry is found by
-        key = w.tune_key if w is not None else None
+        w = WORKLOADS[c.workload]  # its record's tune key: what a table's entry is found by
+        key = w.tune_key
         why = untunable(c, platform) or ("" if key is not None else f"{c.workload} is not keyed in tables")
         mode = tuning(c, False, platform, True)[0]
         if why or mode != "search":

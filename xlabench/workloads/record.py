@@ -24,8 +24,9 @@ class SummaryFigure:
     spec: str
 
 
+MFU_FIGURE = SummaryFigure("MFU %", "mfu", 100, ".2f")  # the share of the device's peak
 # A kernel's figures: its compute rate and its share of the device's peak (a workload's default).
-KERNEL_FIGURES = (SummaryFigure("TFLOP/s", "tflops_per_s", 1, ".4g"), SummaryFigure("MFU %", "mfu", 100, ".2f"))
+KERNEL_FIGURES = (SummaryFigure("TFLOP/s", "tflops_per_s", 1, ".4g"), MFU_FIGURE)
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from xlabench.measure.timing import TimingPlan, case_result, max_normalised_erro
 from xlabench.protocol.worker_messages import CaseResult
 from xlabench.workloads import model_presets as presets
 from xlabench.workloads.attention import BLOCK_PARAMS
-from xlabench.workloads.record import ATTENTION_KERNELS, FitChart, SummaryFigure, Workload
+from xlabench.workloads.record import ATTENTION_KERNELS, MFU_FIGURE, FitChart, SummaryFigure, Workload
 
 MESH_AXES: tuple[str, ...] = ("data", "fsdp", "tensor")
 SHARDINGS: tuple[str, ...] = ("dp", "fsdp", "tp", "2d", "auto")
@@ -293,8 +293,7 @@ WORKLOAD = Workload("train", TrainParams, ATTENTION_KERNELS, headline="wall", fi
                     predicts_skips=False, runner="train_case:run_train_case",
                     compiler="compile_case:compile_train_case", wall_clock="steps", sharded=True, fits_slice=True,
                     attention_flops="params",
-                    figures=(SummaryFigure("tokens/s", "tokens_per_s", 1, ".4g"),
-                             SummaryFigure("MFU %", "mfu", 100, ".2f")),
+                    figures=(SummaryFigure("tokens/s", "tokens_per_s", 1, ".4g"), MFU_FIGURE),
                     fit=FitChart("global_batch", "global batch (sequences)", "HBM per device vs global batch",
                                  lines=("sharding", "impl"), panels=("backend", "target", "model"),
                                  colour_by="sharding", largest_fit=True))
