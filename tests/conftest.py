@@ -97,6 +97,29 @@ def write_suite(tmp_path: Path):
     return _write
 
 
+class NoWorkerPool:
+    """A stand-in for run.workers.WorkerPool that starts nothing (for tests that stub what the workers do):
+    every pool operation a run or a compile makes is a no-op."""
+
+    def __init__(self, *a: Any, **kw: Any) -> None:
+        self.interpreters = kw.get("interpreters") or (a[1] if len(a) > 1 else None)
+
+    def like(self) -> "NoWorkerPool":
+        return type(self)()
+
+    def missing(self, backend: str) -> None:
+        return None
+
+    def close(self) -> None:
+        pass
+
+    def kill_all(self) -> None:
+        pass
+
+    def peak_rss_bytes(self) -> None:
+        return None
+
+
 def run_cli(*args: str, env: dict | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
     """`python -m xlabench.cli ...` as a real process (what a user's shell does)."""
     full_env = dict(os.environ)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import types
 
 import pytest
+from conftest import NoWorkerPool
 
 from xlabench import hardware
 from xlabench.backends.jax.aot import parse_oom
@@ -126,25 +127,6 @@ def test_a_case_compile_and_run_rows_agree_on_every_shared_column(tmp_path, extr
     assert compiled["mfu_ceiling"] is not None and compiled["interpret"] is False and compiled["warmup"] is None
 
 
-class _Pool:
-    """A worker pool that starts nothing (the compile's target probe and compiles are stubbed)."""
-
-    def __init__(self, *a, **kw) -> None:
-        pass
-
-    def like(self) -> "_Pool":
-        return _Pool()
-
-    def close(self) -> None:
-        pass
-
-    def kill_all(self) -> None:
-        pass
-
-    def peak_rss_bytes(self) -> None:
-        return None
-
-
 def test_compile_reports_through_the_runs_hooks_and_outcome(tmp_path, monkeypatch) -> None:
     """`compile` has no hooks or outcome of its own: compile_suite takes the run's RunHooks (start with its
     line and cases, case_start per job, row per case) and returns a RunOutcome, its rows built by the run's
@@ -156,7 +138,7 @@ def test_compile_reports_through_the_runs_hooks_and_outcome(tmp_path, monkeypatc
     from xlabench.run.suite_runner import RunHooks, RunOutcome
 
     env = {"platform": "tpu", "device_kind": "TPU v5 lite", "device_count": 8, "framework_version": "x"}
-    monkeypatch.setattr(session, "WorkerPool", _Pool)
+    monkeypatch.setattr(session, "WorkerPool", NoWorkerPool)  # the target probe and compiles are stubbed
     monkeypatch.setattr(compile_runner, "_target_env", lambda sess, target, spec: (env, {}))
     monkeypatch.setattr(compile_runner, "_compile_one", lambda case, *a, **kw: {
         "status": COMPILED, "error": None, "flops": 1e9, "xla_flops": 1e9, "xla_bytes_accessed": 1e7})
@@ -201,7 +183,7 @@ def test_a_compile_request_carries_the_case_plan_and_the_worker_reads_its_tuning
         return parse(CompileResult(COMPILED, {}).to_message())
 
     env = {"platform": "tpu", "device_kind": "TPU v5 lite", "device_count": 8, "framework_version": "x"}
-    monkeypatch.setattr(session, "WorkerPool", _Pool)
+    monkeypatch.setattr(session, "WorkerPool", NoWorkerPool)  # the target probe and compiles are stubbed
     monkeypatch.setattr(compile_runner, "_target_env", lambda sess, target, spec: (env, {}))
     monkeypatch.setattr(compile_runner.workers, "ask", ask)
     monkeypatch.setattr(tune, "default_dir", lambda: tmp_path / "tune-here")

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 import pytest
 from click.testing import CliRunner
+from conftest import NoWorkerPool
 
 from tests._gate_data import case, draw, write_run
 from xlabench import gate, results
@@ -40,26 +41,9 @@ class _Worker:
     env = {"platform": "cpu", "device_kind": "cpu", "device_count": 1, "framework_version": "jax 0 / jaxlib 0"}
 
 
-class _Pool:
-    interpreters = None
-
-    def __init__(self, *a: Any, **kw: Any) -> None:
-        self.interpreters = kw.get("interpreters") or (a[1] if len(a) > 1 else None)
-
+class _Pool(NoWorkerPool):
     def get(self, *a: Any, **kw: Any) -> _Worker:
         return _Worker()
-
-    def missing(self, backend: str) -> None:
-        return None
-
-    def like(self) -> "_Pool":
-        return _Pool()
-
-    def close(self) -> None:
-        pass
-
-    def kill_all(self) -> None:
-        pass
 
 
 def _run_cut_after(tmp_path: Path, monkeypatch, rows_before_signal: int) -> Path:
