@@ -319,14 +319,16 @@ def history_url(request, tmp_path: Path) -> str:
     return _postgres.fresh_database(server, "t_" + format(abs(hash(request.node.nodeid)), "x")[:12])
 
 
-# The test modules that take longest (measured in a fresh-clone CI run, 2 xdist workers), scheduled first:
-# `--dist loadfile` hands whole modules to idle workers in collection order, so a long module collected
-# last leaves the other worker idle at the end (CI was 902 s against its 900 s limit that way).
-LONGEST_FIRST = ("test_compile", "test_train_batch", "test_compile_train", "test_train_sharding", "test_torch_xla",
-                 "test_user_impls", "test_multihost", "test_roofline", "test_tune", "test_compile_cache",
-                 "test_trace_timer", "test_train_e2e", "test_history_judge", "test_cli",
-                 # then the longest of `make test-fast` (not slow: 20-60 s each on 2 workers), for its balance
-                 "test_train_step", "test_train_model", "test_attention_impls", "test_plots_readable", "test_paged_impls")
+# The test modules that take longest (measured in a full run here, 2 xdist workers, XLA flags as above),
+# scheduled first: `--dist loadfile` hands whole modules to idle workers in collection order, so a long module
+# collected last leaves the other worker idle at the end (CI was 902 s against its 900 s limit that way).
+LONGEST_FIRST = ("test_torch_xla", "test_compile", "test_user_impls", "test_history_changes", "test_compile_cache",
+                 "test_history_cli", "test_compile_train", "test_train_sharding", "test_history_judge",
+                 "test_train_batch", "test_train_step", "test_train_model", "test_trace_timer", "test_runner",
+                 "test_history_bands", "test_multihost", "test_train_e2e", "test_plots", "test_jobs", "test_cli",
+                 "test_gate_e2e", "test_slice_fit", "test_explain_compile", "test_history_store", "test_plots_report",
+                 # then the longest of `make test-fast` (not slow: 13-15 s each), for its balance
+                 "test_gate_compare", "test_attention_impls", "test_plots_fit", "test_block_sweep")
 
 
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list) -> None:
