@@ -36,10 +36,12 @@ os.environ.pop("XLABENCH_REMEASURE_PEAK", None)
 # XLA, which reads the same flags) compile without LLVM's optimisation: a scanned-vs-unrolled train test
 # pair took 37 s of CPU at the default level, 25 s at 0. And without XLA's CPU fusion emitters (its MLIR
 # code generator; the older elemental emitter compiles the same fusions): a tiny GPT-2's remat value_and_grad
-# compiled in 1.69 s of CPU with them, 0.54 s without, and `make test-fast` took 219 s, then 168 s. torch_xla's
-# XLA and libtpu accept both flags. Users' runs keep XLA's defaults. The tests check behaviour, never speed;
+# compiled in 1.69 s of CPU with them, 0.54 s without, and `make test-fast` took 219 s, then 168 s. And in one
+# piece: XLA splits a module's code generation into parallel parts, which cost more CPU in all (0.70 s there,
+# 0.42 s in one), and the tests keep every core busy already. torch_xla's XLA and libtpu accept these flags. Users' runs keep XLA's defaults. The tests check behaviour, never speed;
 # XLABENCH_TEST_XLA_OPT=1 keeps XLA's defaults (a failure that needs them).
-TEST_XLA_FLAGS = "--xla_backend_optimization_level=0 --xla_cpu_use_fusion_emitters=false"
+TEST_XLA_FLAGS = ("--xla_backend_optimization_level=0 --xla_cpu_use_fusion_emitters=false"
+                  " --xla_cpu_parallel_codegen_split_count=1")
 if os.environ.get("XLABENCH_TEST_XLA_OPT") != "1" and TEST_XLA_FLAGS not in os.environ.get("XLA_FLAGS", ""):
     os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {TEST_XLA_FLAGS}".strip()
 
