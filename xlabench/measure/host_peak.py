@@ -28,6 +28,7 @@ workers call it.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import os
 import platform
@@ -35,7 +36,7 @@ import socket
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Optional, Sequence
+from typing import Callable, Iterator, Optional, Sequence
 
 from xlabench.cache import read_json, root, write_json
 from xlabench.measure import host_cache
@@ -216,21 +217,57 @@ def get(measure_once: Callable[[], tuple[float, Bandwidth]], framework: str, tri
         today: Optional[dt.date] = None, load: Optional[Callable[[], float]] = None) -> HostPeak:
     """The cached peak of this host, else the best of ``tries`` calls of ``measure_once`` (each
     (TFLOP/s, the bandwidth probe's figures); the best matmul and the try with the best bandwidth),
-    cached with ``load()`` (default: load_per_cpu). A cache that cannot be written still gives the
-    measured peak."""
+    cached with ``load()`` (default: load_per_cpu). Workers started together measure once: the others wait
+    and read its figure. A cache that cannot be written still gives the measured peak."""
     path, key = cache_path(), host_key(framework)
     today = today or dt.datetime.now(dt.timezone.utc).date()
     load_now = (load or load_per_cpu)()
-    entries, note = _read(path)
-    if os.environ.get(ENV_REMEASURE, "") not in ("", "0"):
-        entry, note, floor = None, f"re-measured ({ENV_REMEASURE})", None
-    else:
+    remeasure = os.environ.get(ENV_REMEASURE, "") not in ("", "0")
+
+    def lookup() -> tuple[dict, Optional[HostPeak], str, Floor]:
+        entries, note = _read(path)
+        if remeasure:
+            return entries, None, f"re-measured ({ENV_REMEASURE})", None
         entry, why, floor = _entry(entries, key, today, load_now)
-        note = note or why
-    if entry is not None:
+        if entry is None:
+            return entries, None, note or why, floor
         bw = entry["bandwidth"]
-        return HostPeak(entry["tflops"], bw.best, entry["measured"], entry["tries"], True, str(path),
-                        bandwidth=bw, load=entry["load"])
+        return entries, HostPeak(entry["tflops"], bw.best, entry["measured"], entry["tries"], True, str(path),
+                                 bandwidth=bw, load=entry["load"]), "", None
+
+    entries, found, note, floor = lookup()
+    if found is not None:
+        return found
+    with _measuring(path):  # a worker that started beside this one may be measuring: wait, then read its figure
+        if not remeasure:
+            entries, found, note, floor = lookup()
+            if found is not None:
+                return found
+        return _measure(measure_once, tries, path, entries, key, today, load_now, note, floor)
+
+
+@contextlib.contextmanager
+def _measuring(path: Path) -> Iterator[None]:
+    """One measurement at a time per cache file (an exclusive lock on a file beside it), so that workers started
+    together measure once, on a host the others do not keep busy; without a lock file (an unwritable cache
+    folder, no fcntl) each measures."""
+    try:
+        import fcntl
+
+        path.parent.mkdir(parents=True, exist_ok=True)
+        lock = open(path.with_name(path.name + ".lock"), "a")
+    except (ImportError, OSError):
+        yield
+        return
+    with lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
+def _measure(measure_once: Callable[[], tuple[float, Bandwidth]], tries: int, path: Path, entries: dict, key: str,
+             today: dt.date, load_now: float, note: str, floor: Floor) -> HostPeak:
+    """The best of ``tries`` measurements (``floor``: figures a re-measure keeps where they are better), cached
+    under ``key``."""
     results = []
     for i in range(tries):
         if i:
