@@ -38,8 +38,9 @@ os.environ.pop("XLABENCH_REMEASURE_PEAK", None)
 # code generator; the older elemental emitter compiles the same fusions): a tiny GPT-2's remat value_and_grad
 # compiled in 1.69 s of CPU with them, 0.54 s without, and `make test-fast` took 219 s, then 168 s. And in one
 # piece: XLA splits a module's code generation into parallel parts, which cost more CPU in all (0.70 s there,
-# 0.42 s in one), and the tests keep every core busy already. torch_xla's XLA and libtpu accept these flags. Users' runs keep XLA's defaults. The tests check behaviour, never speed;
-# XLABENCH_TEST_XLA_OPT=1 keeps XLA's defaults (a failure that needs them).
+# 0.42 s in one), and the tests keep every core busy already. torch_xla's XLA and libtpu accept these flags.
+# Users' runs keep XLA's defaults. The tests check behaviour, never speed; XLABENCH_TEST_XLA_OPT=1 keeps XLA's
+# defaults (a failure that needs them). docs/ci.md has the figures.
 TEST_XLA_FLAGS = ("--xla_backend_optimization_level=0 --xla_cpu_use_fusion_emitters=false"
                   " --xla_cpu_parallel_codegen_split_count=1")
 if os.environ.get("XLABENCH_TEST_XLA_OPT") != "1" and TEST_XLA_FLAGS not in os.environ.get("XLA_FLAGS", ""):

@@ -235,14 +235,14 @@ def get(measure_once: Callable[[], tuple[float, Bandwidth]], framework: str, tri
         return entries, HostPeak(entry["tflops"], bw.best, entry["measured"], entry["tries"], True, str(path),
                                  bandwidth=bw, load=entry["load"]), "", None
 
-    entries, found, note, floor = lookup()
-    if found is not None:
+    if not remeasure and (found := lookup()[1]) is not None:
         return found
-    with _measuring(path):  # a worker that started beside this one may be measuring: wait, then read its figure
-        if not remeasure:
-            entries, found, note, floor = lookup()
-            if found is not None:
-                return found
+    # A worker that started beside this one may be measuring: wait for it, then read the cache again. The read,
+    # the measurement and the write are one step under the lock, so no worker writes over an entry it did not read.
+    with _measuring(path):
+        entries, found, note, floor = lookup()
+        if found is not None:
+            return found
         return _measure(measure_once, tries, path, entries, key, today, load_now, note, floor)
 
 
