@@ -41,13 +41,21 @@ def start(z: np.ndarray) -> Bands:
     r = np.asarray(z, float) - ndimage.median_filter(z, size=9, mode="mirror")
     m0, m1 = np.quantile(r, [0.3, 0.85])
     s, p = max(float(np.std(r)) / 2, 1e-12), 0.3
+    n = len(r)
     for _ in range(ITERS):
-        w = _upper(r, m0, Bands(p, m1 - m0, s))
-        p = float(np.clip(w.mean(), MIN_P, MAX_P))
-        m0 = float(np.sum((1 - w) * r) / max(np.sum(1 - w), 1e-12))
-        m1 = float(np.sum(w * r) / max(np.sum(w), 1e-12))
-        s = max(float(np.sqrt(np.sum((1 - w) * (r - m0) ** 2 + w * (r - m1) ** 2) / len(r))), 1e-12)
+        w = _weights(r, m0, p, m1 - m0, s)
+        v, sw = 1 - w, w.sum()
+        p = _clip_p(sw / n)
+        m0 = float((v * r).sum() / max(v.sum(), 1e-12))
+        m1 = float((w * r).sum() / max(sw, 1e-12))
+        s = max(float(np.sqrt((v * (r - m0) ** 2 + w * (r - m1) ** 2).sum() / n)), 1e-12)
     return Bands(p, m1 - m0, s)
+
+
+def _clip_p(mean_w: float) -> float:
+    """The upper band's probability kept within MIN_P..MAX_P (np.clip's result on a scalar, without its
+    per-call overhead: EM takes it ~10^5 times a history)."""
+    return min(max(float(mean_w), MIN_P), MAX_P)
 
 
 _HALF_LOG_2PI = 0.5 * np.log(2 * np.pi)
@@ -76,7 +84,12 @@ def _upper(x: np.ndarray, mu: Any, b: Bands) -> np.ndarray:
     """Each run's probability of the upper band, at level mu: the logistic of the bands' log-density
     difference, log(p / (1 - p)) + d (x - mu - d/2) / s^2 (the two normals' quadratic terms cancel). EM calls
     it ~10^5 times a history on small arrays: five array operations where the two log-densities took 17."""
-    return special.expit(math.log(b.p / (1 - b.p)) + (x - (mu + 0.5 * b.d)) * (b.d / (b.s * b.s)))
+    return _weights(x, mu, b.p, b.d, b.s)
+
+
+def _weights(x: np.ndarray, mu: Any, p: float, d: float, s: float) -> np.ndarray:
+    """_upper on the band parameters themselves (EM's loops, without a Bands per step)."""
+    return special.expit(math.log(p / (1 - p)) + (x - (mu + 0.5 * d)) * (d / (s * s)))
 
 
 def density(x: np.ndarray, mu: np.ndarray, b: Bands) -> np.ndarray:
@@ -91,13 +104,15 @@ def fit(z: np.ndarray, bounds: Sequence[int], b: Bands) -> Bands:
     count = np.bincount(seg)
     p, d, s = b.p, b.d, b.s
     mu = np.bincount(seg, z) / count - p * d
+    n = len(z)
     for _ in range(ITERS):
-        w = _upper(z, mu[seg], Bands(p, d, s))
-        p = float(np.clip(w.mean(), MIN_P, MAX_P))
+        w = _weights(z, mu[seg], p, d, s)
+        sw = w.sum()
+        p = _clip_p(sw / n)
         mu = np.bincount(seg, z - w * d) / count
         r = z - mu[seg]
-        d = float(np.sum(w * r) / max(w.sum(), 1e-12))
-        s = max(float(np.sqrt(np.sum((1 - w) * r ** 2 + w * (r - d) ** 2) / len(z))), 1e-12)
+        d = float((w * r).sum() / max(sw, 1e-12))
+        s = max(float(np.sqrt(((1 - w) * r ** 2 + w * (r - d) ** 2).sum() / n)), 1e-12)
     return Bands(p, d, s)
 
 
@@ -132,7 +147,7 @@ def normal_loglik(z: np.ndarray, bounds: Sequence[int]) -> float:
 def split_lr(x: np.ndarray, ks: np.ndarray, b: Bands) -> np.ndarray:
     """Twice the log-likelihood ratio of a change before run k (each of ks) against none, in x."""
     left = np.arange(len(x))[None, :] < ks[:, None]
-    mu_l, mu_r = levels(x, left, b), levels(x, ~left, b)
+    mu_l, mu_r = np.split(levels(x, np.concatenate([left, ~left]), b), 2)  # both sides' rows in one EM
     one = levels(x, np.ones((1, len(x)), bool), b)[0]
     ll = np.where(left, density(x[None, :], mu_l[:, None], b), density(x[None, :], mu_r[:, None], b)).sum(1)
     return np.maximum(2 * (ll - density(x, one, b).sum()), 0.0)

@@ -11,6 +11,21 @@ SPIKES = 1         # at most this many bad runs (or 5 %: one run in 20) are set 
 HUBER_K = 3.0      # a run is clipped to this many sigma from the running median of its neighbours
 
 
+def median(x: np.ndarray) -> float:
+    """np.median of a 1-D array, the same figure (the middle run, or the mean of the middle two; nan where a
+    run is nan), without its per-call overhead: ~20 us against ~3 on 30 runs, and the detector takes ~10^5
+    medians a history."""
+    a = np.asarray(x, float)
+    n = len(a)
+    if n == 0:
+        return float("nan")
+    h = n // 2
+    part = np.partition(a, [h - 1, h, n - 1] if n % 2 == 0 else [h, n - 1])  # a nan sorts last
+    if np.isnan(part[-1]):
+        return float("nan")
+    return float((part[h - 1] + part[h]) / 2) if n % 2 == 0 else float(part[h])
+
+
 def noise(y: np.ndarray) -> float:
     """The series' run-to-run standard deviation from its consecutive differences, robustly (1.4826 MAD of
     the differences / sqrt 2): a step or an outlier moves one or two differences, not their median. Where
@@ -18,7 +33,7 @@ def noise(y: np.ndarray) -> float:
     d = np.diff(np.asarray(y, float))
     if len(d) < 2:
         return float("nan")
-    s = 1.4826 * float(np.median(np.abs(d - np.median(d)))) / np.sqrt(2)
+    s = 1.4826 * median(np.abs(d - median(d))) / np.sqrt(2)
     if s <= 0:
         s = float(np.std(d)) / np.sqrt(2)
     return max(s, 1e-9)

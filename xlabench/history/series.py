@@ -14,6 +14,7 @@ import numpy as np
 from xlabench.gate.stats import holm
 from xlabench.history import changes as cp
 from xlabench.history.gitlog import GitLog, bare_sha
+from xlabench.history.robust import median
 from xlabench.history.store import Store
 from xlabench.results.display import varying
 
@@ -47,8 +48,7 @@ class Group:
     def log_medians(self, case_id: str) -> np.ndarray:
         """Per run the log of the case's median (nan: no ok row), computed once."""
         if case_id not in self._logs:
-            self._logs[case_id] = np.array([np.log(np.median(s)) if s is not None else np.nan
-                                            for s in self.samples[case_id]])
+            self._logs[case_id] = np.log([median(s) if s is not None else np.nan for s in self.samples[case_id]])
         return self._logs[case_id]
 
     def refs(self, case_ids: list[str]) -> np.ndarray:
@@ -69,7 +69,7 @@ class Group:
         for c in case_ids:
             _, y = self.case_series(c)
             d = np.diff(y)
-            sd = 1.4826 * np.median(np.abs(d - np.median(d))) / np.sqrt(2) if len(d) >= 2 else 0.0
+            sd = 1.4826 * median(np.abs(d - median(d))) / np.sqrt(2) if len(d) >= 2 else 0.0
             out.append(1.0 / max(sd, 1e-3) ** 2)
         return np.array(out)
 
