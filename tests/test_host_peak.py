@@ -99,6 +99,17 @@ def test_a_peak_cached_under_load_is_measured_again_on_a_quieter_host_and_the_be
     assert host_peak.get(Host([]), "jax 2", today=DAY, load=lambda: 0.0).tflops == 0.2
 
 
+
+def test_a_host_still_busy_reads_its_cached_peak_instead_of_measuring_again(cache):
+    """A peak cached at 4.0 per CPU, the host at 3.5 now: as busy, near enough (a try's share of the CPU
+    is about 1 / (1 + load): 1/5 then, 1/4.5 now), and a measurement would be as poor; the test session's
+    workers re-measured this way several times a run, ~11 s of CPU each. Half as busy, it measures."""
+    host_peak.get(Host([0.05, 0.05, 0.05]), "jax 1", today=DAY, load=lambda: 4.0)
+    still_busy = host_peak.get(Host([]), "jax 1", today=DAY, load=lambda: 3.5)
+    assert still_busy.cached and still_busy.tflops == 0.05
+    quieter = host_peak.get(Host([0.09, 0.09, 0.09]), "jax 1", today=DAY, load=lambda: 2.0)
+    assert not quieter.cached and quieter.tflops == 0.09
+
 def test_a_peak_cached_without_its_load_is_measured_again_once(cache):
     cache.parent.mkdir(parents=True)
     cache.write_text(json.dumps({"hosts": {host_peak.host_key("jax 1"): {

@@ -52,7 +52,9 @@ STREAM_MAX_BYTES = 1 << 30  # per array (two arrays): a host with a huge cache g
 STREAM_REPS = 5  # timed passes per size (after one untimed pass: compile, first touch)
 DEFAULT_LLC_BYTES = 32 << 20  # where sysfs does not say
 MIB = 1 << 20
-LOAD_MARGIN = 0.5  # per CPU: a cached peak measured at least this much busier than now is measured again
+LOAD_MARGIN = 0.5  # per CPU: a cached peak measured at least this much busier than now is measured again,
+LOAD_QUIETER = 0.5  # where the host is now at most this fraction as busy (a try's share of the CPU is
+                    # about 1 / (1 + load): from 4.0 to 3.5 per CPU a new try would be as poor)
 
 
 @dataclass(frozen=True)
@@ -201,7 +203,7 @@ def _entry(entries: dict, key: str, today: dt.date, load_now: float) -> tuple[Op
     load = e.get("load_per_cpu")
     if not isinstance(load, (int, float)):
         return None, "the cached peak had no load record and was re-measured", (tflops, bandwidth)
-    if load - load_now >= LOAD_MARGIN:
+    if load - load_now >= LOAD_MARGIN and load_now <= LOAD_QUIETER * load:
         return None, (f"the cached peak was measured at load {load:.2f} per CPU, the host is at {load_now:.2f} "
                       f"now: re-measured, the better kept"), (tflops, bandwidth)
     return {"tflops": tflops, "bandwidth": bandwidth, "measured": day.isoformat(), "tries": tries,
