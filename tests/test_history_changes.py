@@ -263,9 +263,17 @@ def test_many_files_are_read_by_processes_that_do_not_fork_a_jax_process(tmp_pat
     paths = hd.write_series(tmp_path / "runs", [1.0] * 24, seed=3)
     with warnings.catch_warnings(record=True) as seen:
         warnings.simplefilter("always")
-        runs = list(ingest._read_many(paths, ingest.GitLog()))
+        runs = list(ingest._read_many(paths, ingest.GitLog(), workers=2))
     assert not [w for w in seen if "fork" in str(w.message)], [str(w.message) for w in seen]
     assert [r.run_id for r in runs] == [ingest.read_run(p).run_id for p in paths]  # in order, every one
+
+
+def test_runs_are_read_by_processes_only_where_each_has_enough_of_them():
+    """A reader process costs ~2 s to start and a run file ~0.08 s to read: 30 runs on 2 cores were read
+    faster here (2.3 s) than by 2 readers (3.5 s); 100 runs faster by them (6.1 s against 10.5 s)."""
+    assert ingest.readers(30, cpus=2) < 2 and ingest.readers(24, cpus=64) < 2
+    assert ingest.readers(100, cpus=2) == 2 and ingest.readers(100, cpus=64) == 4
+    assert ingest.readers(10_000, cpus=64) == 8 and ingest.readers(10_000, cpus=1) == 1
 
 
 def test_a_change_whose_neighbour_went_is_placed_again():
