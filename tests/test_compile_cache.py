@@ -167,6 +167,9 @@ def test_compile_no_cache_and_unwritable_cache(write_suite, tmp_path: Path):
     suite = write_suite(COMPILE_SUITE.replace("[fwd, fwd_bwd]", "[fwd]").replace("[naive, flash]", "[naive]"))
     home = {"XLABENCH_CACHE_DIR": str(tmp_path / "home")}  # the default cache's place, this test's own
     _compile(suite, tmp_path / "r1", env=home)
+    # a compile uses the target's peaks, never the host CPU's: its worker did not measure them (~11 s of CPU
+    # and 1.3 GiB of the host's memory for the bandwidth probe, on a machine with no cached peak)
+    assert not (tmp_path / "home" / "host_peak.json").exists()
     _, cached = _compile(suite, tmp_path / "r2", env=home)
     assert cached["compile_cached"].tolist() == [True]  # the default cache serves it: what --no-cache turns off
     _, uncached = _compile(suite, tmp_path / "r2b", "--no-cache", env=home)

@@ -211,7 +211,9 @@ class WorkerPool:
         w = Worker(spec, self.log_path)
         self._workers[spec.key] = w
         try:
-            w.env = _env(w.request({"op": "probe"}, self.PROBE_TIMEOUT_S))
+            # a compile worker's rows take the target's peaks: it does not measure the host CPU's
+            probe_msg = {"op": "probe", "measure_peaks": variant != envs.COMPILE_VARIANT}
+            w.env = _env(w.request(probe_msg, self.PROBE_TIMEOUT_S))
         except WorkerError as e:
             self._workers.pop(spec.key, None)
             w.close()

@@ -129,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
         op = msg.get("op")
         if op == "probe":
             try:
-                reply(Reply(env=backend.probe()))
+                reply(Reply(env=backend.probe(measure_peaks=msg.get("measure_peaks", True))))
             except Exception as e:
                 traceback.print_exc()
                 reply(Reply(fatal=f"probe failed: {type(e).__name__}: {e}"))
