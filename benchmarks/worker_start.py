@@ -8,6 +8,8 @@ Why it matters: the tests start ~100 JAX workers and ~13 torch_xla workers, a us
 and device count. Measured on this project's 2-core host (2026-12-06, median of 5): a JAX worker took
 1.48 s of CPU (1.40 s wall) with ml_dtypes 0.7.0, whose extension alone took 0.61 s to import, and 0.74 s
 (0.64 s wall) with 0.6.0 (4 ms): pyproject bounds it below 0.7. A torch_xla worker: 4.45 s of CPU.
+2026-12-07 (the host slower that day): a torch_xla worker 7.14 s of CPU, 6.23 s once its probe read the
+versions of JAX and torchax from their metadata and the cached host peak without importing JAX.
 """
 
 from __future__ import annotations

@@ -215,6 +215,22 @@ def _write(path: Path, entries: dict) -> None:
     write_json(path, {"hosts": entries}, indent=2)
 
 
+
+def jax_framework() -> str:
+    """The host key's framework: the JAX that measures the peak (the torch_xla worker measures with its
+    environment's JAX too), from the packages' metadata, so that a cached peak is read without importing JAX
+    (0.77 s of CPU in a torch_xla worker)."""
+    from importlib import metadata
+
+    return f"jax {metadata.version('jax')} / jaxlib {metadata.version('jaxlib')}"
+
+
+def env_keys(p: HostPeak) -> dict:
+    """The worker env's keys of the host's CPU peak (a run rates every CPU row against them), and the
+    bandwidth probe's own figures (`xlabench info` shows them)."""
+    return {"measured_cpu_tflops": p.tflops, "measured_cpu_gbytes_per_s": p.gbytes_per_s, "cpu_peak_source": p.source,
+            "cpu_bandwidth_probe": p.bandwidth.describe() if p.bandwidth else None}
+
 def get(measure_once: Callable[[], tuple[float, Bandwidth]], framework: str, tries: int = TRIES,
         today: Optional[dt.date] = None, load: Optional[Callable[[], float]] = None) -> HostPeak:
     """The cached peak of this host, else the best of ``tries`` calls of ``measure_once`` (each

@@ -42,21 +42,20 @@ def measure_cpu_bandwidth(sizes: Sequence[int] | None = None) -> host_peak.Bandw
     return host_peak.stream_bandwidth(stream_pass, sizes or host_peak.stream_sizes(host_peak.llc_bytes()))
 
 
+def measure_cpu() -> tuple[float, host_peak.Bandwidth]:
+    """One try of the host's peak: (matmul TFLOP/s, the bandwidth probe's figures)."""
+    return measure_cpu_peak_tflops(), measure_cpu_bandwidth()
+
+
 @functools.lru_cache(maxsize=1)
 def cpu_peak() -> host_peak.HostPeak:
     """The host's peak: cached per host (measure/host_peak.py), else the best of several tries, cached."""
-    import jaxlib
-
-    return host_peak.get(lambda: (measure_cpu_peak_tflops(), measure_cpu_bandwidth()),
-                         f"jax {jax.__version__} / jaxlib {jaxlib.__version__}")
+    return host_peak.get(measure_cpu, host_peak.jax_framework())
 
 
 def cpu_peak_env() -> dict[str, Any]:
-    """The env keys of the host's CPU peak (the run rates every CPU row against them), and the bandwidth
-    probe's own figures (`xlabench info` shows them)."""
-    p = cpu_peak()
-    return {"measured_cpu_tflops": p.tflops, "measured_cpu_gbytes_per_s": p.gbytes_per_s, "cpu_peak_source": p.source,
-            "cpu_bandwidth_probe": p.bandwidth.describe() if p.bandwidth else None}
+    """host_peak.env_keys of the host's CPU peak."""
+    return host_peak.env_keys(cpu_peak())
 
 
 def init_distributed_from_env() -> None:
