@@ -39,20 +39,16 @@ def _seed_host_peak(folder: str) -> None:
     """The fixture peak, cached for the JAX of this environment and of the torch_xla one (whose worker
     measures with its own JAX: another host key)."""
     import datetime as dt
-    import json
-    from importlib import metadata
 
     from xlabench.measure import host_peak
+    from xlabench.run.envs import Interpreters
 
-    site = [str(p) for p in (ROOT / ".venv-torch-xla" / "lib").glob("python*/site-packages")]
-    found = [{d.metadata["Name"]: d.version for d in metadata.distributions(path=site)}] if site else []
-    keys = [host_peak.host_key(f"jax {v.get('jax')} / jaxlib {v.get('jaxlib')}")
-            for v in [{"jax": metadata.version("jax"), "jaxlib": metadata.version("jaxlib")}, *found]]
+    python = Path(Interpreters().python_for("torch_xla"))
+    site = [str(p) for p in python.parent.parent.glob("lib/python*/site-packages")]
+    frameworks = [host_peak.jax_framework(), *([host_peak.jax_framework(site)] if site else [])]
     bw = host_peak.Bandwidth((64 << 20,), (FIXTURE_PEAK["gbytes_per_s"],))
-    entry = {"tflops": FIXTURE_PEAK["tflops"], "gbytes_per_s": FIXTURE_PEAK["gbytes_per_s"], "tries": 3,
-             "measured": dt.datetime.now(dt.timezone.utc).date().isoformat(), "load_per_cpu": 0.0,
-             "bandwidth": bw.to_json()}
-    Path(folder, host_peak.FILE_NAME).write_text(json.dumps({"hosts": {k: entry for k in keys}}))
+    entry = host_peak.cache_entry(FIXTURE_PEAK["tflops"], bw, dt.datetime.now(dt.timezone.utc).date(), 3, 0.0)
+    host_peak._write(Path(folder, host_peak.FILE_NAME), {host_peak.host_key(f): entry for f in frameworks})
 
 
 if not (os.environ.get("PYTEST_XDIST_WORKER") and os.path.isdir(os.environ.get(TEST_CACHE_ENV, ""))):

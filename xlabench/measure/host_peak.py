@@ -215,14 +215,18 @@ def _write(path: Path, entries: dict) -> None:
     write_json(path, {"hosts": entries}, indent=2)
 
 
-
-def jax_framework() -> str:
+def jax_framework(site: Sequence[str] = ()) -> str:
     """The host key's framework: the JAX that measures the peak (the torch_xla worker measures with its
     environment's JAX too), from the packages' metadata, so that a cached peak is read without importing JAX
-    (0.77 s of CPU in a torch_xla worker)."""
+    (0.77 s of CPU in a torch_xla worker). ``site``: another environment's site-packages folders (the tests
+    cache their fixture peak for the torch_xla one), else this one's."""
     from importlib import metadata
 
-    return f"jax {metadata.version('jax')} / jaxlib {metadata.version('jaxlib')}"
+    if site:
+        version = {d.metadata["Name"]: d.version for d in metadata.distributions(path=list(site))}.get
+    else:
+        version = metadata.version
+    return f"jax {version('jax')} / jaxlib {version('jaxlib')}"
 
 
 def env_keys(p: HostPeak) -> dict:
@@ -230,6 +234,13 @@ def env_keys(p: HostPeak) -> dict:
     bandwidth probe's own figures (`xlabench info` shows them)."""
     return {"measured_cpu_tflops": p.tflops, "measured_cpu_gbytes_per_s": p.gbytes_per_s, "cpu_peak_source": p.source,
             "cpu_bandwidth_probe": p.bandwidth.describe() if p.bandwidth else None}
+
+
+def cache_entry(tflops: float, bw: Bandwidth, day: dt.date, tries: int, load: float) -> dict:
+    """One host's entry in the cache file."""
+    return {"tflops": tflops, "gbytes_per_s": bw.best, "bandwidth": bw.to_json(), "measured": day.isoformat(),
+            "tries": tries, "load_per_cpu": round(load, 3)}
+
 
 def get(measure_once: Callable[[], tuple[float, Bandwidth]], framework: str, tries: int = TRIES,
         today: Optional[dt.date] = None, load: Optional[Callable[[], float]] = None) -> HostPeak:
@@ -294,8 +305,7 @@ def _measure(measure_once: Callable[[], tuple[float, Bandwidth]], tries: int, pa
     tflops, bw = max(r[0] for r in results), max((r[1] for r in results), key=lambda b: b.best)
     if floor is not None:  # a re-measure at a quieter moment: the host's capacity is the best it was seen to do
         tflops, bw = max(tflops, floor[0]), max((bw, floor[1]), key=lambda b: b.best)
-    entries[key] = {"tflops": tflops, "gbytes_per_s": bw.best, "bandwidth": bw.to_json(),
-                    "measured": today.isoformat(), "tries": tries, "load_per_cpu": round(load_now, 3)}
+    entries[key] = cache_entry(tflops, bw, today, tries, load_now)
     try:
         _write(path, entries)
     except OSError as e:
