@@ -128,6 +128,42 @@ def test_two_writers_at_once_lose_nothing(history_url, tmp_path):
     assert _counts(history_url) == {"runs": 16, "cases": 3, "results": 48}
 
 
+def test_opening_a_store_that_another_writer_is_creating_waits_for_it(tmp_path, monkeypatch):
+    # SQLite answers "database is locked" at once, without its busy timeout, to a connection that holds a
+    # read lock and asks for the write lock another holds: PRAGMA journal_mode = WAL on a file that another
+    # process is creating (CI saw it in the two-writers race below). The other writer here holds the write
+    # lock and releases it when the opener first backs off, so the opener must retry, not fail.
+    url = f"sqlite:///{tmp_path / 'history.sqlite'}"
+    other = sqlite3.connect(str(tmp_path / "history.sqlite"), isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")
+    waits: list[float] = []
+
+    def back_off(seconds: float) -> None:
+        waits.append(seconds)
+        if len(waits) == 1:
+            other.execute("COMMIT")
+
+    monkeypatch.setattr(st, "_sleep", back_off)
+    with st.open_store(url) as s:
+        assert s.version() == st.SCHEMA_VERSION
+    other.close()
+    assert len(waits) >= 1
+
+
+def test_a_store_locked_past_the_busy_timeout_is_a_clear_error(tmp_path, monkeypatch):
+    url = f"sqlite:///{tmp_path / 'history.sqlite'}"
+    other = sqlite3.connect(str(tmp_path / "history.sqlite"), isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")
+    clock = [0.0]
+    monkeypatch.setattr(st, "_monotonic", lambda: clock[0])
+    monkeypatch.setattr(st, "_sleep", lambda s: clock.__setitem__(0, clock[0] + s))
+    with pytest.raises(HistoryError, match="database is locked"):
+        st.open_store(url)
+    assert clock[0] >= st.BUSY_TIMEOUT_S
+    other.execute("ROLLBACK")
+    other.close()
+
+
 @pytest.mark.slow  # starts a process
 def test_two_writers_creating_the_store_at_once(history_url, tmp_path):
     paths = hd.write_series(tmp_path / "runs", [1.0] * 4, n_cases=2)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Optional, Sequence
@@ -17,6 +18,7 @@ from typing import Any, Iterator, Optional, Sequence
 DEFAULT_URL = "sqlite:///results/history.sqlite"
 KIND = "xlabench-history"
 BUSY_TIMEOUT_S = 120.0
+_sleep, _monotonic = time.sleep, time.monotonic  # the tests' fake clock replaces these
 
 # Migration i takes a store from version i to i + 1 (statements valid in both SQLite and PostgreSQL).
 MIGRATIONS: list[list[str]] = [
@@ -314,7 +316,7 @@ def _open_sqlite(path: Path, url: str, create: bool) -> Store:
         raise HistoryError(f"{url}: cannot open {path}: {getattr(e, 'strerror', None) or e}") from None
     try:
         conn.execute("PRAGMA foreign_keys = ON")
-        mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+        mode = _while_busy(lambda: conn.execute("PRAGMA journal_mode = WAL").fetchone()[0])
         if mode.lower() != "wal":
             raise HistoryError(f"{url}: cannot switch the store to WAL mode (journal mode {mode})")
         conn.execute("PRAGMA synchronous = NORMAL")
@@ -325,6 +327,23 @@ def _open_sqlite(path: Path, url: str, create: bool) -> Store:
         conn.close()
         raise HistoryError(f"{url}: not an xlabench history store ({e})") from None
     return Store(conn, url, "sqlite")
+
+
+def _while_busy(step: Any) -> Any:
+    """``step()``, retried while SQLite answers "database is locked", for up to BUSY_TIMEOUT_S.
+
+    SQLite's busy timeout does not cover a connection that holds a read lock and asks for the write lock
+    that another holds: it answers at once, to avoid a deadlock. ``PRAGMA journal_mode = WAL`` does just
+    that on a store another process is creating, so two first ``history add`` runs at once would fail."""
+    deadline, wait = _monotonic() + BUSY_TIMEOUT_S, 0.005
+    while True:
+        try:
+            return step()
+        except sqlite3.OperationalError as e:
+            if "locked" not in str(e) or _monotonic() >= deadline:
+                raise
+        _sleep(wait)
+        wait = min(2 * wait, 0.25)
 
 
 def _open_postgres(url: str) -> Store:
