@@ -202,6 +202,51 @@ def test_fit_v4_8_ticks_128_and_136_do_not_collide_and_title_has_no_nested_brack
     assert overlaps(chart) == []
 
 
+def _two_ticks(x: tuple[float, float], xlim: tuple[float, float]) -> Figure:
+    fig = Figure(figsize=(4, 3), layout="constrained")
+    ax = fig.subplots()
+    ax.plot(x, [1, 2])
+    ax.set_xticks(x, [str(int(v)) for v in x])
+    ax.set_xlim(*xlim)
+    return fig
+
+
+def _drawn(monkeypatch) -> list[Figure]:
+    drawn: list[Figure] = []
+    real = Figure.draw_without_rendering
+    monkeypatch.setattr(Figure, "draw_without_rendering", lambda self: (drawn.append(self), real(self))[1])
+    return drawn
+
+
+def test_ticks_far_apart_are_not_measured_and_near_ones_are(monkeypatch):
+    """Measuring tick labels takes a draw of the whole figure (a third of a chart's time): a chart whose
+    labels cannot touch however far the layout narrows its panels is not measured; one that may is."""
+    from xlabench.report import chart_parts
+
+    drawn = _drawn(monkeypatch)
+    far, near = _two_ticks((100, 900), (0, 1000)), _two_ticks((128, 136), (0, 1000))
+    chart_parts._stagger_ticks(far)
+    assert drawn == []
+    chart_parts._stagger_ticks(near)
+    assert drawn == [near]
+    assert overlaps(plots.Chart("near", near)) == []
+
+
+def test_a_saved_chart_is_checked_on_its_own_layout(monkeypatch, tmp_path):
+    """Should the layout narrow a panel more than the first look allows for, the saved figure is measured
+    on its own layout and saved again with its tick labels apart."""
+    from xlabench.report import chart_parts
+
+    monkeypatch.setattr(chart_parts, "LAYOUT_NARROWS_TO", 100.0)  # a first look that is always fooled
+    fig = _two_ticks((128, 136), (0, 1000))
+    chart = plots.Chart("near", fig)
+    chart_parts._stagger_ticks(fig)
+    assert "tick '128' on tick '136'" in overlaps(plots.Chart("copy", _two_ticks((128, 136), (0, 1000))))
+    chart.save(tmp_path / "near", ["png", "svg"])
+    assert overlaps(chart) == []
+    assert (tmp_path / "near.png").stat().st_size > 0 and (tmp_path / "near.svg").stat().st_size > 0
+
+
 @pytest.mark.parametrize("kind", KINDS)
 def test_legend_entries_are_unique(charts, kind):
     fig = charts[kind].figure
