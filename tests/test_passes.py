@@ -27,6 +27,21 @@ measure: {warmup: 0, iters: 4, repeats: 3}
 """
 
 
+@pytest.fixture(autouse=True)
+def calibration(monkeypatch) -> list[float]:
+    """The host calibration on a fake clock: the real one (its own process, ~70 ms of matmuls before and after
+    each case's run) took 13.0 s of this module's 13.3 s; tests/test_calibrate.py measures the real kernel.
+    Each call reads 1 ms more than the last."""
+    calls: list[float] = []
+
+    def fake() -> float:
+        calls.append(1e-3 * (len(calls) + 1))
+        return calls[-1]
+
+    monkeypatch.setattr(scheduler, "host_calib_s", fake)
+    return calls
+
+
 class FakeWorker:
     """Answers run requests without a framework and records which case each one was for."""
 
@@ -75,7 +90,6 @@ def _cases(tmp_path: Path) -> list[suite.Case]:
     return suite.load(p).cases()
 
 
-@pytest.mark.slow  # starts a process (the host calibration's python -c)
 def test_repeats_are_passes_over_the_suite_in_shuffled_order(tmp_path):
     cases = _cases(tmp_path)
     ids = [c.case_id for c in cases]
@@ -114,13 +128,16 @@ def test_a_failure_in_a_later_pass_ends_only_that_case(tmp_path):
     assert all(r["status"] == "ok" for c, (_, r) in by_id.items() if c != bad)
 
 
-def test_one_repeat_runs_each_case_once_in_suite_order(tmp_path):
+def test_one_repeat_runs_each_case_once_in_suite_order(tmp_path, calibration):
     cases = [dataclasses.replace(c, measure=c.measure.model_copy(update={"repeats": 1})) for c in _cases(tmp_path)]
     pool = FakePool()
     writer = ListWriter(pool.log)
     scheduler.run_cases(cases, writer, scheduler.RunContext(run_id="r3", platform="cpu", git_sha="x"), pool)
     assert pool.log == [c.case_id for c in cases]
     assert [after for after, _, _ in writer.rows] == [1, 2, 3, 4]  # each row as soon as its case ends
+    # The host's speed just before and just after each run (1 ms more per reading): their median per row.
+    assert [row["host_calib_s"] for _, row, _ in writer.rows] == pytest.approx([1.5e-3, 3.5e-3, 5.5e-3, 7.5e-3])
+    assert len(calibration) == 8
 
 
 def test_rows_come_back_in_suite_order_though_written_as_they_end(tmp_path):
