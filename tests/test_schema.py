@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 import csv
 import math
+import warnings
 from pathlib import Path
 
 import pandas as pd
@@ -58,11 +59,21 @@ def test_read_rows_types_each_column_by_its_declared_dtype(tmp_path):
     ("correct", "yes", "correct 'yes' is not true or false"),
     ("median_s", "abc", r"median_s 'abc' is not a number \(s\)"),
     ("mfu", "high", "mfu 'high' is not a number"),
+    ("seq_len", "inf", "seq_len 'inf' is not an integer"),
 ])
 def test_a_cell_not_of_its_columns_dtype_is_refused_naming_its_line(tmp_path, column, cell, says):
     path = _write(tmp_path / "r1.csv", schema.COLUMN_NAMES, [_row(0), _row(1, **{column: cell})])
-    with pytest.raises(results.ResultsFileError, match=rf"r1\.csv:3: {says}"):
-        results.read_rows(path)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the error, and no numpy warning before it
+        with pytest.raises(results.ResultsFileError, match=rf"r1\.csv:3: {says}"):
+            results.read_rows(path)
+
+
+def test_a_column_left_empty_reads_as_missing_numbers_whatever_its_dtype(tmp_path):
+    path = _write(tmp_path / "r1.csv", schema.COLUMN_NAMES, [_row(0), _row(1)])
+    df = results.read_rows(path)
+    for name in ("correct", "block_q", "mfu"):  # bool, int, float
+        assert df[name].dtype == "float64" and df[name].isna().all(), name
 
 
 def test_units_are_declared_once_in_the_schema():
