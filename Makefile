@@ -8,8 +8,11 @@
 # (The torch_xla environment writes bytecode for what it imports instead: see there.)
 # Two jobs: the environments build side by side (`make torch-xla-env test`: the torch_xla check, one thread
 # importing torch_xla, beside the JAX installs' bytecode compile on both cores took a fresh clone's setup from
-# 53.8 s to 40.4 s); every other target is a chain of prerequisites, run in order as before.
+# 53.8 s to 40.4 s); every other target is a chain of prerequisites, run in order as before. Set by the
+# top make only: a sub-make (pytest-run) shares its jobs, where setting them again warned.
+ifeq ($(MAKELEVEL),0)
 MAKEFLAGS += --jobs=2
+endif
 PY ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
