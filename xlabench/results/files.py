@@ -289,16 +289,16 @@ def _typed(path: Path, df: Any) -> Any:
             wrong = here & typed.isna().to_numpy()
         else:
             typed = np.asarray(pd.to_numeric(cells, errors="coerce"))  # int64 where every cell is an integer
-            missing = np.isnan(typed) if typed.dtype.kind == "f" else np.zeros(len(typed), bool)
+            missing = pd.isna(typed)
             wrong = here & missing
-            if kind == "int" and typed.dtype.kind == "f":
+            if kind == "int":
                 with np.errstate(invalid="ignore"):  # inf: not an integer, said below
                     wrong |= ~missing & (np.mod(typed, 1, where=~missing, out=np.zeros_like(typed)) != 0)
         if wrong.any():
             i = int(np.argmax(wrong))
             unit = f" ({UNIT_OF[col]})" if UNIT_OF.get(col) else ""
             raise ResultsFileError(f"{path}:{i + 2}: {col} {cells[i]!r} is not {_EXPECTED[kind]}{unit}")
-        out[col] = typed.astype("int64") if kind == "int" and typed.dtype.kind == "f" and here.all() else typed
+        out[col] = typed.astype("int64") if kind == "int" and here.all() else typed
     return pd.DataFrame(out, index=df.index)
 
 
