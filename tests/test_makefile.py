@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
 from pathlib import Path
 
 MAKEFILE = Path(__file__).resolve().parent.parent / "Makefile"
@@ -48,8 +50,6 @@ def test_the_main_job_and_the_tests_run_on_xlabench_compiled_to_bytecode() -> No
 
 def _rule(goals: list[str], target: str) -> str:
     """``target``'s rule as make itself reads the Makefile for ``goals`` (its database, nothing run)."""
-    import subprocess
-
     out = subprocess.run(["make", "-p", "-q", "-f", str(MAKEFILE), *goals], capture_output=True, text=True,
                          cwd=MAKEFILE.parent, env=_top_make_env()).stdout
     return next(ln for ln in out.splitlines() if ln.startswith(f"{target}:"))
@@ -57,8 +57,6 @@ def _rule(goals: list[str], target: str) -> str:
 
 def _top_make_env() -> dict[str, str]:
     """This environment as a shell's, not a make's (`make test` runs these tests under make)."""
-    import os
-
     return {k: v for k, v in os.environ.items() if k not in ("MAKELEVEL", "MAKEFLAGS", "MFLAGS")}
 
 
@@ -71,8 +69,6 @@ def test_the_environments_build_side_by_side_and_the_tests_wait_for_both() -> No
     for target in ("test", "test-fast"):
         assert "| torch-xla-env" in _rule(["torch-xla-env", target], target)
         assert "torch-xla-env" not in _rule([target], target)
-    import subprocess
-
     # A sub-make (pytest-run) shares the top make's jobs: set again, make warned at every `make test`.
     dry = subprocess.run(["make", "-n", "test-fast"], capture_output=True, text=True, cwd=MAKEFILE.parent,
                          env=_top_make_env())
