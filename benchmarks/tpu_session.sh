@@ -34,6 +34,9 @@ if ! python3 -c 'import click, yaml, pydantic, rich, pandas, matplotlib, optax, 
   echo "installed the parent's packages in $(( $(date +%s) - t0 )) s"
   export PYTHONPATH="$PYTHONPATH:/tmp/site"
 fi
+# TorchTPU's environment (its rows are skipped without it): from the bundle carried in TORCH_TPU_BUNDLE
+# (default .ttpu), with libtpu's version shim on this host (benchmarks/torch_tpu_env.sh)
+BUNDLE=${TORCH_TPU_BUNDLE:-.ttpu} LIBTPU_VERSION_SHIM=${LIBTPU_VERSION_SHIM:-1} source benchmarks/torch_tpu_env.sh
 # at exit, whatever happened: every step's files in one tar (the device tool brings back few files)
 # (and the tuning cache's winners: small JSON files, one per tuned case)
 # A tar over 15 MiB (kept traces: --explain) is split into results.tgz.00, .01, ... (the tool brings back
@@ -97,6 +100,9 @@ for arg in "$@"; do
     gpt2|llama) run_user "$step" "suites/$step.yaml" "$limit" ;;  # the shipped suites, no flags
     attention-user) run_user "$step" suites/attention.yaml "$limit" ;;
     paged-user) run_user "$step" suites/paged_attention.yaml "$limit" ;;
+    torch-tpu-info) xb info --backend torch_tpu 2>&1 | tee "$OUT/info-torch-tpu.log" ;;
+    torch-tpu-*)  # torch-tpu-SUITE: a shipped suite's torch_tpu rows only (filters: KEY=VALUE,...)
+      run_in "$step" "suites/${step#torch-tpu-}.yaml" "$limit" --backend torch_tpu "${k[@]}" ;;
     probe-trace)  # issue 49: the trace events the tuner reads for the paged kernels (benchmarks/tpu/probe_trace_events.py)
       timeout "$limit" python3 benchmarks/tpu/probe_trace_events.py 2>&1 | tee "$OUT/results/probe-trace.log" ;;
     paged-table)  # issue 49: the paged step's winners written into a copy of the shipped table, then the

@@ -16,7 +16,7 @@ from xlabench.workloads.record import ATTENTION_KERNELS, PAGED_KERNELS
 ATTENTION = family(ATTENTION_KERNELS)
 PAGED = family(PAGED_KERNELS)
 ALL_PLATFORMS = ("cpu", "gpu", "tpu")
-BACKENDS = ("jax", "torch_xla")
+BACKENDS = ("jax", "torch_xla", "torch_tpu")
 FAMILIES = (ATTENTION, PAGED)  # the catalogue's order within a backend: attention kernels, then paged ones
 
 # unsupported(batch, seq_len, kv_len, num_heads, kv_heads, dtype, cfg, platform) -> the skip reason, or None
@@ -59,6 +59,7 @@ class Kernel:
     # Where its framework code is, "module:function", for a kernel its backend's registry does not name (one
     # added in its module alone): the worker imports it (backends' ``get``), as a user impl's (docs/kernels.md).
     code: str = ""
+    layout: str = "bshd"  # the layout its code takes and returns (attention): "bshd" [B,S,H,D] or "bhsd"
 
     @property
     def key(self) -> tuple[str, str]:

@@ -1,9 +1,11 @@
 """Which Python interpreter runs each backend's workers, and what to do when its environment is missing.
 
-JAX runs in the interpreter of the CLI itself. torch_xla lives in its own environment (torch 2.9 is a
-4 GB CUDA build that must not weigh on the JAX one), found in this order: ``--python-torch-xla PATH``,
-the ``XLABENCH_TORCH_XLA_PYTHON`` environment variable, ``<repo>/.venv-torch-xla/bin/python`` (what
-``make torch-xla-env`` creates). Framework-free: the parent never imports torch or JAX.
+JAX runs in the interpreter of the CLI itself. torch_xla and torch_tpu each live in an environment of their
+own (ENVIRONMENTS: torch 2.9 for torch_xla, torch >= 2.11 for torch_tpu, neither weighing on the JAX one),
+found in this order: ``--python-torch-xla PATH`` (torch_xla), the backend's environment variable
+(``XLABENCH_TORCH_XLA_PYTHON``, ``XLABENCH_TORCH_TPU_PYTHON``), its default venv (``.venv-torch-xla``,
+``.venv-torch-tpu``: what ``make torch-xla-env`` / ``make torch-tpu-env`` create). Framework-free: the
+parent never imports torch or JAX.
 """
 
 from __future__ import annotations
@@ -19,12 +21,35 @@ from xlabench.protocol.worker_env import TORCH_XLA_SPMD_VAR
 from xlabench.workloads import WORKLOADS
 
 ROOT = Path(__file__).resolve().parents[2]  # the checkout: the folder holding the xlabench package
-TORCH_XLA_ENV_VAR = "XLABENCH_TORCH_XLA_PYTHON"
-TORCH_XLA_DEFAULT = ROOT / ".venv-torch-xla" / "bin" / "python"
-TORCH_XLA_HOWTO = (
-    "create it with `make torch-xla-env` (a venv at .venv-torch-xla with torch==2.9.0, "
-    "torch_xla[pallas]==2.9.0 and torchax; ~4 GB download) or pass --python-torch-xla / set "
-    f"{TORCH_XLA_ENV_VAR} to the python of an environment that has them")
+
+
+@dataclass(frozen=True)
+class Environment:
+    """A backend that lives in an environment of its own (its torch pins conflict with the JAX one's):
+    where its python is found and how to make it."""
+
+    backend: str
+    env_var: str  # a python given by this environment variable
+    default: Path  # else this one (what its make target creates)
+    make: str  # the make target that creates it
+    howto: str  # what it holds and the other ways to name it
+    option: str = ""  # the CLI option that names a python (first)
+
+
+ENVIRONMENTS = {e.backend: e for e in (
+    Environment("torch_xla", "XLABENCH_TORCH_XLA_PYTHON", ROOT / ".venv-torch-xla" / "bin" / "python",
+                "make torch-xla-env",
+                "a venv at .venv-torch-xla with torch==2.9.0, torch_xla[pallas]==2.9.0 and torchax; ~4 GB "
+                "download; or pass --python-torch-xla / set XLABENCH_TORCH_XLA_PYTHON to the python of an "
+                "environment that has them", "--python-torch-xla"),
+    Environment("torch_tpu", "XLABENCH_TORCH_TPU_PYTHON", ROOT / ".venv-torch-tpu" / "bin" / "python",
+                "make torch-tpu-env",
+                "on a TPU VM: a venv at .venv-torch-tpu with torch 2.13 (CPU build), torch-tpu==0.2.0 and JAX; "
+                "or set XLABENCH_TORCH_TPU_PYTHON to the python of an environment that has them"),
+)}
+TORCH_XLA_ENV_VAR = ENVIRONMENTS["torch_xla"].env_var
+TORCH_XLA_DEFAULT = ENVIRONMENTS["torch_xla"].default
+TORCH_XLA_HOWTO = f"create it with `{ENVIRONMENTS['torch_xla'].make}` ({ENVIRONMENTS['torch_xla'].howto})"
 
 
 @dataclass(frozen=True)
@@ -33,26 +58,32 @@ class Interpreters:
 
     torch_xla_override: Optional[str] = None
 
+    def resolve(self, backend: str) -> tuple[str, str]:
+        """(path, where the path came from) of a backend with an environment of its own."""
+        e = ENVIRONMENTS[backend]
+        if backend == "torch_xla" and self.torch_xla_override:
+            return self.torch_xla_override, e.option
+        if os.environ.get(e.env_var):
+            return os.environ[e.env_var], e.env_var
+        return str(e.default), "the default location"
+
     def torch_xla(self) -> tuple[str, str]:
         """(path, where the path came from)."""
-        if self.torch_xla_override:
-            return self.torch_xla_override, "--python-torch-xla"
-        if os.environ.get(TORCH_XLA_ENV_VAR):
-            return os.environ[TORCH_XLA_ENV_VAR], TORCH_XLA_ENV_VAR
-        return str(TORCH_XLA_DEFAULT), "the default location"
+        return self.resolve("torch_xla")
 
     def python_for(self, backend: str) -> str:
-        return self.torch_xla()[0] if backend == "torch_xla" else sys.executable
+        return self.resolve(backend)[0] if backend in ENVIRONMENTS else sys.executable
 
     def missing(self, backend: str) -> Optional[str]:
         """Why ``backend``'s workers cannot start (a row-ready reason with the fix), or None."""
-        if backend != "torch_xla":
+        if backend not in ENVIRONMENTS:
             return None
-        path, source = self.torch_xla()
+        path, source = self.resolve(backend)
         if os.path.isfile(path) and os.access(path, os.X_OK):
             return None
-        return (f"torch_xla environment missing (make torch-xla-env): {path} ({source}) is not an executable "
-                f"python; {TORCH_XLA_HOWTO}")
+        e = ENVIRONMENTS[backend]
+        return (f"{backend} environment missing ({e.make}): {path} ({source}) is not an executable python; "
+                f"create it with `{e.make}` ({e.howto})")
 
 
 def tpu_chips_present() -> bool:
@@ -120,6 +151,8 @@ def worker_environ(backend: str, devices: int, env: dict[str, str], variant: str
         env.setdefault("TPU_LOG_DIR", "disabled")  # else libtpu leaves log files in /tmp/tpu_logs per worker
     elif backend == "jax" and "JAX_PLATFORMS" not in env and not accelerator_present():
         env["JAX_PLATFORMS"] = "cpu"  # an installed libtpu would otherwise try (and log) a TPU init first
+    if backend == "torch_tpu":
+        env["JAX_PLATFORMS"] = "cpu"  # JAX only traces kernels there: TorchTPU holds the chip
     if backend == "torch_xla":
         env["CPU_NUM_DEVICES"] = str(devices)  # torch_xla's virtual CPU devices (XLA_FLAGS has no effect)
         if "PJRT_DEVICE" not in env and not tpu_chips_present():

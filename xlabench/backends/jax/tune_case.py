@@ -17,11 +17,9 @@
 from __future__ import annotations
 
 import collections
-import dataclasses
 import itertools
 import os
 import statistics
-import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -33,10 +31,8 @@ from xlabench import tune
 from xlabench.backends.jax import trace_timer
 from xlabench.backends.jax.common import check_fits
 from xlabench.protocol.worker_messages import CaseSkipped
-from xlabench.tune import table
-from xlabench.tune.cache import in_space, space_fingerprint
-from xlabench.tune.search import Dropped, NoCandidate, Stage, verify
-from xlabench.tune.space import near
+from xlabench.tune import decide as decide_mod
+from xlabench.tune.search import Dropped, Stage
 
 # Build(program, blocks) -> (the function of one iteration, its arguments); raises Dropped to prune.
 Build = Callable[[str, dict[str, int]], tuple[Callable, Sequence[Any]]]
@@ -166,81 +162,18 @@ def time_many(handles: list[Handle], iters: int) -> tuple[list[float], str]:
     return out, "wall"
 
 
-@dataclass(frozen=True)
-class Tuned:
-    """What tuning decided for a case: the blocks to run at (empty: the case's own), the row's columns and
-    a note."""
-
-    blocks: dict[str, int]
-    fields: dict[str, Any]
-    note: str = ""
+Tuned = decide_mod.Tuned
 
 
 def tuned_blocks(stages: list[Stage], key: dict, build: Build, tune_dir: str,
                  hints: Sequence[dict] = ()) -> Tuned:
-    """The winner of ``stages`` for the case ``key`` names: from the user's cache, else the shipped table's
-    entry verified here (``from_table``), else searched; a table's or a search's winner is stored in the cache.
-    ``hints``: the keys of related cases (a fwd_bwd case's fwd one); the first cached winner among them
-    seeds the first stage's descent in place of its own seeds (space.near: it and its smaller neighbours)."""
-    started = time.perf_counter()
-    cache = tune.TuneCache(tune_dir)
-    for hint in hints:
-        seeds = near(cache.winner(hint) or {}, stages[0].candidates) if stages and stages[0].seeds else ()
-        if seeds:
-            stages = [dataclasses.replace(stages[0], seeds=seeds), *stages[1:]]
-            break
-    candidates = [c for st in stages for c in st.candidates]
-    space = space_fingerprint(candidates)
-    found = cache.load(key, space, candidates)
-    if found.status == "hit":
-        e = found.entry
-        return Tuned(e["blocks"], {"tuned": "cache", "tune_s": time.perf_counter() - started, "tune_tried": 0,
-                                   "default_s": e["default_s"], "tune_best_s": e["best_s"], "tune_clock": e["clock"],
-                                   "tune_check": e.get("check", "")},
-                     f"tune cache: verified from the {e['source']}" if e.get("source") else "")
-    shipped, hit, why = from_table(stages, key, build, candidates)
-    if shipped is not None and hit is not None:
-        cache.store(key, space, shipped, source=f"tune table {hit.note()}")
-        return Tuned(dict(shipped.blocks), {
-            "tuned": "table", "tune_s": time.perf_counter() - started, "tune_tried": 0, "default_s": shipped.default_s,
-            "tune_best_s": shipped.best_s, "tune_clock": shipped.clock, "tune_check": shipped.check},
-            f"tune table {hit.note()}: verified here at {_ms(shipped.best_s)} (recorded "
-            f"{_ms(hit.entry.best_s * hit.scale)}), default {_ms(shipped.default_s)}")
-    table_note = f"tune table {hit.note()} not used ({why}): searched" if hit is not None else ""
+    """tune.decide.tuned_blocks on this backend's compile_many and time_many (read when called); no candidate
+    that compiles and runs is a skipped case."""
     try:
-        out = tune.checked_search(stages, lambda program, cands: compile_many(build, program, cands), time_many,
-                          log=lambda line: print(f"tune {key['impl']}: {line}", file=sys.stderr, flush=True))
-    except NoCandidate as e:
-        raise CaseSkipped(f"tuning: {e}") from None
-    cache.store(key, space, out)
-    note = f"tune cache: {found.status} entry tuned again ({found.why})" if found.status in ("damaged", "stale") else ""
-    note = "; ".join(filter(None, [note, table_note]))
-    return Tuned(dict(out.blocks), {"tuned": "search", "tune_s": time.perf_counter() - started,
-                                    "tune_tried": out.tried, "tune_dropped": out.dropped_text(),
-                                    "default_s": out.default_s, "tune_best_s": out.best_s, "tune_clock": out.clock,
-                                    "tune_check": out.check},
-                 "; ".join(n for n in (note, "" if out.check in ("ok", "searched twice") else f"tuning: {out.check}") if n))
-
-
-def _ms(s: Optional[float]) -> str:
-    return "-" if s is None else f"{s * 1e3:.4g} ms"
-
-
-def from_table(stages: list[Stage], key: dict, build: Build, candidates: Sequence[dict]
-               ) -> tuple[Optional[tune.TuneOutcome], Optional[table.Hit], str]:
-    """The shipped table's entry for ``key``, verified here (search.verify): (its outcome at the re-timed
-    figures, the hit, "") when it holds; (None, the hit, why not) when it does not, and the case is searched;
-    (None, None, "") when the device kind has no table (or a damaged one: the run warned once) or the table no
-    entry for the case."""
-    shipped, _ = table.for_device(str(key["device_kind"]))
-    hit = shipped.find(str(key["backend"]), str(key["impl"]), dict(key["case"])) if shipped is not None else None
-    if hit is None or not stages:
-        return None, None, ""
-    if not in_space(hit.entry.blocks, candidates):
-        return None, hit, "its blocks are not a candidate of this kernel's search"
-    out, why = verify(stages, hit.entry.blocks, hit.entry.best_s * hit.scale,
-                      lambda program, cands: compile_many(build, program, cands), time_many)
-    return out, hit, why
+        return decide_mod.tuned_blocks(stages, key, lambda program, cands: compile_many(build, program, cands),
+                                       lambda handles, iters: time_many(handles, iters), tune_dir, hints)
+    except decide_mod.Unsearchable as e:
+        raise CaseSkipped(str(e)) from None
 
 
 def decide(plan: Any, space: Optional[Callable[[], list[Stage]]], impl: str, key_fields: dict[str, Any],

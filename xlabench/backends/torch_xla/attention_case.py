@@ -10,12 +10,12 @@ import numpy as np
 import torch
 
 from xlabench.backends.torch_xla import attention_impls as impls
+from xlabench.backends.torch_shared.attention import reference_outputs as shared_reference
 from xlabench.backends.torch_xla import jax_kernels
 from xlabench.backends.torch_xla.common import measure, peak_memory, with_device_times, to_numpy, xla_device
 from xlabench.measure.timing import TimingPlan, max_normalised_error
 from xlabench.backends import user_impl
-from xlabench.workloads.attention import (REF_MAX_SCORE_BYTES, AttentionParams, attention_result, chunked_reference,
-                                         input_shapes, make_inputs)
+from xlabench.workloads.attention import (REF_MAX_SCORE_BYTES, AttentionParams, attention_result, input_shapes, make_inputs)
 from xlabench.protocol.worker_messages import CaseResult, CaseSkipped
 
 TORCH_DTYPES = {"bfloat16": torch.bfloat16, "float32": torch.float32}
@@ -112,22 +112,6 @@ def _highest_precision(device: torch.device) -> Iterator[None]:
 
 def reference_outputs(host: dict[str, np.ndarray], p: AttentionParams, sm_scale: float,
                       device: torch.device, max_score_bytes: int = REF_MAX_SCORE_BYTES) -> list[np.ndarray]:
-    """float32 out (and dq, dk, dv for fwd_bwd) from the numpy inputs, chunked over queries
-    (workloads.attention.chunked_reference); each chunk's outputs come back to the host at once."""
-    q, k, v = (torch.from_numpy(host[n]).to(device) for n in ("q", "k", "v"))
-    do = torch.from_numpy(host["do"]).to(device) if "do" in host else None
-    k.requires_grad_(do is not None)
-    v.requires_grad_(do is not None)
-
-    def fwd(qc: torch.Tensor, start: int) -> np.ndarray:
-        return to_numpy(impls.grouped_attention(qc, k, v, p.causal, sm_scale, q_offset=start))
-
-    def fwd_bwd(qc: torch.Tensor, doc: torch.Tensor, start: int) -> tuple:
-        qc = qc.detach().requires_grad_(True)
-        o = impls.grouped_attention(qc, k, v, p.causal, sm_scale, q_offset=start)
-        dq, dkc, dvc = torch.autograd.grad(o, (qc, k, v), doc)
-        return to_numpy(o), to_numpy(dq), dkc, dvc  # dk, dv: summed on the device over chunks
-
+    """torch_shared.attention.reference_outputs on ``device``, float32 matmuls at full precision there."""
     with _highest_precision(device):
-        res = chunked_reference(q, k, do, fwd, fwd_bwd, lambda xs: np.concatenate(xs, axis=1), max_score_bytes)
-    return res[:2] + [to_numpy(g) for g in res[2:]]
+        return shared_reference(host, p, sm_scale, device, max_score_bytes)

@@ -19,6 +19,7 @@ import torch.nn.functional as F
 
 from xlabench import impls as catalog
 from xlabench.backends import user_impl
+from xlabench.backends.torch_shared.attention import grouped_attention, to_layout  # noqa: F401 (the cases use them)
 from xlabench.backends.torch_xla import jax_kernels
 from xlabench.impls import AttentionImplRecord, lookup, no_rule
 from xlabench.workloads.attention import AttnConfig, default_scale  # noqa: F401 (re-exported for models)
@@ -32,25 +33,6 @@ class TorchAttentionImpl(AttentionImplRecord):
     (a user impl may be a JAX function, run through call_jax)."""
 
     framework: str = "torch"
-
-
-def grouped_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, sm_scale: float,
-                      q_offset: int = 0) -> torch.Tensor:
-    """softmax(QK^T * scale) V, [B,S,H,D]; GQA by grouping query heads (no K/V copy); float32 logits.
-
-    Causal is top-left aligned: query i (counted from ``q_offset``) sees keys 0..i.
-    """
-    b, sq, hq, d = q.shape
-    hkv, sk = k.shape[2], k.shape[1]
-    qg = q.reshape(b, sq, hkv, hq // hkv, d)
-    logits = torch.einsum("bqhgd,bkhd->bhgqk", qg, k).float() * sm_scale
-    if causal:
-        rows = torch.arange(sq, device=q.device)[:, None] + q_offset
-        visible = torch.arange(sk, device=q.device)[None, :] <= rows
-        logits = logits.masked_fill(~visible, float("-inf"))
-    probs = torch.softmax(logits, dim=-1).to(v.dtype)
-    out = torch.einsum("bhgqk,bkhd->bqhgd", probs, v)
-    return out.reshape(b, sq, hq, d).to(q.dtype)
 
 
 def naive(q, k, v, cfg: AttnConfig):
@@ -180,9 +162,3 @@ def _apply_function(fn_cls: type, q, k, v, cfg: AttnConfig):
 
 def _apply_jax(name: str, q, k, v, cfg: AttnConfig):
     return jax_kernels.apply(name, q, k, v, cfg)
-
-
-def to_layout(x: torch.Tensor, layout: str) -> torch.Tensor:
-    """[B, S, H, D] -> the impl's layout (and back: the transpose is its own inverse)."""
-    return x if layout == "bshd" else x.transpose(1, 2)
-

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import torch
 
+from xlabench.backends.torch_shared.attention import paged_naive
 from xlabench.backends.torch_xla import jax_kernels
 from xlabench.impls import PagedImplRecord, kv_round_to, lookup, paged_rules
 from xlabench.workloads.paged import PagedConfig, megacore_only_paged
@@ -40,24 +41,8 @@ def _scaled(q: torch.Tensor, cfg: PagedConfig) -> torch.Tensor:
 
 
 def naive(q, k_pages, v_pages, lengths, table, cfg: PagedConfig):
-    """Gather every sequence's page-table row into dense K/V (the whole table width), mask by length
-    (and causally among the new tokens), plain torch attention in float32 logits on the XLA device."""
-    b, nq, hq, d = q.shape
-    hkv, _, page, _ = k_pages.shape
-    span = table.shape[1] * page
-
-    def dense(pages):  # [Hkv, T, P, D] -> [B, Hkv, pages_per_sequence * P, D]
-        return pages[:, table].transpose(0, 1).reshape(b, hkv, span, d)
-
-    k, v = dense(k_pages), dense(v_pages)
-    qg = q.reshape(b, nq, hkv, hq // hkv, d)
-    logits = torch.einsum("bqhgd,bhkd->bhgqk", qg, k).float() * cfg.sm_scale
-    last = lengths[:, None] - nq + torch.arange(nq, device=q.device)[None, :]  # [B, nq]: last key seen
-    visible = torch.arange(span, device=q.device)[None, None, :] <= last[:, :, None]  # [B, nq, S]
-    logits = logits.masked_fill(~visible[:, None, None], float("-inf"))
-    probs = torch.softmax(logits, dim=-1).to(v.dtype)
-    out = torch.einsum("bhgqk,bhkd->bqhgd", probs, v)
-    return out.reshape(b, nq, hq, d).to(q.dtype)
+    """Plain torch on the XLA device (torch_shared.attention.paged_naive); XLA fuses it."""
+    return paged_naive(q, k_pages, v_pages, lengths, table, cfg.sm_scale)
 
 
 # ------------------------------------------------------------------------------------------- paged

@@ -15,7 +15,6 @@ mesh of ``devices`` virtual devices:
 
 from __future__ import annotations
 
-import copy
 from typing import Any, Callable
 
 import numpy as np
@@ -26,7 +25,8 @@ from xlabench.backends import user_impl
 from xlabench.backends.torch_xla import attention_impls as attn
 from xlabench.backends.torch_xla.attention_case import TORCH_DTYPES, _highest_precision, ref_device
 from xlabench.backends.torch_xla.common import measure, peak_memory, with_device_times, xla_device
-from xlabench.backends.torch_xla.model import Transformer, logical_axes
+from xlabench.backends.torch_shared.model import Transformer, logical_axes
+from xlabench.backends.torch_shared.model import reference_losses as shared_reference_losses
 from xlabench.measure.timing import TimingPlan
 from xlabench.protocol.worker_messages import CaseResult, CaseSkipped
 from xlabench.workloads.attention import AttentionParams
@@ -126,15 +126,9 @@ def shard(model: Transformer, p: TrainParams, mesh: Any) -> torch.nn.Module:
 
 
 def reference_losses(model: Transformer, tokens: np.ndarray, device: torch.device) -> np.ndarray:
-    """Per-sequence loss at the initial parameters in float32 with naive attention (highest matmul
-    precision on an XLA device), for the given sequences."""
-    cfg = model.cfg
-    ref = copy.deepcopy(model).float().to(device)
-    naive = attn.get("naive")
-    acfg = attn.AttnConfig(causal=True, sm_scale=attn.default_scale(cfg.head_dim))
-    ref.attention = lambda q, k, v: naive.fn(q, k, v, acfg)
-    with torch.no_grad(), _highest_precision(device):
-        return ref(torch.from_numpy(tokens).to(device)).cpu().numpy()
+    """torch_shared.model.reference_losses at the highest matmul precision of an XLA device."""
+    with _highest_precision(device):
+        return shared_reference_losses(model, tokens, device)
 
 
 def run_train_case(params: dict[str, Any], impl: str, plan: TimingPlan, interpret: bool,

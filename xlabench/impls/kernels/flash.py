@@ -54,4 +54,7 @@ KERNELS = (
     Kernel(ImplInfo("flash", "torch_xla", ATTENTION, ("tpu",), ("cpu",),
                     "torch_xla.experimental.custom_kernel.flash_attention (CPU: the JAX Pallas kernel via call_jax)"),
            torch_xla_flash, BLOCK_PARAMS, FlashConfig),
+    Kernel(ImplInfo("flash", "torch_tpu", ATTENTION, ("tpu",), (),
+                    "the JAX Pallas TPU flash kernel through torch.tpu.pallas.jax_op (backward: jax.vjp of it)"),
+           jax_flash, BLOCK_PARAMS, FlashConfig, flash_space, code="xlabench.backends.torch_tpu.attention_impls:flash", layout="bhsd"),
 )

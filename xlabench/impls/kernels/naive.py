@@ -17,4 +17,10 @@ KERNELS = (
     Kernel(ImplInfo("naive", "torch_xla", PAGED, ("cpu", "tpu"), (),
                     "gather every sequence's pages into dense K/V, mask by length, plain torch attention"),
            megacore_only_paged),
+    Kernel(ImplInfo("naive", "torch_tpu", ATTENTION, ("tpu",), (),
+                    "plain torch matmul + softmax (float32 logits) on TorchTPU, torch.compile'd"),
+           code="xlabench.backends.torch_tpu.attention_impls:naive"),
+    Kernel(ImplInfo("naive", "torch_tpu", PAGED, ("tpu",), (),
+                    "gather every sequence's pages into dense K/V, mask by length, plain torch attention, compiled"),
+           megacore_only_paged, code="xlabench.backends.torch_tpu.paged_impls:naive"),
 )

@@ -57,4 +57,7 @@ KERNELS = (
     Kernel(ImplInfo("paged", "torch_xla", PAGED, ("tpu",), ("cpu",),
                     "custom_kernel.paged_attention (CPU: the JAX Pallas paged kernel via call_jax); K/V cast to bf16"),
            jax_paged, config=PagedKernelConfig),
+    Kernel(ImplInfo("paged", "torch_tpu", PAGED, ("tpu",), (),
+                    "the JAX Pallas TPU paged_attention through torch.tpu.pallas.jax_op; K/V cast to bf16"),
+           jax_paged, config=PagedKernelConfig, tune_space=paged_space, code="xlabench.backends.torch_tpu.paged_impls:paged"),
 )

@@ -58,4 +58,7 @@ KERNELS = (
     Kernel(ImplInfo("ragged_paged", "torch_xla", PAGED, ("cpu", "tpu"), (),
                     "custom_kernel.ragged_paged_attention (CPU: its use_kernel=False reference, not the kernel)"),
            torch_ragged),
+    Kernel(ImplInfo("ragged_paged", "torch_tpu", PAGED, ("tpu",), (),
+                    "the JAX Pallas TPU ragged_paged_attention through torch.tpu.pallas.jax_op"),
+           jax_ragged, config=RaggedPagedConfig, tune_space=ragged_space, code="xlabench.backends.torch_tpu.paged_impls:ragged_paged"),
 )

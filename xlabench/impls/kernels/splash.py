@@ -46,6 +46,13 @@ def torch_xla_splash(b, sq, sk, hq, hkv, dtype, cfg, platform) -> Optional[str]:
     return block_unsupported("splash", sq, sk, cfg)
 
 
+def torch_tpu_splash(b, sq, sk, hq, hkv, dtype, cfg, platform) -> Optional[str]:
+    if sq != sk:
+        return (f"torch.tpu.ops.splash_sdpa builds its mask from the query length: it needs kv_seq_len == "
+                f"seq_len (got {sk} != {sq})")
+    return jax_splash(b, sq, sk, hq, hkv, dtype, cfg, platform)
+
+
 SPLASH_COMPUTE_SPLITS = 3  # block_kv_compute: block_kv, /2, /4 (at least 128)
 
 
@@ -71,4 +78,8 @@ KERNELS = (
     Kernel(ImplInfo("splash", "torch_xla", ATTENTION, ("tpu",), ("cpu",),
                     "torch_xla.experimental.splash_attention (CPU: the JAX splash kernel via call_jax)"),
            torch_xla_splash, BLOCK_PARAMS, SplashConfig),
+    Kernel(ImplInfo("splash", "torch_tpu", ATTENTION, ("tpu",), (),
+                    "torch.tpu.ops.splash_sdpa: JAX's splash kernel, forward and backward, every block exposed"),
+           torch_tpu_splash, BLOCK_PARAMS, SplashConfig, splash_space, code="xlabench.backends.torch_tpu.attention_impls:splash",
+           layout="bhsd"),
 )

@@ -1,4 +1,5 @@
-"""The same decoder-only transformer as the JAX backend's, in torch: GPT-2 or LLaMA from a ModelConfig.
+"""The same decoder-only transformer as the JAX backend's, in plain torch (both torch backends train it: torch_xla
+and torch_tpu): GPT-2 or LLaMA from a ModelConfig.
 
 The parameters, their shapes, logical axes and initialisers come from the one description of them,
 ``xlabench.workloads.model_layout.layout`` (plain data), so both frameworks train the same model and shard
@@ -10,13 +11,17 @@ jax.lax.scan over stacked weights) changes nothing here, so a case gives the sam
 
 from __future__ import annotations
 
+import copy
 import math
 from typing import Callable, Optional
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from xlabench.backends.torch_shared.attention import grouped_attention
+from xlabench.workloads.attention import default_scale
 from xlabench.workloads.model_layout import INIT_STD, flat_layout
 from xlabench.workloads.model_presets import ModelConfig
 
@@ -109,3 +114,14 @@ class Transformer(nn.Module):
 def logical_axes(cfg: ModelConfig) -> dict[str, tuple[Optional[str], ...]]:
     """Parameter name ('/'-joined, as in Transformer.w) -> logical axis per dimension."""
     return {name.replace(".", "/"): spec.axes for name, spec in flat_layout(cfg)}
+
+
+def reference_losses(model: Transformer, tokens: np.ndarray, device: torch.device) -> np.ndarray:
+    """Per-sequence loss at the model's initial parameters in float32 with naive attention, for the given
+    sequences, on ``device`` (the caller sets the float32 matmul precision there)."""
+    cfg = model.cfg
+    ref = copy.deepcopy(model).float().to(device)
+    scale = default_scale(cfg.head_dim)
+    ref.attention = lambda q, k, v: grouped_attention(q, k, v, True, scale)
+    with torch.no_grad():
+        return ref(torch.from_numpy(tokens).to(device)).cpu().numpy()

@@ -1,0 +1,110 @@
+"""Run one attention case on TorchTPU: the shared inputs, FLOPs and float32 reference (made on the chip at
+the highest float32 matmul precision), the kernel record's code, tuned blocks, and the device clock from
+TorchTPU's profiler."""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+from typing import Any, Callable, Iterator
+
+import torch
+
+from xlabench.backends.torch_shared.attention import reference_outputs, to_layout, to_numpy
+from xlabench.backends.torch_tpu import tune_case
+from xlabench.backends.torch_tpu.common import measure, peak_memory, with_device_times
+from xlabench.backends.torch_tpu.env import device
+from xlabench.backends.torch_tpu.jax_ops import resolve
+from xlabench.impls import AttentionImplRecord, kernels
+from xlabench.impls import attention_rules as rules
+from xlabench.measure.timing import TimingPlan, max_normalised_error
+from xlabench.protocol.worker_messages import CaseResult, CaseSkipped
+from xlabench.results.schema import TUNED_PREFIX
+from xlabench.tune import blocks_text
+from xlabench.tune.search import Dropped
+from xlabench.workloads.attention import (BLOCK_PARAMS, AttentionParams, AttnConfig, attention_result, make_inputs,
+                                          tune_key_fields)
+
+TORCH_DTYPES = {"bfloat16": torch.bfloat16, "float32": torch.float32}
+
+
+def record(impl: str) -> AttentionImplRecord:
+    """The torch_tpu attention kernel ``impl`` as its kernel record declares it (code, layout, rules)."""
+    k = kernels.kernel("torch_tpu", impl, paged_family=False)
+    if k is None or not k.code:
+        raise ValueError(f"torch_tpu has no attention kernel {impl!r}")
+    return AttentionImplRecord(impl, k.layout, resolve(k.code), **rules.rule("torch_tpu", impl))
+
+
+@contextlib.contextmanager
+def highest_precision() -> Iterator[None]:
+    """float32 matmuls at full precision (the TPU's default is one bf16 pass), then back."""
+    saved = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision("highest")
+    try:
+        yield
+    finally:
+        torch.set_float32_matmul_precision(saved)
+
+
+def step(p: AttentionParams, im: AttentionImplRecord, cfg: AttnConfig, args: tuple) -> Callable[[], tuple]:
+    """One iteration on ``args`` (q, k, v[, do] in the impl's layout): (out,) or (out, dq, dk, dv)."""
+    q, k, v = args[:3]
+
+    def call() -> tuple:
+        out = im.fn(q, k, v, cfg)
+        if p.mode == "fwd":
+            return (out,)
+        return (out,) + torch.autograd.grad(out, (q, k, v), args[3])
+
+    return call
+
+
+def tune_for(p: AttentionParams, im: AttentionImplRecord, cfg: AttnConfig, plan: TimingPlan, impl: str,
+             platform: str, args: tuple) -> tuple[AttnConfig, dict[str, Any], str]:
+    """(the config to run at, the row's tuning columns, a note), as the JAX backend decides them."""
+    def build(program: str, blocks: dict[str, int]) -> Callable[[], tuple]:
+        c, q = cfg.with_blocks(blocks), p.model_copy(update={"mode": program})
+        reason = rules.skip_reason(im, q, c, platform)
+        if reason:
+            raise Dropped("constraint", reason)
+        return step(q, im, c, args[:3] if program == "fwd" else args)
+
+    space = None if im.tune_space is None else functools.partial(im.tune_space, p)
+    hints = [tune_key_fields(p.model_copy(update={"mode": "fwd"}))] if p.mode == "fwd_bwd" else []
+    t = tune_case.decide(plan, space, impl, tune_key_fields(p), build, hints)
+    if not t.blocks:
+        return cfg, t.fields, t.note
+    cfg = cfg.with_blocks(t.blocks)
+    return cfg, {**t.fields, **{TUNED_PREFIX + n: getattr(cfg, n) for n in BLOCK_PARAMS},
+                 "blocks": blocks_text(dict(cfg.blocks))}, t.note
+
+
+def run_attention_case(params: dict[str, Any], impl: str, plan: TimingPlan, interpret: bool,
+                       platform: str) -> CaseResult:
+    p = AttentionParams(**params)
+    im = record(impl)
+    cfg, ignored = rules.for_impl(im, p.attn_config(interpret))
+    reason = rules.skip_reason(im, p, cfg, platform)
+    if reason:
+        raise CaseSkipped(reason)
+    dtype, dev, grad = TORCH_DTYPES[p.dtype], device(), p.mode == "fwd_bwd"
+    host = make_inputs(p)
+
+    def on_device(name: str) -> torch.Tensor:  # the impl's native layout, prepared outside the timing
+        t = to_layout(torch.from_numpy(host[name]).to(dtype), im.layout).contiguous()
+        return t.to(dev).requires_grad_(grad and name != "do")
+
+    args = tuple(on_device(n) for n in ("q", "k", "v", "do")[:4 if grad else 3])
+    cfg, tuned, tune_note = tune_for(p, im, cfg, plan, impl, platform, args)
+    m = measure(step(p, im, cfg, args), plan)
+    mem, mem_note = peak_memory()
+    outs = [to_numpy(to_layout(o, im.layout)) for o in m.out]  # back to [B, S, H, D]
+    args = ()
+    m.out = None
+    with highest_precision():
+        refs = reference_outputs(host, p, cfg.sm_scale, dev)
+    notes = [n for n in (ignored, tune_note, mem_note, *m.notes()) if n]
+    result = attention_result(p, m.samples, plan, None, m.compile_s, mem, max_normalised_error(outs, refs), notes)
+    result = result.replace(metrics={**result.metrics, **tuned})
+    return with_device_times(result, plan, m)

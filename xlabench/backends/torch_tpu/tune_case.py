@@ -1,0 +1,95 @@
+"""Tuning a torch_tpu case's kernel blocks on the chip (tune.decide does the deciding): a candidate is a
+synced call, made once to compile it; its time is the median wall clock of synced calls. A kernel that is
+the JAX backend's (splash_sdpa, flash through jax_op) starts from the shipped table's JAX entry for the case,
+verified here, where the table holds none of its own."""
+
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Optional, Sequence
+
+import torch
+
+from xlabench import tune
+from xlabench.backends.torch_tpu.env import device_kind, sync, version
+from xlabench.protocol.worker_messages import CaseSkipped
+from xlabench.tune import decide as decide_mod
+from xlabench.tune.search import Dropped, Stage
+
+# Build(program, blocks) -> the call of one iteration at those blocks; raises Dropped to prune.
+Build = Callable[[str, dict[str, int]], Callable[[], Any]]
+TABLE_BACKENDS = ("jax",)  # the same Pallas kernels, tuned from JAX: their entries stand in for torch_tpu's
+
+
+@dataclass
+class Handle:
+    call: Callable[[], Any]
+
+
+def drop_kind(e: BaseException) -> str:
+    text = str(e).lower()
+    if "vmem" in text or "scoped memory" in text:
+        return "vmem"
+    if "resource_exhausted" in text or "out of memory" in text:
+        return "oom"
+    return "compile"
+
+
+def compile_many(build: Build, program: str, candidates: list[dict[str, int]]) -> list[Any]:
+    """A Handle or a Dropped per candidate: each built and called once (TorchTPU compiles on the first call)."""
+    out: list[Any] = []
+    for blocks in candidates:
+        try:
+            call = build(program, blocks)
+            call()
+            sync()
+            out.append(Handle(call))
+        except Dropped as d:
+            out.append(d)
+        except Exception as e:  # noqa: BLE001 (a candidate that does not compile is dropped, counted)
+            out.append(Dropped(drop_kind(e), str(e)[:200]))
+    return out
+
+
+def time_many(handles: list[Handle], iters: int) -> tuple[list[float], str]:
+    """The median wall seconds of ``iters`` synced calls of each handle (inf for one that fails)."""
+    out = []
+    for h in handles:
+        try:
+            samples = []
+            for _ in range(iters):
+                t0 = time.perf_counter()
+                h.call()
+                sync()
+                samples.append(time.perf_counter() - t0)
+            out.append(statistics.median(samples))
+        except Exception:  # noqa: BLE001
+            out.append(float("inf"))
+    return out, "wall"
+
+
+def versions() -> dict[str, str]:
+    return {"torch": torch.__version__, "torch_tpu": version("torch-tpu"), "jax": version("jax"),
+            "runtime": version("libtpu")}
+
+
+def decide(plan: Any, space: Optional[Callable[[], list[Stage]]], impl: str, key_fields: dict[str, Any],
+           build: Build, hints: Sequence[dict[str, Any]] = ()) -> decide_mod.Tuned:
+    """As the JAX backend's: nothing to tune, the plan's ``fixed`` / ``off``, or the winner for this chip,
+    kernel and case from the cache, the table (its own entry, else JAX's) or a search now."""
+    if space is None:
+        return decide_mod.Tuned({}, {})
+    if plan.tune != "search":
+        return decide_mod.Tuned({}, {"tuned": plan.tune}, plan.tune_note)
+    if not plan.tune_dir:
+        raise ValueError("a tuning search needs the plan's tune_dir (the parent names the cache folder)")
+    kind, ver = device_kind(), versions()
+    key = tune.cache_key(kind, "torch_tpu", impl, key_fields, ver)
+    try:
+        return decide_mod.tuned_blocks(space(), key, lambda program, cands: compile_many(build, program, cands),
+                                       time_many, plan.tune_dir,
+                                       [tune.cache_key(kind, "torch_tpu", impl, h, ver) for h in hints], TABLE_BACKENDS)
+    except decide_mod.Unsearchable as e:
+        raise CaseSkipped(str(e)) from None
