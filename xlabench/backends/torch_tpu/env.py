@@ -15,7 +15,7 @@ def device() -> torch.device:
 
 def sync() -> None:
     """Wait until the device has finished everything queued (ends every timed iteration)."""
-    torch.tpu.synchronize()
+    torch.accelerator.synchronize()
 
 
 def version(package: str) -> str:
@@ -40,7 +40,7 @@ def probe(measure_peaks: bool = True) -> dict[str, Any]:
         "backend": "torch_tpu",
         "platform": "tpu",
         "device_kind": device_kind(),
-        "device_count": torch.tpu.device_count(),
+        "device_count": torch.accelerator.device_count(),
         "process_count": 1,
         "framework_version": versions(),
         "numpy_version": np.__version__,
