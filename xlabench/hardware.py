@@ -42,6 +42,7 @@ class Chip:
     doc: str = ""
     target_source: str = ""  # a GPU target's source (TPU targets name the TPU docs)
     tuning_table: str | None = None
+    jax_kind: str = ""  # JAX's device_kind for it, where it is not ``name`` (Pallas kernels' tables key on it)
 
     @property
     def tflops_per_device(self) -> float:
@@ -68,13 +69,13 @@ CHIPS: tuple[Chip, ...] = (
          slices=(("v4-8", "2x2x1"), ("v4-16", "2x2x2"), ("v4-32", "2x2x4")),
          compile_options=(("chip_config_name", "megacore"),)),
     Chip("TPU v5e", r"tpu v5 ?lite|tpu v5e", 197, 819, 1, f"{_TPU_DOC} TPU v5e", 45, 4, 16, _ICI_2D,
-         hbm_gib=16, topology="v5e", doc="TPU v5e", tuning_table="tpu_v5_lite.json",
+         hbm_gib=16, topology="v5e", doc="TPU v5e", tuning_table="tpu_v5_lite.json", jax_kind="TPU v5 lite",
          slices=(("v5e-1", "1x1"), ("v5e-4", "2x2"), ("v5e-8", "2x4"), ("v5e-16", "4x4"), ("v5e-32", "4x8"),
                  ("v5e-64", "8x8"), ("v5e-256", "16x16"))),
     Chip("TPU v5p", r"tpu v5p?\b", 459, 2765, 1, f"{_TPU_DOC} TPU v5p", 90, 6, 4, _ICI_3D,
          hbm_gib=95, megacore=True, topology="v5", doc="TPU v5p", slices=(("v5p-8", "2x2x1"), ("v5p-16", "2x2x2"))),
     Chip("TPU v6e", r"tpu v6 ?lite|tpu v6e|trillium", 918, 1638, 1, f"{_TPU_DOC} TPU v6e (Trillium)",
-         90, 4, 16, _ICI_2D, hbm_gib=32, topology="v6e", doc="TPU v6e",
+         90, 4, 16, _ICI_2D, hbm_gib=32, topology="v6e", doc="TPU v6e", jax_kind="TPU v6 lite",
          slices=(("v6e-1", "1x1"), ("v6e-4", "2x2"), ("v6e-8", "2x4"), ("v6e-16", "4x4"), ("v6e-256", "16x16"))),
     Chip("TPU v7", r"tpu ?v?7|ironwood", 2307, 7380, 2, f"{_TPU_DOC} TPU7x (Ironwood) (per chip, 2 devices)",
          hbm_gib=192, topology="tpu7x", doc="TPU7x (Ironwood)",

@@ -48,6 +48,13 @@ def slug(device_kind: str) -> str:
     return re.sub(r"[^a-z0-9]+", "_", str(device_kind).lower()).strip("_")
 
 
+def same_chip(a: str, b: str) -> bool:
+    """Whether two device kinds name one chip: one chip record matches both (JAX's 'TPU v5 lite' and
+    TorchTPU's 'TPU v5e'), else the same slug."""
+    chip = hardware.lookup(a)
+    return chip is not None and chip is hardware.lookup(b) or slug(a) == slug(b)
+
+
 def table_dir() -> Path:
     return Path(os.environ[ENV_TABLE_DIR]) if os.environ.get(ENV_TABLE_DIR) else PACKAGE_DIR
 
@@ -246,7 +253,7 @@ def for_device(device_kind: str) -> tuple[Optional[Table], str]:
     if got is None:
         try:
             t = read_table(path)
-            got = (t, "") if slug(t.device_kind) == slug(device_kind) else (
+            got = (t, "") if same_chip(t.device_kind, device_kind) else (
                 None, f"tuning table {path}: holds {t.device_kind!r}, not {device_kind!r}: ignored, kernels are searched")
         except TableError as e:
             got = (None, f"tuning table ignored, kernels are searched: {e}")

@@ -12,8 +12,8 @@ import torch
 
 from xlabench.backends.torch_shared.attention import reference_outputs, to_layout, to_numpy
 from xlabench.backends.torch_tpu import tune_case
-from xlabench.backends.torch_tpu.common import measure, peak_memory, with_device_times
-from xlabench.backends.torch_tpu.env import device
+from xlabench.backends.torch_tpu.common import fresh_case, measure, peak_memory, with_device_times
+from xlabench.backends.torch_tpu.env import device, libtpu_shortfall
 from xlabench.backends.torch_tpu.jax_ops import resolve
 from xlabench.impls import AttentionImplRecord, kernels
 from xlabench.impls import attention_rules as rules
@@ -84,6 +84,7 @@ def run_attention_case(params: dict[str, Any], impl: str, plan: TimingPlan, inte
                        platform: str) -> CaseResult:
     p = AttentionParams(**params)
     im = record(impl)
+    fresh_case()
     cfg, ignored = rules.for_impl(im, p.attn_config(interpret))
     reason = rules.skip_reason(im, p, cfg, platform)
     if reason:
@@ -96,8 +97,14 @@ def run_attention_case(params: dict[str, Any], impl: str, plan: TimingPlan, inte
         return t.to(dev).requires_grad_(grad and name != "do")
 
     args = tuple(on_device(n) for n in ("q", "k", "v", "do")[:4 if grad else 3])
-    cfg, tuned, tune_note = tune_for(p, im, cfg, plan, impl, platform, args)
-    m = measure(step(p, im, cfg, args), plan)
+    try:
+        cfg, tuned, tune_note = tune_for(p, im, cfg, plan, impl, platform, args)
+        m = measure(step(p, im, cfg, args), plan)
+    except Exception as e:
+        why = libtpu_shortfall(e)
+        if why:
+            raise CaseSkipped(why) from None
+        raise
     mem, mem_note = peak_memory()
     outs = [to_numpy(to_layout(o, im.layout)) for o in m.out]  # back to [B, S, H, D]
     args = ()

@@ -5,7 +5,6 @@ seconds (the ``XLA Modules`` events of the TPU plane, summed per call)."""
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import glob
 import os
 import tempfile
@@ -13,7 +12,6 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Optional
 
-import numpy as np
 import torch
 
 from xlabench.backends.torch_tpu.env import sync
@@ -106,6 +104,19 @@ def per_call_seconds(spans: list[tuple[float, float]], calls: int) -> tuple[floa
     return tuple(float(sum(s for _, s in spans[i * k:(i + 1) * k])) for i in range(calls))
 
 
+def fresh_case() -> None:
+    """Before a case: the last case's compiled graphs and tensors let go, the peak memory counter reset."""
+    import gc
+
+    torch._dynamo.reset()
+    gc.collect()
+    for name in ("empty_cache", "reset_peak_memory_stats"):
+        try:
+            getattr(torch.accelerator, name)()
+        except Exception:  # noqa: BLE001 (not every torch / TorchTPU has them: the figure says what it is)
+            pass
+
+
 def peak_memory() -> tuple[Optional[int], str]:
     """Peak device bytes where torch's accelerator API reports them for the TPU."""
     try:
@@ -114,9 +125,4 @@ def peak_memory() -> tuple[Optional[int], str]:
         return None, "peak memory: not reported by TorchTPU"
 
 
-def to_numpy(t: torch.Tensor) -> np.ndarray:
-    return t.detach().to("cpu", dtype=torch.float32).numpy()
 
-
-def replace_plan(plan: TimingPlan, **kw: Any) -> TimingPlan:
-    return dataclasses.replace(plan, **kw)

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import re
 from importlib import metadata
-from typing import Any
+from typing import Any, Optional
 
 import numpy as np
 import torch
@@ -25,6 +26,26 @@ def version(package: str) -> str:
         return "?"
 
 
+def _parts(v: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in re.findall(r"\d+", v)[:3])
+
+
+def libtpu_shortfall(e: BaseException) -> Optional[str]:
+    """Why ``e`` is this host's libtpu being older than torch-tpu declares it needs, where it is: a Pallas
+    (Mosaic) kernel of TorchTPU's that this libtpu's compiler could not lower. None otherwise."""
+    text = str(e)
+    if "mosaic failed to compile" not in text.lower():
+        return None
+    need = next((r.split(">=")[1].split(",")[0].strip() for r in metadata.requires("torch-tpu") or []
+                 if r.replace(" ", "").startswith("libtpu>=")), "")
+    have = version("libtpu")
+    if not need or have == "?" or _parts(have) >= _parts(need):
+        return None
+    line = next((ln.strip() for ln in text.splitlines() if "mosaic failed" in ln.lower()), "")
+    return (f"TorchTPU's Pallas kernel does not compile on this host's libtpu {have} (torch-tpu "
+            f"{version('torch-tpu')} declares libtpu>={need}): {line[:300]}")
+
+
 def versions() -> str:
     return (f"torch {torch.__version__} / torch_tpu {version('torch-tpu')} / jax {version('jax')} "
             f"/ libtpu {version('libtpu')}")
@@ -33,6 +54,14 @@ def versions() -> str:
 def device_kind() -> str:
     """TorchTPU's name of the chip (e.g. 'TPU v5e'; hardware.lookup knows both it and JAX's 'TPU v5 lite')."""
     return torch.tpu.get_device_name()
+
+
+def jax_device_kind() -> str:
+    """The chip as JAX names it (a Pallas kernel's tuned tables key on that name; JAX here runs on the CPU)."""
+    from xlabench import hardware
+
+    chip = hardware.lookup(device_kind())
+    return (chip.jax_kind or chip.name) if chip is not None else device_kind()
 
 
 def probe(measure_peaks: bool = True) -> dict[str, Any]:

@@ -32,7 +32,7 @@ def _typed(fn: Callable[..., Any], arity: int, outputs: int) -> Callable[..., An
     def f(*args: Any) -> Any:
         return fn(*args)
 
-    params = [inspect.Parameter(f"a{i}", inspect.Parameter.POSITIONAL_ONLY, annotation=jax.Array)
+    params = [inspect.Parameter(f"a{i}", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=jax.Array)
               for i in range(arity)]
     ret = jax.Array if outputs == 1 else tuple.__class_getitem__((jax.Array,) * outputs)
     f.__signature__ = inspect.Signature(params, return_annotation=ret)  # type: ignore[attr-defined]

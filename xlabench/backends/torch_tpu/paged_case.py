@@ -3,6 +3,7 @@ record's code, tuned blocks as the JAX backend tunes them, and the device clock 
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from typing import Any
 
@@ -12,8 +13,8 @@ import torch
 from xlabench.backends.torch_shared.attention import to_numpy
 from xlabench.backends.torch_tpu import tune_case
 from xlabench.backends.torch_tpu.attention_case import TORCH_DTYPES
-from xlabench.backends.torch_tpu.common import measure, peak_memory, with_device_times
-from xlabench.backends.torch_tpu.env import device, device_kind
+from xlabench.backends.torch_tpu.common import fresh_case, measure, peak_memory, with_device_times
+from xlabench.backends.torch_tpu.env import device, device_kind, jax_device_kind
 from xlabench.backends.torch_tpu.jax_ops import resolve
 from xlabench.impls import kernels
 from xlabench.measure.timing import TimingPlan
@@ -33,6 +34,7 @@ def to_device(a: np.ndarray, dtype: torch.dtype) -> torch.Tensor:
 def run_paged_case(params: dict[str, Any], impl: str, plan: TimingPlan, interpret: bool,
                    platform: str) -> CaseResult:
     p = PagedParams(**params)
+    fresh_case()
     k = kernels.kernel("torch_tpu", impl, paged_family=True)
     if k is None or not k.code:
         raise ValueError(f"torch_tpu has no paged-attention kernel {impl!r}")
@@ -40,7 +42,8 @@ def run_paged_case(params: dict[str, Any], impl: str, plan: TimingPlan, interpre
     reason = k.unsupported(p, platform, kind)
     if reason:
         raise CaseSkipped(reason)
-    kernel, cfg = resolve(k.code), p.paged_config(interpret, platform)
+    kernel = resolve(k.code)
+    cfg = dataclasses.replace(p.paged_config(interpret, platform), device_kind=jax_device_kind())
     host = {n: (a.astype(np.float32) if a.dtype.kind == "f" else a) for n, a in cached_inputs(p).items()}
     try:
         args = tuple(to_device(a, TORCH_DTYPES[p.dtype]) for a in kernel.prepare(host, cfg))

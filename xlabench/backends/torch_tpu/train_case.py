@@ -13,8 +13,8 @@ import torch
 from xlabench.backends.torch_shared.attention import to_layout
 from xlabench.backends.torch_shared.model import Transformer, reference_losses
 from xlabench.backends.torch_tpu.attention_case import TORCH_DTYPES, highest_precision, record
-from xlabench.backends.torch_tpu.common import TRACE_SOURCE, peak_memory, profiled_seconds
-from xlabench.backends.torch_tpu.env import device, sync
+from xlabench.backends.torch_tpu.common import fresh_case, TRACE_SOURCE, peak_memory, profiled_seconds
+from xlabench.backends.torch_tpu.env import device, libtpu_shortfall, sync
 from xlabench.measure.timing import TimingPlan, time_calls, with_timer
 from xlabench.protocol.worker_messages import CaseResult, CaseSkipped
 from xlabench.workloads.attention import AttnConfig, default_scale
@@ -22,7 +22,8 @@ from xlabench.workloads.model_presets import ModelConfig
 from xlabench.workloads.train import ADAMW, PARAM_SEED, TOKEN_SEED, TrainParams, make_tokens, train_result
 
 COMPILING_STEPS = 2  # the first creates AdamW's state: the second step is another program
-OOM_WORDS = ("resource_exhausted", "out of memory", "oom")
+OOM_WORDS = ("resource_exhausted", "out of memory")
+FAILED_STATE = "a required argument is in a failed state"  # TorchTPU's error after a failed (e.g. OOM) execution
 
 
 def attention_fn(impl: str, cfg: ModelConfig, platform: str) -> Callable:
@@ -83,6 +84,7 @@ def run_train_case(params: dict[str, Any], impl: str, plan: TimingPlan, interpre
                    platform: str) -> CaseResult:
     p = TrainParams(**params)
     checks(p)
+    fresh_case()
     tokens_np = make_tokens(p, TOKEN_SEED)
     try:
         model, step, outs = build(p, impl, platform)
@@ -106,6 +108,12 @@ def run_train_case(params: dict[str, Any], impl: str, plan: TimingPlan, interpre
     except Exception as e:
         if any(w in str(e).lower() for w in OOM_WORDS):
             raise CaseSkipped(f"out of memory on the chip: {type(e).__name__}: {str(e)[:300]}") from None
+        if FAILED_STATE in str(e):
+            raise CaseSkipped(f"an execution on the chip failed before this step ran, as when it runs out of memory "
+                              f"(the run's log has TorchTPU's error): {type(e).__name__}: {str(e)[:200]}") from None
+        why = libtpu_shortfall(e)
+        if why:
+            raise CaseSkipped(why) from None
         raise
     samples = [t / n for t in loops]
     mem, mem_note = peak_memory()

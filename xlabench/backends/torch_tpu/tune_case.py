@@ -1,11 +1,13 @@
 """Tuning a torch_tpu case's kernel blocks on the chip (tune.decide does the deciding): a candidate is a
-synced call, made once to compile it; its time is the median wall clock of synced calls. A kernel that is
+synced call, made once to compile it; its time is the median device clock of synced calls (TorchTPU's
+profiler), as the table's entries were recorded. A kernel that is
 the JAX backend's (splash_sdpa, flash through jax_op) starts from the shipped table's JAX entry for the case,
 verified here, where the table holds none of its own."""
 
 from __future__ import annotations
 
 import statistics
+import sys
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Optional, Sequence
@@ -13,6 +15,7 @@ from typing import Any, Callable, Optional, Sequence
 import torch
 
 from xlabench import tune
+from xlabench.backends.torch_tpu.common import profiled_seconds
 from xlabench.backends.torch_tpu.env import device_kind, sync, version
 from xlabench.protocol.worker_messages import CaseSkipped
 from xlabench.tune import decide as decide_mod
@@ -50,24 +53,39 @@ def compile_many(build: Build, program: str, candidates: list[dict[str, int]]) -
             out.append(d)
         except Exception as e:  # noqa: BLE001 (a candidate that does not compile is dropped, counted)
             out.append(Dropped(drop_kind(e), str(e)[:200]))
+            print(f"tune {program}: {blocks} dropped: {type(e).__name__}: {str(e)[:400]}", file=sys.stderr, flush=True)
     return out
 
 
 def time_many(handles: list[Handle], iters: int) -> tuple[list[float], str]:
-    """The median wall seconds of ``iters`` synced calls of each handle (inf for one that fails)."""
-    out = []
+    """The median device seconds of ``iters`` synced calls of each handle, from a profiler trace each (the
+    clock the table's entries were recorded on); the wall clock of synced calls for every handle where any
+    trace gives none. A handle whose calls fail gives inf."""
+    device: list[float] = []
     for h in handles:
         try:
-            samples = []
-            for _ in range(iters):
-                t0 = time.perf_counter()
-                h.call()
-                sync()
-                samples.append(time.perf_counter() - t0)
-            out.append(statistics.median(samples))
-        except Exception:  # noqa: BLE001
-            out.append(float("inf"))
-    return out, "wall"
+            got = profiled_seconds(h.call, iters)
+        except Exception:  # noqa: BLE001 (a candidate that fails to run is dropped, counted as 'run')
+            got = (float("inf"),)
+        if isinstance(got, str):
+            break
+        device.append(statistics.median(got))
+    else:
+        return device, "device"
+    return [_wall(h, iters) for h in handles], "wall"
+
+
+def _wall(h: Handle, iters: int) -> float:
+    try:
+        samples = []
+        for _ in range(iters):
+            t0 = time.perf_counter()
+            h.call()
+            sync()
+            samples.append(time.perf_counter() - t0)
+        return statistics.median(samples)
+    except Exception:  # noqa: BLE001
+        return float("inf")
 
 
 def versions() -> dict[str, str]:
