@@ -100,6 +100,8 @@ for arg in "$@"; do
     gpt2|llama) run_user "$step" "suites/$step.yaml" "$limit" ;;  # the shipped suites, no flags
     attention-user) run_user "$step" suites/attention.yaml "$limit" ;;
     paged-user) run_user "$step" suites/paged_attention.yaml "$limit" ;;
+    user-*)  # user-SUITE: a shipped suite, every backend, as a user runs it (filters: KEY=VALUE,...)
+      run_in "$step" "suites/${step#user-}.yaml" "$limit" "${k[@]}" ;;
     torch-tpu-info) xb info --backend torch_tpu 2>&1 | tee "$OUT/info-torch-tpu.log" ;;
     torch-tpu-*)  # torch-tpu-SUITE: a shipped suite's torch_tpu rows only (filters: KEY=VALUE,...)
       run_in "$step" "suites/${step#torch-tpu-}.yaml" "$limit" --backend torch_tpu "${k[@]}" ;;
