@@ -102,6 +102,8 @@ for arg in "$@"; do
     paged-user) run_user "$step" suites/paged_attention.yaml "$limit" ;;
     user-*)  # user-SUITE: a shipped suite, every backend, as a user runs it (filters: KEY=VALUE,...)
       run_in "$step" "suites/${step#user-}.yaml" "$limit" "${k[@]}" ;;
+    torch-tpu-train)  # GPT-2 355M on TorchTPU, splash, two batches (benchmarks/tpu/torch_tpu_train_v5e.yaml)
+      run_in "$step" benchmarks/tpu/torch_tpu_train_v5e.yaml "$limit" "${k[@]}" ;;
     torch-tpu-info) xb info --backend torch_tpu 2>&1 | tee "$OUT/info-torch-tpu.log" ;;
     torch-tpu-*)  # torch-tpu-SUITE: a shipped suite's torch_tpu rows only (filters: KEY=VALUE,...)
       run_in "$step" "suites/${step#torch-tpu-}.yaml" "$limit" --backend torch_tpu "${k[@]}" ;;

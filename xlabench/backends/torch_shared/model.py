@@ -53,15 +53,20 @@ class Transformer(nn.Module):
     def p(self, name: str) -> torch.Tensor:
         return self.w[name.replace(".", "/")]
 
-    def _norm(self, prefix: str, x: torch.Tensor) -> torch.Tensor:
-        """LayerNorm (gpt2) or RMSNorm (llama), statistics in float32."""
+    def layer_weights(self, i: int) -> dict[str, torch.Tensor]:
+        """Layer ``i``'s parameters by their names within a layer ('wq', 'attn_norm.scale', ...)."""
+        prefix = f"layers.{i}."
+        return {name[len(prefix):]: self.p(name) for name in self.specs if name.startswith(prefix)}
+
+    def _norm(self, w: dict[str, torch.Tensor], prefix: str, x: torch.Tensor) -> torch.Tensor:
+        """LayerNorm (gpt2) or RMSNorm (llama), statistics in float32; its weights ``w[prefix + '.scale']``."""
         xf = x.float()
         if self.cfg.arch == "gpt2":
             xf = xf - xf.mean(-1, keepdim=True)
         y = xf * torch.rsqrt((xf * xf).mean(-1, keepdim=True) + self.cfg.norm_eps)
-        y = y * self.p(f"{prefix}.scale").float()
+        y = y * w[f"{prefix}.scale"].float()
         if self.cfg.arch == "gpt2":
-            y = y + self.p(f"{prefix}.bias").float()
+            y = y + w[f"{prefix}.bias"].float()
         return y.to(x.dtype)
 
     def _rope(self, x: torch.Tensor) -> torch.Tensor:
@@ -76,8 +81,13 @@ class Transformer(nn.Module):
         return (xf * cos + torch.cat([-x2, x1], -1) * sin).to(x.dtype)
 
     def _block(self, i: int, x: torch.Tensor) -> torch.Tensor:
-        cfg, p = self.cfg, (lambda n: self.p(f"layers.{i}.{n}"))
-        h = self._norm(f"layers.{i}.attn_norm", x)
+        return self.layer(self.layer_weights(i), x)
+
+    def layer(self, w: dict[str, torch.Tensor], x: torch.Tensor) -> torch.Tensor:
+        """One transformer layer on its weights ``w`` (layer_weights): the same code for every layer, so a
+        compiler that traces it once (torch.compile, a graph break inside it) reuses it for all of them."""
+        cfg, p = self.cfg, w.__getitem__
+        h = self._norm(w, "attn_norm", x)
         q, k, v = (torch.einsum("bsd,dhk->bshk", h, p(w)) for w in ("wq", "wk", "wv"))
         if cfg.biases:
             q, k, v = q + p("bq"), k + p("bk"), v + p("bv")
@@ -85,7 +95,7 @@ class Transformer(nn.Module):
             q, k = self._rope(q), self._rope(k)
         attn = torch.einsum("bshk,hkd->bsd", self.attention(q, k, v), p("wo"))
         x = x + (attn + p("bo") if cfg.biases else attn)
-        h = self._norm(f"layers.{i}.mlp_norm", x)
+        h = self._norm(w, "mlp_norm", x)
         if cfg.glu:
             u = F.silu(torch.einsum("bsd,df->bsf", h, p("w_gate"))) * torch.einsum("bsd,df->bsf", h, p("w_up"))
             return x + torch.einsum("bsf,fd->bsd", u, p("w_down"))
@@ -101,7 +111,8 @@ class Transformer(nn.Module):
             x = x + self.p("pos")[: inputs.shape[1]]
         for i in range(cfg.num_layers):
             x = self._block(i, x)
-        x = self._norm("final_norm", x)
+        x = self._norm({n: self.p(n) for n in ("final_norm.scale", "final_norm.bias") if n in self.specs},
+                       "final_norm", x)
         w = self.p("embed").t() if cfg.tied_embeddings else self.p("unembed")
         z = torch.einsum("bsd,dv->bsv", x, w).float()
         if cfg.padded_vocab != cfg.vocab_size:

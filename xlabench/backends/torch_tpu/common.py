@@ -32,12 +32,22 @@ class Measurement:
         return [f"compile_s: the first call's wall seconds (TorchTPU compiles on it; {self.compile_s:.3g} s)"]
 
 
+def surface(out: Any) -> None:
+    """Read one element of the first tensor in ``out`` back to the host: TorchTPU reports a failed execution
+    (a kernel out of VMEM, the chip out of memory) only when its outputs are used, so this makes it raise
+    here, at the call that failed, not at a later one ('a required argument is in a failed state')."""
+    items = out if isinstance(out, (tuple, list)) else (out,)
+    first = next((t for t in items if isinstance(t, torch.Tensor)), None)
+    if first is not None:
+        first.detach().reshape(-1)[:1].to("cpu")
+
+
 def measure(call: Callable[[], Any], plan: TimingPlan, compiling_calls: int = 1) -> Measurement:
     """``compiling_calls`` synced calls (a train step needs two: the first creates the optimizer state), then
     the wall loop (warm-up and timed calls), then the profiled device pass where the plan is device-timed."""
     started = time.perf_counter()
     for _ in range(compiling_calls):
-        call()
+        surface(call())
         sync()
     compile_s = time.perf_counter() - started
     samples, out = time_calls(call, lambda _: sync(), passes(plan))

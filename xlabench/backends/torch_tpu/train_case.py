@@ -13,7 +13,7 @@ import torch
 from xlabench.backends.torch_shared.attention import to_layout
 from xlabench.backends.torch_shared.model import Transformer, reference_losses
 from xlabench.backends.torch_tpu.attention_case import TORCH_DTYPES, highest_precision, record
-from xlabench.backends.torch_tpu.common import fresh_case, TRACE_SOURCE, peak_memory, profiled_seconds
+from xlabench.backends.torch_tpu.common import TRACE_SOURCE, fresh_case, peak_memory, profiled_seconds, surface
 from xlabench.backends.torch_tpu.env import device, libtpu_shortfall, sync
 from xlabench.measure.timing import TimingPlan, time_calls, with_timer
 from xlabench.protocol.worker_messages import CaseResult, CaseSkipped
@@ -63,7 +63,8 @@ def build(p: TrainParams, impl: str, platform: str) -> tuple[Transformer, Callab
     model.to(device())
     loss_fn = torch.compile(lambda t: model(t))
     opt = torch.optim.AdamW(model.parameters(), lr=ADAMW["learning_rate"], betas=(ADAMW["b1"], ADAMW["b2"]),
-                            eps=ADAMW["eps"], weight_decay=ADAMW["weight_decay"], foreach=True)
+                            eps=ADAMW["eps"], weight_decay=ADAMW["weight_decay"], foreach=True,
+                            capturable=True)  # its step count on the chip: a compiled step takes no host tensor
     opt_step = torch.compile(opt.step)
     tokens = torch.from_numpy(make_tokens(p, TOKEN_SEED)).to(device())
     outs: list = []
@@ -92,7 +93,7 @@ def run_train_case(params: dict[str, Any], impl: str, plan: TimingPlan, interpre
             ref = reference_losses(model, tokens_np[:1], device())
         started = time.perf_counter()
         for _ in range(COMPILING_STEPS):
-            step()
+            surface(step())
         sync()
         compile_s = time.perf_counter() - started
         n = p.steps_per_sample

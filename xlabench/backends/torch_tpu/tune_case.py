@@ -15,7 +15,7 @@ from typing import Any, Callable, Optional, Sequence
 import torch
 
 from xlabench import tune
-from xlabench.backends.torch_tpu.common import profiled_seconds
+from xlabench.backends.torch_tpu.common import profiled_seconds, surface
 from xlabench.backends.torch_tpu.env import device_kind, sync, version
 from xlabench.protocol.worker_messages import CaseSkipped
 from xlabench.tune import decide as decide_mod
@@ -46,7 +46,7 @@ def compile_many(build: Build, program: str, candidates: list[dict[str, int]]) -
     for blocks in candidates:
         try:
             call = build(program, blocks)
-            call()
+            surface(call())
             sync()
             out.append(Handle(call))
         except Dropped as d:
