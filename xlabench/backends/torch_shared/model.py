@@ -80,8 +80,12 @@ class Transformer(nn.Module):
         x1, x2 = xf.chunk(2, dim=-1)
         return (xf * cos + torch.cat([-x2, x1], -1) * sin).to(x.dtype)
 
-    def _block(self, i: int, x: torch.Tensor) -> torch.Tensor:
-        return self.layer(self.layer_weights(i), x)
+    def block(self, i: int) -> Callable[[dict[str, torch.Tensor], torch.Tensor], torch.Tensor]:
+        """What runs layer ``i`` on (its weights, x): ``layer`` itself, or the same wrapped for every layer
+        (remat: checkpointed; set ``self.block`` to wrap). The layer index never reaches the layer's code:
+        torch.compile, where a graph break makes the layer a frame of its own, traces it once for all layers
+        (with the index as an argument it compiled it once per layer and hit its recompile limit on the v5e)."""
+        return self.layer
 
     def layer(self, w: dict[str, torch.Tensor], x: torch.Tensor) -> torch.Tensor:
         """One transformer layer on its weights ``w`` (layer_weights): the same code for every layer, so a
@@ -110,7 +114,7 @@ class Transformer(nn.Module):
         if cfg.arch == "gpt2":
             x = x + self.p("pos")[: inputs.shape[1]]
         for i in range(cfg.num_layers):
-            x = self._block(i, x)
+            x = self.block(i)(self.layer_weights(i), x)
         x = self._norm({n: self.p(n) for n in ("final_norm.scale", "final_norm.bias") if n in self.specs},
                        "final_norm", x)
         w = self.p("embed").t() if cfg.tied_embeddings else self.p("unembed")
@@ -136,3 +140,10 @@ def reference_losses(model: Transformer, tokens: np.ndarray, device: torch.devic
     ref.attention = lambda q, k, v: grouped_attention(q, k, v, True, scale)
     with torch.no_grad():
         return ref(torch.from_numpy(tokens).to(device)).cpu().numpy()
+
+
+def checkpoint_layers(model: Transformer, checkpoint: Callable[..., torch.Tensor]) -> None:
+    """remat 'full': keep only each layer's input; recompute the layer in the backward pass. ``checkpoint``:
+    the backend's (torch.utils.checkpoint.checkpoint, torch_xla.utils.checkpoint.checkpoint)."""
+    layer = model.layer
+    model.block = lambda i: (lambda w, x: checkpoint(layer, w, x, use_reentrant=False))

@@ -13,7 +13,7 @@ import torch
 from xlabench.backends.torch_shared.attention import reference_outputs, to_layout, to_numpy
 from xlabench.backends.torch_tpu import tune_case
 from xlabench.backends.torch_tpu.common import fresh_case, measure, peak_memory, with_device_times
-from xlabench.backends.torch_tpu.env import device, libtpu_shortfall
+from xlabench.backends.torch_tpu import env
 from xlabench.backends.torch_tpu.jax_ops import resolve
 from xlabench.impls import AttentionImplRecord, kernels
 from xlabench.impls import attention_rules as rules
@@ -89,7 +89,7 @@ def run_attention_case(params: dict[str, Any], impl: str, plan: TimingPlan, inte
     reason = rules.skip_reason(im, p, cfg, platform)
     if reason:
         raise CaseSkipped(reason)
-    dtype, dev, grad = TORCH_DTYPES[p.dtype], device(), p.mode == "fwd_bwd"
+    dtype, dev, grad = TORCH_DTYPES[p.dtype], env.device(), p.mode == "fwd_bwd"
     host = make_inputs(p)
 
     def on_device(name: str) -> torch.Tensor:  # the impl's native layout, prepared outside the timing
@@ -101,7 +101,7 @@ def run_attention_case(params: dict[str, Any], impl: str, plan: TimingPlan, inte
         cfg, tuned, tune_note = tune_for(p, im, cfg, plan, impl, platform, args)
         m = measure(step(p, im, cfg, args), plan)
     except Exception as e:
-        why = libtpu_shortfall(e)
+        why = env.libtpu_shortfall(e)
         if why:
             raise CaseSkipped(why) from None
         raise

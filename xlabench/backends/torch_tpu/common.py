@@ -14,7 +14,7 @@ from typing import Any, Callable, Iterator, Optional
 
 import torch
 
-from xlabench.backends.torch_tpu.env import sync
+from xlabench.backends.torch_tpu import env
 from xlabench.measure.timing import TimingPlan, device_iters, passes, time_calls, with_timer
 from xlabench.protocol.worker_messages import CaseResult
 
@@ -48,9 +48,9 @@ def measure(call: Callable[[], Any], plan: TimingPlan, compiling_calls: int = 1)
     started = time.perf_counter()
     for _ in range(compiling_calls):
         surface(call())
-        sync()
+        env.sync()
     compile_s = time.perf_counter() - started
-    samples, out = time_calls(call, lambda _: sync(), passes(plan))
+    samples, out = time_calls(call, lambda _: env.sync(), passes(plan))
     device: tuple[float, ...] | str = ()
     if plan.device_timed:
         device = profiled_seconds(call, device_iters(plan, samples), plan.trace_dir)
@@ -82,7 +82,7 @@ def profiled_seconds(call: Callable[[], Any], iters: int, keep: Optional[str] = 
                                   on_trace_ready=profiler.xprof_trace_handler(folder)):
                 for _ in range(iters):
                     call()
-                    sync()
+                    env.sync()
         except Exception as e:  # noqa: BLE001 (no device clock: the row says why and keeps the wall clock)
             return f"TorchTPU's profiler did not run: {type(e).__name__}: {e}"[:300]
         files = glob.glob(os.path.join(folder, "**", "*.xplane.pb"), recursive=True)

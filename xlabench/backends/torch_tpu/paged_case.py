@@ -14,7 +14,7 @@ from xlabench.backends.torch_shared.attention import to_numpy
 from xlabench.backends.torch_tpu import tune_case
 from xlabench.backends.torch_tpu.attention_case import TORCH_DTYPES
 from xlabench.backends.torch_tpu.common import fresh_case, measure, peak_memory, with_device_times
-from xlabench.backends.torch_tpu.env import device, device_kind, jax_device_kind
+from xlabench.backends.torch_tpu import env
 from xlabench.backends.torch_tpu.jax_ops import resolve
 from xlabench.impls import kernels
 from xlabench.measure.timing import TimingPlan
@@ -28,7 +28,7 @@ from xlabench.workloads.paged import PAGED_BLOCKS, PagedParams, cached_inputs, p
 def to_device(a: np.ndarray, dtype: torch.dtype) -> torch.Tensor:
     """A prepared host array on the chip: floating arrays in the case's dtype, integer ones as they are."""
     t = torch.from_numpy(np.ascontiguousarray(a))
-    return (t.to(dtype) if t.is_floating_point() else t).to(device())
+    return (t.to(dtype) if t.is_floating_point() else t).to(env.device())
 
 
 def run_paged_case(params: dict[str, Any], impl: str, plan: TimingPlan, interpret: bool,
@@ -38,12 +38,12 @@ def run_paged_case(params: dict[str, Any], impl: str, plan: TimingPlan, interpre
     k = kernels.kernel("torch_tpu", impl, paged_family=True)
     if k is None or not k.code:
         raise ValueError(f"torch_tpu has no paged-attention kernel {impl!r}")
-    kind = device_kind()
+    kind = env.device_kind()
     reason = k.unsupported(p, platform, kind)
     if reason:
         raise CaseSkipped(reason)
     kernel = resolve(k.code)
-    cfg = dataclasses.replace(p.paged_config(interpret, platform), device_kind=jax_device_kind())
+    cfg = dataclasses.replace(p.paged_config(interpret, platform), device_kind=env.jax_device_kind())
     host = {n: (a.astype(np.float32) if a.dtype.kind == "f" else a) for n, a in cached_inputs(p).items()}
     try:
         args = tuple(to_device(a, TORCH_DTYPES[p.dtype]) for a in kernel.prepare(host, cfg))

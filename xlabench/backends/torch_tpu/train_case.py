@@ -11,10 +11,10 @@ from typing import Any, Callable
 import torch
 
 from xlabench.backends.torch_shared.attention import to_layout
-from xlabench.backends.torch_shared.model import Transformer, reference_losses
+from xlabench.backends.torch_shared.model import Transformer, checkpoint_layers, reference_losses
 from xlabench.backends.torch_tpu.attention_case import TORCH_DTYPES, highest_precision, record
 from xlabench.backends.torch_tpu.common import TRACE_SOURCE, fresh_case, peak_memory, profiled_seconds, surface
-from xlabench.backends.torch_tpu.env import device, libtpu_shortfall, sync
+from xlabench.backends.torch_tpu import env
 from xlabench.measure.timing import TimingPlan, time_calls, with_timer
 from xlabench.protocol.worker_messages import CaseResult, CaseSkipped
 from xlabench.workloads.attention import AttnConfig, default_scale
@@ -58,15 +58,14 @@ def build(p: TrainParams, impl: str, platform: str) -> tuple[Transformer, Callab
     if p.remat == "full":
         from torch.utils.checkpoint import checkpoint
 
-        block = model._block
-        model._block = lambda i, x: checkpoint(block, i, x, use_reentrant=False)
-    model.to(device())
+        checkpoint_layers(model, checkpoint)
+    model.to(env.device())
     loss_fn = torch.compile(lambda t: model(t))
     opt = torch.optim.AdamW(model.parameters(), lr=ADAMW["learning_rate"], betas=(ADAMW["b1"], ADAMW["b2"]),
                             eps=ADAMW["eps"], weight_decay=ADAMW["weight_decay"], foreach=True,
-                            capturable=True)  # its step count on the chip: a compiled step takes no host tensor
+                            capturable=env.device().type != "cpu")  # its step count on the chip: no host tensor
     opt_step = torch.compile(opt.step)
-    tokens = torch.from_numpy(make_tokens(p, TOKEN_SEED)).to(device())
+    tokens = torch.from_numpy(make_tokens(p, TOKEN_SEED)).to(env.device())
     outs: list = []
 
     def step() -> Any:
@@ -90,11 +89,11 @@ def run_train_case(params: dict[str, Any], impl: str, plan: TimingPlan, interpre
     try:
         model, step, outs = build(p, impl, platform)
         with highest_precision():
-            ref = reference_losses(model, tokens_np[:1], device())
+            ref = reference_losses(model, tokens_np[:1], env.device())
         started = time.perf_counter()
         for _ in range(COMPILING_STEPS):
             surface(step())
-        sync()
+        env.sync()
         compile_s = time.perf_counter() - started
         n = p.steps_per_sample
 
@@ -103,7 +102,7 @@ def run_train_case(params: dict[str, Any], impl: str, plan: TimingPlan, interpre
                 step()
             return outs[-1]
 
-        loops, _ = time_calls(loop, lambda _: sync(), plan)
+        loops, _ = time_calls(loop, lambda _: env.sync(), plan)
         timed = list(outs)  # the device pass's steps below are not the row's losses
         traced = profiled_seconds(step, len(loops), plan.trace_dir) if plan.device_timed else ()
     except Exception as e:
@@ -112,7 +111,7 @@ def run_train_case(params: dict[str, Any], impl: str, plan: TimingPlan, interpre
         if FAILED_STATE in str(e):
             raise CaseSkipped(f"an execution on the chip failed before this step ran, as when it runs out of memory "
                               f"(the run's log has TorchTPU's error): {type(e).__name__}: {str(e)[:200]}") from None
-        why = libtpu_shortfall(e)
+        why = env.libtpu_shortfall(e)
         if why:
             raise CaseSkipped(why) from None
         raise

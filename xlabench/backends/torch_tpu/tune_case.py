@@ -16,7 +16,7 @@ import torch
 
 from xlabench import tune
 from xlabench.backends.torch_tpu.common import profiled_seconds, surface
-from xlabench.backends.torch_tpu.env import device_kind, sync, version
+from xlabench.backends.torch_tpu import env
 from xlabench.protocol.worker_messages import CaseSkipped
 from xlabench.tune import decide as decide_mod
 from xlabench.tune.search import Dropped, Stage
@@ -47,7 +47,7 @@ def compile_many(build: Build, program: str, candidates: list[dict[str, int]]) -
         try:
             call = build(program, blocks)
             surface(call())
-            sync()
+            env.sync()
             out.append(Handle(call))
         except Dropped as d:
             out.append(d)
@@ -81,7 +81,7 @@ def _wall(h: Handle, iters: int) -> float:
         for _ in range(iters):
             t0 = time.perf_counter()
             h.call()
-            sync()
+            env.sync()
             samples.append(time.perf_counter() - t0)
         return statistics.median(samples)
     except Exception:  # noqa: BLE001
@@ -89,8 +89,8 @@ def _wall(h: Handle, iters: int) -> float:
 
 
 def versions() -> dict[str, str]:
-    return {"torch": torch.__version__, "torch_tpu": version("torch-tpu"), "jax": version("jax"),
-            "runtime": version("libtpu")}
+    return {"torch": torch.__version__, "torch_tpu": env.version("torch-tpu"), "jax": env.version("jax"),
+            "runtime": env.version("libtpu")}
 
 
 def decide(plan: Any, space: Optional[Callable[[], list[Stage]]], impl: str, key_fields: dict[str, Any],
@@ -103,7 +103,7 @@ def decide(plan: Any, space: Optional[Callable[[], list[Stage]]], impl: str, key
         return decide_mod.Tuned({}, {"tuned": plan.tune}, plan.tune_note)
     if not plan.tune_dir:
         raise ValueError("a tuning search needs the plan's tune_dir (the parent names the cache folder)")
-    kind, ver = device_kind(), versions()
+    kind, ver = env.device_kind(), versions()
     key = tune.cache_key(kind, "torch_tpu", impl, key_fields, ver)
     try:
         return decide_mod.tuned_blocks(space(), key, lambda program, cands: compile_many(build, program, cands),

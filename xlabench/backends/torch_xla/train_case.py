@@ -25,7 +25,7 @@ from xlabench.backends import user_impl
 from xlabench.backends.torch_xla import attention_impls as attn
 from xlabench.backends.torch_xla.attention_case import TORCH_DTYPES, _highest_precision, ref_device
 from xlabench.backends.torch_xla.common import measure, peak_memory, with_device_times, xla_device
-from xlabench.backends.torch_shared.model import Transformer, logical_axes
+from xlabench.backends.torch_shared.model import Transformer, checkpoint_layers, logical_axes
 from xlabench.backends.torch_shared.model import reference_losses as shared_reference_losses
 from xlabench.measure.timing import TimingPlan
 from xlabench.protocol.worker_messages import CaseResult, CaseSkipped
@@ -153,7 +153,9 @@ def run_train_case(params: dict[str, Any], impl: str, plan: TimingPlan, interpre
     device = xla_device()
     step_model = shard(model.to(device), p, mesh)
     if p.remat == "full":
-        _checkpoint_blocks(model)
+        from torch_xla.utils.checkpoint import checkpoint
+
+        checkpoint_layers(model, checkpoint)
     tokens = torch.from_numpy(tokens_np).to(device)
     if p.sharding != "auto":
         xs.mark_sharding(tokens, mesh, (BATCH_AXES, None))
@@ -184,11 +186,3 @@ def run_train_case(params: dict[str, Any], impl: str, plan: TimingPlan, interpre
                           COMPILING_STEPS + plan.warmup, outs[0][1].cpu().numpy()[:n_ref], ref,
                           m.notes() + [mem_note], remarks)
     return with_device_times(result, plan, m)
-
-
-def _checkpoint_blocks(model: Transformer) -> None:
-    """remat 'full': keep only each layer's input; recompute the layer in the backward pass."""
-    from torch_xla.utils.checkpoint import checkpoint
-
-    block = model._block
-    model._block = lambda i, x: checkpoint(block, i, x, use_reentrant=False)

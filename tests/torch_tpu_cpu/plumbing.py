@@ -1,0 +1,61 @@
+"""The torch_tpu backend's case runners on CPU torch (run by tests/test_torch_tpu.py in the torch_xla environment,
+whose torch has no TorchTPU): the TorchTPU runtime is stubbed, its device is the CPU and torch.compile runs the
+functions as they are. This checks the plumbing (inputs, layouts, the float32 reference, the train step's
+losses, the rows' assembly), never a kernel's speed, and no row of a run comes from it: on a CPU host a
+run's torch_tpu rows are skipped. Prints one JSON object."""
+
+import json, sys, types
+import torch
+sys.modules["torch_tpu"] = types.ModuleType("torch_tpu")  # no TorchTPU on this host: its runtime stubbed
+torch.compile = lambda fn=None, **kw: fn  # no compiler on the test host: the functions run eagerly
+from xlabench.backends.torch_tpu import env
+env.device = lambda: torch.device("cpu")
+env.sync = lambda: None
+env.device_kind = lambda: "cpu"
+env.jax_device_kind = lambda: "cpu"
+from xlabench.backends.torch_tpu import attention_case, common, paged_case, train_case
+from xlabench.protocol.timing_plan import TimingPlan
+from xlabench.workloads.paged import PagedParams
+from xlabench.workloads.train import TrainParams
+
+plan = TimingPlan(warmup=1, iters=2)
+out = {}
+base = dict(batch=1, num_heads=4, num_kv_heads=2, seq_len=128, kv_seq_len=128, head_dim=32, causal=True,
+            dtype="float32", block_q=None, block_k=None, devices=1)
+for impl in ("naive", "sdpa"):
+    for mode in ("fwd", "fwd_bwd"):
+        r = attention_case.run_attention_case({**base, "mode": mode}, impl, plan, False, "cpu")
+        out[f"{impl}/{mode}"] = [r.correct, r.max_abs_err, len(r.samples), r.timer]
+pp = PagedParams(batch=2, context_lens="uniform:4..256", num_heads=8, num_kv_heads=2, head_dim=128, page_size=16,
+                 pages_per_compute_block=4, dtype="float32", q_tokens=1).model_dump()
+r = paged_case.run_paged_case(pp, "naive", plan, False, "cpu")
+out["paged/naive"] = [r.correct, r.max_abs_err, len(r.samples)]
+tp = TrainParams(model="gpt2-tiny", seq_len=64, global_batch=2, devices=1, sharding="fsdp", dtype="float32",
+                 steps_per_sample=2, remat="none").model_dump()
+r = train_case.run_train_case(tp, "naive", plan, False, "cpu")
+out["train/naive"] = [r.correct, r.max_abs_err, len(r.samples), r.metrics.get("loss_first")]
+# the pure parts: the trace's executions per call, the splash blocks, the libtpu check, the shared model
+out["per_call"] = common.per_call_seconds([(0.0, 0.1), (1.0, 0.2), (2.0, 0.3), (3.0, 0.4)], 2)
+out["per_call_odd"] = common.per_call_seconds([(0.0, 0.1)] * 3, 2)
+out["per_call_none"] = common.per_call_seconds([], 2)
+from xlabench.backends.torch_tpu import attention_impls
+from xlabench.workloads.attention import AttnConfig
+cfg = AttnConfig(causal=True, sm_scale=0.1, block_q=256, block_k=512,
+                 blocks=(("block_k_bwd", 256), ("block_kv_compute", 256), ("block_q_bwd", 128), ("fused_bwd", 1)))
+out["splash_blocks"] = attention_impls.splash_blocks(cfg, 1024, 1024)
+env.version = {"libtpu": "0.0.42.1", "torch-tpu": "0.2.0"}.get
+env.metadata.requires = lambda name: ["numpy>=2", "libtpu>=0.0.50"]
+mosaic = RuntimeError("failed to compile MLIR module -- the XLA compiler failed with: mosaic failed to compile TPU "
+                      "kernel: failed to legalize operation 'math.log2'")
+out["shortfall"] = env.libtpu_shortfall(mosaic)
+out["no_shortfall"] = env.libtpu_shortfall(RuntimeError("RESOURCE_EXHAUSTED: out of memory"))
+from xlabench.backends.torch_shared.model import Transformer, checkpoint_layers
+from xlabench.workloads.train import make_tokens
+cfg = TrainParams(**tp).config()
+model = Transformer(cfg, torch.float32, 0, lambda q, k, v: attention_impls.naive(q, k, v, AttnConfig(True, 0.125)))
+tokens = torch.from_numpy(make_tokens(TrainParams(**tp), 1))
+out["one_layer_code"] = len({id(model.block(i)) for i in range(cfg.num_layers)}) == 1
+plain = model(tokens)
+checkpoint_layers(model, torch.utils.checkpoint.checkpoint)
+out["remat_same_losses"] = bool(torch.equal(plain, model(tokens)))
+print(json.dumps(out))
