@@ -4,8 +4,13 @@ functions as they are. This checks the plumbing (inputs, layouts, the float32 re
 losses, the rows' assembly), never a kernel's speed, and no row of a run comes from it: on a CPU host a
 run's torch_tpu rows are skipped. Prints one JSON object."""
 
-import json, sys, types
+# ruff: noqa: E402  (the stubs go in before the backend is imported)
+import json
+import sys
+import types
+
 import torch
+
 sys.modules["torch_tpu"] = types.ModuleType("torch_tpu")  # no TorchTPU on this host: its runtime stubbed
 torch.compile = lambda fn=None, **kw: fn  # no compiler on the test host: the functions run eagerly
 from xlabench.backends.torch_tpu import env
