@@ -54,8 +54,10 @@ def read_run(csv: Path) -> tuple[list[dict[str, Any]], dict[str, Any]]:
         df = results.read_rows(csv)
     except results.ResultsFileError as e:
         raise ExplainError(str(e)) from None
-    meta_path = results.RunFiles(csv).meta
-    meta = json.loads(meta_path.read_text()) if meta_path.exists() else {}
+    try:
+        meta = results.read_meta(csv)
+    except results.ResultsFileError as e:
+        raise ExplainError(str(e)) from None
     return df.to_dict("records"), meta
 
 

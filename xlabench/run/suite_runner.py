@@ -8,7 +8,6 @@ is a row, never an exception.
 from __future__ import annotations
 
 import dataclasses
-import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -163,8 +162,8 @@ def run_suite(s: suite_lib.Suite, opts: RunOptions = RunOptions(), hooks: RunHoo
     interpreters = Interpreters(torch_xla_override=opts.python_torch_xla)
     check_torch_xla_option(opts)
     sess = open_session(s, opts, hooks.warning, interpreters=interpreters, dist=dist)
-    if opts.resume_csv and opts.profile is None and sess.files.meta.exists():
-        sess.opts = sess.opts.replace(profile=json.loads(sess.files.meta.read_text()).get("profile") or "base")
+    if opts.resume_csv and opts.profile is None and sess.files.meta.exists():  # read_prior checked it
+        sess.opts = sess.opts.replace(profile=results.read_meta(sess.files).get("profile") or "base")
     tally: dict[str, int | None] = {"done": None, "total": None}  # what an interrupt reports
     try:
         with interruptible():
@@ -462,8 +461,8 @@ def run_peaks(files: Any, resuming: bool, env: dict[str, Any]) -> dict[str, Any]
     if not resuming or not mine:
         return mine
     try:
-        prior = (json.loads(files.meta.read_text(encoding="utf-8")).get("env") or {})
-    except (OSError, ValueError, AttributeError):
+        prior = results.read_meta(files).get("env") or {}
+    except results.ResultsFileError:  # read_prior checked it at the start; gone since: the worker's peaks
         return mine
     kept = {k: prior[k] for k in CPU_PEAK_KEYS if prior.get(k) is not None}
     return {**mine, **kept} if kept.get("measured_cpu_tflops") else mine
