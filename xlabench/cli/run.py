@@ -170,7 +170,8 @@ def run_with_progress(s: Any, opts: RunOptions, summary: bool = True) -> Any:
     except suite_runner.RunStartError as e:
         raise click.ClickException(str(e)) from None
     finally:
-        shown.progress.stop()
+        if shown.task is not None:  # stopping a bar never started prints a blank line (rich, off a terminal)
+            shown.progress.stop()
     if outcome.start_error:
         err_console.print(outcome.start_error + (f"\nresults: {outcome.files.csv}" if outcome.primary else ""),
                           style="red", soft_wrap=True)
