@@ -51,11 +51,11 @@ def main() -> None:
         bw = env.measure_cpu_bandwidth()
         print(f"round {r + 1}: numpy {n:.1f} GB/s; {bw.describe()}")
         numpy_best = max(numpy_best, n)
-        probe_best = bw if probe_best is None or bw.best > probe_best.best else probe_best
+        probe_best = bw if probe_best is None or bw.figure > probe_best.figure else probe_best
     assert probe_best is not None
-    ratio = probe_best.best / numpy_best
+    ratio = probe_best.figure / numpy_best
     print(f"numpy np.add(a, 1.0, out=b), 256 MiB float32, 1 thread: {numpy_best:.1f} GB/s")
-    print(f"probe {host_peak.BANDWIDTH_PROBE}: {probe_best.best:.1f} GB/s ({probe_best.chosen >> 20} MiB)")
+    print(f"probe {host_peak.BANDWIDTH_PROBE}: {probe_best.figure:.1f} GB/s ({probe_best.chosen >> 20} MiB)")
     print(f"probe / numpy = {ratio:.2f} ({'within' if 0.5 <= ratio <= 2 else 'NOT within'} 2x)")
 
 

@@ -472,3 +472,32 @@ def test_resume_of_another_suites_run_is_refused_by_the_dry_run_as_by_the_run(tm
     res = _cli("run", str(suite), "--resume", str(run), *(["--dry-run"] if dry else []))
     _one_line_exit_2(res, f"--resume: {run} holds suite 'attention', not 'tiny'")
     assert "already done" not in res.output and len(res.output.strip().splitlines()) == 1, res.output
+
+
+# ---------------------------------------------- issue 61 item 4: the dry run counts the run's JAX auto skips
+
+def test_dry_run_of_the_gpt2_suite_skips_the_jax_auto_cases_as_the_run_does(tmp_path, monkeypatch):
+    """It said 'would run 18 case(s) ... skip 18'; the run then skipped the 6 JAX sharding=auto cases too
+    (12 ok, 24 skipped)."""
+    monkeypatch.setattr(run_session, "run_suite", lambda *a, **kw: pytest.fail("a dry run ran"))
+    res = _cli("run", str(ROOT / "suites" / "gpt2.yaml"), "--profile", "cpu", "--dry-run",
+               "--python-torch-xla", str(tmp_path / "no-python"))
+    assert res.exit_code == 0, res.output
+    jax_auto = [ln for ln in res.output.splitlines() if " jax/" in f" {ln}" and "sharding=auto" in ln]
+    assert len(jax_auto) == 6 and all(ln.startswith("skip jax/") for ln in jax_auto), jax_auto
+    assert "would run 12 case(s)" in res.output and "skip 24" in res.output, res.output
+
+
+def test_the_worker_skips_a_jax_auto_case_for_the_reason_the_plan_gives():
+    from xlabench.backends.jax import train_case
+    from xlabench.impls import workload_rules
+    from xlabench.protocol.worker_messages import CaseSkipped
+    from xlabench.workloads.train import TrainParams
+
+    params = dict(model="gpt2-tiny", seq_len=128, dtype="float32", global_batch=8, devices=8, sharding="auto")
+    predicted = workload_rules.predict_skip("train", "jax", "naive", params, "cpu")
+    with pytest.raises(CaseSkipped) as skipped:
+        train_case.program(TrainParams(**params), "naive", interpret=True, platform="cpu")
+    assert predicted and str(skipped.value) == predicted
+    assert workload_rules.predict_skip("train", "torch_xla", "naive", params, "cpu") is None  # torch_xla runs auto
+    assert workload_rules.predict_skip("train", "jax", "naive", {**params, "sharding": "fsdp"}, "cpu") is None

@@ -332,6 +332,30 @@ def test_a_run_copied_from_the_tpu_vm_is_explained_from_beside_its_csv(tmp_path)
     assert json.loads(saved.read_text())["c1"]["categories"][0]["key"] == "matmul"
 
 
+def test_a_run_committed_with_its_kept_files_packed_is_explained_from_the_archive(tmp_path) -> None:
+    """The committed 355M run keeps its trace and HLO text in RUN.explain.tgz beside the CSV; explain said
+    'no HLO text ... run it with --explain' (issue 61 item 13)."""
+    import tarfile
+
+    csv_path = tmp_path / "RUN.csv"
+    csv_path.write_text("schema_version,case_id,status,workload,backend,impl,devices,clock,wall_median_s,"
+                        "peak_tflops,peak_gbytes_per_s\n2,c1,ok,train,jax,splash,1,device,1.2e-7,197,819\n")
+    csv_path.with_name("RUN.meta.json").write_text(json.dumps({"trace_root": "$OUT/results/s/RUN.explain"}))
+    case = tmp_path / "packed" / "RUN.explain" / "c1"
+    (case / "plugins" / "profile").mkdir(parents=True)
+    (case / "jit_step.hlo.txt").write_text(HLO)
+    (case / "plugins" / "profile" / "vm.xplane.pb").write_bytes(b"")
+    with tarfile.open(tmp_path / "RUN.explain.tgz", "w:gz") as tar:
+        tar.add(tmp_path / "packed" / "RUN.explain", arcname="RUN.explain")
+    loaded = []
+    done = runfile.explain_run(csv_path, (), lambda p: loaded.append(p.name) or _planes_of_hlo())
+    assert loaded == ["vm.xplane.pb"] and done.breakdowns[0].step_s == pytest.approx(100e-9)
+    assert not (tmp_path / "RUN.explain").exists()  # read where it was unpacked for the while, nothing left
+    (tmp_path / "RUN.explain.tgz").write_bytes(b"not a tar")
+    with pytest.raises(runfile.ExplainError, match="RUN.explain.tgz: not a readable archive"):
+        runfile.explain_run(csv_path, (), lambda p: _planes_of_hlo())
+
+
 def test_top_ops_list_a_named_kernels_instances_together_and_generic_ops_apart():
     """An unrolled step runs each layer's copy of a kernel under its own name: one line for the kernel,
     while ops named only by their kind (fusion.N, copy.N) are different ops and stay apart."""

@@ -259,31 +259,54 @@ FOUR_SHAPES = """
 """
 
 
-def test_a_quick_profile_says_nothing_of_samples_and_the_suites_own_measure_still_does(write_suite):
-    """Every cpu profile's validate and run said "need >= 7 (or 8) per side" (issue 50, item 13): the shipped
-    cpu profiles cut measure.iters below their suite's on purpose (quick runs; `gate` raises iters for its
-    own runs, `compare` says what it could not judge). Only a measure meant for comparing is told: the
-    suite's own, or a profile's that does not cut it."""
+def test_every_profile_too_short_to_compare_is_said_by_validate_and_run(write_suite):
+    """The README says `validate` and `run` warn when a measure gives too few samples; they said nothing of
+    the shipped cpu profiles (quick runs, 3-5 samples per case), and `compare` of two of their runs then
+    said "could not judge 96 case(s)" and exit 3 (issue 61 item 3). A quick profile is told too, and told
+    that two runs of it cannot be compared; a measure with enough samples is told nothing."""
     from xlabench import suite
     from xlabench.run.suite_runner import samples_note
 
     r = _cli("validate", *(str(p) for p in sorted((ROOT / "suites").glob("*.yaml"))))
     assert r.exit_code == 0, r.output
-    assert "sample(s) per case" not in r.output and "per side" not in r.output, r.output
+    out = " ".join(r.output.split())
     for name in ("attention", "gpt2", "llama", "paged_attention"):
         s = suite.load(ROOT / "suites" / f"{name}.yaml")
-        assert samples_note(s.cases("cpu"), s.spec.measure) is None, name  # what `run --profile cpu` ends with
+        note = samples_note(s.cases("cpu"), s.spec.measure)  # what `run --profile cpu` says up front
+        assert note and "a quick profile" in note and "cannot judge two runs of it" in note, (name, note)
+        assert f"cpu: {len(s.cases('cpu'))} ({note})" in out, (name, out)
+        assert samples_note(s.cases(""), s.spec.measure) is None, name  # the suite's own measure is enough
     s = suite.load(write_suite(FOUR_SHAPES + """        profiles:
           quick: {measure: {iters: 2}}
           same: {description: keeps the suite's measure}
           more: {measure: {iters: 4}}
         """))
     for prof in ("", "same", "more"):  # 8 cases need 6 per side: the suite's own measure is short, and said so
-        assert samples_note(s.cases(prof), s.spec.measure).startswith(f"{3 if prof != 'more' else 4} sample(s)")
-    assert samples_note(s.cases("quick"), s.spec.measure) is None
+        said = samples_note(s.cases(prof), s.spec.measure)
+        assert said.startswith(f"{3 if prof != 'more' else 4} sample(s)") and "quick" not in said
+    assert samples_note(s.cases("quick"), s.spec.measure).startswith("2 sample(s) per case (a quick profile")
     r = _cli("validate", str(s.path))
     assert "base: 8 (3 sample(s) per case; `compare`/`gate` need >= 6 per side" in r.output, r.output
-    assert re.search(r"quick: 8(,|$)", r.output), r.output
+    assert re.search(r"quick: 8 \(2 sample\(s\) per case \(a quick profile.*`--repeats 3` times 6", r.output), r.output
+
+
+def test_the_dry_run_and_the_run_say_up_front_that_a_quick_profile_cannot_be_compared(tmp_path):
+    from types import SimpleNamespace
+
+    from xlabench import suite
+    from xlabench.run import suite_runner
+
+    r = _cli("run", str(ROOT / "suites" / "attention.yaml"), "--profile", "cpu", "--dry-run")
+    assert r.exit_code == 0, r.output
+    s = suite.load(ROOT / "suites" / "attention.yaml")
+    note = suite_runner.samples_note(s.cases("cpu"), s.spec.measure)
+    head = " ".join(r.output.split("\nrun ")[0].split())  # before the first case
+    assert f"plan: {note}" in head, r.output
+    sess = SimpleNamespace(done=set(), suite=s)
+    env = {"device_kind": "cpu", "framework_version": "jax 0"}
+    lines = suite_runner._start_lines(sess, "cpu", "cpu", env, 216, 1, note=note)
+    assert lines[-1] == f"note: {note}"
+    assert not any("sample(s)" in ln for ln in suite_runner._start_lines(sess, "", "cpu", env, 144, 1))
 
 
 def test_the_gate_raises_iters_for_the_cases_its_filters_select(write_suite):

@@ -299,3 +299,17 @@ def test_an_interrupted_compile_tells_how_far_it_got_and_its_meta_records_it(tmp
     meta = json.loads(results.RunFiles(e.value.csv).meta.read_text())
     assert meta["cases_planned"] == 3 and meta["interrupted"]["signal"] == "SIGINT"
     assert results.run_progress(e.value.csv).text() == "1 of 3 cases (interrupted by SIGINT)"
+
+
+@pytest.mark.parametrize("cache", [["--no-cache"], ["--cache-dir", "CACHE"]])
+def test_compile_and_run_resume_hints_keep_the_compilation_cache_choice(tmp_path, cache):
+    """compile's resume hint dropped --no-cache (issue 61 item 13): the resumed compile then read its
+    figures from the cache the first part refused."""
+    from xlabench.cli.run import resume_command
+    from xlabench.run.run_options import RunOptions, resume_words
+
+    cache = [str(tmp_path / w) if w == "CACHE" else w for w in cache]
+    opts = RunOptions(no_cache=True) if cache == ["--no-cache"] else RunOptions(cache_dir=cache[1])
+    assert resume_words(opts) == cache
+    assert resume_words(RunOptions()) == []  # nothing said of a default
+    assert resume_command("s.yaml", tmp_path / "r.csv", opts).endswith(" ".join(cache))

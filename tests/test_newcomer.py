@@ -101,6 +101,13 @@ def test_an_output_that_cannot_be_written_is_one_line_and_exit_2(cmd, run_csv, t
     assert not (tmp_path / "out").exists()  # run: refused before any case ran
 
 
+def test_run_out_that_cannot_be_written_says_its_error_on_the_first_line(tmp_path, read_only_dir):
+    """It printed a blank line before its error (issue 61 item 13): the progress bar, never started, was stopped."""
+    res = _cli("run", _suite(tmp_path), "--out", read_only_dir / "out")
+    _one_line_exit_2(res, "--out", str(read_only_dir))
+    assert res.output.startswith("error: --out"), repr(res.output)
+
+
 # ------------------------------------------------------------------- 2: history add/rebuild of a results folder
 
 def _results_folder(run_csv: Path) -> Path:

@@ -89,12 +89,8 @@ def read_run(path: Path) -> list[dict[str, Any]]:
 
 def host_of(path: Path) -> Host:
     """The host facts a run recorded in its meta (env.llc_bytes); none when there is no readable meta."""
-    meta = results.RunFiles(path).meta
-    try:
-        env = json.loads(meta.read_text(encoding="utf-8")).get("env") or {}
-    except (OSError, ValueError, AttributeError):
-        return Host()
-    llc = env.get("llc_bytes") if isinstance(env, dict) else None
+    env = results.read_meta(path).get("env") or {}
+    llc = env.get("llc_bytes")
     return Host(llc_bytes=int(llc) if isinstance(llc, (int, float)) and llc > 0 else None)
 
 

@@ -11,6 +11,8 @@ SIGINT / SIGTERM (run, gate).
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
 from xlabench.cli import audit as audit_commands
@@ -28,7 +30,23 @@ from xlabench.cli.common import BadInput, console, err_console
 __all__ = ["main", "BadInput", "console", "err_console"]
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class _Main(click.Group):
+    """The command group: a results file found unreadable deep in any command (a damaged run meta read by
+    report, plot, compare, audit...: results.read_meta) is one error line and exit 2, as at the commands
+    that catch it themselves."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except Exception as e:
+            from xlabench import results
+
+            if isinstance(e, results.ResultsFileError):
+                raise BadInput(str(e)) from None
+            raise
+
+
+@click.group(cls=_Main, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="xlabench")
 def main() -> None:
     """Benchmark attention kernels and training steps on XLA devices; report MFU; gate regressions."""

@@ -59,18 +59,16 @@ def best(csv_files: tuple[str, ...], output: Optional[str], tune_dir: Optional[s
 
 def _cache(picks: list, files: list, tune_dir: Optional[str]) -> list:
     """Write the picks into the tuning cache; the configurations written (the tuned file's), notes printed."""
-    import json
 
     from xlabench import tune
     from xlabench.report import best_cache
 
     envs = {}
     for f in files:
-        meta = results.RunFiles(f).meta
         try:
-            m = json.loads(meta.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            continue
+            m = results.read_meta(f)
+        except results.ResultsFileError as e:
+            raise BadInput(str(e)) from None
         envs[str(m.get("run_id") or results.RunFiles(f).csv.stem)] = m.get("env") or {}
     folder = Path(tune_dir) if tune_dir else tune.default_dir()
     output_dir(folder, "--tune-dir", "the tuning cache")

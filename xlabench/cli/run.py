@@ -134,8 +134,9 @@ def print_dry_run(s: Any, opts: RunOptions) -> None:
     console.print(f"dry run: suite {s.name} profile {plan.profile or 'base'} on {plan.platform} (guessed from the "
                   f"host; a run asks its worker): {len(todo)} case(s)"
                   + (f", {len(plan.done)} already done" if plan.done else ""), soft_wrap=True)
-    for note in dict.fromkeys(c.note for c, _ in todo if c.note):  # the model chosen, modes run once
-        console.print(f"plan: {note}", style="dim", soft_wrap=True)
+    for note in dict.fromkeys([c.note for c, _ in todo if c.note] + [plan.samples_note]):  # the model chosen,
+        if note:  # modes run once, too few samples to compare
+            console.print(f"plan: {note}", style="dim", soft_wrap=True)
     if any(c.unroll_best for c, why in todo if not why):
         console.print("plan: the ladder runs scanned; its best point then runs again unrolled (one more case)",
                       style="dim", soft_wrap=True)
@@ -169,7 +170,8 @@ def run_with_progress(s: Any, opts: RunOptions, summary: bool = True) -> Any:
     except suite_runner.RunStartError as e:
         raise click.ClickException(str(e)) from None
     finally:
-        shown.progress.stop()
+        if shown.task is not None:  # stopping a bar never started prints a blank line (rich, off a terminal)
+            shown.progress.stop()
     if outcome.start_error:
         err_console.print(outcome.start_error + (f"\nresults: {outcome.files.csv}" if outcome.primary else ""),
                           style="red", soft_wrap=True)

@@ -7,12 +7,18 @@ from pathlib import Path
 from typing import Any, Mapping
 
 HLO_SUFFIX = ".hlo.txt"
+ARCHIVE_SUFFIX = ".explain.tgz"  # a run committed with its kept files packed: <run-id>.explain/ in a gzip tar
 
 
 def explain_dir(csv: Path) -> Path:
     """The folder beside a run's CSV that `run --explain` (without --trace) and `compile --explain` fill:
     ``<run-id>.explain/``."""
     return csv.with_name(csv.name.split(".", 1)[0] + ".explain")
+
+
+def archive(csv: Path) -> Path:
+    """Where a run's kept files lie packed, beside its CSV: ``<run-id>.explain.tgz`` (holding ``<run-id>.explain/``)."""
+    return csv.with_name(csv.name.split(".", 1)[0] + ARCHIVE_SUFFIX)
 
 
 def trace_root(meta: Mapping[str, Any], csv: Path) -> Path | None:

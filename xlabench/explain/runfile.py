@@ -8,18 +8,21 @@ so that a test can hand over fake planes.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
+import tarfile
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Iterable, Iterator, Mapping
 
 from xlabench.cells import number
 from xlabench import hardware
 from xlabench import results
 from xlabench.explain import breakdown as bd
 from xlabench.explain import trace as trace_lib
-from xlabench.explain.kept import HLO_SUFFIX, trace_root
+from xlabench.explain.kept import HLO_SUFFIX, archive, explain_dir, trace_root
 from xlabench.suite.expand import same_text as _same
 from xlabench.workloads import WORKLOADS
 
@@ -54,8 +57,10 @@ def read_run(csv: Path) -> tuple[list[dict[str, Any]], dict[str, Any]]:
         df = results.read_rows(csv)
     except results.ResultsFileError as e:
         raise ExplainError(str(e)) from None
-    meta_path = results.RunFiles(csv).meta
-    meta = json.loads(meta_path.read_text()) if meta_path.exists() else {}
+    try:
+        meta = results.read_meta(csv)
+    except results.ResultsFileError as e:
+        raise ExplainError(str(e)) from None
     return df.to_dict("records"), meta
 
 
@@ -120,6 +125,40 @@ def case_files(meta: Mapping[str, Any], case_id: str, csv: Path) -> tuple[Path, 
     return hlo, (traces[-1] if traces else None)
 
 
+def _extract(tar: tarfile.TarFile, dest: Path) -> None:
+    """Every member of ``tar`` under ``dest``, none outside it (tarfile's data filter where this Python has
+    it; before 3.10.12, plain files and folders with relative paths only)."""
+    if hasattr(tarfile, "data_filter"):
+        tar.extractall(dest, filter="data")
+        return
+    for m in tar.getmembers():
+        if m.name.startswith("/") or ".." in Path(m.name).parts or not (m.isfile() or m.isdir()):
+            raise tarfile.TarError(f"member {m.name!r} is not a file or folder inside the archive")
+    tar.extractall(dest)
+
+
+@contextlib.contextmanager
+def unpacked(meta: Mapping[str, Any], csv: Path) -> Iterator[Mapping[str, Any]]:
+    """The meta to find the run's kept files by: as it is where they lie in a folder (trace_root); else,
+    where they lie packed beside the CSV (kept.archive: a committed run), that archive unpacked into a
+    temporary folder for the while, named as the meta's trace_root."""
+    root = trace_root(meta, csv)
+    packed = archive(csv)
+    if (root is not None and root.is_dir()) or not packed.is_file():
+        yield meta
+        return
+    with tempfile.TemporaryDirectory(prefix="xlabench-explain-") as tmp:
+        try:
+            with tarfile.open(packed, "r:*") as tar:
+                _extract(tar, Path(tmp))
+        except (tarfile.TarError, OSError, EOFError) as e:
+            raise ExplainError(f"{packed}: not a readable archive of the run's kept files ({e})") from None
+        folder = Path(tmp) / explain_dir(csv).name
+        if not folder.is_dir():
+            raise ExplainError(f"{packed}: holds no {folder.name}/ folder (the run's kept files)")
+        yield {**meta, "trace_root": str(folder)}
+
+
 def why_not(row: Mapping[str, Any]) -> str | None:
     """Why a row has nothing to explain (None: it has)."""
     status = _value(row, "status")
@@ -157,13 +196,17 @@ def explain_run(csv: Path, where: Iterable[tuple[str, str]], load_planes: Callab
         raise ExplainError(f"{csv}: no rows")
     chosen = choose(rows, where, csv)
     out = Explained(csv, [], {})
+    todo = []
     for row in chosen:
         reason = why_not(row)
         if reason:
             out.not_explained.append(f"case {row['case_id']} ({row.get('impl')}): nothing to explain: {reason}")
-            continue
-        out.breakdowns.append(explain_row(row, meta, csv, load_planes))
-        out.rows[str(row["case_id"])] = row
+        else:
+            todo.append(row)
+    with unpacked(meta, csv) as kept:
+        for row in todo:
+            out.breakdowns.append(explain_row(row, kept, csv, load_planes))
+            out.rows[str(row["case_id"])] = row
     if not out.breakdowns:
         raise ExplainError(f"{csv}: no row to explain: {out.not_explained[0]}" if len(out.not_explained) == 1 else
                            f"{csv}: no row to explain ({len(out.not_explained)} rows: "

@@ -4,7 +4,6 @@ truncation, samples that match their rows), then one RunRecord with a digest of 
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 import os
 from pathlib import Path
@@ -55,12 +54,10 @@ def read_run(csv_path: Path, git: Optional[GitLog] = None) -> RunRecord:
         raise HistoryError(f"{csv_path}: rows of {len(run_ids)} runs ({', '.join(sorted(run_ids)[:3])}); "
                            "history add takes one run per file (merge shards first)")
     files = results.RunFiles(csv_path)
-    meta: dict[str, Any] = {}
-    if files.meta.exists():
-        try:
-            meta = json.loads(files.meta.read_text())
-        except (OSError, ValueError) as e:
-            raise HistoryError(f"{files.meta}: not a readable meta JSON file ({e})") from None
+    try:
+        meta = results.read_meta(files)
+    except results.ResultsFileError as e:
+        raise HistoryError(str(e)) from None
     first = rows[0]
     samples: dict[str, list[float]] = {}
     for cid, sec in zip(data.samples["case_id"].tolist(), data.samples["seconds"].tolist()):

@@ -16,10 +16,15 @@ PREDICT_SKIP: dict[str, Callable[[str, str, dict[str, Any], str], Optional[str]]
 
 
 def predict_skip(workload: str, backend: str, impl: str, params: dict[str, Any], platform: str) -> Optional[str]:
-    """The skip a built-in kernel's own rule gives a case of ``workload`` in its worker, or None (a workload
-    whose skips its worker decides, or an unknown one)."""
+    """The skip a built-in kernel's own rule gives a case of ``workload`` in its worker, or a backend's that
+    cannot run the case at all (the workload's case_skip), or None (a workload whose skips its worker
+    decides, or an unknown one)."""
     w = WORKLOADS.get(workload)
-    if w is None or not w.predicts_skips:
+    if w is None:
+        return None
+    if w.case_skip is not None and (reason := w.case_skip(backend, params)):
+        return reason
+    if not w.predicts_skips:
         return None
     return PREDICT_SKIP[w.kernels](backend, impl, params, platform)
 

@@ -31,6 +31,24 @@ def shortfall_message(where: str, n_cases: int, have: int, need: int, alpha: flo
             f"{need} (`xlabench gate` raises it for its own runs; see docs/gate.md)")
 
 
+def samples_note(per_case: Sequence[int], suite_per_case: int, iters: int) -> Optional[str]:
+    """What `validate`, `run` (up front and at its end) and its dry run say of cases that time too few samples
+    for `compare` to judge them (``per_case``: each case's iters x repeats; ``iters``: the fewest iterations
+    a case times), or None. A profile that cuts its suite's measure (``suite_per_case``) is a quick run by
+    design (the shipped cpu profiles): it is told so, that two runs of it cannot be compared, and the
+    ``--repeats`` that makes them comparable."""
+    short = sample_shortfall(per_case)
+    if short is None:
+        return None
+    have, need = short
+    if have < suite_per_case:
+        repeats = -(-need // max(1, iters))
+        return (f"{have} sample(s) per case (a quick profile: its suite's measure times {suite_per_case}); "
+                f"`compare` cannot judge two runs of it: it needs >= {need} per side (`--repeats {repeats}` "
+                f"times {repeats * iters}; `gate` raises measure.iters for its own runs)")
+    return shortfall_note(have, need)
+
+
 def shortfall_note(have: int, need: int) -> str:
     """The short form: a run's closing note and `validate`'s count of a profile (the long form warns the gate)."""
     return f"{have} sample(s) per case; `compare`/`gate` need >= {need} per side to judge a change (measure.iters)"

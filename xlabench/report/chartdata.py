@@ -6,7 +6,6 @@ skipped or wrong-result case is a gap (NaN), never a zero, and never a "best" im
 
 from __future__ import annotations
 
-import json
 
 import re
 from pathlib import Path
@@ -76,11 +75,7 @@ def published(paths: Sequence[Path]) -> list[dict[str, Any]]:
     """The suites' ``published:`` figures, from each run's meta file (its suite spec), once each."""
     out: list[dict[str, Any]] = []
     for p in paths:
-        meta = results.RunFiles(Path(p)).meta
-        try:
-            spec = json.loads(meta.read_text()).get("suite_spec") or {}
-        except (OSError, ValueError):
-            continue
+        spec = results.read_meta(Path(p)).get("suite_spec") or {}
         for fig in spec.get("published") or []:
             fig = {**fig, "suite": spec.get("name")}
             if fig not in out:

@@ -5,7 +5,6 @@ Meant for a CI job summary or a pull request: plain GitHub markdown, images by r
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Any, Sequence
@@ -302,10 +301,7 @@ def traces(df: pd.DataFrame, sources: Sequence[Path], out: Path) -> str:
     """A table linking every case's kept profile files (the ``traces`` of each run's meta JSON)."""
     lines = []
     for src in sources:
-        meta = results.RunFiles(Path(src)).meta
-        if not meta.exists():
-            continue
-        kept = json.loads(meta.read_text()).get("traces") or {}
+        kept = results.read_meta(Path(src)).get("traces") or {}
         rows = df[cd.text(df["case_id"]).isin(kept)]
         shape = shape_columns(rows) if len(rows) else []
         for _, r in rows.iterrows():

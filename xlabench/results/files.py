@@ -403,6 +403,7 @@ def read_prior(csv_path: Path, hold: bool = True) -> tuple[RunFiles, Any, set[st
     have a row (any status: what a resume skips) and its run id. Raises ResultsFileError."""
     files = RunFiles(Path(csv_path))
     read_text(files.csv)  # missing, unreadable or not UTF-8: said before anything is locked
+    read_meta(files)  # a damaged meta too: the resume reads its profile and host peaks
     if hold:
         files.hold()
     try:
@@ -431,6 +432,35 @@ def software() -> dict[str, Any]:
     except metadata.PackageNotFoundError:
         libtpu = None
     return {"xlabench_version": __version__, "python_version": platform.python_version(), "libtpu_version": libtpu}
+
+
+# The meta's keys whose values are JSON objects (read with .get by report, explain, audit, run --resume)
+META_OBJECTS = ("env", "suite_spec", "traces", "interrupted")
+
+
+def read_meta(run: RunFiles | Path | str) -> dict[str, Any]:
+    """The meta JSON of a run (its RunFiles or CSV path): the one reader of ``<run>.meta.json``. {} where
+    there is none (a run copied without it); ResultsFileError, one line naming the file and what is wrong,
+    where it cannot be read, is not JSON, or is not an object (or one of META_OBJECTS is not). A byte-order
+    mark is not part of the text."""
+    path = (run if isinstance(run, RunFiles) else RunFiles(Path(run))).meta
+    if not path.exists():
+        return {}
+    text = read_text(path)
+    why = "move it away to read the run without it, or put back the file the run wrote"
+    try:
+        meta = json.loads(text)
+    except ValueError as e:
+        raise ResultsFileError(f"{path}: not a readable meta JSON file (not JSON: {e}); {why}") from None
+    kind = {list: "array", str: "string", int: "number", float: "number", bool: "boolean"}
+    if not isinstance(meta, dict):
+        raise ResultsFileError(f"{path}: not a readable meta JSON file (a JSON {kind.get(type(meta), 'null')}, "
+                               f"not an object); {why}")
+    for key in META_OBJECTS:
+        if meta.get(key) is not None and not isinstance(meta[key], dict):
+            raise ResultsFileError(f"{path}: not a readable meta JSON file (\"{key}\" is a JSON "
+                                   f"{kind.get(type(meta[key]), 'value')}, not an object); {why}")
+    return meta
 
 
 def write_meta(files: RunFiles, meta: Mapping[str, Any]) -> None:

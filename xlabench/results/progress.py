@@ -6,13 +6,12 @@ complete). A meta without ``cases_planned`` (a run written before) says nothing 
 from __future__ import annotations
 
 import csv
-import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
-from xlabench.results.files import RunFiles, write_meta
+from xlabench.results.files import RunFiles, read_meta, write_meta
 
 
 @dataclass(frozen=True)
@@ -45,11 +44,12 @@ def _ids(path: Path) -> tuple[set[str], frozenset[str]]:
 
 
 def run_progress(csv_path: str | Path) -> Optional[RunProgress]:
-    """How far the run of ``csv_path`` got against its plan (None: its meta records no plan)."""
+    """How far the run of ``csv_path`` got against its plan (None: its meta records no plan, or no usable
+    one). ResultsFileError where the meta is damaged (read_meta)."""
+    meta = read_meta(csv_path)
     try:
-        meta = json.loads(RunFiles(Path(csv_path)).meta.read_text(encoding="utf-8"))
         planned = int(meta["cases_planned"])
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+    except (ValueError, KeyError, TypeError):
         return None
     cut = meta.get("interrupted") or {}
     cases, run_ids = _ids(Path(csv_path))

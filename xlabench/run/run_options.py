@@ -187,14 +187,14 @@ class RunOptions:
     only_case_ids: Optional[tuple[str, ...]] = None  # the gate's re-run of flagged cases
     run_id: Optional[str] = None
     cache_dir: Optional[str] = option(
-        None, "--cache-dir", kind="path_dir", metavar="DIR",
+        None, "--cache-dir", kind="path_dir", metavar="DIR", resume=True,
         help="Persistent compilation cache: a program compiled once is loaded from DIR the next time "
              "(rows say compile_cached): JAX's compiled executables. Default: $XLABENCH_CACHE_DIR/compile, else "
              "~/.cache/xlabench/compile.",
         per_command=(("compile", "Persistent compilation cache: a program compiled once is not compiled again "
                                  "(rows say compile_cached): its figures (memory, FLOPs) are read from "
                                  "DIR. Default: $XLABENCH_CACHE_DIR/compile, else ~/.cache/xlabench/compile."),))
-    no_cache: bool = option(False, "--no-cache", kind="flag",
+    no_cache: bool = option(False, "--no-cache", kind="flag", resume=True,
                             help="Compile every case afresh: no persistent compilation cache.")
     jobs: Optional[int] = option(
         None, "--jobs", "-j", metavar="N", low=1, integer=True,
@@ -247,8 +247,8 @@ def resume_words(opts: RunOptions) -> list[str]:
         value = getattr(opts, key)
         if key == "where":
             value = [f"{k}={v}" for k, v in value]
-        if isinstance(value, bool):  # an on/off flag
-            words += [flag if value else flag.replace("--", "--no-", 1)]
+        if isinstance(value, bool):  # an on/off flag as given; a plain flag (--no-cache) where it was given
+            words += [flag] if value else [flag.replace("--", "--no-", 1)] if FLAGS[key].kind == "onoff" else []
             continue
         for v in (value if isinstance(value, (tuple, list)) else [value]):
             if v is not None:

@@ -8,7 +8,6 @@ is a row, never an exception.
 from __future__ import annotations
 
 import dataclasses
-import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -103,16 +102,11 @@ class RunOutcome:
 
 
 def samples_note(cases: list[suite_lib.Case], suite_measure: suite_lib.Measure) -> Optional[str]:
-    """A note when the cases time too few samples for `compare` to judge them (sample_size.sample_shortfall),
-    said only of a measure meant for comparing: the suite's own (``suite_measure``) or one a profile keeps or
-    raises. A profile that times fewer samples than its suite is a quick run by design (the shipped cpu
-    profiles): saying so on every run of it is noise; `gate` raises iters for its own runs and `compare`
-    names the cases it could not judge."""
-    per_case = [c.measure.iters * c.measure.repeats for c in cases]
-    if per_case and min(per_case) < suite_measure.iters * suite_measure.repeats:
-        return None
-    short = sample_size.sample_shortfall(per_case)
-    return sample_size.shortfall_note(*short) if short else None
+    """A note when the cases time too few samples for `compare` to judge them (sample_size.samples_note; a
+    quick profile, one that cuts its suite's measure, is told that two runs of it cannot be compared)."""
+    return sample_size.samples_note([c.measure.iters * c.measure.repeats for c in cases],
+                                    suite_measure.iters * suite_measure.repeats,
+                                    min((c.measure.iters for c in cases), default=1))
 
 
 def jobs_refused(jobs: int, platform: str) -> Optional[str]:
@@ -163,8 +157,8 @@ def run_suite(s: suite_lib.Suite, opts: RunOptions = RunOptions(), hooks: RunHoo
     interpreters = Interpreters(torch_xla_override=opts.python_torch_xla)
     check_torch_xla_option(opts)
     sess = open_session(s, opts, hooks.warning, interpreters=interpreters, dist=dist)
-    if opts.resume_csv and opts.profile is None and sess.files.meta.exists():
-        sess.opts = sess.opts.replace(profile=json.loads(sess.files.meta.read_text()).get("profile") or "base")
+    if opts.resume_csv and opts.profile is None and sess.files.meta.exists():  # read_prior checked it
+        sess.opts = sess.opts.replace(profile=results.read_meta(sess.files).get("profile") or "base")
     tally: dict[str, int | None] = {"done": None, "total": None}  # what an interrupt reports
     try:
         with interruptible():
@@ -185,6 +179,7 @@ class RunPlan:
     platform: str
     cases: list[tuple[suite_lib.Case, Optional[str]]]
     done: set[str]
+    samples_note: Optional[str] = None  # too few samples for `compare` to judge the run (samples_note)
 
 
 def predict_skip(c: Any, platform: str) -> Optional[str]:
@@ -283,7 +278,8 @@ def plan_run(s: suite_lib.Suite, opts: RunOptions) -> RunPlan:
     cases = select_cases(s, prof, opts, shard_of, slice_fit.Slice(platform, guess_device_count(platform)))
     interpreters = Interpreters(torch_xla_override=opts.python_torch_xla)
     return RunPlan(prof, platform, [(c, platform_skip(c, platform) or interpreters.missing(c.backend)
-                                     or predict_skip(c, platform)) for c in cases], done)
+                                     or predict_skip(c, platform)) for c in cases], done,
+                   None if opts.tune_only else samples_note(cases, s.spec.measure))
 
 
 def _with_impl_paths(s: suite_lib.Suite, opts: RunOptions) -> suite_lib.Suite:
@@ -343,7 +339,8 @@ def _run_with_pool(sess: Session, *, tally: dict[str, int | None], dist: Any, sh
     meta = sess.write_meta(prof, ctx, {**first.env, **({"llc_bytes": ctx.llc_bytes} if ctx.llc_bytes else {})},
                            ctx.jobs, shard=sess.opts.shard_spec, workload=sess.suite.spec.workload,
                            cases_planned=len(cases))  # the unrolled best point comes on top
-    hooks.start(_start_lines(sess, prof, platform, first.env, len(todo), ctx.jobs, unroll),
+    note = None if sess.opts.tune_only else samples_note(cases, sess.suite.spec.measure)
+    hooks.start(_start_lines(sess, prof, platform, first.env, len(todo), ctx.jobs, unroll, note),
                 sum(c.measure.repeats for c in todo) + unroll, todo, jobs=ctx.jobs)
 
     def on_row(case: suite_lib.Case, row: dict[str, Any]) -> None:
@@ -373,7 +370,7 @@ def _run_with_pool(sess: Session, *, tally: dict[str, int | None], dist: Any, sh
         results.finish_meta(sess.files, meta, rows)
     return RunOutcome(sess.files, prof, todo, rows, primary=sess.primary, process_id=process_id,
                       seconds=time.time() - started, warnings=warnings,
-                      samples_note=None if sess.opts.tune_only else samples_note(cases, sess.suite.spec.measure))
+                      samples_note=note)
 
 
 def _missing_backends(sess: Session, todo: list[suite_lib.Case], hooks: RunHooks) -> list[str]:
@@ -462,16 +459,16 @@ def run_peaks(files: Any, resuming: bool, env: dict[str, Any]) -> dict[str, Any]
     if not resuming or not mine:
         return mine
     try:
-        prior = (json.loads(files.meta.read_text(encoding="utf-8")).get("env") or {})
-    except (OSError, ValueError, AttributeError):
+        prior = results.read_meta(files).get("env") or {}
+    except results.ResultsFileError:  # read_prior checked it at the start; gone since: the worker's peaks
         return mine
     kept = {k: prior[k] for k in CPU_PEAK_KEYS if prior.get(k) is not None}
     return {**mine, **kept} if kept.get("measured_cpu_tflops") else mine
 
 
 def _start_lines(sess: Session, prof: str, platform: str, env: dict[str, Any], todo: int, jobs: int,
-                 unroll: bool = False) -> list[str]:
-    """What the run says before its first case."""
+                 unroll: bool = False, note: Optional[str] = None) -> list[str]:
+    """What the run says before its first case (``note``: too few samples to compare: samples_note)."""
     done = sess.done
     n = int(env.get("device_count") or 1)
     lines = [f"suite {sess.suite.name} profile {prof or 'base'} on {platform} ({n} x {env['device_kind']}, "
@@ -480,7 +477,7 @@ def _start_lines(sess: Session, prof: str, platform: str, env: dict[str, Any], t
     if platform == "cpu":
         lines.append("CPU: Pallas kernels run in interpret mode; their rows say interpret=true "
                      "(a pipeline check, not kernel speed)")
-    return lines
+    return lines + ([f"note: {note}"] if note else [])
 
 
 def traces_of(root: Path, cases: Iterable[suite_lib.Case]) -> dict[str, list[str]]:

@@ -64,6 +64,9 @@ class Workload:
     headline: Literal["device", "wall"] = "device"
     fixes_blocks: Optional[tuple[str, ...]] = None  # the case parameters that fix its blocks (None: ``tuned``)
     predicts_skips: bool = True  # whether the parent predicts its kernels' skips from their rules (impls/)
+    # (backend, params) -> why that backend cannot run the case at all, or None: the worker skips it for that
+    # reason and the dry run predicts it, whether or not the parent predicts the kernels' skips.
+    case_skip: Optional[Callable[[str, dict[str, Any]], Optional[str]]] = None
     # Its backend runners, "module:function" in each backend's package (backends/runners.py): the function
     # that runs one case, and the one that compiles it for a target (a backend that compiles).
     runner: str = ""

@@ -30,6 +30,16 @@ MODE_AXES: dict[str, tuple[str, ...]] = {
     "2d": ("data", "fsdp", "tensor"),
     "auto": MESH_AXES,
 }
+# Why JAX skips a sharding=auto case: its worker raises it (backends/jax/sharding.py), the dry run predicts it
+# (case_skip below), so `run --dry-run` counts the skips the run has.
+JAX_AUTO_REASON = ("JAX has no public XLA auto-sharding (jax.sharding.AUTO is gone in jax 0.10; jax 0.7.1's "
+                   "private one aborts on CPU: 'auto-partitioner callback wasn't registered'); torch_xla runs auto")
+
+
+def case_skip(backend: str, params: dict[str, Any]) -> Optional[str]:
+    """Why ``backend`` cannot run a train case of these params at all, or None."""
+    return JAX_AUTO_REASON if backend == "jax" and params.get("sharding") == "auto" else None
+
 # Activation rematerialisation policies (the one list of names; backends/jax/model.py REMAT_POLICIES maps
 # each to its jax.checkpoint policy; docs/train.md says what each keeps and buys):
 #   none: keep everything (under scan_layers the JAX body keeps what dots_attention keeps);
@@ -290,7 +300,7 @@ class TrainParams(BaseModel):
 # skips are decided in its worker, over the model's layers. A step is sharded over a mesh, studied on a slice,
 # counted in tokens; its fit sweeps the global batch to the capacity, a line per sharding mode and impl.
 WORKLOAD = Workload("train", TrainParams, ATTENTION_KERNELS, headline="wall", fixes_blocks=BLOCK_PARAMS,
-                    predicts_skips=False, runner="train_case:run_train_case",
+                    predicts_skips=False, case_skip=case_skip, runner="train_case:run_train_case",
                     compiler="compile_case:compile_train_case", wall_clock="steps", sharded=True, fits_slice=True,
                     attention_flops="params",
                     figures=(SummaryFigure("tokens/s", "tokens_per_s", 1, ".4g"), MFU_FIGURE),
