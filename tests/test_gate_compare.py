@@ -131,11 +131,16 @@ def test_throughput_metric_reads_rows_and_flags_the_slower_candidate(tmp_path, r
 
 
 def test_missing_throughput_column_is_inconclusive(tmp_path, rng):
-    a = case("naive")
-    base = write_run(tmp_path / "base.csv", [(a, draw(rng, 20))])
-    cand = write_run(tmp_path / "cand.csv", [(a, draw(rng, 20))])
-    cmp = gate.compare(gate.load_run(base), gate.load_run(cand), gate.GateConfig(metric="mfu"))
-    assert cmp.cases[0].verdict == gate.INCONCLUSIVE and "mfu is empty" in cmp.cases[0].reason
+    """A case without the metric, where another case has it (a metric no case has: the test below)."""
+    a, b = case("naive"), case("flash")
+    runs = [gate.load_run(write_run(tmp_path / f"{side}.csv", [(a, draw(rng, 20)), (b, draw(rng, 20))], side))
+            for side in ("base", "cand")]
+    for run in runs:  # flash has an MFU on both sides, naive on neither
+        run.rows["mfu"] = run.rows["impl"].map({"flash": 0.5}).astype(float)
+    cmp = gate.compare(*runs, gate.GateConfig(metric="mfu"))
+    v = _by_label(cmp)
+    assert v["jax/naive"].verdict == gate.INCONCLUSIVE and "mfu is empty" in v["jax/naive"].reason
+    assert "mfu is empty" not in v["jax/flash"].reason
 
 
 def test_different_repeats_on_the_two_sides_give_a_warning(tmp_path, rng):
@@ -508,3 +513,15 @@ def test_compare_calls_an_interval_beyond_the_threshold_without_significance_inc
     assert slow["verdict"] == "inconclusive", slow
     out = " ".join(r.output.split())
     assert "could not judge 1 case(s): not significant after Holm" in out and "too few samples" not in out, out
+
+
+@pytest.mark.parametrize("metric", ["tokens_per_s", "mbu"])
+def test_a_metric_no_row_has_is_one_line_not_a_table_of_inconclusive_cases(tmp_path, rng, metric):
+    """Issue 61 item 8: `compare --metric mbu` of two attention runs printed 24 "inconclusive" rows ("mbu is
+    empty in the baseline row") before NOTHING COMPARED; attention rows have no such column."""
+    entries = [(case(impl), draw(rng, 20)) for impl in ("naive", "flash", "splash")]
+    base, cand = write_run(tmp_path / "b.csv", entries, "r1"), write_run(tmp_path / "c.csv", entries, "r2")
+    res = _cli("compare", str(base), str(cand), "--metric", metric)
+    assert res.exit_code == 2 and len(res.output.strip().splitlines()) == 1, res.output
+    assert f"--metric {metric}: none of the 3 case(s)" in res.output and "median_s" in res.output
+    assert _cli("compare", str(base), str(cand), "--metric", "tflops_per_s").exit_code == 0  # a metric they have

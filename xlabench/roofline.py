@@ -11,7 +11,9 @@ backend. The time a step cannot beat is the largest of three:
 leaves out the overlap of compute and communication (XLA overlaps async collectives with compute, so
 the true floor may be nearer max() than the sum: max() is the optimistic floor used here) and DCN
 between slices. FLOPs and bytes are XLA's (``xla_flops``, ``xla_bytes_accessed``, loop-aware) where
-the row has them, else the analytic counts, and ``roofline_source`` says which.
+the row has them, else the analytic counts, and ``roofline_source`` says which. The bytes are those of
+``xla_hbm_bytes`` where the row has it: XLA's bytes_accessed counts operands in a TPU's VMEM as well, and
+on v5e put naive attention's floor above the time the chip measured (issue 61 item 2).
 """
 
 from __future__ import annotations
@@ -35,7 +37,8 @@ def _num(row: Mapping[str, Any], key: str) -> Optional[float]:
 def work(row: Mapping[str, Any]) -> tuple[Optional[float], Optional[float], str]:
     """(FLOPs, bytes) per device per step, and their source."""
     devices = max(int(_num(row, "devices") or 1), 1)
-    xf, xb = _num(row, "xla_flops"), _num(row, "xla_bytes_accessed")
+    xf, hbm = _num(row, "xla_flops"), _num(row, "xla_hbm_bytes")
+    xb = hbm or _num(row, "xla_bytes_accessed")  # the HBM share of XLA's bytes where counted (VMEM left out)
     flops = _num(row, "kernel_flops") or _num(row, "flops")
     nbytes = _num(row, "bytes") or _num(row, "io_bytes")
     what = "bytes" if _num(row, "bytes") else "io_bytes (Q, K, V, O only: a lower bound)"
@@ -55,11 +58,15 @@ def work(row: Mapping[str, Any]) -> tuple[Optional[float], Optional[float], str]
             # floor from XLA's count (flash causal fwd on v5e: 1.05-1.32x faster than it). A kernel that
             # computes them (naive) is memory-bound, so its floor does not move.
             return (flops / devices, xb, f"analytic FLOPs and XLA bytes: XLA counted {xf / (flops / devices):.2f}x "
-                    "the kernel's FLOPs on a causal row (the masked blocks, which a kernel may skip)")
-        return xf, xb, "XLA cost analysis of the compiled program (loop-aware)"
+                    "the kernel's FLOPs on a causal row (the masked blocks, which a kernel may skip)"
+                    + (HBM_NOTE if hbm else ""))
+        return xf, xb, "XLA cost analysis of the compiled program (loop-aware)" + (HBM_NOTE if hbm else "")
     if flops and nbytes:
         return flops / devices, nbytes / devices, f"analytic FLOPs and {what} (no XLA figures)"
     return None, None, "no FLOP and byte counts for this row"
+
+
+HBM_NOTE = "; bytes: its ops' operands and results in HBM (xla_hbm_bytes: VMEM-resident ones left out)"
 
 
 def _causal(row: Mapping[str, Any]) -> bool:

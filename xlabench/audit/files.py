@@ -13,7 +13,7 @@ from typing import Any, Iterable, Optional
 from xlabench import results
 from xlabench.audit import exceptions as excepted
 from xlabench.audit.rules import (
-    DEFAULT_S, EXPLAIN_ROOF, ROW_RULES, Host, cache_resident, check_row, default_s, explain_roof, num,
+    DEFAULT_S, EXPLAIN_ROOF, ROW_RULES, Host, cache_resident, check_row, default_s, explain_roof, num, wrong_result,
 )
 from xlabench.protocol.status import OK
 
@@ -38,6 +38,7 @@ class Audit:
     rows: int = 0  # ok rows checked
     findings: list[Finding] = field(default_factory=list)
     cache_resident: int = 0  # CPU rows whose bytes fit in the host's last-level cache
+    wrong: int = 0  # ok rows with a wrong result: their figures are not the work's, so not audited
     unused: list[str] = field(default_factory=list)  # listed exceptions that matched no finding
 
     @property
@@ -165,6 +166,9 @@ def audit(paths: Iterable[str | Path], exceptions_file: Optional[Path] = None) -
         breakdowns = explained(path)
         for row in rows:
             if str(row.get("status")) != OK:
+                continue
+            if wrong_result(row):
+                out.wrong += 1
                 continue
             out.rows += 1
             out.cache_resident += bool(cache_resident(row, host))

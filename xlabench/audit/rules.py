@@ -41,8 +41,14 @@ def num(row: Mapping[str, Any], key: str) -> Optional[float]:
     return number(row.get(key))
 
 
+def wrong_result(row: Mapping[str, Any]) -> bool:
+    """A row whose result is wrong (correct false): its time is kept, but its figures are not the work's, so
+    no rule judges them as physics (issue 61 item 7: a wrong kernel's roofline_frac 2.166)."""
+    return str(row.get("correct")).lower() == "false"
+
+
 def _ok(row: Mapping[str, Any]) -> bool:
-    return str(row.get("status", "")) == OK and bool(num(row, "median_s"))
+    return str(row.get("status", "")) == OK and bool(num(row, "median_s")) and not wrong_result(row)
 
 
 def _devices(row: Mapping[str, Any]) -> int:

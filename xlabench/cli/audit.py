@@ -36,7 +36,9 @@ def audit(paths: tuple[str, ...], exceptions_file: Optional[str]) -> None:
         warn(f"{entry} matched no finding (stale?)")
     broken = len(found.broken)
     console.print(f"audit: {len(found.files)} file(s), {found.rows} ok row(s): {broken} broken rule(s), "
-                  f"{len(found.findings) - broken} known exception(s), {found.cache_resident} cache-resident row(s)",
+                  f"{len(found.findings) - broken} known exception(s), {found.cache_resident} cache-resident row(s)"
+                  + (f"; {found.wrong} WRONG RESULT row(s) not audited (their figures are not the work's)"
+                     if found.wrong else ""),
                   soft_wrap=True)
     if broken:
         sys.exit(1)

@@ -222,19 +222,21 @@ class _RunProgress:
 def _print_outcome(outcome: Any, opts: RunOptions, summary: bool) -> None:
     """The summary table (``summary``), the counts, the samples note and where the rows are."""
     from xlabench.report import summary as summary_table
+    from xlabench.run.suite_runner import WRONG
 
     if summary:
         table = summary_table.build(outcome.rows, [c.params for c in outcome.cases])
         console.print(table)  # fits the console: a fixed line, then the table
         for line in table.lines():  # word-wrapped to the console (a skip reason is prose)
             console.print(line, style="yellow")
-    counts, wrong = outcome.counts(), len(outcome.wrong)
+    counts = outcome.counts()
     said = f"in {outcome.seconds:.1f}s"
     if opts.resume_csv and outcome.primary:  # the whole file's rows, not only the cases run now
         counts = outcome.file_counts()
         said = f"in {outcome.files.csv.name} ({len(outcome.rows)} case(s) run now, in {outcome.seconds:.1f}s)"
-    console.print(f"{counts['ok']} ok, {counts['failed']} failed, {counts['skipped']} skipped {said}"
-                  + (f"; {wrong} WRONG RESULT(S)" if wrong else ""))
+    wrong = counts[WRONG]  # timed, but wrong: not ok
+    console.print(f"{counts['ok']} ok, " + (f"{wrong} WRONG RESULT(S), " if wrong else "")
+                  + f"{counts['failed']} failed, {counts['skipped']} skipped {said}")
     if outcome.samples_note and counts["ok"]:
         console.print(f"note: {outcome.samples_note}", style="dim", soft_wrap=True)
     if summary:
@@ -259,10 +261,9 @@ def _case_line(r: dict[str, Any], label: str, width: Optional[int], reasons: dic
 
 def _wrong_why(r: dict[str, Any]) -> str:
     """Why a row is wrong, from its notes (the worker's 'wrong output: …'), else its error against the tolerance."""
-    said = [n.strip() for n in str(r.get("notes") or "").split(";") if n.strip().startswith("wrong output")]
-    if said:
-        return said[0]
-    return f"WRONG RESULT: max_abs_err {r.get('max_abs_err')} > err_tol {r.get('err_tol')}"
+    from xlabench.report.summary import wrong_note
+
+    return wrong_note(r) or f"WRONG RESULT: max_abs_err {r.get('max_abs_err')} > err_tol {r.get('err_tol')}"
 
 
 def resume_command(suite_file: str, csv: Path, opts: RunOptions) -> str:

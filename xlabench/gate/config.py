@@ -88,6 +88,27 @@ class Metric:
         return value * median / seconds
 
 
+    def has(self, row: dict[str, Any]) -> bool:
+        """Whether the row carries the metric (a time metric: always, but device_median_s: a trace-timer row)."""
+        if self.higher_is_better or self.name == "device_median_s":
+            value = num(row.get(self.name))
+            return value is not None and value > 0
+        return True
+
+
+def metric_missing(pairs: list[tuple[dict[str, Any], dict[str, Any]]], metric: str) -> Optional[str]:
+    """Why no ``pairs`` (baseline row, candidate row: both measured) can be judged on ``metric``, because no
+    pair has it on both sides (issue 61 item 8: attention rows have no tokens_per_s), naming the metrics
+    they have; None when one pair has it, or there is no pair."""
+    info = METRICS[metric]
+    if not pairs or any(info.has(b) and info.has(c) for b, c in pairs):
+        return None
+    have = [m for m, i in METRICS.items() if any(i.has(b) and i.has(c) for b, c in pairs)]
+    kinds = sorted({str(r.get("workload")) for pair in pairs for r in pair})
+    return (f"--metric {metric}: none of the {len(pairs)} case(s) measured on both sides has it (their "
+            f"{'/'.join(kinds)} rows leave the {metric} column empty); compare them on one of: {', '.join(have)}")
+
+
 def _p10(x: np.ndarray, axis: int = -1) -> np.ndarray:
     return np.percentile(x, 10, axis=axis)
 

@@ -13,7 +13,7 @@ from xlabench.audit import marks
 from xlabench.gate.config import (
     EXIT_FAIL, EXIT_NOTHING, EXIT_PASS, EXIT_UNJUDGED, num, CONFOUNDED, EnvMismatchError, FAILED, FAILING, GateConfig,
     GateInputError, IMPROVEMENT, INCONCLUSIVE, MISSING, NEW, REGRESSION, SKIPPED, UNCONFIRMED, UNJUDGED, UNJUDGED_FAILING,
-    VERDICTS,
+    VERDICTS, metric_missing,
 )
 from xlabench.gate.run_data import RunData
 from xlabench.gate.stats import Assessment, assess, samples_needed
@@ -287,6 +287,9 @@ def compare(base: RunData, cand: RunData, cfg: GateConfig,
     common = [k for k in c_rows if k in b_rows]
     _check_ids(common, b_rows, c_rows, base, cand)
     _check_clocks(common, b_rows, c_rows, base, cand)
+    if why := metric_missing([(b_rows[k], c_rows[k]) for k in common if _untested(c_rows[k], b_rows[k]) is None],
+                             cfg.metric):
+        raise GateInputError(why)
     warn = [f"{role}: {note}" for role, run in (("baseline", base), ("candidate", cand))
             if (note := results.incomplete_note(run.path))] + _input_warnings(common, b_rows, c_rows, cfg)
     labels = _labels(list(c_rows.values()) + [b_rows[k] for k in b_rows if k not in c_rows])

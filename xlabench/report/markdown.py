@@ -290,7 +290,7 @@ def problems(df: pd.DataFrame) -> str:
             lines.append([f"{len(group)} cases {status}", ", ".join(cd.distinct(rs.apply(_impl, axis=1))),
                           f"<details><summary>{len(group)} case ids</summary>{ids}</details>",
                           _reason(r) if len(errors) == 1 else summary_lib.skip_reason(r["error"])])
-        lines += [["wrong result", _impl(r), _case_label(r, shape),
+        lines += [["wrong result", _impl(r), _case_label(r, shape), summary_lib.wrong_note(r) or
                    f"max_abs_err {fmt_number(r['max_abs_err'], '.3g')} > err_tol {fmt_number(r['err_tol'], '.3g')}"]
                   for _, r in wrong.iterrows()]
         parts.append(f"### {suite}\n\n" + table(["status", "impl", "case", "reason"], lines))

@@ -190,6 +190,15 @@ def _note(r: Mapping[str, Any], suspect: Optional[int] = None, errors: Optional[
     return wrong
 
 
+def wrong_note(r: Mapping[str, Any]) -> Optional[str]:
+    """What was wrong with a wrong row's output, as its worker said it in the notes ('wrong output: out has
+    shape …, expected shape …'), or None (its values were wrong: its error against the tolerance says it)."""
+    notes = r.get("notes")
+    said = [n.strip() for n in (notes.split(";") if isinstance(notes, str) else ())
+            if n.strip().startswith("wrong output")]
+    return said[0] if said else None
+
+
 def interpreted(r: Mapping[str, Any]) -> bool:
     """Whether a row's kernel ran in the CPU interpreter. A user impl's row said interpret on CPU before its
     worker imported it (rows written before issue 50): one that failed (to import, say) or was skipped ran nothing."""

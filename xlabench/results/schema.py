@@ -199,6 +199,7 @@ COMPILE_COLUMNS = _c("compile", [
     ("xla_flops", "float", "FLOP", ("XLA cost_analysis flops per device per step, while loops x their trip count (Pallas "
                            "kernels: the kernel's own estimate); JAX run rows too")),
     ("xla_bytes_accessed", "float", "B", "XLA cost_analysis bytes accessed per device per step, loop-aware likewise"),
+    ("xla_hbm_bytes", "float", "B", "of those, the operands and results of the program's ops that live in HBM (a TPU's VMEM-resident ones left out), per device per step; empty where an op's traffic is unknown (a Pallas kernel, a collective): the roofline's memory floor where set"),
     ("collective_bytes", "float", "B", ("bytes one device sends over the interconnect per step: the compiled HLO's "
                                "all-gather, reduce-scatter, all-reduce, all-to-all, collective-permute, ring "
                                "conventions (measure/hlo_text.py)")),

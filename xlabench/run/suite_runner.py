@@ -28,13 +28,14 @@ from xlabench.run.session import RunInputError, Session, check_resumed, open_ses
 from xlabench.run.workers import WorkerError
 from xlabench.protocol.replies import Reply
 from xlabench.impls import workload_rules
-from xlabench.protocol.status import FAILED
+from xlabench.protocol.status import FAILED, OK
 from xlabench.tune import default_dir as tune_cache_dir
 from xlabench.suite import slice_fit
 from xlabench.tune import table
 from xlabench.run.case_plan import tuning
 
 # The model fit's compiles (suite/slice_fit.py): a few candidates x impls, each compiled once, never run
+WRONG = "wrong"  # counts(): the ok rows whose result is wrong
 FIT_TIMEOUT_S = 1800.0
 # `xlabench tune`: each case's measurement after its search is one call, on the wall clock.
 TUNE_ONLY_MEASURE = {"warmup": 1, "iters": 1, "min_time_s": 0.0, "repeats": 1, "timer": "wallclock"}
@@ -90,15 +91,22 @@ class RunOutcome:
 
     @property
     def wrong(self) -> list[dict[str, Any]]:
-        return [r for r in self.rows if r.get("correct") is False]
+        return [r for r in self.rows if r["status"] == OK and r.get("correct") is False]
 
     def counts(self) -> dict[str, int]:
-        return {st: self.count(st) for st in results.STATUSES}
+        """Rows by status, and ``wrong``: the ok rows whose result is wrong, not counted as ok."""
+        out = {st: self.count(st) for st in results.STATUSES}
+        out[WRONG] = len(self.wrong)
+        out[OK] -= out[WRONG]
+        return out
 
     def file_counts(self) -> dict[str, int]:
         """counts() over every row of the run's file (a resumed run: the rows before it too)."""
-        status = results.read_rows(self.files.csv, cut_last=True)["status"]
-        return {st: int((status == st).sum()) for st in results.STATUSES}
+        df = results.read_rows(self.files.csv, cut_last=True)
+        out = {st: int((df["status"] == st).sum()) for st in results.STATUSES}
+        out[WRONG] = int(((df["status"] == OK) & (df["correct"] == False)).sum()) if "correct" in df else 0  # noqa: E712
+        out[OK] -= out[WRONG]
+        return out
 
 
 def samples_note(cases: list[suite_lib.Case], suite_measure: suite_lib.Measure) -> Optional[str]:

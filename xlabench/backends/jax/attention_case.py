@@ -12,7 +12,7 @@ import numpy as np
 from xlabench.backends import user_impl
 from xlabench.backends.jax import attention_impls as impls
 from xlabench.backends.jax import hlo_cost, tune_case
-from xlabench.backends.jax.common import compile_timed, kernel_passes, max_normalised_error, peak_memory
+from xlabench.backends.jax.common import compile_timed, kernel_passes, max_normalised_error, peak_memory, runs_pallas
 from xlabench.measure.phases import Phases
 from xlabench.measure.timing import TimingPlan, with_timer
 from xlabench.results.schema import TUNED_PREFIX
@@ -42,7 +42,7 @@ def output_problem(p: AttentionParams, outs: list[Any], dtype: Any) -> str | Non
         if not hasattr(o, "shape") or not hasattr(o, "dtype"):
             return f"{name} is a {type(o).__name__}, not an array"
         if tuple(o.shape) != tuple(shape) or o.dtype != dtype:
-            return (f"{name} has shape {tuple(o.shape)} dtype {o.dtype}; expected shape {tuple(shape)} "
+            return (f"{name} has shape {tuple(o.shape)} dtype {o.dtype}, expected shape {tuple(shape)} "
                     f"dtype {jnp.dtype(dtype)} ([B, S, H, D] in the input dtype)")
     return None
 
@@ -50,6 +50,23 @@ def output_problem(p: AttentionParams, outs: list[Any], dtype: Any) -> str | Non
 def attention_shapes(p: AttentionParams) -> list[tuple[int, ...]]:
     shapes = input_shapes(p)
     return [shapes["q"]] if p.mode == "fwd" else [shapes["q"], shapes["q"], shapes["k"], shapes["v"]]
+
+
+class WrongOutput(Exception):
+    """A kernel's forward output that a fwd_bwd case cannot differentiate; the message is the row's error."""
+
+
+def fwd_output_problem(out: Any, do: Any) -> str | None:
+    """Why a kernel's forward output is not one array of the cotangent's shape and dtype (the layout's
+    q shape, in the input dtype), in the words output_problem gives a fwd case, or None."""
+    if isinstance(out, (tuple, list)):
+        return f"wrong output: returned {len(out)} array(s), expected 1"
+    if not hasattr(out, "shape") or not hasattr(out, "dtype"):
+        return f"wrong output: out is a {type(out).__name__}, not an array"
+    if tuple(out.shape) != tuple(do.shape) or out.dtype != do.dtype:
+        return (f"wrong output: out has shape {tuple(out.shape)} dtype {out.dtype}, expected shape "
+                f"{tuple(do.shape)} dtype {do.dtype} (q's shape in the impl's layout, in the input dtype)")
+    return None
 
 
 def step_fn(p: AttentionParams, im: impls.AttentionImplRecord, cfg: impls.AttnConfig) -> Callable:
@@ -64,6 +81,9 @@ def step_fn(p: AttentionParams, im: impls.AttentionImplRecord, cfg: impls.AttnCo
 
     def fwd_bwd(q, k, v, do):
         out, vjp = jax.vjp(fwd, q, k, v)
+        problem = fwd_output_problem(out, do)
+        if problem:  # the backward cannot start from it: say what fwd would, not JAX's VJP error
+            raise WrongOutput(problem)
         return (out,) + vjp(do)
 
     return fwd_bwd
@@ -176,6 +196,8 @@ def run_attention_case(params: dict[str, Any], impl: str, plan: TimingPlan, inte
     with impls.tpu_interpret(cfg):  # interpret mode is fixed at trace time: trace inside it
         with phase("compile"):
             compiled, lower_s, compile_s = compile_timed(fn, args)
+            # a user impl is handed interpret=True on CPU; one of plain jnp ops runs no kernel to interpret
+            plain = cfg.interpret and im.source != "built-in" and not runs_pallas(fn, args)
         with phase("timing"):
             samples, out, traced = kernel_passes(compiled, args, plan)
     with phase("xla figures"):
@@ -198,7 +220,7 @@ def run_attention_case(params: dict[str, Any], impl: str, plan: TimingPlan, inte
     result = attention_result(p, samples, plan, lower_s, compile_s, mem, err, [n for n in notes if n])
     if problem:
         result = result.replace(max_abs_err=float("inf"), correct=False)
-    result = result.replace(metrics={**result.metrics, **xla, **tuned})
+    result = result.replace(metrics={**result.metrics, **xla, **tuned, **({"interpret": False} if plain else {})})
     if im.kernel_flops is not None:
         result = result.replace(metrics={**result.metrics, "kernel_flops": kernel_flops(p, im)})
     phase.log(f"{impl} S={p.seq_len} b={p.batch} {p.mode} causal={p.causal}")

@@ -29,6 +29,23 @@ def compile_timed(fn: Callable, args: Sequence[Any], **jit_kwargs) -> tuple[Any,
     return compiled, lower_s, compile_s
 
 
+def runs_pallas(fn: Callable, args: Sequence[Any]) -> bool:
+    """Whether ``fn`` on ``args`` runs a Pallas kernel: a pallas_call anywhere in its jaxpr (inside jit, vjp
+    and custom-derivative sub-programs too). A user impl of plain jnp ops runs none, interpreted or not."""
+
+    def walk(jaxpr: Any) -> bool:
+        jaxpr = getattr(jaxpr, "jaxpr", jaxpr)  # a ClosedJaxpr's open one
+        for eqn in getattr(jaxpr, "eqns", ()):
+            if eqn.primitive.name == "pallas_call":
+                return True
+            subs = [v for p in eqn.params.values() for v in (p if isinstance(p, (tuple, list)) else (p,))]
+            if any(walk(v) for v in subs if hasattr(v, "eqns") or hasattr(getattr(v, "jaxpr", None), "eqns")):
+                return True
+        return False
+
+    return walk(jax.make_jaxpr(fn)(*args))
+
+
 def oom_text(needed: int | None, capacity: int | None, detail: str = "") -> str:
     """'needs 16.50 GiB per device, has 15.75 GiB' (with what XLA said, when given)."""
     gib = lambda b: f"{b / (1 << 30):.2f} GiB"  # noqa: E731

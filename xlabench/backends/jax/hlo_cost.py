@@ -16,6 +16,7 @@ from typing import Any
 
 import jax
 
+from xlabench.explain import categories
 from xlabench.measure import hlo_text
 
 _ESTIMATE = re.compile(r'"cost_estimate":\{"flops":"(\d+)"[^}]*"bytes_accessed":"(\d+)"')
@@ -99,7 +100,12 @@ def xla_figures(compiled: Any, devices: int) -> tuple[dict[str, Any], list[str]]
     if extra_f or extra_b:
         notes.append(f"XLA flops/bytes: {len(loops)} while loop(s) counted x their trip count")
     coll = hlo_text.collectives(text, devices)
+    try:
+        hbm = categories.program_hbm_bytes(text, devices)
+    except Exception as e:  # a text the explain reader cannot follow: the roofline keeps XLA's bytes
+        hbm = None
+        notes.append(f"no HBM byte count ({type(e).__name__})")
     fields = {"xla_flops": None if flops is None else flops + extra_f,
-              "xla_bytes_accessed": None if nbytes is None else nbytes + extra_b,
+              "xla_bytes_accessed": None if nbytes is None else nbytes + extra_b, "xla_hbm_bytes": hbm,
               "collective_bytes": coll.bytes, "collective_ops": coll.ops, "collectives": coll.to_json()}
     return fields, notes

@@ -83,7 +83,7 @@ def output_problem(p: AttentionParams, outs: Any, dtype: torch.dtype, layout: st
         if not isinstance(o, torch.Tensor):
             return f"{name} is a {type(o).__name__}, not a tensor"
         if tuple(o.shape) != shape or o.dtype != dtype:
-            return (f"{name} has shape {tuple(o.shape)} dtype {str(o.dtype).removeprefix('torch.')}; expected "
+            return (f"{name} has shape {tuple(o.shape)} dtype {str(o.dtype).removeprefix('torch.')}, expected "
                     f"shape {shape} dtype {str(dtype).removeprefix('torch.')} ({layout} in the input dtype)")
     return None
 
