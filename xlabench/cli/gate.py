@@ -264,7 +264,8 @@ def _gate(suite_file: str, baseline: Optional[str], save_baseline: bool, confirm
     except suite_lib.SuiteError as e:
         raise BadInput(str(e)) from None
     notes = [f"gate {r}" for r in raised]
-    short = gate_steps.baseline_shortfall(base, cfg.alpha) if base is not None else None
+    short = (gate_steps.baseline_shortfall(base, cfg.alpha, gate_steps.selected_ids(s, profile, run_opts))
+             if base is not None else None)
     for msg in notes + ([short] if short else []):
         warn(msg)
     outcome = run_with_progress(s, run_opts.replace(profile=profile))

@@ -424,9 +424,12 @@ class HostProbe:
         if s.verdict not in (REGRESSION, IMPROVEMENT) or not self.explains(
                 s.ci_low, s.ci_high, self.run, cfg, worse=s.verdict == REGRESSION):
             return s
-        return replace(s, verdict=CONFOUNDED, reason=(
-            f"beyond the {cfg.threshold:.0%} threshold, but the host's calibration kernel ran {self.run:.2f}x as "
-            f"long: {self._because(self.run)}"))
+        return replace(s, verdict=CONFOUNDED, reason=(  # the figure itself is the suite line's "host calibration"
+            f"beyond the {cfg.threshold:.0%} threshold, but by its calibration kernel {self._because(self.run)}"))
+
+    def moved(self, cfg: GateConfig) -> bool:
+        """Whether the run's calibration ratio lies beyond the threshold: the host's speed changed."""
+        return self.run is not None and not 1 - cfg.threshold < self.run < 1 + cfg.threshold
 
     def warnings(self, suite: Optional[SuiteShift], cfg: GateConfig) -> list[str]:
         out = []
@@ -437,7 +440,7 @@ class HostProbe:
                        f"[{suite.machine_low:.2f}, {suite.machine_high:.2f}] (geometric mean over {suite.n_cases} "
                        "cases): its speed changed (load?), and every case's time with it; per-case verdicts cannot "
                        "see that (docs/gate.md: the host's speed)")
-        if self.run is not None and not 1 - t < self.run < 1 + t:
+        if suite is None and self.moved(cfg):  # a suite line says it (gate.report.suite_line), once
             out.append(f"the host's calibration kernel ran {self.run:.2f}x as long as beside the baseline (geometric "
                        f"mean over {len(self.per_case)} cases): the host's speed changed (load?); regressions it "
                        "explains are 'confounded' (docs/gate.md: the host's speed)")
@@ -484,5 +487,5 @@ def confirm(first: Comparison, base: RunData, rerun: Callable[[list[str]], RunDa
             why = w.reason if w is not None else "too few cases in the re-run"
             suite = replace(suite, verdict=UNCONFIRMED, confirmation=w,
                             reason=f"{suite.reason}; re-run did not reproduce it: {why}")
-    warn = first.warnings + [w for w in again.warnings if w not in first.warnings]
+    warn = first.warnings + [f"the re-run {again_run.path}: {w}" for w in again.warnings if w not in first.warnings]
     return replace(first, cases=cases, warnings=warn, confirm_run=str(again_run.path), suite=suite)

@@ -96,14 +96,19 @@ def suite_line(cmp: gate.Comparison) -> Optional[str]:
     worse, better = ("slower", "faster") if not cmp.config.metric_info.higher_is_better else ("worse", "better")
     host = "" if s.machine_ratio is None else (
         f"; compile times {s.machine_ratio:.2f} [{s.machine_low:.2f}, {s.machine_high:.2f}]")
-    if s.calib_ratio is not None:
-        host += f"; host calibration {s.calib_ratio:.2f}"
+    if s.calib_ratio is not None:  # said here only: HostProbe warns only where there is no suite line
+        t = cmp.config.threshold
+        moved = "" if 1 - t < s.calib_ratio < 1 + t else (
+            f", beyond the {t:.0%} threshold: the host's speed changed (load?); changes it explains are 'confounded'")
+        host += f"; host calibration {s.calib_ratio:.2f} (candidate / baseline{moved})"
     line = (f"suite: {s.n_worse}/{s.n_cases} {worse}, {s.n_better}/{s.n_cases} {better}, geometric mean "
             f"{s.ratio:.2f} [{s.ci_low:.2f}, {s.ci_high:.2f}], p = {s.p_value:.2g} (Wilcoxon signed-rank over "
             f"{s.n_cases} cases){host}: {s.verdict} ({s.reason})")
     if s.confirmation is not None:
         r = s.confirmation
         line += f"; re-run: geometric mean {r.ratio:.2f} [{r.ci_low:.2f}, {r.ci_high:.2f}], p = {r.p_value:.2g}"
+        if r.calib_ratio is not None:
+            line += f", host calibration {r.calib_ratio:.2f} (re-run / baseline)"
     return line
 
 
