@@ -93,3 +93,27 @@ def test_a_warning_wraps_between_words_on_a_terminal_and_is_one_line_in_a_log(mo
         lines = out.getvalue().splitlines()
         assert " ".join(" ".join(lines).split()) == f"warning: {text}"
         assert (all(len(x) <= 80 for x in lines) and len(lines) > 1) if terminal else len(lines) == 1, lines
+
+
+def test_a_piped_compare_keeps_each_case_on_one_line_beside_a_long_note(tmp_path):
+    """Issue 61 item 12: piped (CI) output, 160 columns, wrapped each of 24 cases over 3 lines: one case's long
+    note (a skip reason, up to 300 characters) took the room and squeezed the case column. Notes too long for
+    the line go under the table by number, as shared ones do."""
+    import dataclasses
+
+    rng = np.random.default_rng(5)
+    cases = [case(i, s, num_kv_heads=1, causal=c, mode=m) for i in ("naive", "xla_sdpa") for s in (128, 512, 1024)
+             for c in (True, False) for m in ("fwd", "fwd_bwd")]
+    a = write_run(tmp_path / "a.csv", [(c, draw(rng, 10)) for c in cases])
+    b = write_run(tmp_path / "b.csv", [(c, draw(rng, 10)) for c in cases])
+    cmp = gate.compare(gate.load_run(a), gate.load_run(b), gate.GateConfig())
+    long = "a reason of many words " * 12
+    cmp = dataclasses.replace(cmp, cases=[dataclasses.replace(cmp.cases[0], reason=long.strip())] + cmp.cases[1:])
+    t = report.table(cmp, 160, log=True)  # a log: a case per line, at the table's own width
+    lines = _render(t, Console(width=1000).measure(t).maximum)
+    assert max(len(x) for x in lines) < 160 + 40, "\n".join(lines)  # the long note is not beside its case
+    body = lines[lines.index(next(x for x in lines if x.startswith("─"))) + 1:]
+    rows = [x for x in body if x.split() and x.split()[0] in gate.VERDICTS]
+    assert len(rows) == len(cases) and all(any(c.label in x for x in rows) for c in cmp.cases), "\n".join(lines)
+    assert not any(x.startswith(" " * 10) for x in body[:len(cases)]), "\n".join(lines)  # no continuation line
+    assert "a reason of many words" in " ".join(" ".join(lines).split())  # the note is still said, under the table

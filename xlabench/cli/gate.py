@@ -125,8 +125,22 @@ def _write(path: Optional[str], text: str, option: str) -> None:
             f.write(text)
 
 
+def _print_table(cmp: gate_lib.Comparison) -> None:
+    """The cases' table: on a terminal, fitted to its width; in a log (piped), a case per line at the table's
+    own width (wrapped at 160 columns, 24 cases took 83 lines)."""
+    log = not console.is_terminal and console.width >= gate_report.COMPACT_BELOW
+    t = gate_report.table(cmp, console.width, log=log)
+    width = console.width
+    try:
+        if log:
+            console.width = max(width, console.measure(t).maximum)
+        console.print(t)
+    finally:
+        console.width = width
+
+
 def _report(cmp: gate_lib.Comparison, markdown_path: Optional[str], json_path: Optional[str], title: str) -> None:
-    console.print(gate_report.table(cmp, console.width))
+    _print_table(cmp)
     for w in cmp.warnings:
         warn(w)
     one_line = not console.is_terminal  # a log keeps each line whole; a terminal wraps between words

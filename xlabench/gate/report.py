@@ -240,29 +240,40 @@ def _fit(t: Table, cells: list[list[str]], width: Optional[int], least: Optional
     t.columns[-1].width += room - sum(c.width or 0 for c in t.columns)
 
 
-def table(cmp: gate.Comparison, width: Optional[int] = None) -> Table:
+def table(cmp: gate.Comparison, width: Optional[int] = None, log: bool = False) -> Table:
     """The cases as a table (those skipped on both sides: skipped_line); on a ``width``-column console it
     breaks lines only between words: no vertical rules, the two sides' values in one column, each column as
-    wide as its longest word. Below COMPACT_BELOW columns: compact (one line per case at 80)."""
+    wide as its longest word. Below COMPACT_BELOW columns: compact (one line per case at 80). ``log`` (piped
+    output, a CI log): a case per line, however wide (print it at its own width), the notes that would not
+    fit ``width`` beside their cases under it by number."""
     if width is not None and width < COMPACT_BELOW:
         return _compact_table(cmp, width)
     unit = cmp.config.metric_info.unit
     cases = [c for c in _ordered(cmp) if not both_skipped(c)]
     notes = [_note(c)[:300] for c in cases]
-    # a note several cases share (too few samples: every case) is written once, under the table, by number
+    # a note several cases share (too few samples: every case) is written once, under the table, by number;
+    # every note is where the notes beside their cases would not leave each case its line (a 300-character
+    # skip reason squeezed the case column: 3 lines a case in a 160-column log)
     counts = Counter(notes)
+    sides = [(value(c.baseline, unit), value(c.candidate, unit)) for c in cases]
+
+    def rows(shared: dict[str, int]) -> list[list[str]]:
+        return [[c.verdict, c.label, f"{c.n_base}/{c.n_cand}" if c.n_base or c.n_cand else "",
+                 " → ".join(v for v in two if v), ratio(c), _p(c), f"note {shared[n]}" if n in shared else n]
+                for c, two, n in zip(cases, sides, notes)]
+
     shared = {n: i for i, n in enumerate((n for n in counts if n and counts[n] > 1), 1)}
+    cells = rows(shared)
+    if width is not None and sum(max([cell_len(r[i]) for r in cells] + [1]) + 2 for i in range(7)) > width:
+        shared = {n: i for i, n in enumerate((n for n in counts if n), 1)}  # a long note no longer crowds its case
+        cells = rows(shared)
     caption = "\n".join([describe(cmp)] + [f"note {i}: {n}" for n, i in shared.items()])
     t = Table(title=f"{cmp.baseline} -> {cmp.candidate}", caption=caption, box=box.SIMPLE_HEAD,
               show_edge=False, pad_edge=False, padding=(0, 1, 0, 0))
     for col in ("verdict", "case", "n", "baseline → candidate", "ratio [CI]", "p (Holm)", "note"):
         t.add_column(col, no_wrap=col in ("verdict", "n"))
-    sides = [(value(c.baseline, unit), value(c.candidate, unit)) for c in cases]
-    cells = [[c.verdict, c.label, f"{c.n_base}/{c.n_cand}" if c.n_base or c.n_cand else "",
-              " → ".join(v for v in two if v), ratio(c), _p(c), f"note {shared[n]}" if n in shared else n]
-             for c, two, n in zip(cases, sides, notes)]
     # "1.003 ms →" over "1.377 ms": a value never parted from its unit
-    _fit(t, cells, width, {3: max([max(len(b) + 2, len(c)) for b, c in sides] + [1])})
+    _fit(t, cells, None if log else width, {3: max([max(len(b) + 2, len(c)) for b, c in sides] + [1])})
     for c, row in zip(cases, cells):
         t.add_row(Text(row[0], style=_STYLE[c.verdict] or ""), *row[1:])  # no markup: the CLI prints with markup off
     return t
