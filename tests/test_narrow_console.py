@@ -117,3 +117,35 @@ def test_a_piped_compare_keeps_each_case_on_one_line_beside_a_long_note(tmp_path
     assert len(rows) == len(cases) and all(any(c.label in x for x in rows) for c in cmp.cases), "\n".join(lines)
     assert not any(x.startswith(" " * 10) for x in body[:len(cases)]), "\n".join(lines)  # no continuation line
     assert "a reason of many words" in " ".join(" ".join(lines).split())  # the note is still said, under the table
+
+
+def _cut_words(out: str, src: str) -> list[str]:
+    """The words just before each cut ('…') of ``out`` that are no word of ``src``: cut mid-word ('.venv-t…')."""
+    words = set(src.split())
+    return [part.split()[-1] for part in out.split("…")[:-1] if part.split()[-1] not in words]
+
+
+def test_long_reasons_are_cut_between_words(tmp_path):
+    """Issue 61 item 9: run's summary ended a skip reason '(a venv at\\n.venv-t…', compare's 'skipped on both
+    sides' '... is not ;', the report's markdown '...or pass --python-torch |': each is cut between words,
+    with a mark that it was cut."""
+    import pandas as pd
+
+    from xlabench.report import markdown
+    from xlabench.report import summary
+
+    how = ("create it with `make torch-xla-env` (a venv at .venv-torch-xla with torch==2.9.0, torch_xla[pallas]==2.9.0 "
+           "and torchax; ~4 GB download) or pass --python-torch-xla / set XLABENCH_TORCH_XLA_PYTHON to the python of "
+           "an environment that has them")
+    error = f"torch_xla environment missing (make torch-xla-env): /work/.venv-torch-xla/bin/python is not there: {how}"
+    said = summary.SkipGroup("torch_xla environment missing (make torch-xla-env)", 72, error).line()
+    assert _cut_words(said, error) == [] and said.endswith("…"), said
+    md = markdown._reason(pd.Series({"error": error + " " + how}))
+    assert _cut_words(md, error) == [] and md.endswith("…"), md
+
+    rng = np.random.default_rng(6)
+    cases = [case("naive", s) for s in (128, 256)]
+    runs = [write_run(tmp_path / f"{x}.csv", [(cases[0], draw(rng, 10)), (cases[1], None)], error=error) for x in "ab"]
+    cmp = gate.compare(gate.load_run(runs[0]), gate.load_run(runs[1]), gate.GateConfig())
+    line = next(x for x in report.summary_lines(cmp) if x.startswith("skipped on both sides"))
+    assert _cut_words(line, error) == [] and "…" in line, line

@@ -10,6 +10,7 @@ import numpy as np
 
 from xlabench import results
 from xlabench.audit import marks
+from xlabench.cells import clip
 from xlabench.gate.config import (
     EXIT_FAIL, EXIT_NOTHING, EXIT_PASS, EXIT_UNJUDGED, num, CONFOUNDED, EnvMismatchError, FAILED, FAILING, GateConfig,
     GateInputError, IMPROVEMENT, INCONCLUSIVE, MISSING, NEW, REGRESSION, SKIPPED, UNCONFIRMED, UNJUDGED, UNJUDGED_FAILING,
@@ -263,18 +264,18 @@ def _input_warnings(common: list[str], b_rows: dict, c_rows: dict, cfg: GateConf
 def _untested(c: dict[str, Any], b: Optional[dict[str, Any]]) -> Optional[tuple[str, str]]:
     """(verdict, reason) of a candidate row that cannot reach the statistics, None for a pair to test."""
     if c["status"] == st.FAILED:
-        return FAILED, f"candidate failed: {str(c.get('error') or '')[:300]}"
+        return FAILED, f"candidate failed: {clip(str(c.get('error') or ''), 300)}"
     if c["status"] == st.OK and c.get("correct") is False:
         return FAILED, f"wrong result: max_abs_err {c.get('max_abs_err')} > tolerance {c.get('err_tol')}"
     if c["status"] == st.SKIPPED:
         was = "" if b is None else f" (baseline: {b['status']})"
-        return SKIPPED, f"{str(c.get('error') or '')[:200]}{was}"
+        return SKIPPED, f"{clip(str(c.get('error') or ''), 200)}{was}"
     if b is None:
         return NEW, "not in the baseline"
     if b["status"] != st.OK:
         return NEW, f"no baseline measurement (baseline status {b['status']})"
     if suspect := marks.suspect(b):
-        return INCONCLUSIVE, f"refused as a baseline: the baseline row is suspect ({suspect})"[:400]
+        return INCONCLUSIVE, clip(f"refused as a baseline: the baseline row is suspect ({suspect})", 400)
     return None
 
 

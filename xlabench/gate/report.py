@@ -13,6 +13,7 @@ from rich.table import Table
 from rich.text import Text
 
 from xlabench import gate
+from xlabench.cells import clip
 
 _STYLE = {gate.REGRESSION: "bold red", gate.FAILED: "bold red", gate.UNDERPOWERED: "bold yellow",
           gate.CONFOUNDED: "bold yellow", gate.UNCONFIRMED: "yellow", gate.IMPROVEMENT: "green", gate.UNCHANGED: "",
@@ -180,7 +181,7 @@ def skipped_line(cmp: gate.Comparison) -> Optional[str]:
         return None
     why = Counter(c.reason[: -len(" (baseline: skipped)")] for c in cases)
     return (f"skipped on both sides: {len(cases)} case(s): "
-            + "; ".join(f"{n} x {r[:120]}" for r, n in why.most_common(3))
+            + "; ".join(f"{n} x {clip(r, 120)}" for r, n in why.most_common(3))
             + (f"; {len(why) - 3} other reason(s) (--json lists every case)" if len(why) > 3 else ""))
 
 
@@ -250,7 +251,7 @@ def table(cmp: gate.Comparison, width: Optional[int] = None, log: bool = False) 
         return _compact_table(cmp, width)
     unit = cmp.config.metric_info.unit
     cases = [c for c in _ordered(cmp) if not both_skipped(c)]
-    notes = [_note(c)[:300] for c in cases]
+    notes = [clip(_note(c), 300) for c in cases]
     # a note several cases share (too few samples: every case) is written once, under the table, by number;
     # every note is where the notes beside their cases would not leave each case its line (a 300-character
     # skip reason squeezed the case column: 3 lines a case in a 160-column log)
@@ -283,7 +284,7 @@ def _compact_table(cmp: gate.Comparison, width: int) -> Table:
     """verdict, the case's compact label, the ratio and its interval, and a note's number (the notes, n and
     p under the table, each note once): a case per line at 80 columns, where 7 columns took 2 to 5 lines."""
     cases = [c for c in _ordered(cmp) if not both_skipped(c)]
-    notes = [_note(c)[:300] for c in cases]
+    notes = [clip(_note(c), 300) for c in cases]
     numbered = {n: i for i, n in enumerate(dict.fromkeys(n for n in notes if n), 1)}
     caption = "\n".join([describe(cmp), f"compact below {COMPACT_BELOW} columns: baseline and candidate values, n and "
                           "p (Holm) in --markdown / --json or on a wider console"]
@@ -321,7 +322,7 @@ def markdown(cmp: gate.Comparison, title: str = "xlabench gate") -> str:
         n = f"{c.n_base}/{c.n_cand}" if c.n_base or c.n_cand else ""
         lines.append("| " + " | ".join(_md(x) for x in (
             f"{_ICON[c.verdict]} {c.verdict}".strip(), f"`{c.label}`", n, value(c.baseline, unit),
-            value(c.candidate, unit), ratio(c), _p(c), _note(c)[:300])) + " |")
+            value(c.candidate, unit), ratio(c), _p(c), clip(_note(c), 300))) + " |")
     return "\n".join(lines) + "\n"
 
 
