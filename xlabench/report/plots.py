@@ -425,7 +425,8 @@ KINDS: dict[str, Kind] = {k.name: k for k in (
     Kind("sharding", "train", sharding_bars, "MFU bars and step time per sharding mode at one global batch"),
     Kind("attention", "attention", attention_tflops, "attention TFLOP/s (and MFU) vs sequence length per impl"),
     Kind("speedup", "attention", attention_speedup, "speedup of each attention impl over naive"),
-    Kind("paged", "paged_attention", paged_bandwidth, "paged decode GB/s (and MBU) vs context length per impl"),
+    Kind("paged", "paged_attention", paged_bandwidth, "paged decode GB/s (and MBU) vs context length per impl "
+         "(vs the batch where each batch has one context)"),
     Kind("fit", "train", fit_memory, "compile rows: HBM per device vs global batch (attention, paged: vs length), "
          "the capacity, oom points", source="compile", also=("attention", "paged_attention")),
     Kind("roofline", "attention", roofline_chart.roofline, "FLOP/s vs arithmetic intensity under the device's roof "
