@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import json
+from pathlib import Path
 from types import SimpleNamespace as NS
 
 import pandas as pd
@@ -232,7 +233,7 @@ def test_the_table_fits_80_columns_and_says_estimate() -> None:
     row = {"workload": "train", "impl": "flash", "model": "gpt2-tiny", "seq_len": 256, "global_batch": 8}
     for b, word in ((breakdown.measured("c1", times, HLO, ROOFS, wall_s=120e-9), "idle"),
                     (breakdown.estimated("c2", HLO, ROOFS), "ESTIMATE")):
-        out = report.text(b, row)
+        out = report.text(b, results.case_labels([row])[0])
         assert max(len(line) for line in out.splitlines()) <= report.WIDTH
         assert word in out and "flash_attention.7" in out
 
@@ -368,3 +369,32 @@ def test_top_ops_list_a_named_kernels_instances_together_and_generic_ops_apart()
     assert fam["splash_mha_dkv.* (2 ops)"] == pytest.approx((4e-3, 2))
     assert fam["fusion.3"] == pytest.approx((1e-3, 1)) and fam["fusion.4"] == pytest.approx((3e-3, 1))
     assert fam["exponential_reduce_fusion.2"] == pytest.approx((1e-3, 4))
+
+
+def test_each_explained_row_is_named_by_what_tells_it_apart() -> None:
+    """Issue 61 item 5: two tables read "case …: workload=attention impl=naive seq_len=256 batch=1 device_k...",
+    their difference (causal) cut at 80 characters, and the explain chart labelled two bars "model=gpt2-355m
+    global_batch=8" that differ by scan_layers. Each is named by what differs, and the header is never cut."""
+    from xlabench.report import explain_chart
+
+    attn = {"workload": "attention", "backend": "jax", "impl": "naive", "seq_len": 256, "kv_seq_len": 256,
+            "batch": 1, "num_heads": 16, "head_dim": 128, "dtype": "bfloat16", "mode": "fwd_bwd",
+            "device_kind": "TPU v5 lite"}
+    rows = {"c1": {**attn, "case_id": "c1", "causal": True}, "c2": {**attn, "case_id": "c2", "causal": False}}
+    done = runfile.Explained(Path("r.csv"), [], rows)
+    labels = done.labels()
+    assert labels == {"c1": "jax/naive causal=True", "c2": "jax/naive causal=False"}, labels
+    times = trace.op_times(_planes_of_hlo(), "jit_step")
+    b = breakdown.measured("c1", times, HLO, ROOFS, wall_s=120e-9)
+    long = "jax/naive " + " ".join(f"{k}={v}" for k, v in attn.items() if k not in ("backend", "impl")) + " causal=True"
+    out = report.text(b, long)
+    assert max(len(line) for line in out.splitlines()) <= report.WIDTH
+    head = " ".join(out.split("source:")[0].split())
+    assert head == f"case c1: {long}", head  # wrapped, whole
+
+    df = _explained_rows()
+    df = pd.concat([df.iloc[[0]], df.iloc[[0]]], ignore_index=True)
+    df["model"], df["global_batch"], df["scan_layers"] = "gpt2-355m", 8, [True, False]
+    ax = explain_chart.explain_bars(df).figure.axes[0]
+    ticks = [t.get_text() for t in ax.get_yticklabels()]
+    assert len(set(ticks)) == 2 and all("scan_layers" in t for t in ticks), ticks

@@ -389,7 +389,8 @@ def test_a_regression_the_hosts_own_slowdown_explains_is_confounded(tmp_path, rn
     assert {c.verdict for c in cmp.cases} == {gate.CONFOUNDED}
     assert "calibration kernel ran 1.30x as long" in cmp.cases[0].reason
     assert cmp.suite.verdict == gate.CONFOUNDED and cmp.suite.calib_ratio == pytest.approx(1.3)
-    assert cmp.exit_code == gate.EXIT_UNJUDGED and any("calibration kernel" in w for w in cmp.warnings)
+    from xlabench.gate.report import suite_line  # the figure is said once: the suite line's, not a warning too
+    assert cmp.exit_code == gate.EXIT_UNJUDGED and "host calibration 1.30 (candidate / baseline, beyond" in suite_line(cmp)
     assert gate.compare(base, loaded, gate.GateConfig(allow_inconclusive=True)).exit_code == gate.EXIT_PASS
     # the same slowdown on a host whose speed did not change is a regression
     same = gate.load_run(write_run(tmp_path / "c.csv", [(c, draw(rng, 20, 1.3)) for c in cases], host_calib_s=0.010))
@@ -525,3 +526,36 @@ def test_a_metric_no_row_has_is_one_line_not_a_table_of_inconclusive_cases(tmp_p
     assert res.exit_code == 2 and len(res.output.strip().splitlines()) == 1, res.output
     assert f"--metric {metric}: none of the 3 case(s)" in res.output and "median_s" in res.output
     assert _cli("compare", str(base), str(cand), "--metric", "tflops_per_s").exit_code == 0  # a metric they have
+
+
+def test_the_hosts_calibration_is_said_once_and_names_its_runs(tmp_path, rng):
+    """Issue 61 item 12: the host's calibration figure was said twice (a warning, then the suite line again),
+    and gate's re-run's figure stood beside the first run's "host calibration 1.00" without saying which run
+    each is from. Each is said once, naming the runs it compares."""
+    from xlabench.gate import report
+
+    cases = _cases(8)
+    base = gate.load_run(write_run(tmp_path / "a.csv", [(c, draw(rng, 20)) for c in cases], host_calib_s=0.010,
+                                   peak_tflops=1.0))
+    loaded = gate.load_run(write_run(tmp_path / "b.csv", [(c, draw(rng, 20, 1.3)) for c in cases],
+                                     host_calib_s=0.013, peak_tflops=1.0))
+    cmp = gate.compare(base, loaded, gate.GateConfig(metric="mfu"))
+    said = "\n".join(cmp.warnings + report.summary_lines(cmp))
+    assert said.count("1.30") == 1, said
+    same = gate.load_run(write_run(tmp_path / "c.csv", [(c, draw(rng, 20)) for c in cases], host_calib_s=0.010))
+    cmp = gate.compare(base, same, gate.GateConfig())
+    assert "host calibration 1.00 (candidate / baseline)" in report.suite_line(cmp), report.suite_line(cmp)
+
+    first = gate.compare(base, gate.load_run(write_run(tmp_path / "d.csv", [(cases[0], draw(rng, 20, 1.5))]
+                                                       + [(c, draw(rng, 20)) for c in cases[1:]],
+                                                       host_calib_s=0.010)), gate.GateConfig())
+    assert first.cases[0].verdict == gate.REGRESSION
+
+    def rerun_loaded(ids):
+        return gate.load_run(write_run(tmp_path / "again.csv", [(cases[0], draw(rng, 20, 1.5))], "again",
+                                       host_calib_s=0.0125))
+
+    cmp = gate.confirm(first, base, rerun_loaded, gate.GateConfig())
+    calib = [w for w in cmp.warnings if "calibration kernel" in w]
+    assert len(calib) == 1 and calib[0].startswith(f"the re-run {tmp_path / 'again.csv'}: "), calib
+    assert "host calibration 1.00 (candidate / baseline)" in report.suite_line(cmp), report.suite_line(cmp)

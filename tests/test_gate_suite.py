@@ -324,3 +324,21 @@ def test_the_gate_raises_iters_for_the_cases_its_filters_select(write_suite):
     _, said = gate_session.raise_iters(s, "base", RunOptions(backends=("jax",), only_impls=("naive",),
                                                              where=(("seq_len", "64"),)), None, 0.05)
     assert "from 3 to 4" in said[0] and "1 compared case(s)" in said[0]
+
+
+def test_the_baseline_shortfall_counts_the_cases_the_gate_compares(tmp_path):
+    """Issue 61 item 12: with -k selecting 8 of the baseline's 24 cases, gate warned "24 cases need >= 7"
+    and then judged with Holm over 8 (which needs 6): the warning counts the cases the gate compares."""
+    from xlabench.gate import gate_steps
+    from xlabench.stats import min_samples_per_side
+
+    cases = [case(i, s, causal=c) for i in ("naive", "xla_sdpa") for s in (64, 128, 192, 256, 320, 384)
+             for c in (True, False)]
+    rng = np.random.default_rng(0)
+    base = gate.load_run(write_run(tmp_path / "b.csv", [(c, draw(rng, 5)) for c in cases]))
+    every = gate_steps.baseline_shortfall(base, 0.05)
+    assert f"its 24 ok case(s) need >= {min_samples_per_side(0.05, 24)} per side" in every, every
+    some = {results.case_id(c["workload"], c["backend"], c["impl"], c["params"]) for c in cases[:8]}
+    eight = gate_steps.baseline_shortfall(base, 0.05, some)
+    assert f"the 8 case(s) the gate compares need >= {min_samples_per_side(0.05, 8)} per side" in eight, eight
+    assert "24" not in eight.split("per case;")[1]

@@ -93,3 +93,59 @@ def test_a_warning_wraps_between_words_on_a_terminal_and_is_one_line_in_a_log(mo
         lines = out.getvalue().splitlines()
         assert " ".join(" ".join(lines).split()) == f"warning: {text}"
         assert (all(len(x) <= 80 for x in lines) and len(lines) > 1) if terminal else len(lines) == 1, lines
+
+
+def test_a_piped_compare_keeps_each_case_on_one_line_beside_a_long_note(tmp_path):
+    """Issue 61 item 12: piped (CI) output, 160 columns, wrapped each of 24 cases over 3 lines: one case's long
+    note (a skip reason, up to 300 characters) took the room and squeezed the case column. Notes too long for
+    the line go under the table by number, as shared ones do."""
+    import dataclasses
+
+    rng = np.random.default_rng(5)
+    cases = [case(i, s, num_kv_heads=1, causal=c, mode=m) for i in ("naive", "xla_sdpa") for s in (128, 512, 1024)
+             for c in (True, False) for m in ("fwd", "fwd_bwd")]
+    a = write_run(tmp_path / "a.csv", [(c, draw(rng, 10)) for c in cases])
+    b = write_run(tmp_path / "b.csv", [(c, draw(rng, 10)) for c in cases])
+    cmp = gate.compare(gate.load_run(a), gate.load_run(b), gate.GateConfig())
+    long = "a reason of many words " * 12
+    cmp = dataclasses.replace(cmp, cases=[dataclasses.replace(cmp.cases[0], reason=long.strip())] + cmp.cases[1:])
+    t = report.table(cmp, 160, log=True)  # a log: a case per line, at the table's own width
+    lines = _render(t, Console(width=1000).measure(t).maximum)
+    assert max(len(x) for x in lines) < 160 + 40, "\n".join(lines)  # the long note is not beside its case
+    body = lines[lines.index(next(x for x in lines if x.startswith("─"))) + 1:]
+    rows = [x for x in body if x.split() and x.split()[0] in gate.VERDICTS]
+    assert len(rows) == len(cases) and all(any(c.label in x for x in rows) for c in cmp.cases), "\n".join(lines)
+    assert not any(x.startswith(" " * 10) for x in body[:len(cases)]), "\n".join(lines)  # no continuation line
+    assert "a reason of many words" in " ".join(" ".join(lines).split())  # the note is still said, under the table
+
+
+def _cut_words(out: str, src: str) -> list[str]:
+    """The words just before each cut ('…') of ``out`` that are no word of ``src``: cut mid-word ('.venv-t…')."""
+    words = set(src.split())
+    return [part.split()[-1] for part in out.split("…")[:-1] if part.split()[-1] not in words]
+
+
+def test_long_reasons_are_cut_between_words(tmp_path):
+    """Issue 61 item 9: run's summary ended a skip reason '(a venv at\\n.venv-t…', compare's 'skipped on both
+    sides' '... is not ;', the report's markdown '...or pass --python-torch |': each is cut between words,
+    with a mark that it was cut."""
+    import pandas as pd
+
+    from xlabench.report import markdown
+    from xlabench.report import summary
+
+    how = ("create it with `make torch-xla-env` (a venv at .venv-torch-xla with torch==2.9.0, torch_xla[pallas]==2.9.0 "
+           "and torchax; ~4 GB download) or pass --python-torch-xla / set XLABENCH_TORCH_XLA_PYTHON to the python of "
+           "an environment that has them")
+    error = f"torch_xla environment missing (make torch-xla-env): /work/.venv-torch-xla/bin/python is not there: {how}"
+    said = summary.SkipGroup("torch_xla environment missing (make torch-xla-env)", 72, error).line()
+    assert _cut_words(said, error) == [] and said.endswith("…"), said
+    md = markdown._reason(pd.Series({"error": error + " " + how}))
+    assert _cut_words(md, error) == [] and md.endswith("…"), md
+
+    rng = np.random.default_rng(6)
+    cases = [case("naive", s) for s in (128, 256)]
+    runs = [write_run(tmp_path / f"{x}.csv", [(cases[0], draw(rng, 10)), (cases[1], None)], error=error) for x in "ab"]
+    cmp = gate.compare(gate.load_run(runs[0]), gate.load_run(runs[1]), gate.GateConfig())
+    line = next(x for x in report.summary_lines(cmp) if x.startswith("skipped on both sides"))
+    assert _cut_words(line, error) == [] and "…" in line, line

@@ -432,3 +432,14 @@ def test_one_device_draws_mfu_per_kernel_and_no_sharding_chart() -> None:
     assert "sharding" not in plots.kinds_for(rows) and "mfu_batch" in plots.kinds_for(rows)
     two = pd.concat([rows, rows.assign(sharding="2d")], ignore_index=True)
     assert "sharding" in plots.kinds_for(two)
+
+
+def test_the_paged_charts_text_says_its_batch_axis_where_it_is_described():
+    """Issue 61 item 11: README's paged chart read "vs context length", leaving out the x axis of batches that
+    docs/plots.md describes (the CPU profile zips one context per batch). The README and the kind's own
+    text (plot --help) say it too."""
+    root = Path(__file__).resolve().parent.parent
+    rows = {name: next(x for x in (root / name).read_text().splitlines() if x.startswith("| `paged` |"))
+            for name in ("README.md", "docs/plots.md")}
+    for said in (*rows.values(), plots.KINDS["paged"].doc):
+        assert "one context" in said and "the batch" in said, said

@@ -338,3 +338,28 @@ def test_real_compile_csv_report_names_the_largest_batch_that_fits_per_mode(real
             assert r[6] == str(int(worst.global_batch)) and r[7] == f"{worst.peak_memory_bytes / GIB:.2f}"
         else:
             assert r[6] == "none"
+
+
+def test_a_compile_title_says_how_many_of_the_targets_devices_a_case_spans():
+    """Issue 61 item 10: attention compile charts for --target v5e-8 said "TPU v5 lite ×1" under "target v5e-8
+    (v5e:2x4)": the one device each case's mesh spans, read as the target's count."""
+    df = pd.DataFrame({"suite": ["attention"], "device_kind": ["TPU v5 lite"], "device_count": [8], "devices": [1],
+                       "target": ["v5e-8"], "topology": ["2x4"], "interpret": [False]})
+    assert "TPU v5 lite ×1 of 8" in cd.compile_title(df, "HBM per device")
+    df["devices"] = 8
+    assert "TPU v5 lite ×8 ·" in cd.compile_title(df, "HBM per device") + " ·"
+
+
+def test_a_point_drawn_on_an_earlier_lines_point_leaves_it_in_sight():
+    """Issue 61 item 10: in the attention fit chart flash's points (0.25 GiB) hid under splash's, drawn after
+    them at the same size: a later line's markers are smaller than those of every earlier line they sit on."""
+    chart = plots.fit_memory(results.read_rows(FIX / "compile_attention_v5e8.compile.csv"))
+    lines = [(k, a) for k, a in chart.artists.items() if not k[1].endswith("oom") and "HBM" not in k[1]
+             and np.isfinite(np.asarray(a.get_ydata(), dtype=float)).any()]
+    covered = 0
+    for (k1, a), (k2, b) in itertools.combinations(lines, 2):  # a drawn before b
+        ya, yb = np.asarray(a.get_ydata(), dtype=float), np.asarray(b.get_ydata(), dtype=float)
+        if k1[0] == k2[0] and len(ya) == len(yb) and np.any(np.abs(ya - yb) <= 0.05 * np.maximum(ya, yb)):
+            covered += 1
+            assert a.get_markersize() > b.get_markersize(), (k1, k2)
+    assert covered >= 2  # flash under splash in the fwd panels

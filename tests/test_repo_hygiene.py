@@ -94,3 +94,23 @@ def test_the_default_history_store_is_ignored_by_git():
     ignored = subprocess.run(["git", "check-ignore", "--no-index", *outputs], cwd=ROOT,
                              capture_output=True, text=True).stdout.split()
     assert sorted(ignored) == sorted(outputs)
+
+
+# Words about how the work was organised, not about the machine or the commands: an issue's number, the tool
+# that reached the machine and its budget, the sessions and their calls of it, who handed the files over.
+_ORGANISED = (r"\bissues?\s*(?:#\s*)?\d", r"(?<![\w&])#\d+\b", r"\bdevice[ -]tool\b", r"device-seconds?\b",
+              r"\bCEO\b", r"\bshared folder\b", r"\bhanded over\b", r"\bcalls? (?:of|\d)", r"\bcall \d",
+              r"\bsession(?!\.log|-\d\.log)s?\b", r"\bmay be committed\b")
+
+
+def test_the_run_folders_readmes_describe_the_machine_and_the_commands_only():
+    """Issue 61 item 11: the READMEs of the committed run files spoke of issue numbers, the device tool, its
+    device-seconds and the sessions that called it."""
+    import re
+
+    found = []
+    for readme in sorted((ROOT / "docs" / "data").rglob("README.md")):
+        for n, line in enumerate(readme.read_text().splitlines(), 1):
+            found += [f"{readme.relative_to(ROOT)}:{n}: {m.group(0)!r}" for p in _ORGANISED
+                      for m in re.finditer(p, line, flags=re.IGNORECASE)]
+    assert found == [], "\n".join(found)

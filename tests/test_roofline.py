@@ -421,3 +421,17 @@ def test_the_compile_ceiling_of_naive_attention_is_at_or_above_what_the_v5e_meas
     roof = rl.roofline(compiled, None)
     assert roof["bound_by"] == rl.MEMORY and roof["mfu_ceiling"] >= measured["mfu"], (roof, measured["mfu"])
     assert "xla_hbm_bytes" in roof["roofline_source"]
+
+
+def test_the_roofline_names_the_cpus_memory_and_ends_its_y_axis_near_the_data() -> None:
+    """Issue 61 item 10: the CPU panel's roof said "HBM GB/s" (a host has none: the streaming copy's bandwidth),
+    and the y-axis ran to 4x the peak, far above every point and the roof."""
+    df = _chart_rows()
+    chart = roofline_chart.roofline(df)
+    roofs = {kind: chart.artists[(kind, "roof")].get_label() for kind in ("cpu", "TPU v5 lite")}
+    assert "HBM" not in roofs["cpu"] and "memory GB/s" in roofs["cpu"] and "HBM GB/s" in roofs["TPU v5 lite"], roofs
+    pts = roofline_chart.points(df)
+    for ax, kind in zip(chart.figure.axes, ("cpu", "TPU v5 lite")):
+        p = pts[pts["device_kind"] == kind]
+        top = max(float(p["y"].max()), float(p["peak_tflops"].max()))
+        assert top < ax.get_ylim()[1] <= 2 * top, (kind, ax.get_ylim(), top)

@@ -181,3 +181,17 @@ def test_columns_markdown_is_the_readmes_table_with_each_columns_type():
     table = res.output.strip()
     assert table in (ROOT / "README.md").read_text()
     assert "| `block_q` | int |" in table and "| `git_sha` | text |" in table
+
+
+def test_kernel_flops_is_said_alike_in_the_column_and_the_flop_section():
+    """Issue 61 item 11: the column said "backward 2.5x forward" (read as fwd_bwd 2.5x) where the README's FLOP
+    section said fwd_bwd is 3.5x: both say both, from flops.BWD_KERNEL_FACTOR."""
+    from xlabench import flops
+
+    backward, both = f"backward {flops.BWD_KERNEL_FACTOR:g}x forward", f"fwd_bwd {1 + flops.BWD_KERNEL_FACTOR:g}x forward"
+    said = next(c.doc for c in schema.COLUMNS if c.name == "kernel_flops")
+    assert backward in said and both in said, said
+    readme = (ROOT / "README.md").read_text()
+    section = readme.split("## FLOP and MFU conventions", 1)[1].split("\n## ", 1)[0]
+    line = next(x for x in section.split("\n- ") if "`kernel_flops`" in x)
+    assert backward in " ".join(line.split()) and f"`{both.split()[0]}` {both.split()[1]}" in " ".join(line.split()), line

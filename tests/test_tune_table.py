@@ -408,3 +408,20 @@ def test_device_inputs_of_another_draw_are_not_reused_though_a_shape_is_the_same
         host = make_inputs(p)
         for got, want in zip(ac.device_inputs(p, host, "float32", dev), host.values()):
             assert np.array_equal(np.asarray(got), want)
+
+
+def test_the_readme_counts_the_shipped_tables_entries_as_the_file_holds_them():
+    """Issue 61 item 11: the README said "72 entries" in one place and "49 attention winners" in another; the
+    file holds 64 attention and 8 paged entries. Every count the README gives of it is the file's."""
+    import re
+
+    t = table.read_table(table.table_path("TPU v5 lite"))
+    paged = sum(1 for e in t.entries if "page_size" in e.case)
+    attention = len(t.entries) - paged
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    said = re.findall(r"tpu_v5_lite\.json`[,:] ([^.;]*?entries|[^.;]*?winners)", readme)
+    assert len(said) >= 2, said
+    for s in said:
+        counts = [int(n) for n in re.findall(r"(\d+) (?:attention|paged)?\s*(?:entries|winners)", s)]
+        assert counts and set(counts) <= {len(t.entries), attention, paged}, s
+        assert f"{attention} attention" in s and f"{paged} paged" in s, s

@@ -38,8 +38,9 @@ def explain(csv_file: str, run_opts: RunOptions) -> None:
         done = runfile.explain_run(Path(csv_file), run_opts.where, load_planes)
     except runfile.ExplainError as e:
         raise BadInput(str(e)) from None
+    labels = done.labels()
     for b in done.breakdowns:
-        console.print(report.text(b, done.rows[b.case_id]) + "\n", markup=False, highlight=False, soft_wrap=True)
+        console.print(report.text(b, labels[b.case_id]) + "\n", markup=False, highlight=False, soft_wrap=True)
     for line in done.not_explained:
         console.print(line, markup=False, highlight=False, soft_wrap=True)
     path = runfile.write(done)

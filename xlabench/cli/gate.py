@@ -125,8 +125,22 @@ def _write(path: Optional[str], text: str, option: str) -> None:
             f.write(text)
 
 
+def _print_table(cmp: gate_lib.Comparison) -> None:
+    """The cases' table: on a terminal, fitted to its width; in a log (piped), a case per line at the table's
+    own width (wrapped at 160 columns, 24 cases took 83 lines)."""
+    log = not console.is_terminal and console.width >= gate_report.COMPACT_BELOW
+    t = gate_report.table(cmp, console.width, log=log)
+    width = console.width
+    try:
+        if log:
+            console.width = max(width, console.measure(t).maximum)
+        console.print(t)
+    finally:
+        console.width = width
+
+
 def _report(cmp: gate_lib.Comparison, markdown_path: Optional[str], json_path: Optional[str], title: str) -> None:
-    console.print(gate_report.table(cmp, console.width))
+    _print_table(cmp)
     for w in cmp.warnings:
         warn(w)
     one_line = not console.is_terminal  # a log keeps each line whole; a terminal wraps between words
@@ -264,7 +278,8 @@ def _gate(suite_file: str, baseline: Optional[str], save_baseline: bool, confirm
     except suite_lib.SuiteError as e:
         raise BadInput(str(e)) from None
     notes = [f"gate {r}" for r in raised]
-    short = gate_steps.baseline_shortfall(base, cfg.alpha) if base is not None else None
+    short = (gate_steps.baseline_shortfall(base, cfg.alpha, gate_steps.selected_ids(s, profile, run_opts))
+             if base is not None else None)
     for msg in notes + ([short] if short else []):
         warn(msg)
     outcome = run_with_progress(s, run_opts.replace(profile=profile))

@@ -4,7 +4,6 @@ the step, achieved rate against its roof), its top ops by time beneath it, then 
 from __future__ import annotations
 
 import textwrap
-from typing import Any, Mapping
 
 from xlabench.explain.breakdown import Breakdown, Category
 
@@ -28,16 +27,12 @@ def _fit(text: str) -> str:
     return text if len(text) <= WIDTH else text[: WIDTH - 3] + "..."
 
 
-def _case(row: Mapping[str, Any]) -> str:
-    keys = ("workload", "impl", "model", "seq_len", "global_batch", "batch", "sharding", "device_kind", "target")
-    parts = [f"{k}={row[k]}" for k in keys if row.get(k) is not None and str(row[k]) not in ("", "nan")]
-    return " ".join(parts)
-
-
-def text(b: Breakdown, row: Mapping[str, Any]) -> str:
-    """The breakdown as lines of at most WIDTH characters."""
+def text(b: Breakdown, label: str) -> str:
+    """The breakdown as lines of at most WIDTH characters, under its case's ``label`` (wrapped, whole:
+    runfile.Explained.labels names each row by what tells it apart from the others)."""
     est = "estimated " if b.estimate else ""
-    lines = [_fit(f"case {b.case_id}: {_case(row)}"),
+    lines = [*textwrap.wrap(f"case {b.case_id}: {label}", WIDTH, subsequent_indent="  ", break_long_words=False,
+                            break_on_hyphens=False),
              *textwrap.wrap(("ESTIMATE, not measured: " if b.estimate else "") + f"source: {b.source}", WIDTH),
              _fit(f"{est}device time {_ms(b.step_s)} ms per step; categories sum to {_ms(b.sum_s)} ms "
                   f"({b.coverage:.1%})")]

@@ -41,6 +41,10 @@ class Explained:
     rows: dict[str, dict[str, Any]]  # case_id -> its row (the table's header line)
     not_explained: list[str] = field(default_factory=list)  # one line per chosen row left out, saying why
 
+    def labels(self) -> dict[str, str]:
+        """case_id -> the row named by what tells it apart from the other rows explained (results.case_labels)."""
+        return dict(zip(self.rows, results.case_labels(self.rows.values())))
+
 
 def _value(row: Mapping[str, Any], key: str) -> Any:
     v = row.get(key)

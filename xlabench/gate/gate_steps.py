@@ -47,6 +47,26 @@ def baseline_profile(base: RunData) -> Optional[str]:
     return (profiles.pop() or "base") if len(profiles) == 1 else None
 
 
+def _selected(s: suite_lib.Suite, profile: Optional[str], opts: RunOptions) -> list[tuple[str, list]]:
+    """(profile, the cases the run's filters select) of each profile the run may take (``profile`` None:
+    not known before the platform is detected, every profile), those with no case left out."""
+    targets = [s.pick_profile(None, profile)] if profile is not None else [""] + s.profile_names()
+    out = []
+    for prof in targets:
+        try:
+            cases = Filter(opts).apply(s.cases(prof))
+        except OptionError:  # a filter this profile has no case for: the run says so, if it is the run's
+            continue
+        if cases:
+            out.append((prof, cases))
+    return out
+
+
+def selected_ids(s: suite_lib.Suite, profile: Optional[str], opts: RunOptions) -> set[str]:
+    """The ids of the cases the gate's run selects (--impl / --backend / -k): those it compares."""
+    return {c.case_id for _, cases in _selected(s, profile, opts) for c in cases}
+
+
 def raise_iters(s: suite_lib.Suite, profile: Optional[str], opts: RunOptions,
                 base: Optional[RunData], alpha: float) -> tuple[suite_lib.Suite, list[str]]:
     """The suite with measure.iters raised, where needed, so that every case gets the samples per side
@@ -55,15 +75,8 @@ def raise_iters(s: suite_lib.Suite, profile: Optional[str], opts: RunOptions,
     before the platform is detected): every profile."""
     ok_ids = set() if base is None else set(base.rows.loc[base.rows["status"] == OK, "case_id"].astype(str))
     spec = s.spec.model_copy(deep=True)
-    targets = [s.pick_profile(None, profile)] if profile is not None else [""] + s.profile_names()
     said = []
-    for prof in targets:
-        try:
-            cases = Filter(opts).apply(s.cases(prof))
-        except OptionError:  # a filter this profile has no case for: the run says so, if it is the run's
-            continue
-        if not cases:
-            continue
+    for prof, cases in _selected(s, profile, opts):
         paired = [c for c in cases if c.case_id in ok_ids]
         m = len(paired) or len(cases)
         need = min_samples_per_side(alpha, m)
@@ -82,13 +95,17 @@ def raise_iters(s: suite_lib.Suite, profile: Optional[str], opts: RunOptions,
     return dataclasses.replace(s, spec=spec), said
 
 
-def baseline_shortfall(base: RunData, alpha: float) -> Optional[str]:
-    """A warning when the stored baseline has too few samples per case to judge any case."""
+def baseline_shortfall(base: RunData, alpha: float, only: Optional[set[str]] = None) -> Optional[str]:
+    """A warning when the stored baseline has too few samples per case to judge any case; ``only``: the
+    ids of the cases the gate compares (its run's filters), the family Holm runs over."""
     ok = base.rows[base.rows["status"] == OK]
+    if only is not None:
+        ok = ok[ok["case_id"].astype(str).isin(only)]
     short = sample_shortfall([int(n) for n in ok["n"]], alpha) if len(ok) else None
     if short is None:
         return None
     have, need = short
-    return (f"the baseline {base.path} has as few as {have} sample(s) per case; {len(ok)} cases need >= {need} "
-            "per side: such cases cannot be judged. Re-record it with these settings (gate --save-baseline "
-            "with a new --baseline path)")
+    which = f"the {len(ok)} case(s) the gate compares" if only is not None else f"its {len(ok)} ok case(s)"
+    return (f"the baseline {base.path} has as few as {have} sample(s) per case; {which} need >= {need} "
+            "per side to reach significance after Holm: such cases cannot be judged. Re-record it with these "
+            "settings (gate --save-baseline with a new --baseline path)")

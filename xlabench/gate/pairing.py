@@ -10,6 +10,7 @@ import numpy as np
 
 from xlabench import results
 from xlabench.audit import marks
+from xlabench.cells import clip
 from xlabench.gate.config import (
     EXIT_FAIL, EXIT_NOTHING, EXIT_PASS, EXIT_UNJUDGED, num, CONFOUNDED, EnvMismatchError, FAILED, FAILING, GateConfig,
     GateInputError, IMPROVEMENT, INCONCLUSIVE, MISSING, NEW, REGRESSION, SKIPPED, UNCONFIRMED, UNJUDGED, UNJUDGED_FAILING,
@@ -263,18 +264,18 @@ def _input_warnings(common: list[str], b_rows: dict, c_rows: dict, cfg: GateConf
 def _untested(c: dict[str, Any], b: Optional[dict[str, Any]]) -> Optional[tuple[str, str]]:
     """(verdict, reason) of a candidate row that cannot reach the statistics, None for a pair to test."""
     if c["status"] == st.FAILED:
-        return FAILED, f"candidate failed: {str(c.get('error') or '')[:300]}"
+        return FAILED, f"candidate failed: {clip(str(c.get('error') or ''), 300)}"
     if c["status"] == st.OK and c.get("correct") is False:
         return FAILED, f"wrong result: max_abs_err {c.get('max_abs_err')} > tolerance {c.get('err_tol')}"
     if c["status"] == st.SKIPPED:
         was = "" if b is None else f" (baseline: {b['status']})"
-        return SKIPPED, f"{str(c.get('error') or '')[:200]}{was}"
+        return SKIPPED, f"{clip(str(c.get('error') or ''), 200)}{was}"
     if b is None:
         return NEW, "not in the baseline"
     if b["status"] != st.OK:
         return NEW, f"no baseline measurement (baseline status {b['status']})"
     if suspect := marks.suspect(b):
-        return INCONCLUSIVE, f"refused as a baseline: the baseline row is suspect ({suspect})"[:400]
+        return INCONCLUSIVE, clip(f"refused as a baseline: the baseline row is suspect ({suspect})", 400)
     return None
 
 
@@ -427,9 +428,12 @@ class HostProbe:
         if s.verdict not in (REGRESSION, IMPROVEMENT) or not self.explains(
                 s.ci_low, s.ci_high, self.run, cfg, worse=s.verdict == REGRESSION):
             return s
-        return replace(s, verdict=CONFOUNDED, reason=(
-            f"beyond the {cfg.threshold:.0%} threshold, but the host's calibration kernel ran {self.run:.2f}x as "
-            f"long: {self._because(self.run)}"))
+        return replace(s, verdict=CONFOUNDED, reason=(  # the figure itself is the suite line's "host calibration"
+            f"beyond the {cfg.threshold:.0%} threshold, but by its calibration kernel {self._because(self.run)}"))
+
+    def moved(self, cfg: GateConfig) -> bool:
+        """Whether the run's calibration ratio lies beyond the threshold: the host's speed changed."""
+        return self.run is not None and not 1 - cfg.threshold < self.run < 1 + cfg.threshold
 
     def warnings(self, suite: Optional[SuiteShift], cfg: GateConfig) -> list[str]:
         out = []
@@ -440,7 +444,7 @@ class HostProbe:
                        f"[{suite.machine_low:.2f}, {suite.machine_high:.2f}] (geometric mean over {suite.n_cases} "
                        "cases): its speed changed (load?), and every case's time with it; per-case verdicts cannot "
                        "see that (docs/gate.md: the host's speed)")
-        if self.run is not None and not 1 - t < self.run < 1 + t:
+        if suite is None and self.moved(cfg):  # a suite line says it (gate.report.suite_line), once
             out.append(f"the host's calibration kernel ran {self.run:.2f}x as long as beside the baseline (geometric "
                        f"mean over {len(self.per_case)} cases): the host's speed changed (load?); regressions it "
                        "explains are 'confounded' (docs/gate.md: the host's speed)")
@@ -487,5 +491,5 @@ def confirm(first: Comparison, base: RunData, rerun: Callable[[list[str]], RunDa
             why = w.reason if w is not None else "too few cases in the re-run"
             suite = replace(suite, verdict=UNCONFIRMED, confirmation=w,
                             reason=f"{suite.reason}; re-run did not reproduce it: {why}")
-    warn = first.warnings + [w for w in again.warnings if w not in first.warnings]
+    warn = first.warnings + [f"the re-run {again_run.path}: {w}" for w in again.warnings if w not in first.warnings]
     return replace(first, cases=cases, warnings=warn, confirm_run=str(again_run.path), suite=suite)

@@ -13,6 +13,7 @@ from rich.table import Table
 from rich.text import Text
 
 from xlabench import gate
+from xlabench.cells import clip
 
 _STYLE = {gate.REGRESSION: "bold red", gate.FAILED: "bold red", gate.UNDERPOWERED: "bold yellow",
           gate.CONFOUNDED: "bold yellow", gate.UNCONFIRMED: "yellow", gate.IMPROVEMENT: "green", gate.UNCHANGED: "",
@@ -96,14 +97,19 @@ def suite_line(cmp: gate.Comparison) -> Optional[str]:
     worse, better = ("slower", "faster") if not cmp.config.metric_info.higher_is_better else ("worse", "better")
     host = "" if s.machine_ratio is None else (
         f"; compile times {s.machine_ratio:.2f} [{s.machine_low:.2f}, {s.machine_high:.2f}]")
-    if s.calib_ratio is not None:
-        host += f"; host calibration {s.calib_ratio:.2f}"
+    if s.calib_ratio is not None:  # said here only: HostProbe warns only where there is no suite line
+        t = cmp.config.threshold
+        moved = "" if 1 - t < s.calib_ratio < 1 + t else (
+            f", beyond the {t:.0%} threshold: the host's speed changed (load?); changes it explains are 'confounded'")
+        host += f"; host calibration {s.calib_ratio:.2f} (candidate / baseline{moved})"
     line = (f"suite: {s.n_worse}/{s.n_cases} {worse}, {s.n_better}/{s.n_cases} {better}, geometric mean "
             f"{s.ratio:.2f} [{s.ci_low:.2f}, {s.ci_high:.2f}], p = {s.p_value:.2g} (Wilcoxon signed-rank over "
             f"{s.n_cases} cases){host}: {s.verdict} ({s.reason})")
     if s.confirmation is not None:
         r = s.confirmation
         line += f"; re-run: geometric mean {r.ratio:.2f} [{r.ci_low:.2f}, {r.ci_high:.2f}], p = {r.p_value:.2g}"
+        if r.calib_ratio is not None:
+            line += f", host calibration {r.calib_ratio:.2f} (re-run / baseline)"
     return line
 
 
@@ -175,7 +181,7 @@ def skipped_line(cmp: gate.Comparison) -> Optional[str]:
         return None
     why = Counter(c.reason[: -len(" (baseline: skipped)")] for c in cases)
     return (f"skipped on both sides: {len(cases)} case(s): "
-            + "; ".join(f"{n} x {r[:120]}" for r, n in why.most_common(3))
+            + "; ".join(f"{n} x {clip(r, 120)}" for r, n in why.most_common(3))
             + (f"; {len(why) - 3} other reason(s) (--json lists every case)" if len(why) > 3 else ""))
 
 
@@ -235,29 +241,40 @@ def _fit(t: Table, cells: list[list[str]], width: Optional[int], least: Optional
     t.columns[-1].width += room - sum(c.width or 0 for c in t.columns)
 
 
-def table(cmp: gate.Comparison, width: Optional[int] = None) -> Table:
+def table(cmp: gate.Comparison, width: Optional[int] = None, log: bool = False) -> Table:
     """The cases as a table (those skipped on both sides: skipped_line); on a ``width``-column console it
     breaks lines only between words: no vertical rules, the two sides' values in one column, each column as
-    wide as its longest word. Below COMPACT_BELOW columns: compact (one line per case at 80)."""
+    wide as its longest word. Below COMPACT_BELOW columns: compact (one line per case at 80). ``log`` (piped
+    output, a CI log): a case per line, however wide (print it at its own width), the notes that would not
+    fit ``width`` beside their cases under it by number."""
     if width is not None and width < COMPACT_BELOW:
         return _compact_table(cmp, width)
     unit = cmp.config.metric_info.unit
     cases = [c for c in _ordered(cmp) if not both_skipped(c)]
-    notes = [_note(c)[:300] for c in cases]
-    # a note several cases share (too few samples: every case) is written once, under the table, by number
+    notes = [clip(_note(c), 300) for c in cases]
+    # a note several cases share (too few samples: every case) is written once, under the table, by number;
+    # every note is where the notes beside their cases would not leave each case its line (a 300-character
+    # skip reason squeezed the case column: 3 lines a case in a 160-column log)
     counts = Counter(notes)
+    sides = [(value(c.baseline, unit), value(c.candidate, unit)) for c in cases]
+
+    def rows(shared: dict[str, int]) -> list[list[str]]:
+        return [[c.verdict, c.label, f"{c.n_base}/{c.n_cand}" if c.n_base or c.n_cand else "",
+                 " → ".join(v for v in two if v), ratio(c), _p(c), f"note {shared[n]}" if n in shared else n]
+                for c, two, n in zip(cases, sides, notes)]
+
     shared = {n: i for i, n in enumerate((n for n in counts if n and counts[n] > 1), 1)}
+    cells = rows(shared)
+    if width is not None and sum(max([cell_len(r[i]) for r in cells] + [1]) + 2 for i in range(7)) > width:
+        shared = {n: i for i, n in enumerate((n for n in counts if n), 1)}  # a long note no longer crowds its case
+        cells = rows(shared)
     caption = "\n".join([describe(cmp)] + [f"note {i}: {n}" for n, i in shared.items()])
     t = Table(title=f"{cmp.baseline} -> {cmp.candidate}", caption=caption, box=box.SIMPLE_HEAD,
               show_edge=False, pad_edge=False, padding=(0, 1, 0, 0))
     for col in ("verdict", "case", "n", "baseline → candidate", "ratio [CI]", "p (Holm)", "note"):
         t.add_column(col, no_wrap=col in ("verdict", "n"))
-    sides = [(value(c.baseline, unit), value(c.candidate, unit)) for c in cases]
-    cells = [[c.verdict, c.label, f"{c.n_base}/{c.n_cand}" if c.n_base or c.n_cand else "",
-              " → ".join(v for v in two if v), ratio(c), _p(c), f"note {shared[n]}" if n in shared else n]
-             for c, two, n in zip(cases, sides, notes)]
     # "1.003 ms →" over "1.377 ms": a value never parted from its unit
-    _fit(t, cells, width, {3: max([max(len(b) + 2, len(c)) for b, c in sides] + [1])})
+    _fit(t, cells, None if log else width, {3: max([max(len(b) + 2, len(c)) for b, c in sides] + [1])})
     for c, row in zip(cases, cells):
         t.add_row(Text(row[0], style=_STYLE[c.verdict] or ""), *row[1:])  # no markup: the CLI prints with markup off
     return t
@@ -267,7 +284,7 @@ def _compact_table(cmp: gate.Comparison, width: int) -> Table:
     """verdict, the case's compact label, the ratio and its interval, and a note's number (the notes, n and
     p under the table, each note once): a case per line at 80 columns, where 7 columns took 2 to 5 lines."""
     cases = [c for c in _ordered(cmp) if not both_skipped(c)]
-    notes = [_note(c)[:300] for c in cases]
+    notes = [clip(_note(c), 300) for c in cases]
     numbered = {n: i for i, n in enumerate(dict.fromkeys(n for n in notes if n), 1)}
     caption = "\n".join([describe(cmp), f"compact below {COMPACT_BELOW} columns: baseline and candidate values, n and "
                           "p (Holm) in --markdown / --json or on a wider console"]
@@ -305,7 +322,7 @@ def markdown(cmp: gate.Comparison, title: str = "xlabench gate") -> str:
         n = f"{c.n_base}/{c.n_cand}" if c.n_base or c.n_cand else ""
         lines.append("| " + " | ".join(_md(x) for x in (
             f"{_ICON[c.verdict]} {c.verdict}".strip(), f"`{c.label}`", n, value(c.baseline, unit),
-            value(c.candidate, unit), ratio(c), _p(c), _note(c)[:300])) + " |")
+            value(c.candidate, unit), ratio(c), _p(c), clip(_note(c), 300))) + " |")
     return "\n".join(lines) + "\n"
 
 

@@ -184,10 +184,11 @@ def title(df: pd.DataFrame, what: str) -> str:
     suites = ", ".join(str(s) for s in distinct(df["suite"]))
     # Rows planned as skipped never reached a worker: they have no device or version to show.
     env = df.dropna(subset=["device_kind"])
-    count = env["device_count"]
-    if "target" in env and "devices" in env:  # a compile: the devices its mesh spans, not all the target's
-        count = env["devices"].where(env["target"].notna() & env["devices"].notna(), count)
-    devices = ", ".join(f"{k} ×{fmt_value('', c)}" for k, c in distinct(zip(env["device_kind"], count)))
+    count = env["device_count"].map(lambda c: fmt_value("", c))
+    if "target" in env and "devices" in env:  # a compile: the devices its mesh spans, of the target's ("×1 of 8")
+        spans = [f"{fmt_value('', d)} of {c}" if fmt_value("", d) != c else c for d, c in zip(env["devices"], count)]
+        count = pd.Series(spans, index=env.index).where(env["target"].notna() & env["devices"].notna(), count)
+    devices = ", ".join(f"{k} ×{c}" for k, c in distinct(zip(env["device_kind"], count)))
     second = " · ".join(p for p in (devices, INTERPRET_NOTE if interpreted(df) else "") if p)
     return "\n".join(p for p in (f"{what}: {suites}", second) if p)
 

@@ -9,7 +9,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
 from xlabench.explain.categories import CATEGORIES
-from xlabench.report import chartdata as cd
+from xlabench import results
 from xlabench.report.chart_parts import Chart, NoData, _finish
 
 # One colour per category (tab10 order), idle grey.
@@ -17,18 +17,15 @@ COLOURS = dict(zip([k for k, _ in CATEGORIES], ["#1f77b4", "#d62728", "#2ca02c",
                                                  "#7f7f7f"]))
 IDLE = ("idle", "idle (wall less device time)", "#d9d9d9")
 GAP = ("gap", "device time between ops", "#f3e79b")
-# The columns that may tell the bars apart, in the order their values are written.
-LABEL_KEYS = ("impl", "model", "seq_len", "global_batch", "batch", "sharding", "remat", "target")
-
-
 def _labels(rows: pd.DataFrame) -> list[str]:
-    varying = [k for k in LABEL_KEYS if k in rows and cd.text(rows[k]).nunique() > 1] or ["impl"]
-    out = []
-    for _, r in rows.iterrows():
-        parts = [str(r[k]) if k == "impl" else f"{k}={cd.fmt_value('', r[k])}" for k in varying
-                 if str(r[k]) not in ("nan", "None", "")]
-        out.append(" ".join(parts) + (" (estimate)" if r["explain_source"] == "estimate" else ""))
-    return out
+    """Each bar named by what tells its row apart from the others (results.case_labels): its backend and
+    impl where they differ, then the parameters that differ (the impl alone where nothing does)."""
+    records = rows.to_dict("records")
+    lead = tuple(results.varying(records, ["backend", "impl"]))
+    if not lead and not results.varying(records, results.LABEL_KEYS):
+        lead = ("impl",)
+    return [label + (" (estimate)" if r["explain_source"] == "estimate" else "")
+            for label, r in zip(results.case_labels(records, lead), records)]
 
 
 def explain_bars(df: pd.DataFrame) -> Chart:

@@ -18,6 +18,7 @@ from xlabench.results.display import clock_note
 from xlabench.report import summary as summary_lib
 from xlabench import results
 from xlabench.audit import marks
+from xlabench.cells import clip
 from xlabench.results import fmt_number
 from xlabench.protocol import status as st
 from xlabench.workloads import WORKLOADS
@@ -252,7 +253,7 @@ def _case_label(row: pd.Series, shape: Sequence[str]) -> str:
 
 
 def _reason(r: pd.Series) -> str:
-    return (str(r["error"]) if pd.notna(r["error"]) else "")[:_REASON_CHARS]
+    return clip(str(r["error"]) if pd.notna(r["error"]) else "", _REASON_CHARS)
 
 
 def _fold_skips(bad: pd.DataFrame) -> list[tuple[Any, list[Any]]]:

@@ -334,7 +334,12 @@ def _fit_lines(ax: Any, chart: Chart, ptitle: str, p: pd.DataFrame, mem: pd.Seri
     """One fit panel's lines (a marker where the case fits, an x at what an oom case needs): the top
     memory figure drawn, the points without one (gaps), and whether any case was an oom."""
     top, gaps, any_oom = 0.0, 0, False
-    for i, (values, s) in enumerate(_series(p, first, extras, orders)):
+    series = _series(p, first, extras, orders)
+    # each line's markers a size smaller than the line's before: one on another's point leaves it in sight
+    # (flash's 0.25 GiB hid under splash's)
+    drawn = [i for i, (_, s) in enumerate(series) if mem[s.index].notna().any()]
+    size = {i: 5.0 if len(drawn) < 2 else 9.0 - 5.0 * j / (len(drawn) - 1) for j, i in enumerate(drawn)}
+    for i, (values, s) in enumerate(series):
         s = s.assign(_x=xs_all[s.index]).sort_values("_x")
         ys = mem[s.index].to_numpy(dtype=float)
         xv = s["_x"].to_numpy(dtype=float)
@@ -346,7 +351,7 @@ def _fit_lines(ax: Any, chart: Chart, ptitle: str, p: pd.DataFrame, mem: pd.Seri
             lab += " (no memory figure)"
         look = style(values[lay.colour_by])
         marker = MARKERS[i % len(MARKERS)] if extras else "o"
-        (line,) = ax.plot(xv, ys, label=lab, marker=marker, markersize=5, linewidth=1.6, color=look.colour,
+        (line,) = ax.plot(xv, ys, label=lab, marker=marker, markersize=size.get(i, 5.0), linewidth=1.6, color=look.colour,
                           linestyle=style(values[lay.dash_by]).linestyle, markevery=list(np.flatnonzero(fits)))
         chart.artists[(ptitle, lab)] = line
         if oom.any():
@@ -420,7 +425,8 @@ KINDS: dict[str, Kind] = {k.name: k for k in (
     Kind("sharding", "train", sharding_bars, "MFU bars and step time per sharding mode at one global batch"),
     Kind("attention", "attention", attention_tflops, "attention TFLOP/s (and MFU) vs sequence length per impl"),
     Kind("speedup", "attention", attention_speedup, "speedup of each attention impl over naive"),
-    Kind("paged", "paged_attention", paged_bandwidth, "paged decode GB/s (and MBU) vs context length per impl"),
+    Kind("paged", "paged_attention", paged_bandwidth, "paged decode GB/s (and MBU) vs context length per impl "
+         "(vs the batch where each batch has one context)"),
     Kind("fit", "train", fit_memory, "compile rows: HBM per device vs global batch (attention, paged: vs length), "
          "the capacity, oom points", source="compile", also=("attention", "paged_attention")),
     Kind("roofline", "attention", roofline_chart.roofline, "FLOP/s vs arithmetic intensity under the device's roof "

@@ -76,7 +76,7 @@ def roofline(df: pd.DataFrame) -> Chart:
         hi = max(float(p["x"].max()), ridge) * 3
         xs = np.geomspace(lo, hi, 200)
         (roof,) = ax.plot(xs, np.minimum(peak_tf, xs * peak_gb / 1e3), color=ROOF_COLOUR, linewidth=1.6,
-                          label="roof: min(peak, intensity x HBM GB/s)")
+                          label=f"roof: min(peak, intensity x {_memory(p)} GB/s)")
         roof._xlabench_reference = True  # type: ignore[attr-defined]
         chart.artists[(kind, "roof")] = roof
         ax.axvline(ridge, color=ROOF_COLOUR, linewidth=0.8, linestyle=":")
@@ -89,7 +89,7 @@ def roofline(df: pd.DataFrame) -> Chart:
         above += int((p["measured"] & (p["y"] > roof_y * 1.05)).sum())
         measured += int(p["measured"].sum())
         low_y = min(float(p["y"].min()), peak_tf) / 5
-        ax.set_ylim(low_y, peak_tf * 4)
+        ax.set_ylim(low_y, max(float(p["y"].max()), peak_tf) * 1.8)  # room for the peak's label, not 4x the peak
         _label_panel(ax, kind, ridge, peak_tf)
     chart.key = _key(rows, impls)
     notes = ["filled: measured (FLOPs / median time); hollow: compile rows (FLOPs / roofline time); "
@@ -101,6 +101,11 @@ def roofline(df: pd.DataFrame) -> Chart:
     notes += _no_ceiling_notes(df)
     chart.notes += notes
     return _finish(chart, rows, "roofline", title=cd.title(rows, "roofline: FLOP/s vs arithmetic intensity"))
+
+
+def _memory(p: pd.DataFrame) -> str:
+    """The memory whose bandwidth is the roof's slope: a CPU host's (its streaming copy), else the chip's HBM."""
+    return "memory" if (p["platform"].astype(str) == "cpu").all() else "HBM"
 
 
 def _draw_points(ax: Any, chart: Chart, kind: str, p: pd.DataFrame, impls: list[str]) -> None:

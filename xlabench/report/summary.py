@@ -21,7 +21,7 @@ from rich.console import Console, ConsoleOptions, RenderResult
 from rich.table import Table
 from rich.text import Text
 
-from xlabench.cells import number
+from xlabench.cells import clip, number
 from xlabench import impls as catalog
 from xlabench.audit import marks
 from xlabench import results
@@ -66,10 +66,6 @@ def skip_reason(error: Any) -> str:
     return _split(_clean(error))[0] or "no reason given"
 
 
-def _clip(text: str, n: int) -> str:
-    return text if len(text) <= n else text[: n - 1].rstrip() + "…"
-
-
 @dataclass(frozen=True)
 class SkipGroup:
     """Skipped rows that share a reason: how many, and one full reason as an example of the details."""
@@ -79,9 +75,9 @@ class SkipGroup:
     example: str
 
     def line(self) -> str:
-        out = f"{self.count} skipped: {_clip(self.reason, _REASON_CHARS)}"
+        out = f"{self.count} skipped: {clip(self.reason, _REASON_CHARS)}"
         details = _split(_clean(self.example))[1]
-        return out + (f"\n    e.g. {_clip(details, _DETAIL_CHARS)}" if details else "")
+        return out + (f"\n    e.g. {clip(details, _DETAIL_CHARS)}" if details else "")
 
 
 @dataclass(frozen=True)

@@ -1,12 +1,16 @@
-"""Helpers for tables and charts of results: which columns vary across cases, and numbers for a table cell."""
+"""Helpers for tables and charts of results: which columns vary across cases, the labels that tell rows
+apart, and numbers for a table cell."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from typing import Any, Iterable, Mapping
 
+from xlabench.results.schema import CASE_COLUMN_NAMES
 from xlabench.workloads import WORKLOADS
+from xlabench.workloads.model_presets import ModelConfig
 
 
 def _comparable(value: Any) -> Any:
@@ -85,3 +89,34 @@ def columns_markdown() -> str:
     lines = ["| column | type | unit | group | meaning |", "|---|---|---|---|---|"]
     lines += [f"| `{c.name}` | {c.dtype} | {c.unit} | {c.group} | {c.doc.replace('|', '/')} |" for c in COLUMNS]
     return "\n".join(lines)
+
+
+# What can tell two rows' cases apart: the case's parameters (what case_id hashes) and a compile row's target.
+LABEL_KEYS = tuple(c for c in CASE_COLUMN_NAMES if c not in ("backend", "impl", "devices")) + ("target",)
+
+
+_PRESET_FIELDS = {f.name for f in dataclasses.fields(ModelConfig)}
+
+
+def _follows(records: list[Mapping[str, Any]], key: str, lead: str = "model") -> bool:
+    """Whether ``key``'s value is one per value of ``lead`` among the records (the preset's, as named)."""
+    seen: dict[Any, Any] = {}
+    return all(seen.setdefault(_comparable(r.get(lead)), _comparable(r.get(key))) == _comparable(r.get(key))
+               for r in records)
+
+
+def case_labels(records: Iterable[Mapping[str, Any]], lead: tuple[str, ...] = ("backend", "impl")) -> list[str]:
+    """Each record named by what tells it apart from the others: its ``lead`` values joined by '/'
+    ('jax/naive'), then key=value for each case parameter (or compile target) whose value differs among
+    the records ('causal=True'); a lone record, nothing to tell apart: every parameter it sets."""
+    records = list(records)
+    keys = varying(records, LABEL_KEYS) if len(records) > 1 else [
+        k for k in LABEL_KEYS if records and _comparable(records[0].get(k)) is not None]
+    if "model" in keys:  # the preset fixes its shape: d_model, num_layers, ... follow the model's name
+        keys = ["model"] + [k for k in keys if k != "model" and not (k in _PRESET_FIELDS and _follows(records, k))]
+    out = []
+    for r in records:
+        head = "/".join(str(_comparable(r.get(k))) for k in lead if _comparable(r.get(k)) is not None)
+        said = [f"{k}={_comparable(r.get(k))}" for k in keys if _comparable(r.get(k)) is not None]
+        out.append(" ".join([head, *said]).strip())
+    return out

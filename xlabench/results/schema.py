@@ -7,6 +7,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+from xlabench.flops import BWD_KERNEL_FACTOR, BWD_MODEL_FACTOR
 from xlabench.protocol.status import COMPILE_STATUSES, RUN_STATUSES  # noqa: F401 (results.COMPILE_STATUSES)
 from xlabench.workloads import TUNED_PARAMS
 from xlabench.workloads.attention import BLOCK_PARAMS
@@ -132,7 +133,9 @@ MEASURE_COLUMNS = _c("measure", [
 
 METRIC_COLUMNS = _c("metric", [
     ("flops", "float", "FLOP", "model FLOPs per iteration (see README: FLOP conventions)"),
-    ("kernel_flops", "float", "FLOP", "FLOPs the kernel executes (attention backward recomputes QK^T: 2.5x forward)"),
+    ("kernel_flops", "float", "FLOP", "FLOPs the kernel executes (attention's backward recomputes QK^T: backward "
+     f"{BWD_KERNEL_FACTOR:g}x forward, fwd_bwd {1 + BWD_KERNEL_FACTOR:g}x forward; flops counts {BWD_MODEL_FACTOR:g}x "
+     f"and {1 + BWD_MODEL_FACTOR:g}x)"),
     ("tflops_per_s", "float", "TFLOP/s", "flops / median_s / 1e12"),
     ("peak_tflops", "float", "TFLOP/s", "peak dense FLOP/s per device used for MFU"),
     ("peak_source", "text", "", "where peak_tflops comes from (datasheet, measured, or --peak-tflops)"),
