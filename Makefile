@@ -46,6 +46,22 @@ $(TXLA_BIN)/.installed: pyproject.toml | $(UV)
 	env -u PYTHONDONTWRITEBYTECODE $(TXLA_BIN)/python -c 'import torch_xla, torchax, jax; from torch_xla.core.xla_builder import call_jax'
 	touch $@
 
+# TorchTPU's environment (torch_tpu), apart from the JAX and torch_xla ones: torch >= 2.11 conflicts with
+# torch_xla's 2.9. On a TPU VM: torch's CPU build (TorchTPU is its TPU device; PyPI's default torch is a CUDA
+# build), torch-tpu with the libtpu it needs (>= 0.0.50), and plain JAX, which only traces the Pallas kernels
+# there (the worker keeps JAX on the CPU). xlabench finds it at .venv-torch-tpu (or XLABENCH_TORCH_TPU_PYTHON).
+# Idempotent. Its check imports torch_tpu and counts the TPU devices: it fails where there is no TPU. Resolved
+# here against PyPI alone (uv --dry-run): torch 2.15.0, torch-tpu 0.2.0, libtpu 0.0.52, jax 0.10.2.
+TTPU_VENV ?= .venv-torch-tpu
+TTPU_BIN := $(TTPU_VENV)/bin
+TORCH_TPU_VERSION ?= 0.2.0
+$(TTPU_BIN)/.installed: pyproject.toml | $(UV)
+	test -x $(TTPU_BIN)/python || $(UV) venv -q --python $(PY) $(TTPU_VENV)
+	$(UV) pip install -q --compile-bytecode --python $(TTPU_BIN)/python --index-strategy unsafe-best-match \
+	  --extra-index-url https://download.pytorch.org/whl/cpu 'torch>=2.11,<2.16' 'torch-tpu==$(TORCH_TPU_VERSION)' -e '.[torch-tpu]'
+	$(TTPU_BIN)/python -c 'import torch, torch_tpu; assert torch.accelerator.device_count() > 0, "no TPU found"'
+	touch $@
+
 # Apache Otava (its E-divisive change-point detector), apart from the JAX environment: it pins numpy 2.2.
 # Only benchmarks/changes_vs_otava.py uses it (xlabench's detector side by side with Otava's on the same
 # series). Idempotent: a complete environment is left alone.
@@ -65,7 +81,7 @@ $(BIN)/.tpu-compile: $(BIN)/.installed
 	$(UV) pip install -q --compile-bytecode --python $(BIN)/python -e '.[tpu-compile]'
 	touch $@
 
-.PHONY: setup bytecode run lint test test-fast pytest-run torch-xla-env otava-env tpu-compile compile readme-charts
+.PHONY: setup bytecode run lint test test-fast pytest-run torch-xla-env torch-tpu-env otava-env tpu-compile compile readme-charts
 setup: $(BIN)/.installed
 
 ## xlabench's own modules as bytecode (compileall skips what is up to date). The installs compile the packages
@@ -86,6 +102,9 @@ compile: tpu-compile
 
 ## the torch_xla environment (run once; `make test` and `xlabench run` then drive it)
 torch-xla-env: $(TXLA_BIN)/.installed
+
+## TorchTPU's environment, on a TPU VM (run once; `xlabench run` then drives it)
+torch-tpu-env: $(TTPU_BIN)/.installed
 
 ## Apache Otava in its own environment (run once; benchmarks/changes_vs_otava.py uses it)
 otava-env: $(OTAVA_BIN)/.installed

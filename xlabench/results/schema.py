@@ -40,7 +40,7 @@ TUNED_PREFIX = "tuned_"  # the tuner's choice of a tuned parameter NAME is colum
 # fields (tests/test_results.py checks this).
 CASE_COLUMNS = _c("case", [
     ("workload", "text", "", "attention | train | paged_attention"),
-    ("backend", "text", "", "framework that ran the case: jax | torch_xla"),
+    ("backend", "text", "", "framework that ran the case: jax | torch_xla | torch_tpu"),
     ("impl", "text", "", "implementation name from the impl catalog (xlabench/impls/)"),
     ("batch", "int", "", "attention/paged: batch size (sequences)"),
     ("num_heads", "int", "", "query heads"),
