@@ -24,6 +24,7 @@ from rich.text import Text
 from xlabench import gate as gate_lib
 from xlabench import results
 from xlabench.run import interrupts
+from xlabench.gate import across as gate_across
 from xlabench.gate import report as gate_report
 from xlabench import suite as suite_lib
 from xlabench.cli import history as history_commands
@@ -155,11 +156,15 @@ def _report(cmp: gate_lib.Comparison, markdown_path: Optional[str], json_path: O
 @click.command(epilog=examples("xlabench compare results/attention/BASE.csv results/attention/NEW.csv",
                                "xlabench compare base.csv new.csv --threshold 10% --markdown $GITHUB_STEP_SUMMARY"))
 @click.argument("baseline", type=click.Path(dir_okay=False))
-@click.argument("candidate", type=click.Path(dir_okay=False))
+@click.argument("candidate", type=click.Path(dir_okay=False), required=False)
+@click.option("--backends", "pair", default=None, metavar="A,B",
+              help="One framework against another on the same cases: the baseline's rows of backend A against "
+                   "the candidate's (default: the same file's) rows of backend B, e.g. jax,torch_tpu.")
 @_judging_options
-def compare(baseline: str, candidate: str, markdown_path: Optional[str], json_path: Optional[str],
-            **judging: Any) -> None:
-    """Compare two results CSVs case by case and suite-wide.
+def compare(baseline: str, candidate: Optional[str], pair: Optional[str], markdown_path: Optional[str],
+            json_path: Optional[str], **judging: Any) -> None:
+    """Compare two results CSVs case by case and suite-wide (or, with --backends A,B, two frameworks of one
+    run or of two runs, on the same cases).
 
     Exit codes: 0 pass; 1 a regression (a case, or the suite-wide shift) or a failed/wrong candidate
     case; 2 bad input; 3 could not judge: an underpowered case (too few samples, interval beyond the
@@ -168,9 +173,19 @@ def compare(baseline: str, candidate: str, markdown_path: Optional[str], json_pa
     """
     cfg = _config(**judging)
     _check_outputs(markdown_path, json_path)
+    if candidate is None and pair is None:
+        raise BadInput("compare needs a CANDIDATE results CSV (or --backends A,B to set two backends of one run "
+                       "against each other)")
     base = _load(baseline, "baseline")
-    cand = _load(candidate, "candidate")
+    cand = base if candidate is None else _load(candidate, "candidate")
+    notes: list[str] = []
+    if pair is not None:
+        try:
+            base, cand, notes = gate_across.across(base, cand, gate_across.parse_pair(pair))
+        except gate_lib.GateInputError as e:
+            raise BadInput(str(e)) from None
     cmp = _compare(base, cand, cfg)
+    cmp.warnings[:0] = notes
     _report(cmp, markdown_path, json_path, "xlabench compare")
     sys.exit(cmp.exit_code)
 
