@@ -10,15 +10,19 @@ A rule is ``unsupported(batch, seq_len, kv_len, num_heads, kv_heads, dtype, cfg,
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Optional
+import functools
+from typing import Any, Callable, Optional
 
 from xlabench import impls as catalog
 from xlabench.impls import kernels
 from xlabench.impls.kernels.flash import FlashConfig, flash_space  # noqa: F401 (the kernels' configs, by their old names)
 from xlabench.impls.kernels.pallas_gpu import PallasGpuConfig  # noqa: F401
 from xlabench.impls.kernels.splash import SplashConfig  # noqa: F401
+from xlabench.results.schema import TUNED_PREFIX
+from xlabench.tune import blocks_text
+from xlabench.tune.search import Dropped
 from xlabench.workloads.attention import BLOCK_PARAMS
-from xlabench.workloads.attention import AttentionParams
+from xlabench.workloads.attention import AttentionParams, tune_key_fields
 
 # (backend, impl) -> the registry record's rule, block parameters and search (kernels.ATTENTION_RULES)
 RULES = kernels.ATTENTION_RULES
@@ -57,3 +61,30 @@ def for_impl(im: catalog.AttentionImplRecord, cfg: Any) -> tuple[Any, str]:
     if not ignored:
         return cfg, ""
     return dataclasses.replace(cfg, **{b: None for b in ignored}), f"{' and '.join(ignored)} not taken by {im.name}"
+
+
+# decide(space, key_fields, build, hints) -> tune.decide.Tuned: a backend's tuning decision (its compile and clock)
+Decide = Callable[[Any, dict[str, Any], Callable[[str, dict[str, int]], Any], list[dict[str, Any]]], Any]
+
+
+def tune_blocks(p: Any, im: catalog.AttentionImplRecord, cfg: Any, platform: str, decide: Decide,
+                make: Callable[[Any, Any, str], Any]) -> tuple[Any, dict[str, Any], str]:
+    """(the config to run at, the row's tuning columns, a note) of attention case ``p`` (AttentionParams) and
+    impl ``im``, any backend: ``decide`` is the backend's (the cache, the table, a search on its device);
+    ``make(case, config, program)`` what one candidate runs. A candidate its rule refuses is dropped as a
+    constraint; a fwd_bwd search starts from the fwd case's winner when the cache has it (a suite runs fwd first)."""
+    def build(program: str, blocks: dict[str, int]) -> Any:
+        c, q = cfg.with_blocks(blocks), p.model_copy(update={"mode": program})
+        reason = skip_reason(im, q, c, platform)
+        if reason:
+            raise Dropped("constraint", reason)
+        return make(q, c, program)
+
+    space = None if im.tune_space is None else functools.partial(im.tune_space, p)
+    hints = [tune_key_fields(p.model_copy(update={"mode": "fwd"}))] if p.mode == "fwd_bwd" else []
+    t = decide(space, tune_key_fields(p), build, hints)
+    if not t.blocks:
+        return cfg, t.fields, t.note
+    cfg = cfg.with_blocks(t.blocks)
+    return cfg, {**t.fields, **{TUNED_PREFIX + n: getattr(cfg, n) for n in BLOCK_PARAMS},
+                 "blocks": blocks_text(dict(cfg.blocks))}, t.note

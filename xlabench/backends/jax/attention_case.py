@@ -15,11 +15,7 @@ from xlabench.backends.jax import hlo_cost, tune_case
 from xlabench.backends.jax.common import compile_timed, kernel_passes, max_normalised_error, peak_memory, runs_pallas
 from xlabench.measure.phases import Phases
 from xlabench.measure.timing import TimingPlan, with_timer
-from xlabench.results.schema import TUNED_PREFIX
-from xlabench.tune import blocks_text
-from xlabench.workloads.attention import BLOCK_PARAMS
-from xlabench.tune.search import Dropped
-from xlabench.workloads.attention import AttentionParams, attention_result, input_shapes, make_inputs, tune_key_fields
+from xlabench.workloads.attention import AttentionParams, attention_result, input_shapes, make_inputs
 from xlabench.protocol.worker_messages import CaseResult, CaseSkipped
 
 
@@ -95,23 +91,9 @@ def tune_for(p: AttentionParams, im: impls.AttentionImplRecord, cfg: impls.AttnC
     ``fixed`` or ``off`` (the parent's decision: run/case_plan.py); else the winner of the kernel's search,
     from the tuning cache or searched now."""
     args = functools.cache(get_args)  # the inputs are made once, and only when a search needs them
-
-    def build(program: str, blocks: dict[str, int]) -> tuple[Callable, tuple]:
-        c, q = cfg.with_blocks(blocks), p.model_copy(update={"mode": program})
-        reason = skip_reason(q, im, c, platform)
-        if reason:
-            raise Dropped("constraint", reason)
-        return step_fn(q, im, c), args()[:3] if program == "fwd" else args()
-
-    space = None if im.tune_space is None else functools.partial(im.tune_space, p)
-    # a fwd_bwd search starts from the fwd case's winner when the cache has it (a suite runs fwd first)
-    hints = [tune_key_fields(p.model_copy(update={"mode": "fwd"}))] if p.mode == "fwd_bwd" else []
-    t = tune_case.decide(plan, space, impl, tune_key_fields(p), build, hints)
-    if not t.blocks:
-        return cfg, t.fields, t.note
-    cfg = cfg.with_blocks(t.blocks)
-    return cfg, {**t.fields, **{TUNED_PREFIX + n: getattr(cfg, n) for n in BLOCK_PARAMS},
-                 "blocks": blocks_text(dict(cfg.blocks))}, t.note
+    return impls.rules.tune_blocks(
+        p, im, cfg, platform, lambda space, key, build, hints: tune_case.decide(plan, space, impl, key, build, hints),
+        lambda q, c, program: (step_fn(q, im, c), args()[:3] if program == "fwd" else args()))
 
 
 def tuned_config(p: AttentionParams, impl: str, cfg: impls.AttnConfig, plan: TimingPlan,

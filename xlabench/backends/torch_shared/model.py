@@ -24,6 +24,7 @@ from xlabench.backends.torch_shared.attention import grouped_attention
 from xlabench.workloads.attention import default_scale
 from xlabench.workloads.model_layout import INIT_STD, flat_layout
 from xlabench.workloads.model_presets import ModelConfig
+from xlabench.workloads.train import TrainParams
 
 Attention = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]  # [B,S,H,D] x3 -> [B,S,Hq,D]
 
@@ -147,3 +148,14 @@ def checkpoint_layers(model: Transformer, checkpoint: Callable[..., torch.Tensor
     the backend's (torch.utils.checkpoint.checkpoint, torch_xla.utils.checkpoint.checkpoint)."""
     layer = model.layer
     model.block = lambda i: (lambda w, x: checkpoint(layer, w, x, use_reentrant=False))
+
+
+def unsupported_step(p: TrainParams, backend: str) -> Optional[str]:
+    """Why a torch backend's train step does not run case ``p`` (a skip), or None: the largest-batch search
+    and the jax.checkpoint policies are the JAX step's."""
+    if p.auto_batch:
+        return (f"global_batch auto: the largest-batch search compiles the JAX step ({backend} has no "
+                f"compile-only memory analysis here); give {backend} an integer batch")
+    if p.remat not in ("none", "full"):
+        return f"remat {p.remat!r} (a jax.checkpoint policy) has no {backend} counterpart here; use none or full"
+    return None

@@ -5,7 +5,6 @@ TorchTPU's profiler."""
 from __future__ import annotations
 
 import contextlib
-import functools
 from typing import Any, Callable, Iterator
 
 import torch
@@ -19,11 +18,7 @@ from xlabench.impls import AttentionImplRecord, kernels
 from xlabench.impls import attention_rules as rules
 from xlabench.measure.timing import TimingPlan, max_normalised_error
 from xlabench.protocol.worker_messages import CaseResult, CaseSkipped
-from xlabench.results.schema import TUNED_PREFIX
-from xlabench.tune import blocks_text
-from xlabench.tune.search import Dropped
-from xlabench.workloads.attention import (BLOCK_PARAMS, AttentionParams, AttnConfig, attention_result, make_inputs,
-                                          tune_key_fields)
+from xlabench.workloads.attention import (AttentionParams, AttnConfig, attention_result, make_inputs)
 
 TORCH_DTYPES = {"bfloat16": torch.bfloat16, "float32": torch.float32}
 
@@ -62,22 +57,11 @@ def step(p: AttentionParams, im: AttentionImplRecord, cfg: AttnConfig, args: tup
 
 def tune_for(p: AttentionParams, im: AttentionImplRecord, cfg: AttnConfig, plan: TimingPlan, impl: str,
              platform: str, args: tuple) -> tuple[AttnConfig, dict[str, Any], str]:
-    """(the config to run at, the row's tuning columns, a note), as the JAX backend decides them."""
-    def build(program: str, blocks: dict[str, int]) -> Callable[[], tuple]:
-        c, q = cfg.with_blocks(blocks), p.model_copy(update={"mode": program})
-        reason = rules.skip_reason(im, q, c, platform)
-        if reason:
-            raise Dropped("constraint", reason)
-        return step(q, im, c, args[:3] if program == "fwd" else args)
-
-    space = None if im.tune_space is None else functools.partial(im.tune_space, p)
-    hints = [tune_key_fields(p.model_copy(update={"mode": "fwd"}))] if p.mode == "fwd_bwd" else []
-    t = tune_case.decide(plan, space, impl, tune_key_fields(p), build, hints)
-    if not t.blocks:
-        return cfg, t.fields, t.note
-    cfg = cfg.with_blocks(t.blocks)
-    return cfg, {**t.fields, **{TUNED_PREFIX + n: getattr(cfg, n) for n in BLOCK_PARAMS},
-                 "blocks": blocks_text(dict(cfg.blocks))}, t.note
+    """(the config to run at, the row's tuning columns, a note), as every backend decides them
+    (attention_rules.tune_blocks) on this backend's compile and clock (tune_case)."""
+    return rules.tune_blocks(
+        p, im, cfg, platform, lambda space, key, build, hints: tune_case.decide(plan, space, impl, key, build, hints),
+        lambda q, c, program: step(q, im, c, args[:3] if program == "fwd" else args))
 
 
 def run_attention_case(params: dict[str, Any], impl: str, plan: TimingPlan, interpret: bool,

@@ -11,7 +11,7 @@ from typing import Any, Callable
 import torch
 
 from xlabench.backends.torch_shared.attention import to_layout
-from xlabench.backends.torch_shared.model import Transformer, checkpoint_layers, reference_losses
+from xlabench.backends.torch_shared.model import Transformer, checkpoint_layers, reference_losses, unsupported_step
 from xlabench.backends.torch_tpu.attention_case import TORCH_DTYPES, highest_precision, record
 from xlabench.backends.torch_tpu.common import TRACE_SOURCE, fresh_case, peak_memory, profiled_seconds, surface
 from xlabench.backends.torch_tpu import env
@@ -43,12 +43,8 @@ def checks(p: TrainParams) -> None:
     if p.devices != 1:
         raise CaseSkipped(f"torch_tpu runs the train step on one device here (devices: {p.devices}); "
                           "TorchTPU's SPMD sharding is not wired into xlabench yet")
-    if p.auto_batch:
-        raise CaseSkipped("global_batch auto: the largest-batch search compiles the JAX step; give torch_tpu an "
-                          "integer batch")
-    if p.remat not in ("none", "full"):
-        raise CaseSkipped(f"remat {p.remat!r} (a jax.checkpoint policy) has no torch_tpu counterpart here; "
-                          "use none or full")
+    if why := unsupported_step(p, "torch_tpu"):
+        raise CaseSkipped(why)
 
 
 def build(p: TrainParams, impl: str, platform: str) -> tuple[Transformer, Callable[[], Any], list]:

@@ -25,7 +25,7 @@ from xlabench.backends import user_impl
 from xlabench.backends.torch_xla import attention_impls as attn
 from xlabench.backends.torch_xla.attention_case import TORCH_DTYPES, _highest_precision, ref_device
 from xlabench.backends.torch_xla.common import measure, peak_memory, with_device_times, xla_device
-from xlabench.backends.torch_shared.model import Transformer, checkpoint_layers, logical_axes
+from xlabench.backends.torch_shared.model import Transformer, checkpoint_layers, logical_axes, unsupported_step
 from xlabench.backends.torch_shared.model import reference_losses as shared_reference_losses
 from xlabench.measure.timing import TimingPlan
 from xlabench.protocol.worker_messages import CaseResult, CaseSkipped
@@ -137,12 +137,8 @@ def run_train_case(params: dict[str, Any], impl: str, plan: TimingPlan, interpre
 
     p = TrainParams(**params)
     cfg = p.config()
-    if p.auto_batch:
-        raise CaseSkipped("global_batch auto: the largest-batch search compiles the JAX step (torch_xla has no "
-                          "compile-only memory analysis here); give torch_xla an integer batch")
-    if p.remat not in ("none", "full"):
-        raise CaseSkipped(f"remat {p.remat!r} (a jax.checkpoint policy) has no torch_xla counterpart here; "
-                          "use none or full")
+    if why := unsupported_step(p, "torch_xla"):
+        raise CaseSkipped(why)
     mesh = make_mesh(p)
     model = Transformer(cfg, TORCH_DTYPES[p.dtype], PARAM_SEED,
                         attention_fn(impl, cfg, p, mesh, interpret, platform))
