@@ -81,6 +81,8 @@ def test_attention_tpu_profile_compiles_for_target(tmp_path: Path, target: str) 
     assert ((fwd["flops_ratio"] > 0.95) & (fwd["flops_ratio"] < 1.1)).all(), fwd["flops_ratio"].tolist()
     assert (df[df["backend"] == "torch_xla"]["status"] == "skipped").all()
     assert "torch_xla 2.9 has no compile-only TPU client" in df[df["backend"] == "torch_xla"]["error"].iloc[0]
+    tt = df[df["backend"] == "torch_tpu"]  # TorchTPU compiles on its chip only: skipped, saying so, no worker
+    assert len(tt) and (tt["status"] == "skipped").all() and tt["error"].str.contains("TorchTPU compiles only").all()
 
 
 @pytest.mark.parametrize("target", ["v5e-8"])  # v4-8's paged programs: test_megacore_modes_compile_on_v4_and_skip_on_v5e

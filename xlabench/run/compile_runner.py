@@ -28,8 +28,13 @@ from xlabench.run.suite_runner import FIT_TIMEOUT_S, RunHooks, RunOutcome, selec
 from xlabench.suite import slice_fit
 from xlabench.protocol.status import SKIPPED
 
-TORCH_XLA_REASON = ("torch_xla 2.9 has no compile-only TPU client (it compiles only on the devices it runs on); "
-                    "the JAX rows compile the same Pallas kernels that torch_xla's custom_kernel traces")
+# The backends that compile only on the chip they run on: their rows of a compile are skipped, saying so.
+NO_COMPILE_ONLY = {
+    "torch_xla": ("torch_xla 2.9 has no compile-only TPU client (it compiles only on the devices it runs on); the "
+                  "JAX rows compile the same Pallas kernels that torch_xla's custom_kernel traces"),
+    "torch_tpu": ("TorchTPU compiles only on the chip it runs on (no compile-only client); the JAX rows compile "
+                  "the same Pallas kernels (flash, splash, paged, ragged paged) that it calls"),
+}
 
 
 class CompileError(Exception):
@@ -42,8 +47,7 @@ def target_spec(target: hardware.Target, slices: int) -> TargetSpec:
 
 def _skip_reason(case: suite_lib.Case, target: hardware.Target) -> Optional[str]:
     """Why a case is not compiled for this target, decided without a worker (scheduler.platform_skip)."""
-    return TORCH_XLA_REASON if case.backend == "torch_xla" else \
-        scheduler.platform_skip(case, target.platform, target=target.name)
+    return NO_COMPILE_ONLY.get(case.backend) or scheduler.platform_skip(case, target.platform, target=target.name)
 
 
 def _framework_version(jax_versions: Optional[str], target: hardware.Target) -> Optional[str]:
