@@ -112,3 +112,14 @@ def test_the_shipped_table_is_read_for_torch_tpus_name_of_the_chip():
     shipped, why = table.for_device("TPU v5e")
     assert shipped is not None and why == ""
     assert shipped.device_kind == "TPU v5 lite"
+
+
+def test_a_chart_title_names_one_chip_once_whichever_framework_named_it():
+    """JAX calls the v5e 'TPU v5 lite', TorchTPU 'TPU v5e': a run of both drew 'TPU v5 lite ×1, TPU v5e ×1'."""
+    import pandas as pd
+
+    from xlabench.report import chartdata as cd
+
+    df = pd.DataFrame({"suite": ["attention"] * 2, "device_kind": ["TPU v5 lite", "TPU v5e"],
+                       "device_count": [1, 1], "interpret": [False, False]})
+    assert cd.title(df, "Attention").splitlines()[1] == "TPU v5 lite ×1"

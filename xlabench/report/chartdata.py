@@ -14,6 +14,8 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 import pandas as pd
 
+from xlabench import hardware
+
 from xlabench import impls, results
 from xlabench.results.schema import KERNEL_OPTIONS
 from xlabench.protocol import status as st
@@ -188,7 +190,11 @@ def title(df: pd.DataFrame, what: str) -> str:
     if "target" in env and "devices" in env:  # a compile: the devices its mesh spans, of the target's ("×1 of 8")
         spans = [f"{fmt_value('', d)} of {c}" if fmt_value("", d) != c else c for d, c in zip(env["devices"], count)]
         count = pd.Series(spans, index=env.index).where(env["target"].notna() & env["devices"].notna(), count)
-    devices = ", ".join(f"{k} ×{c}" for k, c in distinct(zip(env["device_kind"], count)))
+    shown: dict[tuple[str, str], str] = {}  # one chip once, as the first framework named it (JAX 'TPU v5 lite', TorchTPU 'TPU v5e')
+    for k, c in zip(env["device_kind"], count):
+        chip = hardware.lookup(str(k))
+        shown.setdefault((chip.name if chip is not None else str(k), c), str(k))
+    devices = ", ".join(f"{k} ×{c}" for (_, c), k in shown.items())
     second = " · ".join(p for p in (devices, INTERPRET_NOTE if interpreted(df) else "") if p)
     return "\n".join(p for p in (f"{what}: {suites}", second) if p)
 
