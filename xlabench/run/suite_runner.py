@@ -368,14 +368,14 @@ def _run_with_pool(sess: Session, *, tally: dict[str, int | None], dist: Any, sh
                 todo.append(best)
         except Interrupted as e:  # the meta says the run was cut short (results.run_progress reads it)
             if sess.primary:
-                results.record_interruption(sess.files, meta, str(e.args[0]), tally["done"])
+                results.record_interruption(sess.files, {**meta, **results.phase_fields(ctx.phase_s)}, str(e.args[0]), tally["done"])
             raise
         finally:
             sess.close()
     if sess.primary:
         if ctx.trace_root is not None:
             meta["traces"] = traces_of(ctx.trace_root, todo)
-        results.finish_meta(sess.files, meta, rows)
+        results.finish_meta(sess.files, meta, rows, ctx.phase_s)
     return RunOutcome(sess.files, prof, todo, rows, primary=sess.primary, process_id=process_id,
                       seconds=time.time() - started, warnings=warnings,
                       samples_note=note)

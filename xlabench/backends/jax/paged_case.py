@@ -12,6 +12,7 @@ import numpy as np
 from xlabench.backends.jax import paged_impls as impls
 from xlabench.backends.jax import hlo_cost, tune_case
 from xlabench.backends.jax.common import compile_timed, kernel_passes, peak_memory
+from xlabench.measure.phases import Phases
 from xlabench.measure.timing import TimingPlan, with_timer
 from xlabench.results.schema import TUNED_PREFIX
 from xlabench.tune import blocks_text
@@ -34,13 +35,14 @@ def run_paged_case(params: dict[str, Any], impl: str, plan: TimingPlan, interpre
     if reason:
         raise CaseSkipped(reason)
     cfg = config(p, interpret, platform)
-
-    host = cached_inputs(p)
-    dtype = jnp.dtype(p.dtype)
-    shared = [jax.device_put(jnp.asarray(host[n], dtype), device) for n in ("q", "k_pages", "v_pages")]
-    shared += [jax.device_put(jnp.asarray(host[n]), device) for n in ("lengths", "page_table")]
-    args = im.prepare(*shared, cfg)  # the impl's native layout, outside the timed region
-    del shared
+    phase = Phases()
+    with phase("inputs"):
+        host = cached_inputs(p)
+        dtype = jnp.dtype(p.dtype)
+        shared = [jax.device_put(jnp.asarray(host[n], dtype), device) for n in ("q", "k_pages", "v_pages")]
+        shared += [jax.device_put(jnp.asarray(host[n]), device) for n in ("lengths", "page_table")]
+        args = im.prepare(*shared, cfg)  # the impl's native layout, outside the timed region
+        del shared
 
     held = [args]  # for the search only (the case frees args after its timing)
 
@@ -53,7 +55,8 @@ def run_paged_case(params: dict[str, Any], impl: str, plan: TimingPlan, interpre
         return (lambda *a: im.fn(*a, c)), held[0]
 
     space = None if im.tune_space is None else functools.partial(im.tune_space, p)
-    t = tune_case.decide(plan, space, impl, tune_key_fields(p), build)
+    with phase("tune"):
+        t = tune_case.decide(plan, space, impl, tune_key_fields(p), build)
     held.clear()
     if t.blocks:
         cfg = cfg.with_blocks(t.blocks)
@@ -69,17 +72,23 @@ def run_paged_case(params: dict[str, Any], impl: str, plan: TimingPlan, interpre
 
     try:
         with impls.tpu_interpret(cfg):  # interpret mode is fixed at trace time: trace inside it
-            compiled, lower_s, compile_s = compile_timed(fn, args)
-            samples, out, traced = kernel_passes(compiled, args, plan)
+            with phase("compile"):
+                compiled, lower_s, compile_s = compile_timed(fn, args)
+            with phase("timing"):
+                samples, out, traced = kernel_passes(compiled, args, plan)
     except Exception as e:
         if interpret and im.interpreter_broken:
             first = str(e).strip().splitlines()[0] if str(e).strip() else ""
             raise CaseSkipped(f"{im.interpreter_broken}: {type(e).__name__}: {first}"[:600]) from None
         raise
-    mem, mem_note = peak_memory(compiled, device)
-    xla, xla_notes = hlo_cost.xla_figures(compiled, 1)
+    with phase("xla figures"):
+        mem, mem_note = peak_memory(compiled, device)
+        xla, xla_notes = hlo_cost.xla_figures(compiled, 1)
     del args
 
-    result = paged_result(p, samples, plan, lower_s, compile_s, mem, np.asarray(out),
-                          im.kv_round(platform), [t.note, mem_note, *xla_notes])
-    return with_timer(result.replace(metrics={**result.metrics, **xla, **tuned}), plan, traced)
+    with phase("check"):  # the reference (cached per shape) and the output against it
+        result = paged_result(p, samples, plan, lower_s, compile_s, mem, np.asarray(out),
+                              im.kv_round(platform), [t.note, mem_note, *xla_notes])
+    phase.log(f"{impl} b={p.batch} context={p.max_context} page={p.page_size}")
+    result = result.replace(metrics={**result.metrics, **xla, **tuned}, phase_s=phase.rounded())
+    return with_timer(result, plan, traced)
