@@ -26,6 +26,31 @@ def config(p: PagedParams, interpret: bool, platform: str) -> impls.PagedConfig:
     return p.paged_config(interpret, platform)
 
 
+def tuned_config(p: PagedParams, im: Any, cfg: impls.PagedConfig, plan: TimingPlan, impl: str, platform: str,
+                 device: Any, held: list) -> tuple[impls.PagedConfig, dict[str, Any], str]:
+    """(the config to run at, the row's tuning columns, a note): the blocks the plan's tuning decides
+    (tune_case.decide: the table, the cache or a search on ``held[0]``, the case's inputs, freed after)."""
+
+    def build(program: str, blocks: dict[str, int]) -> tuple[Any, tuple]:
+        c = cfg.with_blocks(blocks)
+        reason = im.unsupported(p.model_copy(update={"pages_per_compute_block": c.pages_per_compute_block}),
+                                platform, device.device_kind)
+        if reason:
+            raise Dropped("constraint", reason)
+        return (lambda *a: im.fn(*a, c)), held[0]
+
+    space = None if im.tune_space is None else functools.partial(im.tune_space, p)
+    t = tune_case.decide(plan, space, impl, tune_key_fields(p), build)
+    held.clear()  # for the search only (the case frees its inputs after its timing)
+    if t.blocks:
+        cfg = cfg.with_blocks(t.blocks)
+        return cfg, {**t.fields, **{TUNED_PREFIX + n: getattr(cfg, n) for n in PAGED_BLOCKS},
+                     "blocks": blocks_text(t.blocks, PAGED_BLOCKS)}, t.note
+    if t.fields.get("tuned") == "off":  # the kernel's default block, which it ran at
+        return cfg, {**t.fields, **{TUNED_PREFIX + n: getattr(cfg, n) for n in PAGED_BLOCKS}}, t.note
+    return cfg, t.fields, t.note
+
+
 def run_paged_case(params: dict[str, Any], impl: str, plan: TimingPlan, interpret: bool,
                    platform: str) -> CaseResult:
     p = PagedParams(**params)
@@ -44,28 +69,8 @@ def run_paged_case(params: dict[str, Any], impl: str, plan: TimingPlan, interpre
         args = im.prepare(*shared, cfg)  # the impl's native layout, outside the timed region
         del shared
 
-    held = [args]  # for the search only (the case frees args after its timing)
-
-    def build(program: str, blocks: dict[str, int]) -> tuple[Any, tuple]:
-        c = cfg.with_blocks(blocks)
-        reason = im.unsupported(p.model_copy(update={"pages_per_compute_block": c.pages_per_compute_block}),
-                                platform, device.device_kind)
-        if reason:
-            raise Dropped("constraint", reason)
-        return (lambda *a: im.fn(*a, c)), held[0]
-
-    space = None if im.tune_space is None else functools.partial(im.tune_space, p)
     with phase("tune"):
-        t = tune_case.decide(plan, space, impl, tune_key_fields(p), build)
-    held.clear()
-    if t.blocks:
-        cfg = cfg.with_blocks(t.blocks)
-        tuned = {**t.fields, **{TUNED_PREFIX + n: getattr(cfg, n) for n in PAGED_BLOCKS},
-                 "blocks": blocks_text(t.blocks, PAGED_BLOCKS)}
-    elif t.fields.get("tuned") == "off":  # the kernel's default block, which it ran at
-        tuned = {**t.fields, **{TUNED_PREFIX + n: getattr(cfg, n) for n in PAGED_BLOCKS}}
-    else:
-        tuned = t.fields
+        cfg, tuned, tune_note = tuned_config(p, im, cfg, plan, impl, platform, device, [args])
 
     def fn(*a):
         return im.fn(*a, cfg)
@@ -88,7 +93,7 @@ def run_paged_case(params: dict[str, Any], impl: str, plan: TimingPlan, interpre
 
     with phase("check"):  # the reference (cached per shape) and the output against it
         result = paged_result(p, samples, plan, lower_s, compile_s, mem, np.asarray(out),
-                              im.kv_round(platform), [t.note, mem_note, *xla_notes])
+                              im.kv_round(platform), [tune_note, mem_note, *xla_notes])
     phase.log(f"{impl} b={p.batch} context={p.max_context} page={p.page_size}")
     result = result.replace(metrics={**result.metrics, **xla, **tuned}, phase_s=phase.rounded())
     return with_timer(result, plan, traced)
