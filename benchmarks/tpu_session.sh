@@ -86,7 +86,7 @@ for arg in "$@"; do
     attention-default)  # the default-block column: every case at 128 x 128 (--no-tune)
       run_step attention-default suites/attention.yaml "$limit" --no-tune ;;
     paged)  # one page size (64, 8 pages per 512-token block) and batch 16: contexts 1k..32k, three impls
-      run_step paged suites/paged_attention.yaml "$limit" -k page_size=64 -k batch=16 "${k[@]}" ;;
+      run_step paged suites/paged_attention.yaml "$limit" --profile tpu_full -k page_size=64 -k batch=16 "${k[@]}" ;;
     train)  # the model suites' shapes are for 4 devices: one chip takes a GPT-2 124M step
       run_step train benchmarks/tpu/gpt2_one_chip.yaml "$limit" ;;
     train-explain)  # issue 41: where a GPT-2 step's time goes (run --explain keeps each case's trace and HLO)
@@ -117,7 +117,7 @@ for arg in "$@"; do
         --from "$XLABENCH_CACHE_DIR/tune" --commit "${XLABENCH_GIT_SHA:-unknown}" --date "$(date +%F)" \
         --libtpu "${libtpu:-unknown}" 2>&1 | tee "$OUT/paged-table.log"
       XLABENCH_TUNE_TABLES="$tables" XLABENCH_CACHE_DIR=/tmp/xlabench-cache-empty \
-        run_step paged-table suites/paged_attention.yaml "$limit" -k page_size=64 -k batch=16 "${k[@]}" ;;
+        run_step paged-table suites/paged_attention.yaml "$limit" --profile tpu_full -k page_size=64 -k batch=16 "${k[@]}" ;;
     train-tune)  # issue 48/49: the shipped suites' train attention shapes tuned (for the shipped table)
       run_step train-tune benchmarks/tpu/train_tune_v5e.yaml "$limit" "${k[@]}" ;;
     llama-probe)  # issue 48: the one-chip LLaMA preset's step, unrolled, splash, batch 8

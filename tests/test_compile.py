@@ -87,9 +87,9 @@ def test_attention_tpu_profile_compiles_for_target(tmp_path: Path, target: str) 
 
 @pytest.mark.parametrize("target", ["v5e-8"])  # v4-8's paged programs: test_megacore_modes_compile_on_v4_and_skip_on_v5e
 def test_paged_tpu_profile_compiles_for_target(tmp_path: Path, target: str) -> None:
-    """The tpu profile at batch 16, its shortest and longest contexts: 24 of its 204 JAX cases (every page
-    size and impl; the whole profile took 116-122 s of CI, all four contexts 27-39 s)."""
-    res, df = _compile(tmp_path, "suites/paged_attention.yaml", "--target", target, "-k", "batch=16",
+    """The whole TPU sweep (tpu_full) at batch 16, its shortest and longest contexts: 24 of its 204 JAX cases
+    (every page size and impl; the whole profile took 116-122 s of CI, all four contexts 27-39 s)."""
+    res, df = _compile(tmp_path, "suites/paged_attention.yaml", "--target", target, "--profile", "tpu_full", "-k", "batch=16",
                        "-k", "context_lens=1024", "-k", "context_lens=32768")
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     jax_rows = df[df["backend"] == "jax"]

@@ -153,6 +153,8 @@ def print_dry_run(s: Any, opts: RunOptions) -> None:
     runs = sum(c.measure.repeats for c, why in todo if not why)
     console.print(f"would run {len(todo) - skipped} case(s) ({runs} run(s) with repeats), skip {skipped}; "
                   "nothing was run", soft_wrap=True)
+    for line in plan.estimate:
+        console.print(line, soft_wrap=True)
 
 
 def run_with_progress(s: Any, opts: RunOptions, summary: bool = True) -> Any:

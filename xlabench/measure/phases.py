@@ -1,6 +1,7 @@
 """Where a case's time went, phase by phase (inputs, tuning, compile, the timed passes, the reference):
 one line in the run's log (the worker's stderr, ``<run>.log`` beside the CSV), so that a long profile on a
-chip can be budgeted from the run before it."""
+chip can be budgeted from the run before it; and ``rounded()`` in the case's CaseResult (``phase_s``), which the
+run's meta sums per phase."""
 
 from __future__ import annotations
 
@@ -22,6 +23,10 @@ class Phases:
             yield
         finally:
             self.seconds[name] = self.seconds.get(name, 0.0) + self.clock() - t0
+
+    def rounded(self) -> dict[str, float]:
+        """The seconds per phase, to the millisecond (what the case's CaseResult carries)."""
+        return {name: round(s, 3) for name, s in self.seconds.items()}
 
     def text(self) -> str:
         return ", ".join(f"{name} {s:.2f} s" for name, s in self.seconds.items())

@@ -19,8 +19,8 @@ from xlabench.protocol.target import TargetSpec
 from xlabench.protocol.timing_plan import TimingPlan
 from xlabench.protocol.status import COMPILE_RESULTS
 
-PROTOCOL_VERSION = 3  # 2: a CaseResult carries samples only (the parent summarises: run/rows.py); 3: a
-# CompileRequest carries the case plan (interpret, the timing plan)
+PROTOCOL_VERSION = 4  # 2: a CaseResult carries samples only (the parent summarises: run/rows.py); 3: a
+# CompileRequest carries the case plan (interpret, the timing plan); 4: a CaseResult carries its phase seconds
 
 
 class CaseSkipped(Exception):
@@ -196,6 +196,10 @@ class CaseResult:
     tokens_global: bool = False  # tokens_per_step is a global batch over the case's devices: tokens_per_s_per_device too
     timer: Optional[str] = None  # wallclock | trace: how the row was timed (samples are wallclock either way)
     device_samples: tuple[float, ...] = ()  # trace timer: per-iteration device seconds of a separate profiled pass
+    # Where the case's time went in the worker, phase by phase (measure/phases.py: inputs, tune, compile,
+    # timing, reference ...; ``other``: the worker's time in the case that no phase named). Not a CSV
+    # column: the run's meta sums it per phase (``phase_s``), and run/estimate.py budgets runs from it.
+    phase_s: Mapping[str, float] = field(default_factory=dict)
 
     @property
     def fields(self) -> dict[str, Any]:

@@ -15,7 +15,7 @@ Its modules: README.md, Layout. The names imported here are the package's interf
 from xlabench.results.display import LABEL_KEYS, case_labels, fmt_number, varying
 from xlabench.results.files import (
     COMPILE_SUFFIX, SAMPLES_SUFFIX, NullWriter, OutputPathError, ResultsFileError, RowWriter, RunFiles, _cell, check_header,
-    check_records, finish_meta, make_dir, passed_over, read_meta, read_prior, read_rows, read_samples, read_text, samples_note, update_rows, write_meta,
+    check_records, finish_meta, make_dir, phase_fields, passed_over, read_meta, read_prior, read_rows, read_samples, read_text, samples_note, update_rows, write_meta,
 )
 from xlabench.results.progress import RunProgress, incomplete_note, record_interruption, run_progress
 from xlabench.results.schema import (
@@ -26,7 +26,7 @@ from xlabench.results.schema import (
 __all__ = [
     "LABEL_KEYS", "case_labels", "fmt_number", "varying",
     "COMPILE_SUFFIX", "SAMPLES_SUFFIX", "NullWriter", "OutputPathError", "ResultsFileError", "RowWriter", "RunFiles", "_cell", "check_header", "check_records", "read_meta", "read_prior", "read_rows",
-    "finish_meta", "make_dir", "passed_over", "read_samples", "read_text", "samples_note", "update_rows", "write_meta",
+    "finish_meta", "phase_fields", "make_dir", "passed_over", "read_samples", "read_text", "samples_note", "update_rows", "write_meta",
     "RunProgress", "incomplete_note", "record_interruption", "run_progress",
     "CASE_COLUMN_NAMES", "CASE_COLUMNS", "COLUMN_NAMES", "COLUMNS", "COMPILE_COLUMNS", "COMPILE_STATUSES",
     "ENV_COLUMNS", "ID_COLUMNS", "MEASURE_COLUMNS", "METRIC_COLUMNS", "SAMPLE_COLUMNS", "SCHEMA_VERSION", "STATUSES",

@@ -435,7 +435,7 @@ def software() -> dict[str, Any]:
 
 
 # The meta's keys whose values are JSON objects (read with .get by report, explain, audit, run --resume)
-META_OBJECTS = ("env", "suite_spec", "traces", "interrupted")
+META_OBJECTS = ("env", "suite_spec", "traces", "interrupted", "phase_s")
 
 
 def read_meta(run: RunFiles | Path | str) -> dict[str, Any]:
@@ -469,10 +469,21 @@ def write_meta(files: RunFiles, meta: Mapping[str, Any]) -> None:
     tmp.replace(files.meta)
 
 
-def finish_meta(files: RunFiles, meta: dict[str, Any], rows: Iterable[Mapping[str, Any]]) -> None:
-    """Write the run's end into its meta: the end time, and the device counts its rows ran on (the env's
-    device_count becomes the largest; what the probe worker saw stays as probe_device_count)."""
+def phase_fields(phase_s: Mapping[str, float] | None) -> dict[str, Any]:
+    """The meta's ``phase_s`` (seconds per phase, to the tenth, summed over a run's rows), or nothing where
+    the workers reported none."""
+    return {"phase_s": {name: round(float(s), 1) for name, s in phase_s.items()}} if phase_s else {}
+
+
+def finish_meta(files: RunFiles, meta: dict[str, Any], rows: Iterable[Mapping[str, Any]],
+                phase_s: Mapping[str, float] | None = None) -> None:
+    """Write the run's end into its meta: the end time, the device counts its rows ran on (the env's
+    device_count becomes the largest; what the probe worker saw stays as probe_device_count), and
+    ``phase_s``: the workers' seconds per phase summed over the run's rows (a case's phases are not CSV
+    columns: see schema.py), so that where a run's time went is read from its meta."""
     import time
+
+    meta.update(phase_fields(phase_s))
 
     counts = sorted({int(r["device_count"]) for r in rows if r.get("device_count") not in (None, "")})
     meta["ended"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())

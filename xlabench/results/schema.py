@@ -15,6 +15,10 @@ from xlabench.workloads.attention import BLOCK_PARAMS
 # 2: the headline is the device clock on accelerators (clock, wall_median_s); tuning columns.
 # 3: the tuner's blocks in their own columns (tuned_block_q ...): a case's block_q is the suite's.
 SCHEMA_VERSION = 3
+# A case's phase seconds (inputs, tune, compile, timing, reference, check ..., measure/phases.py) are not
+# columns: they say where the worker's time went, not what was measured, and their names differ by
+# workload. The CaseResult carries them (phase_s), the run's log has one line per case, and the run's
+# meta sums them per phase (``phase_s``, results/files.py finish_meta); compile_s and tune_s stay columns.
 CELL_TYPES = ("text", "int", "float", "bool")  # a cell as read back: str, a number, true | false; empty: missing
 
 

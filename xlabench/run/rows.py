@@ -97,6 +97,15 @@ def measured(replies: Sequence[CaseResult], headline: Clock = "wall") -> Measure
     return Measured(fields, samples, r.tokens_per_step, r.tokens_global, r.correct)
 
 
+def add_phases(total: dict[str, float], replies: Sequence[CaseResult]) -> dict[str, float]:
+    """``total`` (a run's seconds per phase) with every repeat's phase seconds added (the CaseResult's
+    ``phase_s``: not a CSV column, the meta's ``phase_s``); returned for chaining."""
+    for r in replies:
+        for name, s in r.phase_s.items():
+            total[name] = round(total.get(name, 0.0) + float(s), 3)
+    return total
+
+
 _FIND = object()
 # The rates a row with a wrong result does not get (issue 50 item 6: a kernel of the wrong output shape got 67% MFU).
 WRONG_DROPS = ("tflops_per_s", "mfu", "mfu_palm", "gbytes_per_s", "mbu", "tokens_per_s", "tokens_per_s_per_device",

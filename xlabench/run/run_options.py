@@ -183,7 +183,8 @@ class RunOptions:
     init_timeout: int = option(120, "--init-timeout", metavar="SECONDS", low=1, integer=True, show_default=True,
                                help="Seconds to wait for all processes to join a multi-host run.")
     dry_run: bool = option(False, "--dry-run", kind="flag",
-                           help="Print what would run and what would be skipped and why; run nothing.")
+                           help="Print what would run and what would be skipped and why, and the run's time on "
+                                "the chip its profile is for, estimated from the runs under docs/data/; run nothing.")
     only_case_ids: Optional[tuple[str, ...]] = None  # the gate's re-run of flagged cases
     run_id: Optional[str] = None
     cache_dir: Optional[str] = option(

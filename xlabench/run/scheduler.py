@@ -73,6 +73,7 @@ class RunContext:
     tune_dir: Optional[str] = None  # the tuning cache folder a search uses (run_suite: tune.default_dir())
     llc_bytes: Optional[int] = None  # CPU: the host's last-level cache (audit: cache-resident rows)
     device_count: Optional[int] = None  # the slice's devices (the first worker's): a case needing more is skipped
+    phase_s: dict[str, float] = field(default_factory=dict)  # the workers' seconds per phase, summed (the meta's)
 
     def trace_dir(self, case: Case, repeat: int) -> Optional[str]:
         if self.trace_root is None:
@@ -219,6 +220,7 @@ def run_cases(cases: Iterable[Case], writer: results.RowWriter, ctx: RunContext,
         if state.done:
             row, samples = row_builder.case_row(state.case, ctx, state.env, state.replies, state.ended, state.calib,
                                                 state.info, state.plan)
+            row_builder.add_phases(ctx.phase_s, state.replies)
             with uninterrupted():
                 writer.write(row, samples)
                 rows.append((position[id(state.case)], row))

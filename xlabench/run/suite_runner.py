@@ -18,12 +18,13 @@ from xlabench import impls as catalog
 from xlabench import results
 from xlabench import suite as suite_lib
 from xlabench.measure import host_cache, sample_size
-from xlabench.run import distributed, shard
+from xlabench.run import budget, distributed, recorded, shard
 from xlabench.run.envs import Interpreters, guess_device_count, guess_platform
 from xlabench.run.run_options import Filter, OptionError, RunOptions
 from xlabench.run.interrupts import Interrupted, interruptible
 from xlabench.run import rows as row_builder
 from xlabench.run.scheduler import RunContext, platform_skip, run_cases
+from xlabench.run.table_held import Held, case_held, tune_table_warning, untunable  # noqa: F401 (the CLI's)
 from xlabench.run.session import RunInputError, Session, check_resumed, open_session
 from xlabench.run.workers import WorkerError
 from xlabench.protocol.replies import Reply
@@ -32,7 +33,6 @@ from xlabench.protocol.status import FAILED, OK
 from xlabench.tune import default_dir as tune_cache_dir
 from xlabench.suite import slice_fit
 from xlabench.tune import table
-from xlabench.run.case_plan import tuning
 
 # The model fit's compiles (suite/slice_fit.py): a few candidates x impls, each compiled once, never run
 WRONG = "wrong"  # counts(): the ok rows whose result is wrong
@@ -188,6 +188,7 @@ class RunPlan:
     cases: list[tuple[suite_lib.Case, Optional[str]]]
     done: set[str]
     samples_note: Optional[str] = None  # too few samples for `compare` to judge the run (samples_note)
+    estimate: list[str] = field(default_factory=list)  # the run's time from recorded runs (run/budget.py)
 
 
 def predict_skip(c: Any, platform: str) -> Optional[str]:
@@ -196,68 +197,14 @@ def predict_skip(c: Any, platform: str) -> Optional[str]:
     return workload_rules.predict_skip(c.workload, c.backend, c.impl, c.params, platform)
 
 
-def untunable(c: Any, platform: str) -> Optional[str]:
-    """Why `xlabench tune` passes a case over on ``platform`` (None: it searches it): an impl without a
-    block-size search, or a kernel that runs interpreted there (its timings say nothing of a chip). A user
-    impl declares its search in its own code: left to its worker."""
-    if catalog.is_user(c.impl):
-        return None
-    if workload_rules.search_space(c.workload, c.backend, c.impl) is None:
-        return "no block sizes to search"
-    info = catalog.find(c.backend, c.impl, c.workload)
-    if info is not None and info.interpreted(platform):
-        return f"interpreted on {platform}: tune on the chip it runs on"
-    return None
-
-
-def tune_table_warning(cases: Iterable[suite_lib.Case], platform: str, device_kind: str,
-                       asked: Optional[bool]) -> Optional[str]:
-    """The run's one line on the shipped tune table (tune/table.py) where some case will tune: the device
-    kind has none, or its file is damaged; either way the kernels are searched. None: a table, or no search."""
-    searching = any(untunable(c, platform) is None and tuning(c, False, platform, asked)[0] == "search" for c in cases)
-    if not searching:
-        return None
-    return table.for_device(device_kind)[1] or None
-
-
-@dataclass(frozen=True)
-class Held:
-    """What a tune table holds for one of a suite's cases: ``status`` held (its bucket) | nearest (another
-    bucket of the same shape: used, verified against its time scaled by the batch) | lacks (searched) |
-    fixed (the suite sets the blocks) | untuned (no search: ``why``)."""
-
-    case: suite_lib.Case
-    status: str
-    hit: Optional[table.Hit] = None
-    why: str = ""
-
-
 def table_coverage(s: suite_lib.Suite, opts: RunOptions, shipped: table.Table, platform: str = "tpu") -> tuple[str, list[Held]]:
     """(profile, what ``shipped`` holds for each case of the suite's profile for ``platform`` (--profile, else
     the one that platform picks) that ``opts`` selects). RunInputError for a bad profile or filter."""
-    from xlabench.workloads import WORKLOADS
-
     try:
         prof = s.pick_profile(platform, opts.profile)
     except (ValueError, suite_lib.SuiteError) as e:
         raise RunInputError(str(e)) from None
-    out = []
-    for c in select_cases(s, prof, opts):
-        w = WORKLOADS[c.workload]  # its record's tune key: what a table's entry is found by
-        key = w.tune_key
-        why = untunable(c, platform) or ("" if key is not None else f"{c.workload} is not keyed in tables")
-        mode = tuning(c, False, platform, True)[0]
-        if why or mode != "search":
-            out.append(Held(c, "untuned" if why else mode, why=why))
-            continue
-        try:
-            fields = key(w.params(**c.params))
-        except ValueError as e:
-            out.append(Held(c, "untuned", why=str(e).splitlines()[0]))
-            continue
-        hit = shipped.find(c.backend, c.impl, fields)
-        out.append(Held(c, "lacks" if hit is None else ("held" if hit.exact else "nearest"), hit))
-    return prof, out
+    return prof, [case_held(c, shipped, platform) for c in select_cases(s, prof, opts)]
 
 
 def check_torch_xla_option(opts: RunOptions) -> None:
@@ -287,7 +234,22 @@ def plan_run(s: suite_lib.Suite, opts: RunOptions) -> RunPlan:
     interpreters = Interpreters(torch_xla_override=opts.python_torch_xla)
     return RunPlan(prof, platform, [(c, platform_skip(c, platform) or interpreters.missing(c.backend)
                                      or predict_skip(c, platform)) for c in cases], done,
-                   None if opts.tune_only else samples_note(cases, s.spec.measure))
+                   None if opts.tune_only else samples_note(cases, s.spec.measure),
+                   planned_estimate(s, opts, prof, platform, shard_of, interpreters, done))
+
+
+def planned_estimate(s: suite_lib.Suite, opts: RunOptions, prof: str, guessed: str, shard_of: Any,
+                     interpreters: Interpreters, done: set[str]) -> list[str]:
+    """A dry run's estimate lines, on the platform the profile is for (guessed from the host otherwise), a
+    model list fitted as the suite's recorded run on it was (budget.recorded_fit)."""
+    platform = budget.profile_platform(s, prof, guessed)
+    runs = recorded.recorded_runs(s.name, platform)
+    fitted = slice_fit.Slice(platform, guess_device_count(platform), budget.recorded_fit(runs, s.name))
+
+    def select(p: str) -> list[suite_lib.Case]:
+        return [c for c in select_cases(s, p, opts, shard_of, fitted) if c.case_id not in done]
+
+    return budget.lines(s, prof, select(prof), platform, select, interpreters, runs=runs)
 
 
 def _with_impl_paths(s: suite_lib.Suite, opts: RunOptions) -> suite_lib.Suite:
@@ -348,7 +310,7 @@ def _run_with_pool(sess: Session, *, tally: dict[str, int | None], dist: Any, sh
                            ctx.jobs, shard=sess.opts.shard_spec, workload=sess.suite.spec.workload,
                            cases_planned=len(cases))  # the unrolled best point comes on top
     note = None if sess.opts.tune_only else samples_note(cases, sess.suite.spec.measure)
-    hooks.start(_start_lines(sess, prof, platform, first.env, len(todo), ctx.jobs, unroll, note),
+    hooks.start(_start_lines(sess, prof, platform, first.env, len(todo), ctx.jobs, unroll, note, todo),
                 sum(c.measure.repeats for c in todo) + unroll, todo, jobs=ctx.jobs)
 
     def on_row(case: suite_lib.Case, row: dict[str, Any]) -> None:
@@ -368,14 +330,14 @@ def _run_with_pool(sess: Session, *, tally: dict[str, int | None], dist: Any, sh
                 todo.append(best)
         except Interrupted as e:  # the meta says the run was cut short (results.run_progress reads it)
             if sess.primary:
-                results.record_interruption(sess.files, meta, str(e.args[0]), tally["done"])
+                results.record_interruption(sess.files, {**meta, **results.phase_fields(ctx.phase_s)}, str(e.args[0]), tally["done"])
             raise
         finally:
             sess.close()
     if sess.primary:
         if ctx.trace_root is not None:
             meta["traces"] = traces_of(ctx.trace_root, todo)
-        results.finish_meta(sess.files, meta, rows)
+        results.finish_meta(sess.files, meta, rows, ctx.phase_s)
     return RunOutcome(sess.files, prof, todo, rows, primary=sess.primary, process_id=process_id,
                       seconds=time.time() - started, warnings=warnings,
                       samples_note=note)
@@ -475,8 +437,9 @@ def run_peaks(files: Any, resuming: bool, env: dict[str, Any]) -> dict[str, Any]
 
 
 def _start_lines(sess: Session, prof: str, platform: str, env: dict[str, Any], todo: int, jobs: int,
-                 unroll: bool = False, note: Optional[str] = None) -> list[str]:
-    """What the run says before its first case (``note``: too few samples to compare: samples_note)."""
+                 unroll: bool = False, note: Optional[str] = None, cases: Iterable[suite_lib.Case] = ()) -> list[str]:
+    """What the run says before its first case (``note``: too few samples to compare: samples_note; the
+    estimate of its ``cases``' time on this slice from the runs recorded there: run/budget.py)."""
     done = sess.done
     n = int(env.get("device_count") or 1)
     lines = [f"suite {sess.suite.name} profile {prof or 'base'} on {platform} ({n} x {env['device_kind']}, "
@@ -485,6 +448,8 @@ def _start_lines(sess: Session, prof: str, platform: str, env: dict[str, Any], t
     if platform == "cpu":
         lines.append("CPU: Pallas kernels run in interpret mode; their rows say interpret=true "
                      "(a pipeline check, not kernel speed)")
+    lines += budget.lines(sess.suite, prof, list(cases), platform, lambda p: select_cases(sess.suite, p, sess.opts),
+                          sess.pool.interpreters, recorded.slice_label(env), quiet=True) if cases else []
     return lines + ([f"note: {note}"] if note else [])
 
 

@@ -12,11 +12,12 @@ import importlib
 import json
 import os
 import sys
+import time
 import traceback
 from typing import Any, Optional
 
 from xlabench.protocol.replies import Reply
-from xlabench.protocol.worker_messages import CaseSkipped, CompileRequest, ProtocolError, RunRequest
+from xlabench.protocol.worker_messages import CaseResult, CaseSkipped, CompileRequest, ProtocolError, RunRequest
 from xlabench.protocol.target import TargetSpec
 from xlabench.worker.faults import inject_fault
 from xlabench.worker.parent_watch import die_with_parent
@@ -36,6 +37,13 @@ def _compile_cached(backend: Any) -> Optional[bool]:
     return take() if take is not None else None
 
 
+def with_other_phase(result: CaseResult, elapsed: float) -> CaseResult:
+    """``result`` with its phase seconds completed: the case's time in the worker that none of the runner's
+    phases named (all of it for a runner that names none), as ``other``."""
+    rest = elapsed - sum(result.phase_s.values())
+    return result.replace(phase_s={**result.phase_s, "other": round(rest, 3)}) if rest >= 0.0005 else result
+
+
 def _run(backend: Any, msg: dict[str, Any]) -> Reply:
     """Op ``run``: the reply's ``result`` is the case's CaseResult (status ok), else skipped / failed."""
     try:
@@ -46,7 +54,9 @@ def _run(backend: Any, msg: dict[str, Any]) -> Reply:
         inject_fault(req)
         runner = backend.runner_for(req.workload)
         _compile_cached(backend)  # forget an earlier case's
+        t0 = time.perf_counter()
         result = runner(dict(req.params), req.impl, req.plan, req.interpret, req.platform)
+        result = with_other_phase(result, time.perf_counter() - t0)
         cached = _compile_cached(backend)
         if cached is not None:
             result = result.replace(compile_cached=cached)

@@ -206,4 +206,4 @@ def run_attention_case(params: dict[str, Any], impl: str, plan: TimingPlan, inte
     if im.kernel_flops is not None:
         result = result.replace(metrics={**result.metrics, "kernel_flops": kernel_flops(p, im)})
     phase.log(f"{impl} S={p.seq_len} b={p.batch} {p.mode} causal={p.causal}")
-    return with_timer(result, plan, traced)
+    return with_timer(result.replace(phase_s=phase.rounded()), plan, traced)

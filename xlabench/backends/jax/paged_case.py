@@ -12,6 +12,7 @@ import numpy as np
 from xlabench.backends.jax import paged_impls as impls
 from xlabench.backends.jax import hlo_cost, tune_case
 from xlabench.backends.jax.common import compile_timed, kernel_passes, peak_memory
+from xlabench.measure.phases import Phases
 from xlabench.measure.timing import TimingPlan, with_timer
 from xlabench.results.schema import TUNED_PREFIX
 from xlabench.tune import blocks_text
@@ -25,24 +26,10 @@ def config(p: PagedParams, interpret: bool, platform: str) -> impls.PagedConfig:
     return p.paged_config(interpret, platform)
 
 
-def run_paged_case(params: dict[str, Any], impl: str, plan: TimingPlan, interpret: bool,
-                   platform: str) -> CaseResult:
-    p = PagedParams(**params)
-    im = impls.get(impl)
-    device = jax.local_devices()[0]
-    reason = im.unsupported(p, platform, device.device_kind)
-    if reason:
-        raise CaseSkipped(reason)
-    cfg = config(p, interpret, platform)
-
-    host = cached_inputs(p)
-    dtype = jnp.dtype(p.dtype)
-    shared = [jax.device_put(jnp.asarray(host[n], dtype), device) for n in ("q", "k_pages", "v_pages")]
-    shared += [jax.device_put(jnp.asarray(host[n]), device) for n in ("lengths", "page_table")]
-    args = im.prepare(*shared, cfg)  # the impl's native layout, outside the timed region
-    del shared
-
-    held = [args]  # for the search only (the case frees args after its timing)
+def tuned_config(p: PagedParams, im: Any, cfg: impls.PagedConfig, plan: TimingPlan, impl: str, platform: str,
+                 device: Any, held: list) -> tuple[impls.PagedConfig, dict[str, Any], str]:
+    """(the config to run at, the row's tuning columns, a note): the blocks the plan's tuning decides
+    (tune_case.decide: the table, the cache or a search on ``held[0]``, the case's inputs, freed after)."""
 
     def build(program: str, blocks: dict[str, int]) -> tuple[Any, tuple]:
         c = cfg.with_blocks(blocks)
@@ -54,32 +41,59 @@ def run_paged_case(params: dict[str, Any], impl: str, plan: TimingPlan, interpre
 
     space = None if im.tune_space is None else functools.partial(im.tune_space, p)
     t = tune_case.decide(plan, space, impl, tune_key_fields(p), build)
-    held.clear()
+    held.clear()  # for the search only (the case frees its inputs after its timing)
     if t.blocks:
         cfg = cfg.with_blocks(t.blocks)
-        tuned = {**t.fields, **{TUNED_PREFIX + n: getattr(cfg, n) for n in PAGED_BLOCKS},
-                 "blocks": blocks_text(t.blocks, PAGED_BLOCKS)}
-    elif t.fields.get("tuned") == "off":  # the kernel's default block, which it ran at
-        tuned = {**t.fields, **{TUNED_PREFIX + n: getattr(cfg, n) for n in PAGED_BLOCKS}}
-    else:
-        tuned = t.fields
+        return cfg, {**t.fields, **{TUNED_PREFIX + n: getattr(cfg, n) for n in PAGED_BLOCKS},
+                     "blocks": blocks_text(t.blocks, PAGED_BLOCKS)}, t.note
+    if t.fields.get("tuned") == "off":  # the kernel's default block, which it ran at
+        return cfg, {**t.fields, **{TUNED_PREFIX + n: getattr(cfg, n) for n in PAGED_BLOCKS}}, t.note
+    return cfg, t.fields, t.note
+
+
+def run_paged_case(params: dict[str, Any], impl: str, plan: TimingPlan, interpret: bool,
+                   platform: str) -> CaseResult:
+    p = PagedParams(**params)
+    im = impls.get(impl)
+    device = jax.local_devices()[0]
+    reason = im.unsupported(p, platform, device.device_kind)
+    if reason:
+        raise CaseSkipped(reason)
+    cfg = config(p, interpret, platform)
+    phase = Phases()
+    with phase("inputs"):
+        host = cached_inputs(p)
+        dtype = jnp.dtype(p.dtype)
+        shared = [jax.device_put(jnp.asarray(host[n], dtype), device) for n in ("q", "k_pages", "v_pages")]
+        shared += [jax.device_put(jnp.asarray(host[n]), device) for n in ("lengths", "page_table")]
+        args = im.prepare(*shared, cfg)  # the impl's native layout, outside the timed region
+        del shared
+
+    with phase("tune"):
+        cfg, tuned, tune_note = tuned_config(p, im, cfg, plan, impl, platform, device, [args])
 
     def fn(*a):
         return im.fn(*a, cfg)
 
     try:
         with impls.tpu_interpret(cfg):  # interpret mode is fixed at trace time: trace inside it
-            compiled, lower_s, compile_s = compile_timed(fn, args)
-            samples, out, traced = kernel_passes(compiled, args, plan)
+            with phase("compile"):
+                compiled, lower_s, compile_s = compile_timed(fn, args)
+            with phase("timing"):
+                samples, out, traced = kernel_passes(compiled, args, plan)
     except Exception as e:
         if interpret and im.interpreter_broken:
             first = str(e).strip().splitlines()[0] if str(e).strip() else ""
             raise CaseSkipped(f"{im.interpreter_broken}: {type(e).__name__}: {first}"[:600]) from None
         raise
-    mem, mem_note = peak_memory(compiled, device)
-    xla, xla_notes = hlo_cost.xla_figures(compiled, 1)
+    with phase("xla figures"):
+        mem, mem_note = peak_memory(compiled, device)
+        xla, xla_notes = hlo_cost.xla_figures(compiled, 1)
     del args
 
-    result = paged_result(p, samples, plan, lower_s, compile_s, mem, np.asarray(out),
-                          im.kv_round(platform), [t.note, mem_note, *xla_notes])
-    return with_timer(result.replace(metrics={**result.metrics, **xla, **tuned}), plan, traced)
+    with phase("check"):  # the reference (cached per shape) and the output against it
+        result = paged_result(p, samples, plan, lower_s, compile_s, mem, np.asarray(out),
+                              im.kv_round(platform), [tune_note, mem_note, *xla_notes])
+    phase.log(f"{impl} b={p.batch} context={p.max_context} page={p.page_size}")
+    result = result.replace(metrics={**result.metrics, **xla, **tuned}, phase_s=phase.rounded())
+    return with_timer(result, plan, traced)

@@ -17,6 +17,7 @@ from xlabench.backends.jax import attention_impls as impls
 from xlabench.backends.jax import model, sharding
 from xlabench.backends.jax import aot, hlo_cost
 from xlabench.backends.jax.common import compile_timed, peak_memory, trace_pass
+from xlabench.measure.phases import Phases
 from xlabench.explain.categories import OPTIMIZER_SCOPE
 from xlabench.measure.timing import TimingPlan, time_calls, with_timer
 from xlabench.protocol.worker_messages import CaseResult, CaseSkipped
@@ -368,12 +369,16 @@ def run_train_case(params: dict[str, Any], impl: str, plan: TimingPlan, interpre
     donate = platform != "cpu"  # CPU cannot donate buffers
     auto = p.auto_batch
     tune_batch = p.batch_step() if auto else None  # auto: the blocks every probe of the search compiled with
-    p, batch_note = resolve_batch(p, impl, interpret, platform, device_limit(jax.devices()[0]), donate=donate,
-                                  tune=plan)
+    phase = Phases()
+    with phase("batch"):  # an auto batch: the largest that fits, found by compiling (else nothing)
+        p, batch_note = resolve_batch(p, impl, interpret, platform, device_limit(jax.devices()[0]), donate=donate,
+                                      tune=plan)
     tuned: dict[str, Any] = {}
-    setup = build(p, impl, interpret, platform, tune=plan, tuned=tuned, tune_batch=tune_batch)
+    with phase("compile"):  # the attention's blocks (tuned or from the table), the state, the step compiled
+        setup = build(p, impl, interpret, platform, tune=plan, tuned=tuned, tune_batch=tune_batch)
     tune_note = tuned.pop("notes", "")
-    ref = reference_losses(setup)
+    with phase("reference"):
+        ref = reference_losses(setup)
     device = next(d for d in setup.prog.mesh.devices.flat if d.process_index == jax.process_index())
     outs: list[tuple[jax.Array, jax.Array]] = []
     n = p.steps_per_sample
@@ -385,14 +390,15 @@ def run_train_case(params: dict[str, Any], impl: str, plan: TimingPlan, interpre
             outs.append(setup.step())
         return outs[-n:], setup.state
 
-    with setup.prog.interpret_ctx():
+    with setup.prog.interpret_ctx(), phase("timing"):
         loops, _ = time_calls(call, jax.block_until_ready, plan)
         # The trace pass's steps are not timed steps: their losses are not the row's. Device seconds are
         # per step, whatever the host does between steps.
         traced = trace_pass(setup.compiled, lambda: (setup.step(), setup.state), plan, len(loops))
     samples = [t / n for t in loops]  # a sample: one loop's mean step time
-    mem, mem_note = peak_memory(setup.compiled, device)
-    xla, xla_notes = hlo_cost.xla_figures(setup.compiled, p.devices)
+    with phase("xla figures"):
+        mem, mem_note = peak_memory(setup.compiled, device)
+        xla, xla_notes = hlo_cost.xla_figures(setup.compiled, p.devices)
     result = train_result(p, samples, plan, setup.lower_s, setup.compile_s, mem,
                           [float(loss) for loss, _ in outs], plan.warmup * n, np.asarray(outs[0][1])[: len(ref)],
                           ref, [mem_note, *xla_notes, f"step time: {n} steps dispatched per sample, one sync, "
@@ -400,4 +406,6 @@ def run_train_case(params: dict[str, Any], impl: str, plan: TimingPlan, interpre
     found = {"global_batch": p.batch(), "max_batch": p.batch()} if batch_note else {}
     if tune_note:
         result = result.replace(notes="; ".join(filter(None, [result.notes, tune_note])))
-    return with_timer(result.replace(metrics={**result.metrics, **xla, **found, **tuned}), plan, traced)
+    phase.log(f"{impl} {p.model} batch={p.batch()} scan={p.scan()}")
+    result = result.replace(metrics={**result.metrics, **xla, **found, **tuned}, phase_s=phase.rounded())
+    return with_timer(result, plan, traced)
