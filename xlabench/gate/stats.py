@@ -6,6 +6,7 @@ import math
 import warnings
 import zlib
 from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import Any, Optional, Sequence
 
 import numpy as np
@@ -13,6 +14,7 @@ from scipy import stats
 
 from xlabench.measure.sample_size import sample_shortfall, shortfall_message  # noqa: F401 (re-exported)
 from xlabench.stats import min_samples_per_side, smallest_p  # noqa: F401 (re-exported)
+from xlabench.gate.resample import Resampled
 from xlabench.gate.config import (
     GateConfig, IMPROVEMENT, INCONCLUSIVE, REGRESSION, STATISTICS, UNCHANGED, UNDERPOWERED,
 )
@@ -58,17 +60,30 @@ def _ratio_interval(base: np.ndarray, cand: np.ndarray, statistic: str, confiden
 
     Percentile, not BCa: BCa's acceleration comes from a jackknife, which is inconsistent for the
     median (a non-smooth statistic) and degenerates on tied timer values.
+
+    The resamples are drawn here as scipy.stats.bootstrap draws them (per batch, the baseline's indices,
+    then the candidate's), their statistic taken by index (resample.Resampled: the median without
+    np.median's partition), and scipy takes the interval of that distribution: the numbers of
+    ``stats.bootstrap((base, cand), ratio, ...)`` (tests/test_gate_stats.py holds them equal).
     """
     f = STATISTICS[statistic]
+    rb, rc = Resampled(base, f), Resampled(cand, f)
+    nb, nc = len(base), len(cand)
+    batch = max(1, int(4_000_000 // (nb + nc)))  # bound memory for long runs
+    dist = []
+    for lo in range(0, n_resamples, batch):
+        k = min(batch, n_resamples - lo)
+        sb = rb.draw(rng, k)  # scipy draws the baseline's resamples of a batch first
+        dist.append(rc.draw(rng, k) / sb)
 
     def ratio(b: np.ndarray, c: np.ndarray, axis: int = -1) -> np.ndarray:
         return f(c, axis=axis) / f(b, axis=axis)
 
-    batch = max(1, int(4_000_000 // (len(base) + len(cand))))  # bound memory for long runs
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         res = stats.bootstrap((base, cand), ratio, vectorized=True, paired=False, method="percentile",
-                              confidence_level=confidence, n_resamples=n_resamples, batch=batch, rng=rng)
+                              confidence_level=confidence, n_resamples=0, rng=rng,
+                              bootstrap_result=SimpleNamespace(bootstrap_distribution=np.concatenate(dist)))
     return float(res.confidence_interval.low), float(res.confidence_interval.high)
 
 
