@@ -313,3 +313,33 @@ def test_compile_and_run_resume_hints_keep_the_compilation_cache_choice(tmp_path
     assert resume_words(opts) == cache
     assert resume_words(RunOptions()) == []  # nothing said of a default
     assert resume_command("s.yaml", tmp_path / "r.csv", opts).endswith(" ".join(cache))
+
+
+def test_a_signal_while_the_workers_close_leaves_the_runs_end_in_its_meta(tmp_path, monkeypatch):
+    """run_suite writes the end (finish_meta) before it closes its workers: a Ctrl-C during their close used
+    to leave neither ``ended`` nor ``interrupted`` in the meta (issue 61)."""
+    import json
+
+    from xlabench.run import session
+
+    class Pool(FakePool):
+        def __init__(self, *a: Any, **kw: Any) -> None:
+            super().__init__(FakeWorker(lambda: None))
+            self.w.env = WorkerEnv({"platform": "cpu", "device_count": 1, "device_kind": "cpu", "framework_version": "x"})
+            self.interpreters = run_session.Interpreters()
+
+        def add_jobs(self, *a: Any, **kw: Any) -> None:
+            pass
+
+        def close(self) -> None:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(session, "WorkerPool", Pool)
+    monkeypatch.setattr(run_session, "run_cases", lambda todo, *a, **kw: [])
+    p = tmp_path / "s.yaml"
+    p.write_text(SUITE)
+    opts = run_session.RunOptions(out_dir=str(tmp_path / "out"), jobs=1, no_cache=True)
+    with pytest.raises(KeyboardInterrupt):
+        run_session.run_suite(suite_lib.load(p), opts)
+    (meta_path,) = (tmp_path / "out").rglob("*.meta.json")
+    assert "ended" in json.loads(meta_path.read_text())

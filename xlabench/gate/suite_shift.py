@@ -13,6 +13,7 @@ from scipy import stats
 from xlabench.gate.config import (
     CONFOUNDED, GateConfig, IMPROVEMENT, INCONCLUSIVE, REGRESSION, STATISTICS, UNCHANGED,
 )
+from xlabench.gate.resample import Resampled
 from xlabench.gate.stats import seed_key
 
 
@@ -56,13 +57,13 @@ def geomean_interval(pairs: Sequence[tuple[np.ndarray, np.ndarray]], statistic: 
     m = len(pairs)
     reps = np.empty((m, n_resamples))  # per case: bootstrap replicates of its log ratio
     for i, (b, c) in enumerate(pairs):
-        b, c = np.asarray(b, dtype=float), np.asarray(c, dtype=float)
-        step = max(1, int(4_000_000 // (len(b) + len(c))))  # bound memory for long runs
+        rb, rc = Resampled(b, f), Resampled(c, f)  # f(b[idx], axis=-1), the median without its partition
+        nb, nc = len(rb.x), len(rc.x)
+        step = max(1, int(4_000_000 // (nb + nc)))  # bound memory for long runs
         for lo in range(0, n_resamples, step):
             k = min(step, n_resamples - lo)
-            rb = b[rng.integers(0, len(b), (k, len(b)))]
-            rc = c[rng.integers(0, len(c), (k, len(c)))]
-            reps[i, lo:lo + k] = np.log(f(rc, axis=-1) / f(rb, axis=-1))
+            sb = rb.draw(rng, k)  # the baseline's resamples first
+            reps[i, lo:lo + k] = np.log(rc.draw(rng, k) / sb)
     cases = rng.integers(0, m, (n_resamples, m))
     draws = rng.integers(0, n_resamples, (n_resamples, m))  # an independent inner draw per case drawn
     means = reps[cases, draws].mean(axis=1)

@@ -328,16 +328,16 @@ def _run_with_pool(sess: Session, *, tally: dict[str, int | None], dist: Any, sh
                 tally["total"] = (tally["total"] or 0) + 1
                 rows += run_cases([best], writer, ctx, sess.pool, on_row, hooks.repeat, sess.more)
                 todo.append(best)
+            if sess.primary:  # the end, before the workers close: a signal during their close leaves it
+                if ctx.trace_root is not None:
+                    meta["traces"] = traces_of(ctx.trace_root, todo)
+                results.finish_meta(sess.files, meta, rows, ctx.phase_s)
         except Interrupted as e:  # the meta says the run was cut short (results.run_progress reads it)
             if sess.primary:
                 results.record_interruption(sess.files, {**meta, **results.phase_fields(ctx.phase_s)}, str(e.args[0]), tally["done"])
             raise
         finally:
             sess.close()
-    if sess.primary:
-        if ctx.trace_root is not None:
-            meta["traces"] = traces_of(ctx.trace_root, todo)
-        results.finish_meta(sess.files, meta, rows, ctx.phase_s)
     return RunOutcome(sess.files, prof, todo, rows, primary=sess.primary, process_id=process_id,
                       seconds=time.time() - started, warnings=warnings,
                       samples_note=note)
