@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import math
-import os
 import warnings
 import zlib
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Any, Optional, Sequence
@@ -68,27 +66,15 @@ def _ratio_interval(base: np.ndarray, cand: np.ndarray, statistic: str, confiden
     np.median's partition), and scipy takes the interval of that distribution: the numbers of
     ``stats.bootstrap((base, cand), ratio, ...)`` (tests/test_gate_stats.py holds them equal).
     """
-    return _interval(base, cand, statistic, confidence, _ratio_distribution(base, cand, statistic, n_resamples, rng))
-
-
-def _ratio_distribution(base: np.ndarray, cand: np.ndarray, statistic: str, n_resamples: int,
-                        rng: np.random.Generator) -> np.ndarray:
-    """The bootstrap distribution of stat(cand) / stat(base) (numpy only: safe in a thread of its own)."""
     f = STATISTICS[statistic]
     rb, rc = Resampled(base, f), Resampled(cand, f)
-    batch = max(1, int(4_000_000 // (len(base) + len(cand))))  # scipy's batches (bounded memory for long runs)
+    nb, nc = len(base), len(cand)
+    batch = max(1, int(4_000_000 // (nb + nc)))  # bound memory for long runs
     dist = []
     for lo in range(0, n_resamples, batch):
         k = min(batch, n_resamples - lo)
         sb = rb.draw(rng, k)  # scipy draws the baseline's resamples of a batch first
         dist.append(rc.draw(rng, k) / sb)
-    return np.concatenate(dist)
-
-
-def _interval(base: np.ndarray, cand: np.ndarray, statistic: str, confidence: float,
-              dist: np.ndarray) -> tuple[float, float]:
-    """scipy's percentile interval of the distribution ``dist``."""
-    f = STATISTICS[statistic]
 
     def ratio(b: np.ndarray, c: np.ndarray, axis: int = -1) -> np.ndarray:
         return f(c, axis=axis) / f(b, axis=axis)
@@ -96,8 +82,8 @@ def _interval(base: np.ndarray, cand: np.ndarray, statistic: str, confidence: fl
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         res = stats.bootstrap((base, cand), ratio, vectorized=True, paired=False, method="percentile",
-                              confidence_level=confidence, n_resamples=0,
-                              bootstrap_result=SimpleNamespace(bootstrap_distribution=dist))
+                              confidence_level=confidence, n_resamples=0, rng=rng,
+                              bootstrap_result=SimpleNamespace(bootstrap_distribution=np.concatenate(dist)))
     return float(res.confidence_interval.low), float(res.confidence_interval.high)
 
 
@@ -132,10 +118,12 @@ def assess(pairs: Sequence[tuple[np.ndarray, np.ndarray]], cfg: GateConfig,
         if not (bs > 0 and cs > 0 and np.all(np.isfinite(b)) and np.all(np.isfinite(c))):
             out[i] = Assessment(INCONCLUSIVE, "non-positive or non-finite values", **n)
             continue
+        rng = np.random.default_rng([cfg.seed, seed_key(keys[i])])
+        lo, hi = _ratio_interval(b, c, metric.statistic, cfg.confidence, cfg.n_resamples, rng)
         p = float(stats.mannwhitneyu(b, c, alternative="two-sided").pvalue)
-        raw[i] = dict(**n, baseline=bs, candidate=cs, ratio=cs / bs, p_value=1.0 if math.isnan(p) else p)
+        raw[i] = dict(**n, baseline=bs, candidate=cs, ratio=cs / bs, ci_low=lo, ci_high=hi,
+                      p_value=1.0 if math.isnan(p) else p)
         tested.append(i)
-    _intervals(pairs, tested, keys, raw, cfg)
     adjusted = holm([raw[i]["p_value"] for i in tested])
     m = len(tested)
     for i, p_holm in zip(tested, adjusted):
@@ -143,22 +131,6 @@ def assess(pairs: Sequence[tuple[np.ndarray, np.ndarray]], cfg: GateConfig,
         verdict, reason = _decide(r, float(p_holm), m, cfg)
         out[i] = Assessment(verdict, reason, p_holm=float(p_holm), **r)
     return [a for a in out if a is not None]
-
-
-def _intervals(pairs: Sequence[tuple[np.ndarray, np.ndarray]], tested: list[int], keys: list[str],
-               raw: dict[int, dict[str, Any]], cfg: GateConfig) -> None:
-    """Each tested pair's interval into ``raw``. Each case's resamples come from a generator of its own
-    (seeded by its key), so two threads (the draws and sorts release the GIL) give the same numbers."""
-    statistic = cfg.metric_info.statistic
-    arrays = {i: (np.asarray(pairs[i][0], dtype=float), np.asarray(pairs[i][1], dtype=float)) for i in tested}
-
-    def dist(i: int) -> np.ndarray:
-        rng = np.random.default_rng([cfg.seed, seed_key(keys[i])])
-        return _ratio_distribution(*arrays[i], statistic, cfg.n_resamples, rng)
-
-    with ThreadPoolExecutor(max_workers=min(2, os.cpu_count() or 1)) as pool:
-        for i, d in zip(tested, pool.map(dist, tested)):
-            raw[i]["ci_low"], raw[i]["ci_high"] = _interval(*arrays[i], statistic, cfg.confidence, d)
 
 
 def _decide(r: dict[str, Any], p_holm: float, m: int, cfg: GateConfig) -> tuple[str, str]:
