@@ -56,7 +56,7 @@ BAD_STRINGS = {
     "--format": "gif", "--kind": "nosuch", "--coordinator": "nohostport", "--baseline": "MISSING",
     "--resume": "MISSING", "--python-torch-xla": "MISSING", "--output": "DIR", "-o": "DIR",
     "--metric": "speed", "--history": "nosuch://store", "--alpha": "2",
-    "--suite": "nosuch",
+    "--suite": "nosuch", "--backends": "jax",
     # tune's table options: refused without --export (--device-kind: without --export or --table)
     "--from": "MISSING", "--commit": "abc1234", "--date": "2026-12-07", "--libtpu": "0.0.42.1",
     "--device-kind": "TPU v6e",

@@ -24,7 +24,6 @@ from rich.text import Text
 from xlabench import gate as gate_lib
 from xlabench import results
 from xlabench.run import interrupts
-from xlabench.gate import across as gate_across
 from xlabench.gate import report as gate_report
 from xlabench import suite as suite_lib
 from xlabench.cli import history as history_commands
@@ -180,6 +179,8 @@ def compare(baseline: str, candidate: Optional[str], pair: Optional[str], markdo
     cand = base if candidate is None else _load(candidate, "candidate")
     notes: list[str] = []
     if pair is not None:
+        from xlabench.gate import across as gate_across  # the statistics' scipy: loaded when a command judges
+
         try:
             base, cand, notes = gate_across.across(base, cand, gate_across.parse_pair(pair))
         except gate_lib.GateInputError as e:
