@@ -55,7 +55,7 @@ def run(model: str, mode: str, mesh: str, impl: str, dtype: str = "float32", sca
     # loss_chunk 32: the cross-entropy in 4 chunks of the sequence, under every sharding (tp: vocabulary split)
     p = TrainParams(model=model, global_batch=8, seq_len=128, dtype=dtype, sharding=mode, mesh=mesh,
                     devices=devices, scan_layers=scan, loss_chunk=32)
-    setup = train_case.build(p, impl, impl in sharding.SHARD_MAP_IMPLS, "cpu")
+    setup = train_case.build(p, impl, sharding.per_shard(impl), "cpu")
     init = [np.asarray(v, np.float32) for v in jax.tree.leaves(_per_layer(setup.state[0]))]
     with setup.prog.interpret_ctx():
         outs = [setup.step() for _ in range(STEPS)]

@@ -396,7 +396,7 @@ def test_the_plan_and_the_worker_decide_a_skip_by_the_same_rule(backend):
     from xlabench.workloads.attention import AttentionParams
     from xlabench.impls.attention_rules import predict_skip
 
-    for impl in registry.REGISTRY:
+    for impl in catalog.names_for("attention", backend):
         for platform in ("cpu", "tpu", "gpu"):
             for kv, bk, dtype, skv in [(4, None, "float32", 128), (2, None, "bfloat16", 128), (4, 64, "float32", 256),
                                        (4, 96, "bfloat16", 128)]:

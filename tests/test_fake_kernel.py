@@ -32,9 +32,6 @@ def fake():
     kernels.register(_fake_kernel)  # the one registration line
     yield
     kernels.unregister(_fake_kernel)
-    from xlabench.backends.jax import attention_impls
-
-    attention_impls.declared.cache_clear()
 
 
 def _suite(tmp_path: Path):

@@ -178,14 +178,14 @@ def test_the_plan_and_the_jax_worker_decide_a_paged_skip_by_the_same_rule():
     from xlabench.workloads.paged import PagedParams
 
     grid = [dict(q_tokens=q, head_dim=d, megacore_mode=m) for q in (1, 4) for d in (64, 128) for m in (None, "batch")]
-    for impl, im in registry.REGISTRY.items():
-        info = catalog.find("jax", impl, "paged_attention")
+    for impl in catalog.names_for("paged_attention", "jax"):
+        im, info = registry.get(impl), catalog.find("jax", impl, "paged_attention")
         for platform in ("cpu", "gpu"):  # the platforms whose rules need no device kind
             for extra in grid:
                 params = PagedParams(batch=2, num_heads=8, num_kv_heads=2, context_lens=64, page_size=16, **extra)
                 worker = im.unsupported(params, platform, platform)
-                if worker is None and im.interpreter_broken and info.interpreted(platform):
-                    worker = im.interpreter_broken  # the worker tries it, and skips on the interpreter's error
+                if worker is None and im.interpreter_fails and info.interpreted(platform):
+                    worker = im.interpreter_fails  # the worker tries it, and skips on the interpreter's error
                 plan = paged_rules.predict_skip("jax", impl, params.model_dump(), platform)
                 assert plan is not None and worker is not None and worker.startswith(plan) or plan == worker, \
                     (impl, platform, extra, plan, worker)

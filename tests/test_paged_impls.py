@@ -34,13 +34,14 @@ def run(impl: str, **kw) -> dict:
     return run_result(impl, **kw).fields
 
 
-def test_catalog_and_registry_agree():
-    assert set(catalog.names_for("paged_attention", "jax")) == set(paged_impls.REGISTRY)
+def test_every_catalogued_kernel_names_its_code():
+    """No table beside the catalogue: each JAX paged kernel's record names the function it runs."""
+    names = catalog.names_for("paged_attention", "jax")
+    assert {n: paged_impls.get(n).fn for n in names} == {n: getattr(paged_impls, n) for n in names}
 
 
 def test_records_follow_the_shared_contract():
     """kv_round is a function of the platform in both backends (the torch_xla side: test_torch_xla)."""
-    assert all(isinstance(im, catalog.PagedImplRecord) for im in paged_impls.REGISTRY.values())
     assert paged_impls.get("paged").kv_round("cpu") == "bfloat16" and paged_impls.get("naive").kv_round("tpu") is None
     with pytest.raises(ValueError, match="unknown JAX paged-attention impl 'nope'"):
         paged_impls.get("nope")
@@ -99,7 +100,7 @@ def test_ragged_inputs_match_the_kernels_own_reference(q_tokens):
     x = make_inputs(p)
     cfg = paged_impls.PagedConfig(sm_scale=1 / np.sqrt(128), pages_per_compute_block=2, megacore_mode=None,
                                   interpret=True, platform="cpu")
-    args = paged_impls.REGISTRY["ragged_paged"].prepare(
+    args = paged_impls.get("ragged_paged").prepare(
         *[jnp.asarray(x[n]) for n in ("q", "k_pages", "v_pages", "lengths", "page_table")], cfg)
     out = rpa.ref_ragged_paged_attention(*args, sm_scale=cfg.sm_scale).reshape(x["q"].shape)
     assert max_normalised_error([out], [reference(x, 16)]) < F32_TOL
@@ -118,20 +119,19 @@ def test_unsupported_cases_skip_with_a_reason(impl, kw, reason):
 
 def test_megacore_skipped_on_a_tpu_without_megacore():
     p = PagedParams(**RAGGED, megacore_mode="batch")
-    im = paged_impls.REGISTRY["paged"]
+    im = paged_impls.get("paged")
     assert "may hang" in im.unsupported(p, "tpu", "TPU v5 lite")
     assert im.unsupported(p, "tpu", "TPU v4") is None
 
 
 def test_a_wrong_kernel_is_reported_wrong(monkeypatch):
     """The check can fail: an impl that ignores the last page of every sequence is marked incorrect."""
-    real = paged_impls.REGISTRY["naive"]
+    real = paged_impls.naive
 
     def drop_last_page(q, k, v, lengths, table, cfg):
-        return real.fn(q, k, v, jnp.maximum(lengths - 16, 1), table, cfg)
+        return real(q, k, v, jnp.maximum(lengths - 16, 1), table, cfg)
 
-    monkeypatch.setitem(paged_impls.REGISTRY, "naive",
-                        paged_impls.JaxPagedImpl("naive", real.prepare, drop_last_page, real.unsupported))
+    monkeypatch.setattr(paged_impls, "naive", drop_last_page)  # the code naive's record names
     f = run("naive", dtype="float32")
     assert f["correct"] is False and f["max_abs_err"] > f["err_tol"]
 

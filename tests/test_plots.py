@@ -11,8 +11,9 @@ from matplotlib.colors import to_rgba
 
 from _chart_overlaps import overlaps
 
+from xlabench.impls import kernels
 from xlabench.report import chartdata as cd
-from xlabench.report import chart_parts, plots
+from xlabench.report import plots
 
 FIX = Path(__file__).parent / "fixtures"
 TRAIN_PANEL = "jax · cpu · gpt2-tiny"
@@ -272,9 +273,9 @@ def test_paged_plain_numeric_context_lengths(paged):
 def test_colours_are_stable_across_charts_and_names(attention):
     a = plots.attention_tflops(attention).artists[("causal · fwd", "flash (interpret)")]
     s = plots.attention_speedup(attention).artists[("causal · fwd", "flash (interpret)")]
-    assert a.get_color() == s.get_color() == chart_parts.STYLES["flash"].colour
+    assert a.get_color() == s.get_color() == kernels.STYLES["flash"].colour
     assert plots.style("some_new_kernel") == plots.style("some_new_kernel")
-    assert plots.style("some_new_kernel").colour not in {chart_parts.STYLES[k].colour for k in ("naive",)}
+    assert plots.style("some_new_kernel").colour not in {kernels.STYLES[k].colour for k in ("naive",)}
 
 
 def test_a_chart_without_its_figure_is_no_data(train):

@@ -239,28 +239,32 @@ def test_recompilation_while_timing_and_wrong_kernels_are_flagged(torch_xla_pyth
         plan = TimingPlan(warmup=1, iters=3)
         counter = itertools.count()
         # A roll by a different amount every call (undone at once): same values, a new graph each time.
+        naive = ai.naive  # the code naive's record names, replaced for the two checks
         def drifting(q, k, v, cfg):
             n = next(counter)
-            return torch.roll(torch.roll(ai.naive(q, k, v, cfg), n, 1), -n, 1)
-        ai.REGISTRY["naive"] = ai.TorchAttentionImpl("naive", "bshd", drifting, ai.no_rule)
+            return torch.roll(torch.roll(naive(q, k, v, cfg), n, 1), -n, 1)
+        ai.naive = drifting
         drift = run(params, "naive", plan, False, "cpu").fields
-        ai.REGISTRY["naive"] = ai.TorchAttentionImpl("naive", "bshd", lambda q, k, v, cfg: q * 0.5, ai.no_rule)
+        ai.naive = lambda q, k, v, cfg: q * 0.5
         wrong = run(params, "naive", plan, False, "cpu").fields
+        ai.naive = naive
         from xlabench import impls
         from xlabench.backends.torch_xla import paged_impls as pi
         from xlabench.workloads.paged import PagedParams
         p = PagedParams(batch=1, context_lens=[16], num_heads=2, head_dim=128, page_size=16)
         contract = {"records": isinstance(ai.get("flash"), impls.AttentionImplRecord)
                                and isinstance(pi.get("paged"), impls.PagedImplRecord),
-                    "kv_round": {n: pi.get(n).kv_round("cpu") for n in sorted(pi.REGISTRY)},
+                    "kv_round": {n: pi.get(n).kv_round("cpu") for n in sorted(impls.names_for("paged_attention", "torch_xla"))},
                     "splash": ai.get("splash").unsupported(1, 64, 64, 2, 2, "float32", ai.AttnConfig(True, 1.0), "cpu"),
                     "paged": pi.get("naive").unsupported(p, "cpu", "cpu")}
-        print(json.dumps({"drift": drift, "wrong": wrong, "registry": sorted(ai.REGISTRY), "contract": contract,
+        print(json.dumps({"drift": drift, "wrong": wrong, "code": {n: ai.get(n).fn.__module__ for n in impls.names_for("attention", "torch_xla")},
+                          "contract": contract,
                           "peak": peak}))
     """)
     # the worker reads the cached host peak without importing JAX (0.77 s of CPU per torch_xla worker)
     assert out["peak"] == {"tflops": FIXTURE_PEAK["tflops"], "jax_imported": False}
-    assert out["registry"] == sorted(impls.names_for("attention", "torch_xla"))
+    # every catalogued torch_xla kernel's record names its code in the backend's module
+    assert out["code"] == {n: "xlabench.backends.torch_xla.attention_impls" for n in impls.names_for("attention", "torch_xla")}
     # One impl-record contract for both backends: the shared records, unsupported(..., platform), kv_round(platform)
     assert out["contract"] == {"records": True, "splash": None, "paged": None,
                                "kv_round": {"multi_queries_paged": None, "naive": None, "paged": "bfloat16",

@@ -193,7 +193,8 @@ def test_auto_batch_probes_and_the_run_use_the_blocks_tuned_at_the_smallest_batc
                                                                    "default_s": 2e-3}, ""
 
     monkeypatch.setattr(attention_case, "tuned_config", tuned_config)
-    monkeypatch.setattr(train_case.impls, "get", lambda impl: train_case.impls.REGISTRY["flash"])
+    flash = train_case.impls.get("flash")
+    monkeypatch.setattr(train_case.impls, "get", lambda impl: flash)
     p = TrainParams(model="gpt2-tiny", global_batch="auto", seq_len=128, dtype="float32", sharding="dp",
                     devices=1, memory_limit_gib=0.05)
     plan = TimingPlan(tune=True)

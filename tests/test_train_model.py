@@ -33,7 +33,7 @@ def _per_layer_leaves(params: dict) -> list[np.ndarray]:
 def _train(p: TrainParams, impl: str) -> tuple[np.ndarray, list[np.ndarray], train_case.TrainSetup]:
     """Per-sequence losses of STEPS steps [STEPS, batch], the parameter update (final - initial) per
     leaf of the per-layer layout, and the setup."""
-    setup = train_case.build(p, impl, impl in sharding.SHARD_MAP_IMPLS, "cpu")
+    setup = train_case.build(p, impl, sharding.per_shard(impl), "cpu")
     init = _per_layer_leaves(setup.state[0])
     with setup.prog.interpret_ctx():
         losses = np.stack([np.asarray(setup.step()[1]) for _ in range(STEPS)])

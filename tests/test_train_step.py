@@ -59,7 +59,7 @@ def test_chunked_cross_entropy_equals_the_full_softmax(seq: int, chunk: int) -> 
 
 def _loss_and_grads(p: TrainParams, impl: str = "naive") -> tuple[np.ndarray, list[np.ndarray]]:
     """Per-sequence losses and the gradient of the mean loss (per-layer layout) at the initial weights."""
-    prog = train_case.program(p, impl, impl in sharding.SHARD_MAP_IMPLS, "cpu")
+    prog = train_case.program(p, impl, sharding.per_shard(impl), "cpu")
     params = train_case.initializer(p.config(), p.dtype, p.sharding, (1, 1, 1), p.scan())()[0]
     tokens = jnp.asarray(train_case.make_tokens(p, train_case.TOKEN_SEED))
     hooks = sharding.hooks(prog.mesh, p.sharding, train_case.attention_fn(impl, p.config(), p, prog.mesh,

@@ -33,15 +33,15 @@ def test_the_kernels_spaces_keep_their_constraints():
     from xlabench.backends.jax import attention_impls as impls
 
     p = AttentionParams(batch=4, num_heads=16, seq_len=4096, head_dim=128, mode="fwd_bwd")
-    flash = impls.REGISTRY["flash"].tune_space(p)
+    flash = impls.get("flash").tune_space(p)
     assert [s.program for s in flash] == ["fwd_bwd", "fwd_bwd"]
     for c in flash[0].candidates:
         cfg = p.attn_config(False).with_blocks(c)
-        assert impls.skip_reason(impls.REGISTRY["flash"], p, cfg, "tpu") is None
+        assert impls.skip_reason(impls.get("flash"), p, cfg, "tpu") is None
     assert {tuple(sorted(c)) for c in flash[1].candidates} == {("block_k_bwd", "block_q_bwd")}
     assert flash[1].default == {"block_q": 128, "block_k": 128, "block_q_bwd": 128, "block_k_bwd": 128}
     assert flash[0].seeds == tuple({"block_q": b, "block_k": b} for b in (128, 256, 512, 1024, 2048))
-    splash = impls.REGISTRY["splash"].tune_space(p.model_copy(update={"mode": "fwd"}))
+    splash = impls.get("splash").tune_space(p.model_copy(update={"mode": "fwd"}))
     assert len(splash) == 1  # the blocks and block_kv_compute together: they interact
     for c in splash[0].candidates:
         assert c["block_k"] % c["block_kv_compute"] == 0 and c["block_kv_compute"] >= 128
@@ -50,8 +50,8 @@ def test_the_kernels_spaces_keep_their_constraints():
                                     for b in (128, 256, 512, 1024, 2048))
     assert splash[0].default == {"block_q": 128, "block_k": 128, "block_kv_compute": 128}
     cfg = p.attn_config(False).with_blocks({"block_q": 1024, "block_k": 512, "block_kv_compute": 1024})
-    assert "block_kv_compute to divide block_k" in impls.skip_reason(impls.REGISTRY["splash"], p, cfg, "tpu")
-    assert impls.REGISTRY["naive"].tune_space is None
+    assert "block_kv_compute to divide block_k" in impls.skip_reason(impls.get("splash"), p, cfg, "tpu")
+    assert impls.get("naive").tune_space is None
 
 
 def test_blocks_text_round_trips():
@@ -114,7 +114,7 @@ def test_a_staged_search_fixes_the_forward_winner_before_the_backward_blocks():
     p = AttentionParams(batch=1, num_heads=1, seq_len=2048, head_dim=128, mode="fwd_bwd")
     from xlabench.backends.jax import attention_impls as impls
 
-    stages = impls.REGISTRY["flash"].tune_space(p)
+    stages = impls.get("flash").tune_space(p)
     out = search(stages, dev.compile_many, dev.time_many)
     assert out.blocks == {"block_q": 512, "block_k": 256, "block_q_bwd": 256, "block_k_bwd": 512}
     assert all(c["block_q"] == 512 and c["block_k"] == 256 for c in dev.compiled[len(stages[0].candidates):-1])  # stage 2
@@ -128,7 +128,7 @@ def test_a_descent_finds_a_unimodal_optimum_compiling_fewer_candidates_than_the_
 
     dev = FakeDevice(_cost)
     p = AttentionParams(batch=4, num_heads=16, seq_len=4096, head_dim=128, mode="fwd")
-    stages = impls.REGISTRY["flash"].tune_space(p)
+    stages = impls.get("flash").tune_space(p)
     out = search(stages, dev.compile_many, dev.time_many)
     grid = search([Stage("fwd", stages[0].candidates, stages[0].default)], FakeDevice(_cost).compile_many,
                   dev.time_many)
@@ -172,7 +172,7 @@ def test_splash_descends_over_its_blocks_and_block_kv_compute_together():
         return t * 1e-3
 
     p = AttentionParams(batch=4, num_heads=16, seq_len=4096, head_dim=128, mode="fwd")
-    im = impls.REGISTRY["splash"]
+    im = impls.get("splash")
     assert cost("fwd", {"block_q": 2048, "block_k": 1024, "block_kv_compute": 1024}) > \
         cost("fwd", {"block_q": 1024, "block_k": 1024, "block_kv_compute": 1024})
     dev = FakeDevice(cost, vmem_limit=2048 * 1024)
@@ -352,7 +352,7 @@ def test_a_forward_winner_that_does_not_fit_the_backward_program_is_not_forced_o
 
     dev = FakeDevice(_cost)
     p = AttentionParams(batch=4, num_heads=16, seq_len=4096, head_dim=128, mode="fwd_bwd", causal=False)
-    stages = impls.REGISTRY["flash"].tune_space(p)
+    stages = impls.get("flash").tune_space(p)
     assert [s.program for s in stages] == ["fwd_bwd", "fwd_bwd"]
     out = search(stages, compile_many, dev.time_many)
     assert out.blocks["block_q"] * out.blocks["block_k"] <= 1024 * 1024
@@ -412,12 +412,12 @@ def test_the_paged_kernels_search_pages_per_block_that_divide_the_page_table():
     from xlabench.workloads.paged import PagedParams
 
     p = PagedParams(batch=16, context_lens="16384", num_heads=32, num_kv_heads=8, head_dim=128, page_size=64)
-    (paged,) = paged_impls.REGISTRY["paged"].tune_space(p)
+    (paged,) = paged_impls.get("paged").tune_space(p)
     assert [c["pages_per_compute_block"] for c in paged.candidates] == [1, 2, 4, 8, 16, 32, 64, 128]
-    (ragged,) = paged_impls.REGISTRY["ragged_paged"].tune_space(p)
+    (ragged,) = paged_impls.get("ragged_paged").tune_space(p)
     assert {c["queries_per_block"] for c in ragged.candidates} == {8, 16}  # 16 query tokens in all
     assert all(256 % c["pages_per_compute_block"] == 0 for c in ragged.candidates)
-    assert paged_impls.REGISTRY["naive"].tune_space is None
+    assert paged_impls.get("naive").tune_space is None
     assert p.compute_pages == 1 and p.resolved().pages_per_compute_block is None  # untuned: the old default
 
 
@@ -486,7 +486,7 @@ def test_a_fwd_bwd_search_starts_from_the_fwd_cases_cached_winner(tmp_path, monk
     assert near({"block_q": 4096, "block_k": 1024}, tile_candidates(4096, 4096)) == ()  # not a candidate
 
     p = AttentionParams(batch=4, num_heads=16, seq_len=4096, head_dim=128, mode="fwd_bwd")
-    stages = impls.REGISTRY["flash"].tune_space(p)
+    stages = impls.get("flash").tune_space(p)
     fwd_key = cache_key("TPU v5 lite", "jax", "flash", {"mode": "fwd"}, {"jax": "0.10.2"})
     key = cache_key("TPU v5 lite", "jax", "flash", {"mode": "fwd_bwd"}, {"jax": "0.10.2"})
     TuneCache(tmp_path / "hinted").store(fwd_key, "any", _outcome({"block_q": 512, "block_k": 256}))
@@ -507,7 +507,7 @@ def test_the_backward_blocks_descend_from_the_forward_winner():
     from xlabench.backends.jax import attention_impls as impls
 
     p = AttentionParams(batch=4, num_heads=16, seq_len=4096, head_dim=128, mode="fwd_bwd")
-    stages = impls.REGISTRY["flash"].tune_space(p)
+    stages = impls.get("flash").tune_space(p)
     seen: list[tuple[str, list[dict]]] = []
     dev = FakeDevice(_cost)
 

@@ -1,7 +1,8 @@
 """The catalog of implementations: names, where each runs, what it is. Framework-free on purpose.
 
 The parent process validates suites and plans skipped rows from this table without importing a
-framework; each backend module maps the same names to code (tests check the two agree).
+framework; a backend's worker makes its records from the kernels' (``attention_record``, ``paged_record``:
+the code each Kernel record names, imported then).
 """
 
 from __future__ import annotations
@@ -9,10 +10,11 @@ from __future__ import annotations
 import functools
 import re
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Optional, TypeVar
+from typing import Any, Callable, Optional
 
 from xlabench.impls import kernels
 from xlabench.impls.kernel import ATTENTION, BACKENDS, AttentionRule, ImplInfo, PagedRule, no_rule  # noqa: F401 (re-exported)
+from xlabench.impls.kernel import Kernel, KvRound, kv_round_to, no_kv_round, resolve  # noqa: F401 (re-exported)
 
 
 # The catalogue, collected from the kernel modules (impls/kernels/: one module per kernel, one registration
@@ -20,20 +22,7 @@ from xlabench.impls.kernel import ATTENTION, BACKENDS, AttentionRule, ImplInfo, 
 CATALOG = kernels.CATALOG
 
 # ---------------------------------------------------------------------------------------------------
-# The one contract of a backend's impl records (each backend subclasses these and adds its extras).
-
-# kv_round(platform) -> the dtype the kernel rounds K/V to there (the reference rounds them too), or None
-KvRound = Callable[[str], Optional[str]]
-
-
-def no_kv_round(platform: str) -> Optional[str]:
-    return None
-
-
-def kv_round_to(dtype: str) -> KvRound:
-    """The kernel rounds K/V to ``dtype`` on every platform."""
-    return lambda platform: dtype
-
+# The one contract of a backend's impl records, made from the kernel records (attention_record, paged_record).
 
 @dataclass(frozen=True)
 class AttentionImplRecord:
@@ -63,17 +52,42 @@ class PagedImplRecord:
     unsupported: PagedRule
     kv_round: KvRound = no_kv_round
     tune_space: Optional[Callable[[Any], list]] = None  # params -> its block-size search (tune.Stage list)
+    interpreter_fails: str = ""  # set: an error in the CPU interpreter is this skip, not a failure
+    cpu_note: str = ""  # what its CPU rows ran, when that is not the kernel
 
 
-Record = TypeVar("Record")
+def shared_inputs(q, k_pages, v_pages, lengths, table, cfg) -> tuple:
+    """A paged kernel's ``prepare`` when its record names none: the shared inputs as they are."""
+    return q, k_pages, v_pages, lengths, table
 
 
-def lookup(registry: Mapping[str, Record], name: str, what: str) -> Record:
-    """``registry[name]``, or a ValueError naming ``what`` and the names there are."""
-    try:
-        return registry[name]
-    except KeyError:
-        raise ValueError(f"unknown {what} impl {name!r}; expected one of {sorted(registry)}") from None
+def _built_in(backend: str, name: str, paged: bool, what: str) -> Kernel:
+    """The registered kernel whose code ``backend``'s worker runs, or a ValueError naming ``what`` and the others."""
+    k = kernels.kernel(backend, name, paged_family=paged)
+    if k is None or not k.code:
+        known = sorted(k.info.name for k in kernels.KERNELS if k.info.backend == backend and k.paged == paged and k.code)
+        raise ValueError(f"unknown {what} impl {name!r}; expected one of {known}")
+    return k
+
+
+def attention_record(backend: str, name: str, what: str, cls: type = AttentionImplRecord) -> Any:
+    """A built-in attention kernel of ``backend`` as its Kernel record declares it (impls/kernels/): its code,
+    imported now, in its layout, with its rule, block parameters, search and note."""
+    k = _built_in(backend, name, False, what)
+    return cls(name, k.layout, resolve(k.code), k.unsupported, note=k.note, block_params=k.block_params,
+               tune_space=k.tune_space)
+
+
+def paged_record(backend: str, name: str, what: str) -> PagedImplRecord:
+    """A built-in paged kernel of ``backend`` as its Kernel record declares it: its prepare and code, imported
+    now; its rule, then the rule only a worker can apply; its K/V rounding, search and CPU facts."""
+    k = _built_in(backend, name, True, what)
+    rule = k.unsupported
+    if k.worker_rule:
+        extra = resolve(k.worker_rule)
+        rule = lambda p, platform, kind: k.unsupported(p, platform, kind) or extra(p, platform, kind)  # noqa: E731
+    return PagedImplRecord(name, resolve(k.prepare) if k.prepare else shared_inputs, resolve(k.code), rule,
+                           k.kv_round, k.tune_space, k.interpreter_fails, k.cpu_note)
 
 
 def find(backend: str, name: str, workload: str | None = None) -> ImplInfo | None:

@@ -17,6 +17,8 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import FixedLocator, NullLocator
 
 from xlabench.audit import marks
+from xlabench.impls import kernels
+from xlabench.impls.kernel import Style
 from xlabench.report import chartdata as cd
 from xlabench.results.display import clock_note
 
@@ -24,28 +26,10 @@ from xlabench.results.display import clock_note
 # --------------------------------------------------------------------------------------------- styles
 
 
-@dataclass(frozen=True)
-class Style:
-    colour: str
-    linestyle: Any = "-"
-    hatch: str = ""
-
-
-# The one mapping of colours (and line styles, hatches) to impls and sharding modes, so a name looks
-# the same in every chart. Impls colour lines in kernel charts; modes colour them in train charts,
-# where the impl is the line style (and the bar hatch).
-STYLES: dict[str, Style] = {
-    "naive": Style("#555555", (0, (2, 1.5)), ""),
-    "xla_sdpa": Style("#8c564b", (0, (4, 1.5, 1, 1.5)), ".."),
-    "flash": Style("#1f77b4", "-", "//"),
-    "splash": Style("#ff7f0e", (0, (6, 2)), "\\\\"),
-    "pallas_gpu": Style("#2ca02c", (0, (1, 1)), "xx"),
-    "cudnn": Style("#9467bd", (0, (3, 1, 1, 1, 1, 1)), "++"),
-    "paged": Style("#d62728", "-", "//"),
-    "ragged_paged": Style("#e377c2", (0, (6, 2)), "\\\\"),
-    "paged_gpu": Style("#17becf", (0, (1, 1)), "xx"),
-    "multi_queries_paged": Style("#8c6d31", (0, (4, 1.5, 1, 1.5)), ".."),
-    "sdpa": Style("#bcbd22", (0, (4, 1.5, 1, 1.5)), "++"),
+# A name looks the same in every chart: an impl as its kernel record's ``style`` says (impls/kernels/,
+# collected in kernels.STYLES), a sharding mode as MODE_STYLES says. Impls colour lines in kernel charts;
+# modes colour them in train charts, where the impl is the line style (and the bar hatch).
+MODE_STYLES: dict[str, Style] = {
     "dp": Style("#2ca02c"),
     "fsdp": Style("#1f77b4"),
     "tp": Style("#ff7f0e"),
@@ -59,8 +43,8 @@ MARKERS = ("o", "s", "^", "D", "v", "P", "X")
 
 
 def style(name: Any) -> Style:
-    """The style of an impl or sharding mode; a name not in STYLES gets one fixed by its hash."""
-    s = STYLES.get(str(name))
+    """The style of an impl (its kernel record's) or sharding mode; any other name gets one fixed by its hash."""
+    s = kernels.STYLES.get(str(name)) or MODE_STYLES.get(str(name))
     if s is not None:
         return s
     h = int(hashlib.sha1(str(name).encode()).hexdigest(), 16)

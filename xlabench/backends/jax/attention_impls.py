@@ -1,7 +1,8 @@
-"""JAX attention implementations, one registry. Every impl takes q [B,Sq,Hq,D], k/v [B,Sk,Hkv,D].
+"""JAX attention kernels' code, named by their kernel records (impls/kernels/: ``code``, ``layout``). Every
+kernel takes q, k, v ([B,Sq,Hq,D], [B,Sk,Hkv,D]) in its record's layout and a case's AttnConfig.
 
-Each impl declares the layout it wants so the attention benchmark can hand it its native layout
-outside the timed region; the model (train workload) calls ``attend`` which transposes as needed.
+The attention benchmark hands a kernel its native layout outside the timed region; the model (train
+workload) calls ``attend``, which transposes as needed.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import jax.numpy as jnp
 
 from xlabench import impls as catalog
 from xlabench.backends import user_impl
-from xlabench.impls import AttentionImplRecord, kernels, lookup, no_rule
+from xlabench.impls import AttentionImplRecord, no_rule
 from xlabench.workloads.attention import REF_MAX_SCORE_BYTES, reference_chunk
 from xlabench.workloads.attention import AttnConfig, default_scale  # noqa: F401 (re-exported for models)
 from xlabench.impls import attention_rules as rules
@@ -116,37 +117,12 @@ def pallas_gpu(q, k, v, cfg: AttnConfig):
                   interpret=cfg.interpret)
 
 
-REGISTRY: dict[str, AttentionImplRecord] = {
-    "naive": AttentionImplRecord("naive", "bshd", naive, no_rule),
-    "xla_sdpa": AttentionImplRecord("xla_sdpa", "bshd", xla_sdpa, no_rule),
-    "flash": AttentionImplRecord("flash", "bhsd", flash, **rules.rule("jax", "flash")),
-    "splash": AttentionImplRecord("splash", "bhsd", splash, **rules.rule("jax", "splash")),
-    "pallas_gpu": AttentionImplRecord("pallas_gpu", "bshd", pallas_gpu, **rules.rule("jax", "pallas_gpu")),
-    "cudnn": AttentionImplRecord("cudnn", "bshd", cudnn, **rules.rule("jax", "cudnn")),
-}
-
-
 def get(name: str) -> AttentionImplRecord:
-    """A built-in by name (its module's code when the registry does not name it), or a user impl (import
-    path / entry point) imported now."""
+    """A built-in as its kernel record declares it (impls/kernels/: its code here, its layout and rules), or a
+    user impl (import path / entry point), imported now."""
     if catalog.is_user(name):
         return user(name)
-    k = kernels.kernel("jax", name, paged_family=False)
-    if name not in REGISTRY and k is not None and k.code:
-        return declared(name)
-    return lookup(REGISTRY, name, "JAX attention")
-
-
-@functools.lru_cache(maxsize=None)
-def declared(name: str) -> AttentionImplRecord:
-    """A registered kernel whose module names its code (impls.kernel.Kernel.code): that function, imported
-    now and checked as a user impl's, with its module's rule, block parameters and search."""
-    k = kernels.kernel("jax", name, paged_family=False)
-    assert k is not None
-    path, obj = user_impl.load(k.code)
-    fn = user_impl.check_callable(path, obj, ("q", "k", "v", "cfg"))
-    return AttentionImplRecord(name, user_impl.attention_parts(path, obj)["layout"], fn, **rules.rule("jax", name),
-                               source=path)
+    return catalog.attention_record("jax", name, "JAX attention")
 
 
 @functools.lru_cache(maxsize=None)

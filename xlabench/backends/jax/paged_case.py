@@ -82,9 +82,10 @@ def run_paged_case(params: dict[str, Any], impl: str, plan: TimingPlan, interpre
             with phase("timing"):
                 samples, out, traced = kernel_passes(compiled, args, plan)
     except Exception as e:
-        if interpret and im.interpreter_broken:
+        if interpret and im.interpreter_fails:
             first = str(e).strip().splitlines()[0] if str(e).strip() else ""
-            raise CaseSkipped(f"{im.interpreter_broken}: {type(e).__name__}: {first}"[:600]) from None
+            why = f"{im.interpreter_fails}, jax {jax.__version__}: {type(e).__name__}: {first}"
+            raise CaseSkipped(why[:600]) from None
         raise
     with phase("xla figures"):
         mem, mem_note = peak_memory(compiled, device)

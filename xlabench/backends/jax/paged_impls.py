@@ -1,32 +1,23 @@
-"""JAX paged-attention implementations, one registry.
+"""JAX paged-attention kernels' code, named by their kernel records (impls/kernels/: ``code``, ``prepare``).
 
-Every impl takes the shared inputs (q [B, nq, Hq, D]; k/v pages [Hkv, total_pages, page_size, D];
-lengths i32[B]; page table i32[B, pages_per_sequence]), rearranges them into its native layout in
-``prepare`` (outside the timed region) and returns the output as [B, nq, Hq, D].
+Every kernel takes the shared inputs (q [B, nq, Hq, D]; k/v pages [Hkv, total_pages, page_size, D];
+lengths i32[B]; page table i32[B, pages_per_sequence]), rearranged into its native layout by its record's
+``prepare`` (outside the timed region), and returns the output as [B, nq, Hq, D].
 """
 
 from __future__ import annotations
 
 import contextlib
 import types
-from dataclasses import dataclass
 from typing import Iterator, Optional
 
 import jax
 import jax.numpy as jnp
 
 from xlabench.backends.jax.attention_impls import tpu_interpret
-from xlabench.impls import PagedImplRecord, kv_round_to, lookup, paged_rules
-from xlabench.workloads.paged import PagedConfig, PagedParams, megacore_only_paged
-
-
-@dataclass(frozen=True)
-class JaxPagedImpl(PagedImplRecord):
-    interpreter_broken: Optional[str] = None  # set: an error in the CPU interpreter is a skip, not a failure
-
-
-def _shared(q, k_pages, v_pages, lengths, table, cfg: PagedConfig) -> tuple:
-    return q, k_pages, v_pages, lengths, table
+from xlabench import impls as catalog
+from xlabench.impls import PagedImplRecord, paged_rules
+from xlabench.workloads.paged import PagedConfig, PagedParams
 
 
 # ------------------------------------------------------------------------------------------- naive
@@ -74,7 +65,7 @@ def paged(q, k_pages, v_pages, lengths, table, cfg: PagedConfig):
 # ------------------------------------------------------------------------ Pallas TPU ragged paged
 
 
-def _ragged_prepare(q, k_pages, v_pages, lengths, table, cfg: PagedConfig) -> tuple:
+def ragged_prepare(q, k_pages, v_pages, lengths, table, cfg: PagedConfig) -> tuple:
     """q -> [B*nq, Hq, D]; K/V -> one cache [T, P, 2*Hkv, D] with K heads at even, V at odd slots."""
     from jax.experimental.pallas.ops.tpu import ragged_paged_attention as rpa
 
@@ -134,13 +125,11 @@ def ragged_paged(q, kv, lengths, table, cu_q_lens, num_seqs, cfg: PagedConfig):
     return out.reshape(b, nq, q.shape[1], q.shape[2])
 
 
-def _ragged_unsupported(p: PagedParams, platform: str, device_kind: str) -> Optional[str]:
-    """paged_rules.jax_ragged, then the kernel's own tiling rule for the combined K/V heads (it needs the kernel)."""
+def ragged_heads_unsupported(p: PagedParams, platform: str, device_kind: str) -> Optional[str]:
+    """The kernel's own tiling rule for the combined K/V heads (it needs the kernel: the worker's, after its
+    record's rule)."""
     from jax.experimental.pallas.ops.tpu.ragged_paged_attention import kernel as rpa_kernel
 
-    reason = paged_rules.jax_ragged(p, platform, device_kind)
-    if reason:
-        return reason
     try:
         rpa_kernel.get_min_heads_per_blk(p.num_heads, 2 * p.kv_heads, jnp.dtype(p.dtype), jnp.dtype(p.dtype))
     except ValueError as e:
@@ -169,17 +158,6 @@ def paged_gpu(q, k_pages, v_pages, lengths, table, cfg: PagedConfig):
     return out[:, None]
 
 
-_RAGGED_CPU = f"{paged_rules.RAGGED_CPU}, jax {jax.__version__}"
-
-REGISTRY: dict[str, JaxPagedImpl] = {
-    "naive": JaxPagedImpl("naive", _shared, naive, megacore_only_paged),
-    "paged": JaxPagedImpl("paged", _shared, paged, paged_rules.jax_paged, kv_round=kv_round_to("bfloat16"),
-                          tune_space=paged_rules.SPACES["jax", "paged"]),
-    "ragged_paged": JaxPagedImpl("ragged_paged", _ragged_prepare, ragged_paged, _ragged_unsupported,
-                                 interpreter_broken=_RAGGED_CPU, tune_space=paged_rules.SPACES["jax", "ragged_paged"]),
-    "paged_gpu": JaxPagedImpl("paged_gpu", _shared, paged_gpu, paged_rules.jax_paged_gpu),
-}
-
-
-def get(name: str) -> JaxPagedImpl:
-    return lookup(REGISTRY, name, "JAX paged-attention")
+def get(name: str) -> PagedImplRecord:
+    """A paged kernel as its record declares it (impls/kernels/), its code imported now."""
+    return catalog.paged_record("jax", name, "JAX paged-attention")

@@ -21,18 +21,21 @@ import jax
 from jax.sharding import NamedSharding, PartitionSpec as P
 
 from xlabench import impls as catalog
+from xlabench.impls import kernels
 from xlabench.backends.jax import model
 from xlabench.workloads.model_layout import BATCH_AXES, RULES, mesh_axis  # noqa: F401 (RULES re-exported)
 from xlabench.workloads.train import JAX_AUTO_REASON, MESH_AXES
 
-# Custom calls XLA cannot partition: run them per shard under shard_map.
-SHARD_MAP_IMPLS = frozenset({"flash", "splash", "pallas_gpu"})
 
 
 def per_shard(impl: str) -> bool:
-    """Whether the train step calls ``impl`` under shard_map: the Pallas built-ins, and every user impl
-    (it may be a Pallas kernel; attention is independent per sequence and head, so per shard is exact)."""
-    return impl in SHARD_MAP_IMPLS or catalog.is_user(impl)
+    """Whether the train step calls ``impl`` under shard_map: a built-in whose kernel record says so (a Pallas
+    custom call XLA cannot partition: ``Kernel.per_shard``), and every user impl (it may be a Pallas kernel;
+    attention is independent per sequence and head, so per shard is exact)."""
+    if catalog.is_user(impl):
+        return True
+    k = kernels.kernel("jax", impl, paged_family=False)
+    return k is not None and k.per_shard
 
 AUTO_REASON = JAX_AUTO_REASON  # declared beside the modes: the dry run predicts this skip
 

@@ -13,8 +13,8 @@ from xlabench.backends.torch_shared.attention import reference_outputs, to_layou
 from xlabench.backends.torch_tpu import tune_case
 from xlabench.backends.torch_tpu.common import fresh_case, measure, peak_memory, with_device_times
 from xlabench.backends.torch_tpu import env
-from xlabench.backends.torch_tpu.jax_ops import resolve
-from xlabench.impls import AttentionImplRecord, kernels
+from xlabench import impls as catalog
+from xlabench.impls import AttentionImplRecord
 from xlabench.impls import attention_rules as rules
 from xlabench.measure.timing import TimingPlan, max_normalised_error
 from xlabench.protocol.worker_messages import CaseResult, CaseSkipped
@@ -25,10 +25,7 @@ TORCH_DTYPES = {"bfloat16": torch.bfloat16, "float32": torch.float32}
 
 def record(impl: str) -> AttentionImplRecord:
     """The torch_tpu attention kernel ``impl`` as its kernel record declares it (code, layout, rules)."""
-    k = kernels.kernel("torch_tpu", impl, paged_family=False)
-    if k is None or not k.code:
-        raise ValueError(f"torch_tpu has no attention kernel {impl!r}")
-    return AttentionImplRecord(impl, k.layout, resolve(k.code), **rules.rule("torch_tpu", impl))
+    return catalog.attention_record("torch_tpu", impl, "torch_tpu attention")
 
 
 @contextlib.contextmanager

@@ -18,10 +18,9 @@ import torch.nn.functional as F
 
 from xlabench.backends.torch_shared.attention import grouped_attention
 from xlabench.backends.torch_tpu import jax_ops
+from xlabench.impls import kernels
 from xlabench.impls.kernels.splash import SplashConfig
 from xlabench.workloads.attention import AttnConfig
-
-JAX_FLASH = "xlabench.backends.jax.attention_impls:flash"
 
 
 @functools.lru_cache(maxsize=None)
@@ -60,4 +59,4 @@ def splash(q, k, v, cfg: AttnConfig):
 
 def flash(q, k, v, cfg: AttnConfig):
     """[B, H, S, D]: the JAX backend's Pallas TPU flash kernel through jax_op (its backward: jax.vjp of it)."""
-    return jax_ops.attention(JAX_FLASH, cfg)(q, k, v)
+    return jax_ops.attention(kernels.kernel("jax", "flash", paged_family=False).code, cfg)(q, k, v)

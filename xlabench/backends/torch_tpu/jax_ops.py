@@ -9,7 +9,6 @@ array: ``jax.Array``; anything else is static). A case's kernel is a closure ove
 from __future__ import annotations
 
 import functools
-import importlib
 import inspect
 import itertools
 from typing import Any, Callable
@@ -17,13 +16,9 @@ from typing import Any, Callable
 import jax
 import torch
 
+from xlabench.impls.kernel import resolve
+
 _SERIAL = itertools.count()
-
-
-def resolve(code: str) -> Callable[..., Any]:
-    """The function a ``module:function`` reference names (a kernel record's code)."""
-    module, function = code.split(":")
-    return getattr(importlib.import_module(module), function)
 
 
 def _typed(fn: Callable[..., Any], arity: int, outputs: int) -> Callable[..., Any]:

@@ -15,8 +15,8 @@ from xlabench.backends.torch_tpu import tune_case
 from xlabench.backends.torch_tpu.attention_case import TORCH_DTYPES
 from xlabench.backends.torch_tpu.common import fresh_case, measure, peak_memory, with_device_times
 from xlabench.backends.torch_tpu import env
-from xlabench.backends.torch_tpu.jax_ops import resolve
 from xlabench.impls import kernels
+from xlabench.impls.kernel import resolve
 from xlabench.measure.timing import TimingPlan
 from xlabench.protocol.worker_messages import CaseResult, CaseSkipped
 from xlabench.results.schema import TUNED_PREFIX

@@ -19,9 +19,10 @@ import torch
 
 from xlabench.backends.torch_shared.attention import paged_naive
 from xlabench.backends.torch_tpu import jax_ops
+from xlabench.impls import kernels
+from xlabench.impls.kernel import Kernel
 from xlabench.workloads.paged import PagedConfig
 
-JAX_PAGED = "xlabench.backends.jax.paged_impls"
 SHARED = ("q", "k_pages", "v_pages", "lengths", "page_table")
 
 
@@ -61,14 +62,18 @@ class JaxPaged:
         return tuple(np.asarray(a) for a in args)
 
     def kv_round(self, platform: str) -> Optional[str]:
-        """The dtype the JAX kernel rounds K/V to (the reference rounds them too)."""
-        from xlabench.backends.jax import paged_impls
+        """The dtype the JAX kernel rounds K/V to (its record's; the reference rounds them too)."""
+        return self.jax().kv_round(platform)
 
-        return paged_impls.get(self.name).kv_round(platform)
+    def jax(self) -> Kernel:
+        """The JAX backend's record of the kernel (its code, its K/V rounding)."""
+        k = kernels.kernel("jax", self.name, paged_family=True)
+        assert k is not None, self.name
+        return k
 
     def __call__(self, *args: Any) -> torch.Tensor:
         *tensors, cfg = args
-        return jax_ops.forward(f"{JAX_PAGED}:{self.name}", cfg, len(tensors))(*tensors)
+        return jax_ops.forward(self.jax().code, cfg, len(tensors))(*tensors)
 
 
 naive = TorchPaged()

@@ -1,4 +1,5 @@
-"""torch_xla attention implementations, one registry. Inputs q [B,Sq,Hq,D], k/v [B,Sk,Hkv,D] as in JAX.
+"""torch_xla attention kernels' code, named by their kernel records (impls/kernels/: ``code``, ``layout``,
+``sharded``). Inputs q [B,Sq,Hq,D], k/v [B,Sk,Hkv,D] as in JAX, in the record's layout.
 
 On TPU, ``flash`` and ``splash`` are torch_xla's own Pallas wrappers. On CPU, torch_xla's custom_kernel
 ops would emit a TPU custom call (forcing that lowering aborts the process), so ``flash`` runs the
@@ -12,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import functools
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Any, Callable, Iterator
 
 import torch
 import torch.nn.functional as F
@@ -21,10 +22,10 @@ from xlabench import impls as catalog
 from xlabench.backends import user_impl
 from xlabench.backends.torch_shared.attention import grouped_attention, to_layout  # noqa: F401 (the cases use them)
 from xlabench.backends.torch_xla import jax_kernels
-from xlabench.impls import AttentionImplRecord, lookup, no_rule
+from xlabench.impls import AttentionImplRecord, no_rule
 from xlabench.workloads.attention import AttnConfig, default_scale  # noqa: F401 (re-exported for models)
-from xlabench.impls import attention_rules as rules
 from xlabench.workloads.attention import kernel_blocks as _blocks
+from xlabench.workloads.model_layout import BATCH_AXES, HEADS, mesh_axis
 
 
 @dataclass(frozen=True)
@@ -79,6 +80,30 @@ def flash(q, k, v, cfg: AttnConfig):
         return flash_attention(q, k, v, causal=cfg.causal, sm_scale=cfg.sm_scale)
 
 
+def flash_spmd(acfg: AttnConfig, p: Any, mesh: Any, repeat: int, platform: str) -> Callable:
+    """flash in the train step (its record's ``sharded``): custom_kernel.flash_attention under SPMD runs per
+    shard (batch over data x fsdp, heads over tensor) given the partition spec and the mesh; [B,S,H,D] in and
+    out, K/V heads repeated ``repeat`` times (no GQA). TPU only."""
+    if platform != "tpu":
+        from xlabench.protocol.worker_messages import CaseSkipped
+
+        raise CaseSkipped("torch_xla flash in the train step runs on TPU only (custom_kernel.flash_attention "
+                          "with partition_spec/mesh); on CPU the interpreted kernel is not wired into SPMD yet")
+    from torch_xla.experimental.custom_kernel import flash_attention
+
+    heads = mesh_axis(p.sharding, HEADS) if p.sharding != "auto" else None
+    spec = (BATCH_AXES, heads, None, None)
+
+    def attend(q, k, v):
+        if repeat > 1:
+            k, v = k.repeat_interleave(repeat, dim=2), v.repeat_interleave(repeat, dim=2)
+        out = flash_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), causal=True,
+                              sm_scale=acfg.sm_scale, partition_spec=spec, mesh=mesh)
+        return out.transpose(1, 2)
+
+    return attend
+
+
 # ----------------------------------------------------------------------------------------------- splash
 
 
@@ -116,22 +141,15 @@ def _single_device_mesh():
     return xs.Mesh(np.array([0]), (1, 1), ("data", "fsdp"))
 
 
-REGISTRY: dict[str, TorchAttentionImpl] = {
-    "naive": TorchAttentionImpl("naive", "bshd", naive, no_rule),
-    "sdpa": TorchAttentionImpl("sdpa", "bhsd", sdpa, no_rule),
-    "flash": TorchAttentionImpl("flash", "bhsd", flash, **rules.rule("torch_xla", "flash")),
-    "splash": TorchAttentionImpl("splash", "bhsd", splash, **rules.rule("torch_xla", "splash"),
-                                 note="GQA: K/V heads repeated to num_heads (torch_xla splash is MHA-only)"),
-}
-
 FRAMEWORKS = ("torch", "jax")
 
 
 def get(name: str) -> TorchAttentionImpl:
-    """A built-in by name, or a user impl (import path / entry point) imported now."""
+    """A built-in as its kernel record declares it (impls/kernels/: its code here, its layout and rules), or a
+    user impl (import path / entry point), imported now."""
     if catalog.is_user(name):
         return user(name)
-    return lookup(REGISTRY, name, "torch_xla attention")
+    return catalog.attention_record("torch_xla", name, "torch_xla attention", TorchAttentionImpl)
 
 
 @functools.lru_cache(maxsize=None)

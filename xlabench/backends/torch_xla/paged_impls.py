@@ -1,6 +1,7 @@
-"""torch_xla paged-attention implementations, one registry (shared inputs and layout as the JAX ones).
+"""torch_xla paged-attention kernels' code, named by their kernel records (impls/kernels/: ``code``,
+``prepare``; shared inputs and layout as the JAX ones).
 
-Every impl takes q [B, nq, Hq, D]; k/v pages [Hkv, total_pages, page_size, D]; lengths i32[B]; page
+Every kernel takes q [B, nq, Hq, D]; k/v pages [Hkv, total_pages, page_size, D]; lengths i32[B]; page
 table i32[B, pages_per_sequence]; rearranges them in ``prepare`` (outside the timed region) and
 returns [B, nq, Hq, D].
 
@@ -13,23 +14,13 @@ rows say so.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 
 from xlabench.backends.torch_shared.attention import paged_naive
 from xlabench.backends.torch_xla import jax_kernels
-from xlabench.impls import PagedImplRecord, kv_round_to, lookup, paged_rules
-from xlabench.workloads.paged import PagedConfig, megacore_only_paged
-
-
-@dataclass(frozen=True)
-class TorchPagedImpl(PagedImplRecord):
-    cpu_note: str = ""  # what the row ran on CPU, when that is not the TPU kernel
-
-
-def _shared(q, k_pages, v_pages, lengths, table, cfg: PagedConfig) -> tuple:
-    return q, k_pages, v_pages, lengths, table
+from xlabench import impls as catalog
+from xlabench.impls import PagedImplRecord
+from xlabench.workloads.paged import PagedConfig
 
 
 def _scaled(q: torch.Tensor, cfg: PagedConfig) -> torch.Tensor:
@@ -73,7 +64,7 @@ def multi_queries_paged(q, k_pages, v_pages, lengths, table, effective_q_lens, c
         use_kernel=cfg.platform == "tpu")
 
 
-def _mq_prepare(q, k_pages, v_pages, lengths, table, cfg: PagedConfig) -> tuple:
+def mq_prepare(q, k_pages, v_pages, lengths, table, cfg: PagedConfig) -> tuple:
     effective = torch.full((q.shape[0],), q.shape[1], dtype=torch.int32, device=q.device)
     return q, k_pages, v_pages, lengths, table, effective
 
@@ -81,7 +72,7 @@ def _mq_prepare(q, k_pages, v_pages, lengths, table, cfg: PagedConfig) -> tuple:
 # ------------------------------------------------------------------------------------ ragged paged
 
 
-def _ragged_prepare(q, k_pages, v_pages, lengths, table, cfg: PagedConfig) -> tuple:
+def ragged_prepare(q, k_pages, v_pages, lengths, table, cfg: PagedConfig) -> tuple:
     """q -> [B*nq, Hq, D]; K/V -> one cache [T, P, 2*Hkv, D] with K heads at even, V at odd slots."""
     b, nq, hq, d = q.shape
     kv = torch.stack([k_pages, v_pages], dim=1)  # [Hkv, 2, T, P, D]
@@ -104,21 +95,6 @@ def ragged_paged(q, kv, lengths, table, cu_q_lens, num_seqs, cfg: PagedConfig):
     return out.reshape(b, q.shape[0] // b, q.shape[1], q.shape[2])
 
 
-_REFERENCE_PATH = ("CPU: torch_xla's use_kernel=False reference path (plain torch ops per sequence, host "
-                   "syncs), not the Pallas kernel: {kernel} does not run in JAX's CPU interpreter")
-
-REGISTRY: dict[str, TorchPagedImpl] = {
-    "naive": TorchPagedImpl("naive", _shared, naive, megacore_only_paged),
-    "paged": TorchPagedImpl("paged", _shared, paged, paged_rules.jax_paged, kv_round=kv_round_to("bfloat16")),
-    "multi_queries_paged": TorchPagedImpl(
-        "multi_queries_paged", _mq_prepare, multi_queries_paged, paged_rules.torch_multi_queries,
-        kv_round=lambda platform: "bfloat16" if platform == "tpu" else None,  # the kernel casts K/V
-        cpu_note=_REFERENCE_PATH.format(kernel="its kernel (program_id outside the interpreter)")),
-    "ragged_paged": TorchPagedImpl(
-        "ragged_paged", _ragged_prepare, ragged_paged, paged_rules.torch_ragged,
-        cpu_note=_REFERENCE_PATH.format(kernel="ragged_paged_attention_v2 (NotImplementedError)")),
-}
-
-
-def get(name: str) -> TorchPagedImpl:
-    return lookup(REGISTRY, name, "torch_xla paged-attention")
+def get(name: str) -> PagedImplRecord:
+    """A paged kernel as its record declares it (impls/kernels/), its code imported now."""
+    return catalog.paged_record("torch_xla", name, "torch_xla paged-attention")

@@ -21,6 +21,7 @@ import numpy as np
 import torch
 
 from xlabench import impls as catalog
+from xlabench.impls import kernels
 from xlabench.backends import user_impl
 from xlabench.backends.torch_xla import attention_impls as attn
 from xlabench.backends.torch_xla.attention_case import TORCH_DTYPES, _highest_precision, ref_device
@@ -30,11 +31,10 @@ from xlabench.backends.torch_shared.model import reference_losses as shared_refe
 from xlabench.measure.timing import TimingPlan
 from xlabench.protocol.worker_messages import CaseResult, CaseSkipped
 from xlabench.workloads.attention import AttentionParams
-from xlabench.workloads.model_layout import BATCH_AXES, HEADS, mesh_axis
+from xlabench.workloads.model_layout import BATCH_AXES, mesh_axis
 from xlabench.workloads.model_presets import ModelConfig
 from xlabench.workloads.train import ADAMW, MESH_AXES, PARAM_SEED, TOKEN_SEED, TrainParams, make_tokens, train_result
 
-TRAIN_IMPLS = ("naive", "sdpa", "flash")
 # Steps that compile: the first creates AdamW's state (a different graph from every later step).
 COMPILING_STEPS = 2
 
@@ -55,17 +55,15 @@ def attention_fn(impl: str, cfg: ModelConfig, p: TrainParams, mesh: Any, interpr
                  platform: str) -> Callable:
     """[B,S,H,D] attention for the model; kernels without GQA get K/V heads repeated."""
     user = catalog.is_user(impl)
-    if impl not in TRAIN_IMPLS and not user:
-        raise CaseSkipped(f"torch_xla train runs attention impls {', '.join(TRAIN_IMPLS)}; not {impl!r}")
+    k = kernels.kernel("torch_xla", impl, paged_family=False)
+    if not user and (k is None or not k.trains):
+        trains = [k.info.name for k in kernels.KERNELS if k.key[0] == "torch_xla" and not k.paged and k.trains]
+        raise CaseSkipped(f"torch_xla train runs attention impls {', '.join(trains)}; not {impl!r}")
     acfg = attn.AttnConfig(causal=True, sm_scale=attn.default_scale(cfg.head_dim), interpret=interpret)
     if user:
         _check_user(attn.get(impl), cfg, p, acfg, platform)
-    repeat = cfg.num_heads // cfg.num_kv_heads
-    if impl == "flash":
-        if platform != "tpu":
-            raise CaseSkipped("torch_xla flash in the train step runs on TPU only (custom_kernel.flash_attention "
-                              "with partition_spec/mesh); on CPU the interpreted kernel is not wired into SPMD yet")
-        return _flash_spmd(acfg, p, mesh, repeat)
+    if k is not None and k.per_shard:  # a custom call SPMD cannot partition: its per-shard form, given the mesh
+        return catalog.resolve(k.sharded)(acfg, p, mesh, cfg.num_heads // cfg.num_kv_heads, platform)
     im = attn.get(impl)
 
     def attend(q, k, v):
@@ -87,24 +85,6 @@ def _check_user(im: attn.TorchAttentionImpl, cfg: ModelConfig, p: TrainParams, a
     reason = user_impl.skip_reason(im, case, acfg, platform)
     if reason:
         raise CaseSkipped(reason)
-
-
-def _flash_spmd(acfg: attn.AttnConfig, p: TrainParams, mesh: Any, repeat: int) -> Callable:
-    """custom_kernel.flash_attention under SPMD: it runs per shard (batch over data x fsdp, heads over
-    tensor) given the partition spec and the mesh."""
-    from torch_xla.experimental.custom_kernel import flash_attention
-
-    heads = mesh_axis(p.sharding, HEADS) if p.sharding != "auto" else None
-    spec = (BATCH_AXES, heads, None, None)
-
-    def attend(q, k, v):
-        if repeat > 1:
-            k, v = k.repeat_interleave(repeat, dim=2), v.repeat_interleave(repeat, dim=2)
-        out = flash_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), causal=True,
-                              sm_scale=acfg.sm_scale, partition_spec=spec, mesh=mesh)
-        return out.transpose(1, 2)
-
-    return attend
 
 
 def shard(model: Transformer, p: TrainParams, mesh: Any) -> torch.nn.Module:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from xlabench.impls.kernel import ATTENTION, ImplInfo, Kernel
+from xlabench.impls.kernel import ATTENTION, ImplInfo, Kernel, Style
 
 
 def cudnn(b, sq, sk, hq, hkv, dtype, cfg, platform) -> Optional[str]:
@@ -14,4 +14,5 @@ def cudnn(b, sq, sk, hq, hkv, dtype, cfg, platform) -> Optional[str]:
 
 
 KERNELS = (Kernel(ImplInfo("cudnn", "jax", ATTENTION, ("gpu",), (),
-                           "jax.nn.dot_product_attention(implementation='cudnn')"), cudnn),)
+                           "jax.nn.dot_product_attention(implementation='cudnn')"), cudnn,
+                  code="xlabench.backends.jax.attention_impls:cudnn", style=Style("#9467bd", (0, (3, 1, 1, 1, 1, 1)), "++")),)

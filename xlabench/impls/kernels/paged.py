@@ -7,11 +7,12 @@ from dataclasses import dataclass
 from typing import Optional
 
 from xlabench import hardware
-from xlabench.impls.kernel import PAGED, ImplInfo, Kernel
+from xlabench.impls.kernel import PAGED, ImplInfo, Kernel, Style, kv_round_to
 from xlabench.tune.search import Stage
 from xlabench.workloads.paged import PAGED_BLOCKS, PagedBlocks, PagedParams
 
 MOST_PAGES = 128  # the largest pages per compute block searched
+STYLE = Style("#d62728", "-", "//")
 
 
 @dataclass(frozen=True)
@@ -53,11 +54,14 @@ def paged_space(p: PagedParams) -> list[Stage]:
 KERNELS = (
     Kernel(ImplInfo("paged", "jax", PAGED, ("tpu",), ("cpu",),
                     "Pallas TPU paged_attention (jax.experimental.pallas.ops.tpu.paged_attention); K/V cast to bf16"),
-           jax_paged, config=PagedKernelConfig, tune_space=paged_space),
+           jax_paged, config=PagedKernelConfig, tune_space=paged_space, code="xlabench.backends.jax.paged_impls:paged",
+           kv_round=kv_round_to("bfloat16"), style=STYLE),
     Kernel(ImplInfo("paged", "torch_xla", PAGED, ("tpu",), ("cpu",),
                     "custom_kernel.paged_attention (CPU: the JAX Pallas paged kernel via call_jax); K/V cast to bf16"),
-           jax_paged, config=PagedKernelConfig),
+           jax_paged, config=PagedKernelConfig, code="xlabench.backends.torch_xla.paged_impls:paged", kv_round=kv_round_to("bfloat16"),
+           style=STYLE),
     Kernel(ImplInfo("paged", "torch_tpu", PAGED, ("tpu",), (),
                     "the JAX Pallas TPU paged_attention through torch.tpu.pallas.jax_op; K/V cast to bf16"),
-           jax_paged, config=PagedKernelConfig, tune_space=paged_space, code="xlabench.backends.torch_tpu.paged_impls:paged"),
+           jax_paged, config=PagedKernelConfig, tune_space=paged_space, code="xlabench.backends.torch_tpu.paged_impls:paged",
+           style=STYLE),
 )

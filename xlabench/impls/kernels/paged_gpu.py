@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from xlabench.impls.kernel import PAGED, ImplInfo, Kernel
+from xlabench.impls.kernel import PAGED, ImplInfo, Kernel, Style
 from xlabench.impls.kernels.paged import PagedKernelConfig, one_query_token
 from xlabench.workloads.paged import PagedParams, megacore_only_paged
 
@@ -15,4 +15,5 @@ def jax_paged_gpu(p: PagedParams, platform: str, device_kind: Optional[str]) -> 
 
 KERNELS = (Kernel(ImplInfo("paged_gpu", "jax", PAGED, ("gpu",), ("cpu",),
                            "Pallas Triton paged_attention (jax.experimental.pallas.ops.gpu.paged_attention)"),
-                  jax_paged_gpu, config=PagedKernelConfig),)
+                  jax_paged_gpu, config=PagedKernelConfig, code="xlabench.backends.jax.paged_impls:paged_gpu",
+                  style=Style("#17becf", (0, (1, 1)), "xx")),)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
-from xlabench.impls.kernel import ATTENTION, ImplInfo, Kernel
+from xlabench.impls.kernel import ATTENTION, ImplInfo, Kernel, Style
 from xlabench.tune.space import pow2_tiles
 from xlabench.workloads.attention import BLOCK_PARAMS, AttentionParams, KernelBlocks, block_stages, block_unsupported
 
@@ -29,4 +29,5 @@ def pallas_gpu_space(p: AttentionParams) -> list:
 
 KERNELS = (Kernel(ImplInfo("pallas_gpu", "jax", ATTENTION, ("gpu",), ("cpu",),
                            "Pallas Triton flash attention (jax.experimental.pallas.ops.gpu.attention.mha)"),
-                  pallas_gpu, BLOCK_PARAMS, PallasGpuConfig, pallas_gpu_space),)
+                  pallas_gpu, BLOCK_PARAMS, PallasGpuConfig, pallas_gpu_space, code="xlabench.backends.jax.attention_impls:pallas_gpu",
+                  per_shard=True, style=Style("#2ca02c", (0, (1, 1)), "xx")),)

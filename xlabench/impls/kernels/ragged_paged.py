@@ -7,7 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
-from xlabench.impls.kernel import PAGED, ImplInfo, Kernel
+from xlabench.impls.kernel import PAGED, ImplInfo, Kernel, Style
+from xlabench.impls.kernels.multi_queries_paged import REFERENCE_PATH
 from xlabench.impls.kernels.paged import page_blocks
 from xlabench.tune.search import Stage
 from xlabench.workloads.paged import PAGED_BLOCKS, PagedBlocks, PagedParams, megacore_only_paged
@@ -16,6 +17,7 @@ from xlabench.workloads.paged import PAGED_BLOCKS, PagedBlocks, PagedParams, meg
 # and quotes the error after this).
 RAGGED_CPU = "ragged_paged_attention does not run in the CPU Pallas interpreter (on TPU it does)"
 QUERY_BLOCKS = (8, 16, 32, 64, 128)  # the query tokens per block searched
+STYLE = Style("#e377c2", (0, (6, 2)), "\\\\")
 
 
 @dataclass(frozen=True)
@@ -54,11 +56,14 @@ KERNELS = (
     Kernel(ImplInfo("ragged_paged", "jax", PAGED, ("tpu",), ("cpu",),
                     "Pallas TPU ragged_paged_attention (mixed prefill/decode); on CPU tried in the interpreter, "
                     "fails: skipped"), jax_ragged, config=RaggedPagedConfig, tune_space=ragged_space,
-           interpreter_fails=RAGGED_CPU),
+           interpreter_fails=RAGGED_CPU, code="xlabench.backends.jax.paged_impls:ragged_paged", prepare="xlabench.backends.jax.paged_impls:ragged_prepare",
+           worker_rule="xlabench.backends.jax.paged_impls:ragged_heads_unsupported", style=STYLE),
     Kernel(ImplInfo("ragged_paged", "torch_xla", PAGED, ("cpu", "tpu"), (),
                     "custom_kernel.ragged_paged_attention (CPU: its use_kernel=False reference, not the kernel)"),
-           torch_ragged),
+           torch_ragged, code="xlabench.backends.torch_xla.paged_impls:ragged_paged", prepare="xlabench.backends.torch_xla.paged_impls:ragged_prepare",
+           cpu_note=REFERENCE_PATH.format(kernel="ragged_paged_attention_v2 (NotImplementedError)"), style=STYLE),
     Kernel(ImplInfo("ragged_paged", "torch_tpu", PAGED, ("tpu",), (),
                     "the JAX Pallas TPU ragged_paged_attention through torch.tpu.pallas.jax_op"),
-           jax_ragged, config=RaggedPagedConfig, tune_space=ragged_space, code="xlabench.backends.torch_tpu.paged_impls:ragged_paged"),
+           jax_ragged, config=RaggedPagedConfig, tune_space=ragged_space, code="xlabench.backends.torch_tpu.paged_impls:ragged_paged",
+           style=STYLE),
 )

@@ -8,7 +8,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Optional
 
-from xlabench.impls.kernel import ATTENTION, ImplInfo, Kernel
+from xlabench.impls.kernel import ATTENTION, ImplInfo, Kernel, Style
 from xlabench.tune.space import BACKWARD
 from xlabench.workloads.attention import (BLOCK_PARAMS, BWD_BLOCK_PARAMS, AttentionParams, BackwardBlocks, block_stages,
                                           block_unsupported, tile_candidates)
@@ -54,6 +54,7 @@ def torch_tpu_splash(b, sq, sk, hq, hkv, dtype, cfg, platform) -> Optional[str]:
 
 
 SPLASH_COMPUTE_SPLITS = 3  # block_kv_compute: block_kv, /2, /4 (at least 128)
+STYLE = Style("#ff7f0e", (0, (6, 2)), "\\\\")
 
 
 def splash_space(p: AttentionParams) -> list:
@@ -74,12 +75,15 @@ def splash_space(p: AttentionParams) -> list:
 KERNELS = (
     Kernel(ImplInfo("splash", "jax", ATTENTION, ("tpu",), ("cpu",),
                     "Pallas TPU splash attention (splash_attention_kernel.make_splash_mha/mqa)"),
-           jax_splash, BLOCK_PARAMS, SplashConfig, splash_space),
+           jax_splash, BLOCK_PARAMS, SplashConfig, splash_space, code="xlabench.backends.jax.attention_impls:splash", layout="bhsd", per_shard=True,
+           style=STYLE),
     Kernel(ImplInfo("splash", "torch_xla", ATTENTION, ("tpu",), ("cpu",),
                     "torch_xla.experimental.splash_attention (CPU: the JAX splash kernel via call_jax)"),
-           torch_xla_splash, BLOCK_PARAMS, SplashConfig),
+           torch_xla_splash, BLOCK_PARAMS, SplashConfig, code="xlabench.backends.torch_xla.attention_impls:splash", layout="bhsd",
+           note="GQA: K/V heads repeated to num_heads (torch_xla splash is MHA-only)", style=STYLE,
+           trains=False),  # its own mesh of every device: not in the train step
     Kernel(ImplInfo("splash", "torch_tpu", ATTENTION, ("tpu",), (),
                     "torch.tpu.ops.splash_sdpa: JAX's splash kernel, forward and backward, every block exposed"),
            torch_tpu_splash, BLOCK_PARAMS, SplashConfig, splash_space, code="xlabench.backends.torch_tpu.attention_impls:splash",
-           layout="bhsd"),
+           layout="bhsd", style=STYLE),
 )
