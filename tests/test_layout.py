@@ -142,8 +142,8 @@ def test_worker_is_imported_only_by_the_process_entry():
 
 # The floors README's Layout section draws, bottom to top: a package imports only from floors below it.
 FLOORS = (
-    {"cache", "protocol", "hardware", "stats", "cells"},  # the cache's root and JSON writer; the worker protocol; the
-    # chip records; the statistics (pure); a cell as a number
+    {"cache", "protocol", "hardware", "stats", "cells", "units"},  # the cache's root and JSON writer; the worker
+    # protocol; the chip records; the statistics (pure); a cell as a number; the unit scale factors
     {"measure", "flops", "roofline"},
     {"tune"},  # framework-free block-size search and its cache; the workloads declare their spaces with it
     {"workloads"},  # one record per workload (workloads.WORKLOADS): params, tuned parameters, tune key, clock
