@@ -17,7 +17,8 @@ MEGA = 1e6  # bytes per MB
 KIB = 1 << 10
 MIB = 1 << 20
 GIB = 1 << 30
-BINARY_SUFFIX = {"": 1, "K": KIB, "M": MIB, "G": GIB, "T": 1 << 40, "P": 1 << 50}
+TIB = 1 << 40
+BINARY_SUFFIX = {"": 1, "K": KIB, "M": MIB, "G": GIB, "T": TIB, "P": 1 << 50}
 
 # time
 MS_PER_S = 1e3

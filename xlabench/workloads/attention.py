@@ -19,6 +19,7 @@ from xlabench.protocol.worker_messages import CaseResult
 from xlabench.tune.search import Stage
 from xlabench.workloads.record import ATTENTION_KERNELS, FitChart, Workload
 from xlabench.tune.space import BACKWARD, FORWARD, config_fields, diagonal, pow2_tiles, with_blocks
+from xlabench.units import GIB
 
 DTYPES = ("bfloat16", "float32")
 # An attention kernel's query and key/value block sizes: the case parameters a suite may set and the tuner
@@ -263,7 +264,7 @@ def block_unsupported(kernel: str, sq: int, sk: int, cfg) -> Optional[str]:
 # time, so the score matrix of a chunk stays under REF_MAX_SCORE_BYTES (TPU-scale sequences fit in
 # device memory). The chunking is here, once; each backend supplies the per-chunk math (on its device,
 # differentiated by its autodiff); ``numpy_reference`` is that math, framework-free, as the spec.
-REF_MAX_SCORE_BYTES = 1 << 30
+REF_MAX_SCORE_BYTES = GIB
 
 
 def reference_chunk(batch: int, num_heads: int, seq_len: int, kv_len: int, grad: bool,

@@ -17,6 +17,7 @@ from xlabench.measure.phases import Phases
 from xlabench.measure.timing import TimingPlan, with_timer
 from xlabench.workloads.attention import AttentionParams, attention_result, input_shapes, make_inputs
 from xlabench.protocol.worker_messages import CaseResult, CaseSkipped
+from xlabench.units import GIB
 
 
 def skip_reason(p: AttentionParams, im: impls.AttentionImplRecord, cfg: impls.AttnConfig, platform: str) -> str | None:
@@ -114,7 +115,7 @@ def tuned_config(p: AttentionParams, impl: str, cfg: impls.AttnConfig, plan: Tim
 # splash of one shape back to back (fwd, then fwd_bwd, whose q, k, v are the fwd case's), so each array is
 # copied to the device and cast once per shape, not once per case. Only one shape's, and only up to this size.
 _DEVICE_INPUTS: dict[tuple, Any] = {}
-MAX_KEPT_INPUT_BYTES = 1 << 30
+MAX_KEPT_INPUT_BYTES = GIB
 
 
 def device_inputs(p: AttentionParams, host: dict[str, np.ndarray], dtype: Any, device: Any) -> tuple[Any, ...]:

@@ -13,6 +13,7 @@ from xlabench.backends.jax.aot import CompileOom, lower_and_compile
 from xlabench.backends.jax import trace_timer
 from xlabench.protocol.worker_messages import CaseSkipped
 from xlabench.measure.timing import TimingPlan, time_calls
+from xlabench.units import GIB
 
 
 def compile_timed(fn: Callable, args: Sequence[Any], **jit_kwargs) -> tuple[Any, float, float]:
@@ -48,7 +49,7 @@ def runs_pallas(fn: Callable, args: Sequence[Any]) -> bool:
 
 def oom_text(needed: int | None, capacity: int | None, detail: str = "") -> str:
     """'needs 16.50 GiB per device, has 15.75 GiB' (with what XLA said, when given)."""
-    gib = lambda b: f"{b / (1 << 30):.2f} GiB"  # noqa: E731
+    gib = lambda b: f"{b / GIB:.2f} GiB"  # noqa: E731
     text = (f"needs {gib(needed)} per device, has {gib(capacity)}" if needed and capacity else
             "more than the device's memory")
     return text + (f" ({detail[:300]})" if detail else "")
