@@ -150,9 +150,11 @@ def test_the_device_check_gives_the_host_figure_from_three_scalars_a_pair():
     big = rng.normal(0, 10, (2, 8, 3, 4)).astype(np.float32)
     outs = [small + 1e-3, big + rng.normal(0, 0.5, big.shape).astype(np.float32)]
     refs = [small, big]
-    on_device = common.max_normalised_error([jnp.asarray(o, jnp.bfloat16) for o in outs], [jnp.asarray(r) for r in refs])
+    on_device = harness.max_normalised_error([jnp.asarray(o, jnp.bfloat16) for o in outs],
+                                             [jnp.asarray(r) for r in refs], common.device_error_parts)
     on_host = harness.max_normalised_error([np.asarray(jnp.asarray(o, jnp.bfloat16), np.float32) for o in outs], refs)
     assert on_device == pytest.approx(on_host, rel=1e-6) and on_host > 1e-3
     bad = outs[1].copy()
     bad[0, 0, 0, 0] = np.nan
-    assert common.max_normalised_error([jnp.asarray(outs[0]), jnp.asarray(bad)], refs) == float("inf")
+    for parts in (common.device_error_parts, None):
+        assert harness.max_normalised_error([jnp.asarray(outs[0]), jnp.asarray(bad)], refs, parts) == float("inf")

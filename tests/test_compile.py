@@ -24,7 +24,6 @@ from xlabench.workloads.attention import AttentionParams
 from conftest import ROOT, require_libtpu, run_cli
 
 pytestmark = pytest.mark.slow
-GIB = 1 << 30
 
 
 @pytest.fixture(scope="module", autouse=True)

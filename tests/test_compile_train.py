@@ -10,7 +10,9 @@ from pathlib import Path
 import pytest
 
 from conftest import require_libtpu
-from test_compile import GIB, _compile
+from test_compile import _compile
+
+from xlabench.units import GIB
 
 pytestmark = pytest.mark.slow
 

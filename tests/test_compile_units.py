@@ -12,8 +12,8 @@ from xlabench import hardware
 from xlabench.backends.jax.aot import parse_oom
 from xlabench.backends.jax.common import check_fits
 from xlabench.protocol.worker_messages import CaseSkipped
+from xlabench.units import GIB
 
-GIB = 1 << 30
 
 
 def test_parse_oom_reads_both_forms_libtpu_uses() -> None:

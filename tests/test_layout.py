@@ -107,11 +107,13 @@ def test_parent_side_modules_never_import_a_framework():
 
 def test_protocol_and_measure_are_the_bottom_floors():
     """protocol/ (what crosses between parent and worker) imports nothing of xlabench but itself; measure/
-    only protocol and the cache below it; neither a framework: every floor may import them."""
+    only protocol, the cache, the statistics and the units below it; neither a framework: every floor may
+    import them."""
     _, externals = _graph()
     every = _all_imports()
     below = {"protocol": ("xlabench.protocol",),
-             "measure": ("xlabench.measure", "xlabench.protocol", "xlabench.cache", "xlabench.stats")}
+             "measure": ("xlabench.measure", "xlabench.protocol", "xlabench.cache", "xlabench.stats",
+                         "xlabench.units")}
     for package, allowed in below.items():
         mods = [m for m in every if m == f"xlabench.{package}" or m.startswith(f"xlabench.{package}.")]
         assert len(mods) > 3, package
@@ -142,8 +144,8 @@ def test_worker_is_imported_only_by_the_process_entry():
 
 # The floors README's Layout section draws, bottom to top: a package imports only from floors below it.
 FLOORS = (
-    {"cache", "protocol", "hardware", "stats", "cells"},  # the cache's root and JSON writer; the worker protocol; the
-    # chip records; the statistics (pure); a cell as a number
+    {"cache", "protocol", "hardware", "stats", "cells", "units"},  # the cache's root and JSON writer; the worker
+    # protocol; the chip records; the statistics (pure); a cell as a number; the unit scale factors
     {"measure", "flops", "roofline"},
     {"tune"},  # framework-free block-size search and its cache; the workloads declare their spaces with it
     {"workloads"},  # one record per workload (workloads.WORKLOADS): params, tuned parameters, tune key, clock

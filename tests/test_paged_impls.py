@@ -10,9 +10,8 @@ import jax.numpy as jnp  # noqa: E402
 
 from xlabench import impls as catalog  # noqa: E402
 from xlabench.backends.jax import paged_impls  # noqa: E402
-from xlabench.backends.jax.common import max_normalised_error  # noqa: E402
 from xlabench.backends.jax.paged_case import run_paged_case  # noqa: E402
-from xlabench.measure.timing import TimingPlan  # noqa: E402
+from xlabench.measure.timing import TimingPlan, max_normalised_error  # noqa: E402
 from xlabench.protocol.worker_messages import CaseResult, CaseSkipped  # noqa: E402
 from xlabench.workloads.paged import PagedParams, make_inputs, reference  # noqa: E402
 

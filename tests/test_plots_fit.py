@@ -21,9 +21,9 @@ from xlabench import results
 from xlabench.report import markdown as report
 from xlabench.report import plots
 from xlabench.cli import main
+from xlabench.units import GIB
 
 FIX = Path(__file__).parent / "fixtures"
-GIB = float(1 << 30)
 CAP = 15.75  # GiB: v5e's usable HBM per device as libtpu reports it
 PANEL = "jax · v5e-4 · gpt2-tiny"
 RUN_ID = "20261203-120000-c0de"

@@ -14,9 +14,9 @@ from xlabench.run import compile_runner, scheduler
 from xlabench.run.run_options import RunOptions
 from xlabench.suite import slice_fit
 from xlabench.protocol.status import SKIPPED
+from xlabench.units import GIB
 from xlabench.workloads.train import MODE_AXES
 
-GIB = 1 << 30
 LIMIT = int(15.75 * GIB)
 # per-device bytes at the ladder's smallest batch, as a v5e's fit would find them (2B does not fit one chip)
 NEED = {"gpt2-2b": 20 * GIB, "gpt2-355m": 9 * GIB, "gpt2-124m": 4 * GIB}

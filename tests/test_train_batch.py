@@ -10,12 +10,12 @@ import pytest
 
 from xlabench.protocol.worker_messages import CaseSkipped
 from xlabench.protocol.timing_plan import TimingPlan
+from xlabench.units import GIB
 from xlabench.workloads.train import TrainParams, largest_batch
 
 from conftest import require_libtpu
 from test_compile import _compile
 
-GIB = 1 << 30
 
 
 def _truth(peak, limit: int, step: int, cap: int = 1 << 16) -> int:

@@ -7,10 +7,12 @@ from __future__ import annotations
 
 from typing import Protocol, Sequence
 
+from xlabench.units import TERA
+
 
 class ModelShape(Protocol):
     """What the train formulas read of a model (workloads.model_presets.ModelConfig has it): flops.py
-    stays on the bottom floor, importing nothing of xlabench."""
+    stays on the lowest floors, importing nothing of xlabench but its units."""
 
     @property
     def d_model(self) -> int: ...
@@ -162,4 +164,4 @@ def train_step_flops_palm(cfg: ModelShape, global_batch: int, seq_len: int, matm
 
 def mfu(flops: float, seconds: float, devices: int, peak_tflops: float) -> float:
     """Model FLOPs utilisation: achieved FLOP/s over the peak of all devices used."""
-    return flops / (seconds * devices * peak_tflops * 1e12)
+    return flops / (seconds * devices * peak_tflops * TERA)

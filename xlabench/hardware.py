@@ -133,7 +133,6 @@ def device_peak(platform: str, device_kind: str, measured_cpu_tflops: float | No
 # ------------------------------------------------------------------------------ compile targets
 
 _MAXTEXT = "maxtext utils/accelerator_to_spec_map.py"
-_GIB = 1 << 30
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ from __future__ import annotations
 from typing import Any, Mapping, Optional
 
 from xlabench.cells import number
+from xlabench.units import GIGA, MICROSECOND, TERA
 
 COMPUTE, MEMORY, COLLECTIVE = "compute", "memory", "collective"
 FRAC_SLACK = 1.05  # a roofline_frac above this is explained in roofline_note
@@ -111,7 +112,7 @@ def allowance(row: Mapping[str, Any]) -> tuple[float, str]:
         return 0.0, "timer noise 0"
     noise = max(0.0, (median - p10) / median) if p10 else 0.0
     if str(row.get("clock", "")) == "device":
-        noise += 1e-6 / median
+        noise += MICROSECOND / median
     return noise, f"timer noise {noise:.1%} (median vs its p10)"
 
 
@@ -137,8 +138,8 @@ def roofline(row: Mapping[str, Any], ici_gbytes_per_s: Optional[float]) -> dict[
     beaten = bool(median and max(times.values()) / median > 1 + slack
                   and max(times, key=times.__getitem__) == MEMORY and "XLA" in source)  # XLA's bytes aren't HBM's
     if beaten and analytic and analytic < nbytes:
-        source += (f"; memory floor on the bytes the case must move ({analytic / 1e9:.4g} GB per device): XLA's "
-                   f"bytes_accessed ({nbytes / 1e9:.4g} GB) put the floor {max(times.values()) / median:.3f}x the "
+        source += (f"; memory floor on the bytes the case must move ({analytic / GIGA:.4g} GB per device): XLA's "
+                   f"bytes_accessed ({nbytes / GIGA:.4g} GB) put the floor {max(times.values()) / median:.3f}x the "
                    "measured time, so they are not all HBM traffic")
         nbytes = analytic
         times = _times(flops, nbytes, peak_tf, peak_gb, coll, ici_gbytes_per_s)
@@ -146,7 +147,7 @@ def roofline(row: Mapping[str, Any], ici_gbytes_per_s: Optional[float]) -> dict[
         # an accelerator's train step has no count of the bytes it must move: with XLA's shown not to be HBM
         # traffic, no memory floor is known, and the compute floor is the one bound the row can be held to
         # (a CPU row under its floor is the host's caches: audit.cache_resident marks it)
-        source += (f"; no memory floor: XLA's bytes_accessed ({nbytes / 1e9:.4g} GB) put it "
+        source += (f"; no memory floor: XLA's bytes_accessed ({nbytes / GIGA:.4g} GB) put it "
                    f"{max(times.values()) / median:.3f}x the measured time, so they are not all HBM traffic, and "
                    "the case has no count of the bytes it must move: bound by compute alone")
         times[MEMORY] = 0.0
@@ -168,15 +169,15 @@ def roofline(row: Mapping[str, Any], ici_gbytes_per_s: Optional[float]) -> dict[
                                        "would be the analytic FLOPs over the operands' bytes (100% when compute-bound)")
         else:
             devices = max(int(_num(row, "devices") or 1), 1)
-            out["mfu_ceiling"] = (_num(row, "flops") / devices) / (peak_tf * 1e12) / floor
+            out["mfu_ceiling"] = (_num(row, "flops") / devices) / (peak_tf * TERA) / floor
     return out
 
 
 def _times(flops: float, nbytes: float, peak_tf: float, peak_gb: float, coll: Optional[float],
            ici: Optional[float]) -> dict[str, float]:
-    times = {COMPUTE: flops / (peak_tf * 1e12), MEMORY: nbytes / (peak_gb * 1e9)}
+    times = {COMPUTE: flops / (peak_tf * TERA), MEMORY: nbytes / (peak_gb * GIGA)}
     if coll is not None and ici:
-        times[COLLECTIVE] = coll / (ici * 1e9)
+        times[COLLECTIVE] = coll / (ici * GIGA)
     return times
 
 

@@ -16,6 +16,7 @@ from xlabench.cells import number
 from xlabench import roofline
 from xlabench.hardware import interconnect
 from xlabench.protocol.status import OK
+from xlabench.units import GIGA, MEGA, TERA, to_ms
 
 TUNE_TOLERANCE = 0.15  # a tuned row's median vs its search's best, its default_s vs the default blocks' own row
 ROOFLINE_TOLERANCE = roofline.FRAC_SLACK - 1  # a CPU row may beat its floor by this much (measured host peaks)
@@ -67,7 +68,7 @@ def cache_resident(row: Mapping[str, Any], host: Host) -> Optional[str]:
         return None
     if nbytes > host.llc_bytes:
         return None
-    return f"{CACHE_RESIDENT}: {_g(nbytes / 1e6)} MB fit in the host's {_g(host.llc_bytes / 1e6)} MB last-level cache"
+    return f"{CACHE_RESIDENT}: {_g(nbytes / MEGA)} MB fit in the host's {_g(host.llc_bytes / MEGA)} MB last-level cache"
 
 
 def mfu_range(row: Mapping[str, Any], host: Host = Host()) -> Optional[str]:
@@ -114,8 +115,8 @@ def roofline_ceiling(row: Mapping[str, Any], host: Host = Host()) -> Optional[st
     if roof.get("bound_by") == roofline.MEMORY and cache_resident(row, host):
         return None
     floor = max(roof["bound_s"], roof.get("collective_s") or 0)
-    return (f"roofline_frac {frac:.3f} > {1 + slack:.3f} ({what}): measured {_g(num(row, 'median_s') * 1e3)} ms "
-            f"under the {roof['bound_by']}-bound floor {_g(floor * 1e3)} ms ({roof['roofline_source']})")
+    return (f"roofline_frac {frac:.3f} > {1 + slack:.3f} ({what}): measured {_g(to_ms(num(row, 'median_s')))} ms "
+            f"under the {roof['bound_by']}-bound floor {_g(to_ms(floor))} ms ({roof['roofline_source']})")
 
 
 ROOFLINE_NUMBERS = ("arith_intensity", "bound_s", "collective_s", "roofline_frac", "mfu_ceiling")
@@ -151,15 +152,15 @@ def _derivations(row: Mapping[str, Any]) -> list[tuple[str, Optional[float], str
     mean, stdev = num(row, "mean_s"), num(row, "stdev_s")
     out: list[tuple[str, Optional[float], str]] = []
     if median and flops:
-        out.append(("tflops_per_s", flops / median / 1e12, "flops / median_s"))
+        out.append(("tflops_per_s", flops / median / TERA, "flops / median_s"))
         if peak_tf:
-            out.append(("mfu", flops / (median * dev * peak_tf * 1e12), "flops / (median_s x devices x peak)"))
+            out.append(("mfu", flops / (median * dev * peak_tf * TERA), "flops / (median_s x devices x peak)"))
     if median and palm and peak_tf:
-        out.append(("mfu_palm", palm / (median * dev * peak_tf * 1e12), "flops_palm / (median_s x devices x peak)"))
+        out.append(("mfu_palm", palm / (median * dev * peak_tf * TERA), "flops_palm / (median_s x devices x peak)"))
     if median and nbytes:
-        out.append(("gbytes_per_s", nbytes / median / 1e9, "bytes / median_s"))
+        out.append(("gbytes_per_s", nbytes / median / GIGA, "bytes / median_s"))
         if peak_gb:
-            out.append(("mbu", nbytes / median / 1e9 / (dev * peak_gb), "bytes / median_s / (devices x peak GB/s)"))
+            out.append(("mbu", nbytes / median / GIGA / (dev * peak_gb), "bytes / median_s / (devices x peak GB/s)"))
     if tps and num(row, "tokens_per_s_per_device") is not None:
         out.append(("tokens_per_s_per_device", tps / dev, "tokens_per_s / devices"))
     if dmed and num(row, "host_overhead") is not None:
@@ -201,8 +202,8 @@ def tune_best(row: Mapping[str, Any], host: Host = Host()) -> Optional[str]:
     median = _on_clock(row, clock)
     if median is None or abs(median / best - 1) <= TUNE_TOLERANCE:
         return None
-    return (f"median {_g(median * 1e3)} ms ({clock} clock) is {median / best:.2f}x its search's best "
-            f"tune_best_s {_g(best * 1e3)} ms (tolerance {TUNE_TOLERANCE:.0%})")
+    return (f"median {_g(to_ms(median))} ms ({clock} clock) is {median / best:.2f}x its search's best "
+            f"tune_best_s {_g(to_ms(best))} ms (tolerance {TUNE_TOLERANCE:.0%})")
 
 
 def tune_check(row: Mapping[str, Any], host: Host = Host()) -> Optional[str]:
@@ -223,8 +224,8 @@ def default_s(row: Mapping[str, Any], untuned: Mapping[str, Any]) -> Optional[st
     own = _on_clock(untuned, clock)
     if own is None or abs(dflt / own - 1) <= TUNE_TOLERANCE:
         return None
-    return (f"default_s {_g(dflt * 1e3)} ms but the default blocks' own row (run {untuned.get('run_id')}) "
-            f"takes {_g(own * 1e3)} ms on the {clock} clock: {dflt / own:.2f}x (tolerance {TUNE_TOLERANCE:.0%})")
+    return (f"default_s {_g(to_ms(dflt))} ms but the default blocks' own row (run {untuned.get('run_id')}) "
+            f"takes {_g(to_ms(own))} ms on the {clock} clock: {dflt / own:.2f}x (tolerance {TUNE_TOLERANCE:.0%})")
 
 
 # The rules one row is checked against on its own (where it is built, and by `xlabench audit`).

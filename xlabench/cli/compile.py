@@ -19,13 +19,13 @@ from xlabench.cli.click_options import run_options
 from xlabench.run.interrupts import Interrupted, interruptible
 from xlabench.run.run_options import RunOptions, resume_words
 from xlabench.protocol.status import COMPILED, FAILED, LOWERED, OOM, SKIPPED
+from xlabench.units import GIB
 
 _STYLE = {COMPILED: "green", LOWERED: "green", OOM: "magenta", FAILED: "red", SKIPPED: "yellow"}
-_GIB = float(1 << 30)
 
 
 def _gib(v: Any) -> str:
-    return "" if v is None or v != v else f"{float(v) / _GIB:.2f}"
+    return "" if v is None or v != v else f"{float(v) / GIB:.2f}"
 
 
 def _pct(v: Any) -> str:
@@ -178,7 +178,7 @@ def _print_outcome(outcome: Any, started: float) -> None:
     peaks = [p for p in outcome.job_peak_bytes if p]
     console.print(f"{counts or 'no cases'} in {time.time() - started:.1f}s"
                   + (f" ({outcome.jobs} jobs)" if outcome.jobs > 1 else "")
-                  + (f"; peak host memory per job: {', '.join(f'{p / _GIB:.2f}' for p in peaks)} GiB" if peaks else ""),
+                  + (f"; peak host memory per job: {', '.join(f'{p / GIB:.2f}' for p in peaks)} GiB" if peaks else ""),
                   soft_wrap=True)
     console.print(f"results: {outcome.files.csv}", soft_wrap=True)
 

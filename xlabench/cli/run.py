@@ -23,6 +23,7 @@ from xlabench.cli.common import (
 from xlabench.cli.click_options import run_options
 from xlabench.run.run_options import RunOptions, resume_words
 from xlabench.protocol import status as st
+from xlabench.units import to_ms
 
 _STYLE = {st.OK: "green", st.FAILED: "red", st.SKIPPED: "yellow"}
 
@@ -252,9 +253,9 @@ def _case_line(r: dict[str, Any], label: str, width: Optional[int], reasons: dic
     status = r["status"]
     if status == st.OK and r.get("correct") is False:  # timed, but its output is wrong
         return status_line("WRONG", "bold red", 7, f"{label}  {_wrong_why(r)}", width,
-                           f"{float(r['median_s']) * 1e3:.3f} ms")
+                           f"{to_ms(float(r['median_s'])):.3f} ms")
     if status == st.OK:
-        return status_line(status, _STYLE[status], 7, label, width, f"{float(r['median_s']) * 1e3:.3f} ms")
+        return status_line(status, _STYLE[status], 7, label, width, f"{to_ms(float(r['median_s'])):.3f} ms")
     why = r.get("error") or ""
     seen = why in reasons
     n = reasons.setdefault(why, len(reasons) + 1)

@@ -15,6 +15,7 @@ from xlabench.cli.common import BadInput, console, examples, load_suite
 from xlabench.cli.click_options import run_options
 from xlabench.results.schema import TUNED_PREFIX
 from xlabench.run.run_options import RunOptions
+from xlabench.units import to_ms
 from xlabench.workloads import TUNED_PARAMS
 
 
@@ -100,7 +101,7 @@ def tune(suite_file: Optional[str], show_table: bool, export_file: Optional[str]
 
 def _ms(v: Any) -> str:
     f = number(v)
-    return "-" if f is None else f"{f * 1e3:.3f}"
+    return "-" if f is None else f"{to_ms(f):.3f}"
 
 
 def table(rows: list[dict[str, Any]]) -> Table:

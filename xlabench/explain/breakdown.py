@@ -20,6 +20,7 @@ from typing import Any
 
 from xlabench.explain import categories
 from xlabench.explain.trace import OpTimes
+from xlabench.units import GIGA, TERA, ns_to_s, to_ms
 
 COVERAGE_TOLERANCE = 0.05  # the categories' sum against the device time: within this, or notes say why
 TOP_OPS = 3
@@ -111,8 +112,8 @@ def _rates(c: Category, roofs: Roofs) -> None:
 
 def _rate_words(c: Category) -> str:
     if c.roof == "FLOP/s":
-        return f"{(c.flops_per_s or 0) / 1e12:.3g} TFLOP/s"
-    return f"{(c.bytes_per_s or 0) / 1e9:.3g} GB/s"
+        return f"{(c.flops_per_s or 0) / TERA:.3g} TFLOP/s"
+    return f"{(c.bytes_per_s or 0) / GIGA:.3g} GB/s"
 
 
 _SERIAL = re.compile(r"\.\d+$")
@@ -177,7 +178,7 @@ def measured(case_id: str, times: OpTimes, hlo: str, roofs: Roofs, wall_s: float
     cats, notes = _assemble(per_op, step_s, roofs, attention_flops)
     b = Breakdown(case_id, False, f"trace ({times.source}, {times.executions} steps)", step_s, cats, wall_s, notes)
     if unknown:
-        b.notes.append(f"{unknown * 1e3:.3f} ms per step of ops the HLO text does not name (in 'other')")
+        b.notes.append(f"{to_ms(unknown):.3f} ms per step of ops the HLO text does not name (in 'other')")
     if interpret:
         b.notes.append("interpreted Pallas kernels (CPU): the kernel runs as ordinary ops, spread over the "
                        "other categories; 'attention' stays empty")
@@ -214,7 +215,7 @@ def _per_op(times: OpTimes, info: Any) -> tuple[dict[str, tuple[str, float, floa
     for name, ns in times.self_ns.items():
         op = info.get(name)
         if op is None:
-            unknown += ns / 1e9 / n
+            unknown += ns_to_s(ns) / n
         calls = times.calls.get(name, 0) / n
         st = times.stats.get(name, {})
         flops = float(st.get("flops") or (op.flops if op else 0.0)) * calls
@@ -224,7 +225,7 @@ def _per_op(times: OpTimes, info: Any) -> tuple[dict[str, tuple[str, float, floa
             nbytes = op.comm_bytes * calls
         else:
             nbytes = None if op.hbm_bytes is None else op.hbm_bytes * calls
-        per_op[name] = (op.category if op else "other", ns / 1e9 / n, calls, flops, nbytes)
+        per_op[name] = (op.category if op else "other", ns_to_s(ns) / n, calls, flops, nbytes)
     return per_op, unknown
 
 
@@ -238,7 +239,7 @@ def _coverage_note(b: Breakdown, times: OpTimes, step_s: float) -> None:
                            f"{times.threads} threads at once (shares are of the device time, so they add up "
                            "to more than 100%)")
         elif gap < 0:
-            b.notes.append(f"op times sum to {b.coverage:.0%} of the device time: {-gap * 1e3:.3f} ms per step "
+            b.notes.append(f"op times sum to {b.coverage:.0%} of the device time: {to_ms(-gap):.3f} ms per step "
                            "between ops, with no op of the program running"
                            + (" (the CPU executor's scheduling)" if not times.source.startswith("device") else ""))
         else:

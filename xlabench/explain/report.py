@@ -6,20 +6,21 @@ from __future__ import annotations
 import textwrap
 
 from xlabench.explain.breakdown import Breakdown, Category
+from xlabench.units import GIGA, TERA, to_ms
 
 WIDTH = 80
 
 
 def _rate(c: Category) -> str:
     if c.roof == "FLOP/s":
-        return f"{c.flops_per_s / 1e12:.3g} TFLOP/s" if c.flops_per_s else "-"
+        return f"{c.flops_per_s / TERA:.3g} TFLOP/s" if c.flops_per_s else "-"
     if c.bytes_per_s:
-        return f"{c.bytes_per_s / 1e9:.3g} GB/s"
+        return f"{c.bytes_per_s / GIGA:.3g} GB/s"
     return "-"
 
 
 def _ms(s: float) -> str:
-    ms = s * 1e3
+    ms = to_ms(s)
     return f"{ms:.3f}" if ms >= 0.001 or ms == 0 else "<0.001"
 
 

@@ -24,6 +24,7 @@ from xlabench.explain import breakdown as bd
 from xlabench.explain import trace as trace_lib
 from xlabench.explain.kept import HLO_SUFFIX, archive, explain_dir, trace_root
 from xlabench.suite.expand import same_text as _same
+from xlabench.units import GIGA, TERA
 from xlabench.workloads import WORKLOADS
 
 JSON_SUFFIX = ".explain.json"
@@ -89,7 +90,7 @@ def roofs(row: Mapping[str, Any]) -> bd.Roofs:
         peak = hardware.device_peak(str(_value(row, "platform") or ""), str(_value(row, "device_kind") or ""))
         tflops, gbps = tflops or peak.tflops, gbps or peak.gbytes_per_s
     ici = _number(row, "ici_gbytes_per_s")
-    return bd.Roofs(tflops * 1e12 if tflops else None, gbps * 1e9 if gbps else None, ici * 1e9 if ici else None)
+    return bd.Roofs(tflops * TERA if tflops else None, gbps * GIGA if gbps else None, ici * GIGA if ici else None)
 
 
 def attention_flops(row: Mapping[str, Any]) -> float | None:

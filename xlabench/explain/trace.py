@@ -23,6 +23,8 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
+from xlabench.units import ns_to_s
+
 
 class TraceError(Exception):
     """The trace holds nothing of the executable (the message says what it holds)."""
@@ -48,7 +50,7 @@ class OpTimes:
     @property
     def op_s_per_step(self) -> float:
         """The ops' self times summed, per execution."""
-        return sum(self.self_ns.values()) / 1e9 / max(self.executions, 1)
+        return ns_to_s(sum(self.self_ns.values())) / max(self.executions, 1)
 
     @property
     def concurrency(self) -> float:
@@ -115,11 +117,11 @@ def _from_device(plane: Any, module: str) -> OpTimes | None:
     ops = lines.get("XLA Ops", [])
     if windows:
         keep = [any(lo <= e.start < hi for lo, hi in windows) for e in ops]
-        device_s = [(hi - lo) / 1e9 for lo, hi in windows]
+        device_s = [ns_to_s(hi - lo) for lo, hi in windows]
     else:  # no module line: the ops that name the module, one execution per run_id
         keep = [e.stats.get("hlo_module") == module for e in ops]
         runs = _spans([e for e, k in zip(ops, keep) if k])
-        device_s = [(hi - lo) / 1e9 for lo, hi in runs]
+        device_s = [ns_to_s(hi - lo) for lo, hi in runs]
     if not any(keep):
         return None
     out = OpTimes(module, f"device plane {plane.name}", len(device_s), device_s)
@@ -167,7 +169,7 @@ def op_times(planes: Iterable[Any], module: str) -> OpTimes:
     kept = [(events, keep) for events, keep in kept if any(keep)]
     spans = _spans([e for events, keep in kept for e, k in zip(events, keep) if k])
     out = OpTimes(module, "CPU host threads" + (f" (device {first})" if len(ordinals) > 1 else ""), len(spans),
-                  [(hi - lo) / 1e9 for lo, hi in spans], threads=len(kept))
+                  [ns_to_s(hi - lo) for lo, hi in spans], threads=len(kept))
     for events, keep in kept:
         _add(out, events, keep)
     return out

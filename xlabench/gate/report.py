@@ -14,6 +14,7 @@ from rich.text import Text
 
 from xlabench import gate
 from xlabench.cells import clip
+from xlabench.units import MICROSECOND, MILLISECOND, NANOSECOND
 
 _STYLE = {gate.REGRESSION: "bold red", gate.FAILED: "bold red", gate.UNDERPOWERED: "bold yellow",
           gate.CONFOUNDED: "bold yellow", gate.UNCONFIRMED: "yellow", gate.IMPROVEMENT: "green", gate.UNCHANGED: "",
@@ -31,10 +32,10 @@ def value(v: Optional[float], unit: str) -> str:
     if v is None:
         return ""
     if unit == "s":
-        for scale, name in ((1.0, "s"), (1e-3, "ms"), (1e-6, "µs")):
+        for scale, name in ((1.0, "s"), (MILLISECOND, "ms"), (MICROSECOND, "µs")):
             if abs(v) >= scale:
                 return f"{v / scale:.4g} {name}"
-        return f"{v / 1e-9:.4g} ns"
+        return f"{v / NANOSECOND:.4g} ns"
     return f"{v:.4g} {unit}".strip()
 
 

@@ -86,7 +86,7 @@ class Kernel:
 
     info: ImplInfo  # the catalogue entry
     unsupported: Callable[..., Optional[str]] = no_rule  # an AttentionRule, or a PagedRule for a paged kernel
-    block_params: tuple[str, ...] = ()  # the case's block parameters it takes (attention: tune.space.BLOCK_PARAMS)
+    block_params: tuple[str, ...] = ()  # the case's block parameters it takes (attention: workloads.attention.BLOCK_PARAMS)
     config: Optional[type] = None  # its typed config (tune.space.KernelConfig): fields, defaults, constraints
     tune_space: Optional[Callable[[Any], list]] = None  # params -> its block-size search (tune.Stage list)
     interpreter_fails: str = ""  # set: the CPU interpreter fails on it, an interpreted row is this skip

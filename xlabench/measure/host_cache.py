@@ -11,14 +11,15 @@ import subprocess
 from pathlib import Path
 from typing import Optional
 
+from xlabench.units import BINARY_SUFFIX
+
 SYSFS = Path("/sys/devices/system/cpu/cpu0/cache")
-_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
 
 
 def parse_size(text: str) -> Optional[int]:
     """'32768K', '1M', '1048576' -> bytes (None when not a size)."""
     m = re.fullmatch(r"\s*(\d+)\s*([KMG]?)i?B?\s*", text, flags=re.IGNORECASE)
-    return int(m.group(1)) * _UNITS[m.group(2).upper()] if m else None
+    return int(m.group(1)) * BINARY_SUFFIX[m.group(2).upper()] if m else None
 
 
 def _from_sysfs(root: Path) -> Optional[int]:

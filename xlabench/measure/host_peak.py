@@ -41,6 +41,7 @@ from typing import Callable, Iterator, Optional, Sequence
 
 from xlabench.cache import read_json, root, write_json
 from xlabench.measure import host_cache
+from xlabench.units import GIB, MIB, gbytes_per_s
 
 ENV_REMEASURE = "XLABENCH_REMEASURE_PEAK"
 FILE_NAME = "host_peak.json"
@@ -49,10 +50,9 @@ TRIES = 3
 PAUSE_S = 0.2  # between tries: a burst of load from another job is less likely to cover all of them
 BANDWIDTH_PROBE = 2  # the bandwidth probe's version (in the host key): 2 = stream_bandwidth
 STREAM_LLC_MULTIPLES = (4, 8, 16)  # array sizes as multiples of the last-level cache (STREAM: >= 4x)
-STREAM_MAX_BYTES = 1 << 30  # per array (two arrays): a host with a huge cache gets fewer, smaller sizes
+STREAM_MAX_BYTES = GIB  # per array (two arrays): a host with a huge cache gets fewer, smaller sizes
 STREAM_REPS = 5  # timed passes per size (after one untimed pass: compile, first touch)
-DEFAULT_LLC_BYTES = 32 << 20  # where sysfs does not say
-MIB = 1 << 20
+DEFAULT_LLC_BYTES = 32 * MIB  # where sysfs does not say
 LOAD_MARGIN = 0.5  # per CPU: a cached peak measured at least this much busier than now is measured again,
 LOAD_QUIETER = 0.5  # where the host is now at most this fraction as busy (a try's share of the CPU is
                     # about 1 / (1 + load): from 4.0 to 3.5 per CPU a new try would be as poor)
@@ -119,7 +119,7 @@ def stream_bandwidth(make_pass: Callable[[int], Callable[[], None]], sizes: Sequ
             one()
             best = min(best, clock() - t0)
         del one  # this size's arrays go before the next size's are allocated
-        rates.append(2 * nbytes / best / 1e9)
+        rates.append(gbytes_per_s(2 * nbytes, best))
     return Bandwidth(tuple(sizes), tuple(rates))
 
 

@@ -86,20 +86,30 @@ def device_iters(plan: TimingPlan, wall_samples: Sequence[float]) -> int:
     return max(n, min(plan.max_iters, math.ceil(plan.min_time_s / per_call)))
 
 
-def max_normalised_error(outs: Sequence[np.ndarray], refs: Sequence[np.ndarray]) -> float:
-    """max over tensors of max|out - ref| / max(1, max|ref|), in float32 on the host; inf if not finite.
+def max_normalised_error(outs: Sequence[Any], refs: Sequence[Any],
+                         parts: Callable[[Any, Any], tuple[bool, float, float]] | None = None) -> float:
+    """max over tensors of max|out - ref| / max(1, max|ref|), in float32; inf if an output is not finite.
 
-    Framework-free (numpy in): every backend compares its outputs with its float32 reference this way.
+    Every backend compares its outputs with its float32 reference this way. ``parts(out, ref)`` reduces one
+    pair to (all of out finite, max|ref|, max|out - ref|): on the host with numpy by default (framework-free);
+    a backend may pass one that reduces where its arrays are (jax: on the device, common.device_error_parts).
     """
     worst = 0.0
     for o, r in zip(outs, refs):
-        o = np.asarray(o, dtype=np.float32)
-        r = np.asarray(r, dtype=np.float32)
-        if not np.all(np.isfinite(o)):
+        finite, scale, diff = (parts or host_error_parts)(o, r)
+        if not finite:
             return float("inf")
-        scale = max(1.0, float(np.max(np.abs(r))))
-        worst = max(worst, float(np.max(np.abs(o - r))) / scale)
+        worst = max(worst, diff / max(1.0, scale))
     return worst
+
+
+def host_error_parts(out: Any, ref: Any) -> tuple[bool, float, float]:
+    """(all of ``out`` finite, max|ref|, max|out - ref|) in float32 on the host (max_normalised_error's)."""
+    o = np.asarray(out, dtype=np.float32)
+    r = np.asarray(ref, dtype=np.float32)
+    if not np.all(np.isfinite(o)):
+        return False, 0.0, 0.0
+    return True, float(np.max(np.abs(r))), float(np.max(np.abs(o - r)))
 
 
 def case_result(samples: list[float], plan: TimingPlan, lower_s: float | None,

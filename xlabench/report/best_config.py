@@ -29,6 +29,7 @@ from xlabench.impls import attention_rules
 from xlabench.report import chartdata as cd
 from xlabench.report.chartdata import Samples
 from xlabench.suite.tuned import TunedConfig, value
+from xlabench.units import to_ms
 from xlabench.workloads import PARAMS as WORKLOAD_PARAMS
 from xlabench.workloads import TUNED_PARAMS
 
@@ -223,7 +224,7 @@ def table_rows(picks: Sequence[Pick]) -> tuple[list[str], list[list[Any]]]:
     headers = ["backend", "impl", *varying, *tuned, "median ms", "speedup [95% CI]", "p", "verdict"]
     rows = [[c.backend, c.impl, *[cd.fmt_value(k, c.shape.get(k)) for k in varying],
              *_picked(p, [("default" if c.params.get(k) is None else str(c.params.get(k))) for k in tuned],
-                      f"{c.median_s * 1e3:.4g}" if c.median_s is not None else ""), _vs_default(p),
+                      f"{to_ms(c.median_s):.4g}" if c.median_s is not None else ""), _vs_default(p),
              "" if p.test is None or p.test.p_holm is None else f"{p.test.p_holm:.2g}", p.verdict]
             for p, c in zip(picks, configs)]
     return headers, rows

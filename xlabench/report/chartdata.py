@@ -19,6 +19,7 @@ from xlabench import hardware
 from xlabench import impls, results
 from xlabench.results.schema import KERNEL_OPTIONS
 from xlabench.protocol import status as st
+from xlabench.units import GIB
 from xlabench.workloads import WORKLOADS
 from xlabench.workloads.record import FitChart
 
@@ -36,7 +37,6 @@ TUNING = KERNEL_OPTIONS
 COMPILE_ONLY_STATUSES = tuple(s for s in results.COMPILE_STATUSES if s not in results.STATUSES)
 MEMORY_STATUSES = (st.COMPILED, st.OOM)  # rows whose peak_memory_bytes is a figure to draw
 COMPILE_NOTE = "compile-only: memory from XLA's memory_analysis"
-GIB = float(1 << 30)
 # Canonical orders, so legends and bar groups read the same in every chart.
 SHARDING_ORDER = ("dp", "fsdp", "tp", "2d", "auto")
 MODE_ORDER = ("fwd", "fwd_bwd")

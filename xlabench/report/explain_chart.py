@@ -11,6 +11,7 @@ from matplotlib.patches import Patch
 from xlabench.explain.categories import CATEGORIES
 from xlabench import results
 from xlabench.report.chart_parts import Chart, NoData, _finish
+from xlabench.units import to_ms
 
 # One colour per category (tab10 order), idle grey.
 COLOURS = dict(zip([k for k, _ in CATEGORIES], ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b",
@@ -50,7 +51,7 @@ def explain_bars(df: pd.DataFrame) -> Chart:
     y = list(range(len(rows)))[::-1]  # the first row on top
     left = pd.Series(0.0, index=rows.index)
     for key, label, colour in drawn:
-        ms = seconds[key] * 1e3
+        ms = to_ms(seconds[key])
         bars = ax.barh(y, ms, left=left, color=colour, label=label, height=0.6, edgecolor="white", linewidth=0.5)
         for bar, est in zip(bars, estimate):
             if est:

@@ -21,6 +21,7 @@ from xlabench.audit import marks
 from xlabench.cells import clip
 from xlabench.results import fmt_number
 from xlabench.protocol import status as st
+from xlabench.units import MS_PER_S
 from xlabench.workloads import WORKLOADS
 from xlabench.workloads.record import KERNEL_FIGURES
 
@@ -145,12 +146,12 @@ def summary(rows: pd.DataFrame, samples: cd.Samples | None = None) -> str:
     out = []
     groups = rows.groupby(cd.key(rows, shape), sort=False) if shape else [("", rows)]
     for _, g in groups:
-        naive = fmt_number(base_s[g.index[0]], ".4g", 1e3)
+        naive = fmt_number(base_s[g.index[0]], ".4g", MS_PER_S)
         counts = f"{int(cd.usable(g).sum())}/{len(g)}"
         head = [cd.fmt_value(c, g[c].iloc[0]) for c in shape]
         if median[g.index].notna().any():
             best = g.loc[median[g.index].idxmin()]
-            vals = [_impl(best), fmt_number(best["median_s"], ".4g", 1e3)]
+            vals = [_impl(best), fmt_number(best["median_s"], ".4g", MS_PER_S)]
             vals += [fmt_number(best[f.column], f.spec, f.scale) for f in figures]
             sp = speed[best.name]
             vals += [naive, f"{sp:.2f}x" if np.isfinite(sp) else ""]
@@ -235,8 +236,8 @@ def bounds(rows: pd.DataFrame) -> str:
     for i, r in rows.iterrows():
         where = f"compile {r['target']}" if comp[i] else "run"
         lines.append([_impl(r), *[cd.fmt_value(c, r[c]) for c in shape], where,
-                      fmt_number(r["arith_intensity"], ".3g"), fmt_number(r["bound_s"], ".3g", 1e3),
-                      fmt_number(r["collective_s"], ".3g", 1e3), r["bound_by"],
+                      fmt_number(r["arith_intensity"], ".3g"), fmt_number(r["bound_s"], ".3g", MS_PER_S),
+                      fmt_number(r["collective_s"], ".3g", MS_PER_S), r["bound_by"],
                       "" if comp[i] else fmt_number(r["roofline_frac"], ".2f"),
                       fmt_number(r["mfu_ceiling"], ".1f", 100) if comp[i] else ""])
     head = ", ".join(f"{int(n)} {k}-bound" for k, n in counts.items())

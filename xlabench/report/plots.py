@@ -30,6 +30,7 @@ from xlabench.report.chart_parts import (  # noqa: F401 (grid: the charts' API f
 )
 from xlabench.report.line_chart import _line_chart, spread_band  # noqa: F401 (spread_band: for tests)
 from xlabench.protocol import status as st
+from xlabench.units import MS_PER_S
 from xlabench.workloads.record import FitChart
 
 
@@ -222,7 +223,7 @@ def _mode_bars(ax: Axes, ax2: Axes, pos: np.ndarray, s: pd.DataFrame, modes: Seq
     the modes left without a bar)."""
     by_mode = {str(m): s[cd.text(s["sharding"]) == str(m)] for m in modes}
     mfu = np.array([cd.metric(r, "mfu", 100).max() if len(r) else np.nan for r in by_mode.values()])
-    step = np.array([cd.metric(r, "median_s", 1e3).max() if len(r) else np.nan for r in by_mode.values()])
+    step = np.array([cd.metric(r, "median_s", MS_PER_S).max() if len(r) else np.nan for r in by_mode.values()])
     bars = ax.bar(pos, mfu, width * 0.92, color=[style(m).colour for m in modes], hatch=hatch,
                   edgecolor="white", linewidth=0.5)
     gaps = 0

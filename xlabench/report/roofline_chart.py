@@ -23,9 +23,11 @@ from xlabench.report.line_chart import _line_chart
 from xlabench.protocol import status as st
 from xlabench.results import CASE_COLUMN_NAMES
 from xlabench.results.schema import KERNEL_OPTIONS
+from xlabench.units import GIGA, TERA
 from xlabench.workloads import WORKLOADS
 
 ROOF_COLOUR = "#222222"
+TF_PER_GB = TERA / GIGA  # a TFLOP/s peak over a GB/s peak, in FLOP/byte (exactly 1000.0)
 _NOT_SHAPE = {"impl", "backend", *KERNEL_OPTIONS, "devices"}
 
 
@@ -46,7 +48,7 @@ def points(df: pd.DataFrame) -> pd.DataFrame:
     floor = pd.concat([_num(rows, "bound_s"), _num(rows, "collective_s")], axis=1).max(axis=1)
     measured = ~cd.is_compile(rows)
     rows["x"] = _num(rows, "arith_intensity")
-    rows["y"] = np.where(measured, flops / _num(rows, "median_s"), flops / floor) / 1e12
+    rows["y"] = np.where(measured, flops / _num(rows, "median_s"), flops / floor) / TERA
     rows["measured"] = measured
     rows = rows[np.isfinite(rows["y"]) & (rows["y"] > 0)]
     if rows.empty:
@@ -71,11 +73,11 @@ def roofline(df: pd.DataFrame) -> Chart:
         p = rows[rows["device_kind"].astype(str) == kind]
         peak_tf = float(_num(p, "peak_tflops").median())
         peak_gb = float(_num(p, "peak_gbytes_per_s").median())
-        ridge = peak_tf * 1e3 / peak_gb
+        ridge = peak_tf * TF_PER_GB / peak_gb
         lo = min(float(p["x"].min()), ridge) / 3
         hi = max(float(p["x"].max()), ridge) * 3
         xs = np.geomspace(lo, hi, 200)
-        (roof,) = ax.plot(xs, np.minimum(peak_tf, xs * peak_gb / 1e3), color=ROOF_COLOUR, linewidth=1.6,
+        (roof,) = ax.plot(xs, np.minimum(peak_tf, xs * peak_gb / TF_PER_GB), color=ROOF_COLOUR, linewidth=1.6,
                           label=f"roof: min(peak, intensity x {_memory(p)} GB/s)")
         roof._xlabench_reference = True  # type: ignore[attr-defined]
         chart.artists[(kind, "roof")] = roof
@@ -85,7 +87,7 @@ def roofline(df: pd.DataFrame) -> Chart:
         ax.set_yscale("log")
         ax.set_xlim(lo, hi)
         _log_ticks(ax.xaxis, lo, hi)
-        roof_y = np.minimum(peak_tf, p["x"] * peak_gb / 1e3)
+        roof_y = np.minimum(peak_tf, p["x"] * peak_gb / TF_PER_GB)
         above += int((p["measured"] & (p["y"] > roof_y * 1.05)).sum())
         measured += int(p["measured"].sum())
         low_y = min(float(p["y"].min()), peak_tf) / 5

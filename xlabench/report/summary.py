@@ -27,6 +27,7 @@ from xlabench.audit import marks
 from xlabench import results
 from xlabench.protocol import status as st
 from xlabench.results.display import clock_note
+from xlabench.units import MS_PER_S
 
 _STYLE = {st.OK: "green", st.FAILED: "red", st.SKIPPED: "yellow"}
 ERROR_MARK = "E"
@@ -343,7 +344,7 @@ def build(rows: Sequence[Mapping[str, Any]], params: Sequence[Mapping[str, Any]]
         cells = [Text(_value(r.get(k))) for r in shown]
         cols.append(Column(_header(SHORT.get(k, k), cells), cells))
     metrics: list[tuple[str, Callable[[Mapping[str, Any]], str], int]] = [
-        ("ms", lambda r: _num(r.get("median_s"), 1e3), 0), ("spread", spread, 0)]
+        ("ms", lambda r: _num(r.get("median_s"), MS_PER_S), 0), ("spread", spread, 0)]
     flops = [("TFLOP/s", lambda r: _num(r.get("tflops_per_s")), 1 if bandwidth else 0),
              ("MFU %", lambda r: _num(r.get("mfu"), 100), 1 if bandwidth else 0)]
     if bandwidth:

@@ -8,6 +8,7 @@ from typing import Any, Mapping, Optional
 from xlabench import flops as flop_formulas
 from xlabench import roofline
 from xlabench.hardware import device_peak, interconnect
+from xlabench.units import gbytes_per_s, tflops_per_s
 
 
 def derive(result: Any, env: dict[str, Any], devices: int,
@@ -26,13 +27,13 @@ def derive(result: Any, env: dict[str, Any], devices: int,
     if fields.get("device_median_s"):
         out["host_overhead"] = (fields.get("wall_median_s") or median) / fields["device_median_s"]
     if fields.get("flops"):
-        out["tflops_per_s"] = fields["flops"] / median / 1e12
+        out["tflops_per_s"] = tflops_per_s(fields["flops"], median)
         if peak_tflops:
             out["mfu"] = flop_formulas.mfu(fields["flops"], median, devices, peak_tflops)
     if fields.get("flops_palm") and peak_tflops:
         out["mfu_palm"] = flop_formulas.mfu(fields["flops_palm"], median, devices, peak_tflops)
     if fields.get("bytes"):
-        out["gbytes_per_s"] = fields["bytes"] / median / 1e9
+        out["gbytes_per_s"] = gbytes_per_s(fields["bytes"], median)
         if peak_gbytes_per_s:
             out["mbu"] = out["gbytes_per_s"] / (devices * peak_gbytes_per_s)
     if result.tokens_per_step is not None:

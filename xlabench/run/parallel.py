@@ -18,6 +18,8 @@ import threading
 from pathlib import Path
 from typing import Callable, Iterator, Optional, Sequence, TypeVar
 
+from xlabench.units import GIB, KIB
+
 T = TypeVar("T")
 R = TypeVar("R")
 
@@ -25,7 +27,7 @@ R = TypeVar("R")
 # benchmarks/compile_once.py and the CLI's "peak host memory per job" (jax 0.10.2, libtpu 0.0.42.1): the
 # llama-2B train step for v4-8 at global batch 128 under fsdp 1.77 GiB, gpt2-2b at batch 136 under 2d
 # 1.69 GiB. Rounded up: a default of N jobs leaves the host N times this.
-JOB_PEAK_BYTES = 2 << 30
+JOB_PEAK_BYTES = 2 * GIB
 
 
 def _proc_bytes(path: Path, key: str) -> Optional[int]:
@@ -33,7 +35,7 @@ def _proc_bytes(path: Path, key: str) -> Optional[int]:
     try:
         for line in path.read_text().splitlines():
             if line.startswith(f"{key}:"):
-                return int(line.split()[1]) * 1024
+                return int(line.split()[1]) * KIB
     except (OSError, ValueError, IndexError):
         return None
     return None

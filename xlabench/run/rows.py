@@ -33,6 +33,7 @@ from xlabench.protocol.worker_messages import CaseResult
 from xlabench.run.case_plan import CasePlan, plan_case
 from xlabench.run.metrics import derive, peak_fields, roofline_fields
 from xlabench.suite import Case
+from xlabench.units import to_ms
 
 ENV_KEYS = ("device_kind", "device_count", "process_count", "framework_version")
 
@@ -67,7 +68,7 @@ def pooled(replies: Sequence[CaseResult]) -> CaseResult:
         return replies[0]
     first = replies[0]
     errs = [r.max_abs_err for r in replies]
-    medians = ", ".join(f"{statistics.median(r.samples) * 1e3:.4g} ms" if r.samples else "?" for r in replies)
+    medians = ", ".join(f"{to_ms(statistics.median(r.samples)):.4g} ms" if r.samples else "?" for r in replies)
     return first.replace(samples=tuple(s for r in replies for s in r.samples),
                          device_samples=tuple(s for r in replies for s in r.device_samples),
                          max_abs_err=max(errs) if all(e is not None for e in errs) else first.max_abs_err,

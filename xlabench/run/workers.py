@@ -21,6 +21,7 @@ from xlabench.protocol.worker_env import COMPILE_CACHE_VAR, FIGURE_CACHE_VAR, IM
 from xlabench.protocol.replies import Reply, WorkerEnv
 from xlabench.protocol.worker_messages import ProtocolError
 from xlabench.run.envs import Interpreters, worker_environ
+from xlabench.units import MIB
 
 
 class WorkerError(Exception):
@@ -98,7 +99,7 @@ class Worker:
                     raise WorkerError(f"timeout: no result after {timeout_s:g}s (compile + run); worker killed")
                 if not sel.select(timeout=min(left, 1.0)):
                     continue
-                chunk = os.read(fd, 1 << 20)
+                chunk = os.read(fd, MIB)
                 if not chunk:
                     self.proc.wait(timeout=30)
                     raise WorkerError(self._death_message())

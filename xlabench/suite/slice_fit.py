@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Optional, Sequence
 
 from xlabench.protocol.status import OK
+from xlabench.units import GIB, to_ms
 from xlabench.workloads import model_presets as presets
 
 # The keys whose values make a train ladder (a batch sweep)
@@ -61,7 +62,7 @@ class Slice:
 
 
 def _gib(n: Optional[int]) -> str:
-    return "?" if n is None else f"{n / (1 << 30):.2f}"
+    return "?" if n is None else f"{n / GIB:.2f}"
 
 
 def by_size(models: Sequence[str]) -> list[str]:
@@ -149,7 +150,7 @@ def unrolled_best(cases: Sequence[Any], rows: Sequence[dict[str, Any]], case_id:
     best = max(ok, key=lambda r: float(r["mfu"]))
     c = ladder[best["case_id"]]
     params = {**c.params, "scan_layers": False}
-    note = (f"the ladder's best point (scanned: {float(best['mfu']):.1%} MFU, {float(best['median_s']) * 1e3:.1f} ms) "
+    note = (f"the ladder's best point (scanned: {float(best['mfu']):.1%} MFU, {to_ms(float(best['median_s'])):.1f} ms) "
             "again unrolled: the faster step, compiled once")
     return dataclasses.replace(c, params=params, case_id=case_id(c.workload, c.backend, c.impl, params),
                                unroll_best=False, note="; ".join(filter(None, [c.note, note])), index=len(cases))

@@ -14,6 +14,7 @@ from xlabench.tune import table
 from xlabench.tune.cache import TuneCache, in_space, space_fingerprint
 from xlabench.tune.search import CompileMany, NoCandidate, Stage, TimeMany, TuneOutcome, checked_search, verify
 from xlabench.tune.space import near
+from xlabench.units import to_ms
 
 
 class Unsearchable(Exception):
@@ -80,7 +81,7 @@ def tuned_blocks(stages: list[Stage], key: dict, compile_many: CompileMany, time
 
 
 def _ms(s: Optional[float]) -> str:
-    return "-" if s is None else f"{s * 1e3:.4g} ms"
+    return "-" if s is None else f"{to_ms(s):.4g} ms"
 
 
 def from_table(stages: list[Stage], key: dict, compile_many: CompileMany, time_many: TimeMany,

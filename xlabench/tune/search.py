@@ -21,6 +21,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Mapping, Optional, Sequence
 
 from xlabench.tune.space import Blocks, Candidate, blocks_text, frozen, near
+from xlabench.units import to_ms
 
 # Iterations per candidate in the first (all survivors) and the last (the fastest share) round.
 ROUNDS = (3, 10)
@@ -109,7 +110,7 @@ def search(stages: Sequence[Stage], compile_many: CompileMany, time_many: TimeMa
             cands.append(default_key)
         winner, best_s, default_s = _stage(st, cands, default_key, chosen, run, rounds, keep, min_keep, log)
         chosen = dict(winner)
-        log(f"stage {st.program}: {blocks_text(chosen)} {best_s * 1e3:.4g} ms")
+        log(f"stage {st.program}: {blocks_text(chosen)} {to_ms(best_s):.4g} ms")
     return TuneOutcome(blocks=chosen, best_s=best_s, default_s=default_s, tried=run.tried, timed=run.timed,
                        dropped=dict(run.dropped), tune_s=now() - started, clock=run.clock)
 
@@ -262,7 +263,7 @@ def checked_search(stages: Sequence[Stage], compile_many: CompileMany, time_many
 
 
 def _ms(s: Optional[float]) -> str:
-    return "-" if s is None else f"{s * 1e3:.4g} ms"
+    return "-" if s is None else f"{to_ms(s):.4g} ms"
 
 
 def _retime(program: str, winner: dict[str, int], default: Optional[dict[str, int]], compile_many: CompileMany,

@@ -11,6 +11,8 @@ import threading
 import time
 from collections.abc import Callable
 
+from xlabench.units import to_ms
+
 
 
 PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
@@ -59,7 +61,7 @@ def _watch_parent(parent_gone: Callable[[], bool], pipe_fd: int, on_dead: Callab
     closed_at: float | None = None
     while not parent_gone():
         if closed_at is None:
-            if poller.poll(interval_s * 1000):
+            if poller.poll(to_ms(interval_s)):
                 closed_at = time.monotonic()
         elif time.monotonic() - closed_at >= grace_s:
             break

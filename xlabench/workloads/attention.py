@@ -19,6 +19,7 @@ from xlabench.protocol.worker_messages import CaseResult
 from xlabench.tune.search import Stage
 from xlabench.workloads.record import ATTENTION_KERNELS, FitChart, Workload
 from xlabench.tune.space import BACKWARD, FORWARD, config_fields, diagonal, pow2_tiles, with_blocks
+from xlabench.units import GIB
 
 DTYPES = ("bfloat16", "float32")
 # An attention kernel's query and key/value block sizes: the case parameters a suite may set and the tuner
@@ -75,14 +76,12 @@ class AttentionParams(BaseModel):
         return flop_formulas.attention_kernel_flops(
             self.batch, self.num_heads, self.seq_len, self.kv_len, self.head_dim, self.causal, self.mode)
 
-    def io_bytes(self, naive: bool) -> float:
-        """Analytic HBM bytes per iteration (flops.py): Q, K, V, O (and gradients), plus the S x S
-        logits when ``naive`` materialises them."""
+    def io_bytes(self) -> float:
+        """Analytic HBM bytes per iteration (flops.py): Q, K, V, O (and gradients); every impl's row, the naive
+        one's too (its S x S logits are not counted: ``io_bytes`` is the traffic a kernel cannot avoid)."""
         itemsize = 2 if self.dtype == "bfloat16" else 4
-        io = flop_formulas.attention_io_bytes(self.batch, self.num_heads, self.kv_heads, self.seq_len, self.kv_len,
-                                              self.head_dim, itemsize, self.mode)
-        return io + (flop_formulas.attention_logits_bytes(self.batch, self.num_heads, self.seq_len, self.kv_len,
-                                                          self.mode) if naive else 0.0)
+        return flop_formulas.attention_io_bytes(self.batch, self.num_heads, self.kv_heads, self.seq_len, self.kv_len,
+                                                self.head_dim, itemsize, self.mode)
 
     def err_tol(self) -> float:
         return ERR_TOL[self.dtype]
@@ -149,7 +148,7 @@ def default_scale(head_dim: int) -> float:
 # Pallas kernel block sizes: a case's block_q / block_k, default 128, clipped to the sequence. ``cfg`` is
 # any backend's attention config (it has block_q and block_k).
 DEFAULT_BLOCK = 128
-# The block sizes a suite sets (case parameters: tune.space.BLOCK_PARAMS), and the backward pass's, which
+# The block sizes a suite sets (case parameters: BLOCK_PARAMS above), and the backward pass's, which
 # the kernels that take them search in a second stage (the forward blocks fixed).
 BWD_BLOCK_PARAMS = tuple(f"{name}_bwd" for name in BLOCK_PARAMS)
 
@@ -263,7 +262,7 @@ def block_unsupported(kernel: str, sq: int, sk: int, cfg) -> Optional[str]:
 # time, so the score matrix of a chunk stays under REF_MAX_SCORE_BYTES (TPU-scale sequences fit in
 # device memory). The chunking is here, once; each backend supplies the per-chunk math (on its device,
 # differentiated by its autodiff); ``numpy_reference`` is that math, framework-free, as the spec.
-REF_MAX_SCORE_BYTES = 1 << 30
+REF_MAX_SCORE_BYTES = GIB
 
 
 def reference_chunk(batch: int, num_heads: int, seq_len: int, kv_len: int, grad: bool,
@@ -332,4 +331,4 @@ def attention_result(p: AttentionParams, samples: list[float], plan: TimingPlan,
     counts."""
     return case_result(samples, plan, lower_s, compile_s, mem, err, p.err_tol(),
                        "; ".join(notes), flops=p.flops(), kernel_flops=p.kernel_flops(),
-                       io_bytes=p.io_bytes(naive=False))
+                       io_bytes=p.io_bytes())

@@ -25,6 +25,7 @@ from xlabench.measure import figure_store
 from xlabench.protocol.worker_messages import CaseSkipped
 from xlabench.protocol.worker_env import FIGURE_CACHE_VAR
 from xlabench.protocol.target import TargetSpec
+from xlabench.units import BINARY_SUFFIX, TIB
 
 LIBTPU_HOWTO = ("compile-only TPU devices need libtpu, which this environment lacks: "
                 "pip install -e '.[tpu-compile]' (or `make tpu-compile`)")
@@ -113,13 +114,12 @@ def topology_devices(target: TargetSpec) -> tuple[Any, ...]:
 
 
 _SIZE = re.compile(r"([0-9.]+)\s*([KMGTP]?)i?B?\b")
-_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40, "P": 1 << 50}
 
 
 def _bytes(text: str) -> int | None:
     """XLA's human-readable sizes ('15.75G', binary units) as bytes."""
     m = _SIZE.fullmatch(text.strip())
-    return int(float(m.group(1)) * _UNITS[m.group(2)]) if m else None
+    return int(float(m.group(1)) * BINARY_SUFFIX[m.group(2)]) if m else None
 
 
 def parse_oom(message: str) -> CompileOom | None:
@@ -144,7 +144,7 @@ def hbm_capacity(device: Any) -> tuple[int | None, str]:
     report it, so an over-size program is compiled once per topology and libtpu's error names the limit."""
     sharding = jax.sharding.SingleDeviceSharding(device)
     try:
-        jax.jit(lambda: jnp.zeros((1 << 40,), jnp.int8), out_shardings=sharding).trace().lower().compile()
+        jax.jit(lambda: jnp.zeros((TIB,), jnp.int8), out_shardings=sharding).trace().lower().compile()
     except Exception as e:
         oom = parse_oom(str(e))
         if oom is not None and oom.capacity:

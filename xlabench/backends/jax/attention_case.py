@@ -12,11 +12,12 @@ import numpy as np
 from xlabench.backends import user_impl
 from xlabench.backends.jax import attention_impls as impls
 from xlabench.backends.jax import hlo_cost, tune_case
-from xlabench.backends.jax.common import compile_timed, kernel_passes, max_normalised_error, peak_memory, runs_pallas
+from xlabench.backends.jax.common import compile_timed, device_error_parts, kernel_passes, peak_memory, runs_pallas
 from xlabench.measure.phases import Phases
-from xlabench.measure.timing import TimingPlan, with_timer
+from xlabench.measure.timing import TimingPlan, max_normalised_error, with_timer
 from xlabench.workloads.attention import AttentionParams, attention_result, input_shapes, make_inputs
 from xlabench.protocol.worker_messages import CaseResult, CaseSkipped
+from xlabench.units import GIB
 
 
 def skip_reason(p: AttentionParams, im: impls.AttentionImplRecord, cfg: impls.AttnConfig, platform: str) -> str | None:
@@ -114,7 +115,7 @@ def tuned_config(p: AttentionParams, impl: str, cfg: impls.AttnConfig, plan: Tim
 # splash of one shape back to back (fwd, then fwd_bwd, whose q, k, v are the fwd case's), so each array is
 # copied to the device and cast once per shape, not once per case. Only one shape's, and only up to this size.
 _DEVICE_INPUTS: dict[tuple, Any] = {}
-MAX_KEPT_INPUT_BYTES = 1 << 30
+MAX_KEPT_INPUT_BYTES = GIB
 
 
 def device_inputs(p: AttentionParams, host: dict[str, np.ndarray], dtype: Any, device: Any) -> tuple[Any, ...]:
@@ -143,7 +144,7 @@ def reference(p: AttentionParams, host: dict[str, np.ndarray], sm_scale: float) 
     """The float32 reference outputs of case ``p`` on ``host`` (make_inputs'), kept on the device for the
     next case of the same data, mode and mask: a suite runs naive, flash and splash of one case back to back,
     and at TPU scale the reference takes seconds (a chunked float32 fwd_bwd). The check reduces outputs and
-    reference there (common.max_normalised_error): neither is copied to the host."""
+    reference there (common.device_error_parts): neither is copied to the host."""
     key = (tuple(input_shapes(p).items()), p.mode, p.causal, sm_scale)
     if key not in _REFERENCE:
         _REFERENCE.clear()
@@ -198,7 +199,7 @@ def run_attention_case(params: dict[str, Any], impl: str, plan: TimingPlan, inte
         with phase("reference"):
             refs = reference(p, host, cfg.sm_scale)
     with phase("check"):  # the outputs against the reference, reduced on the device
-        err = max_normalised_error(outs, refs)
+        err = max_normalised_error(outs, refs, device_error_parts)
     result = attention_result(p, samples, plan, lower_s, compile_s, mem, err, [n for n in notes if n])
     if problem:
         result = result.replace(max_abs_err=float("inf"), correct=False)

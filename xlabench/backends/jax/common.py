@@ -13,6 +13,7 @@ from xlabench.backends.jax.aot import CompileOom, lower_and_compile
 from xlabench.backends.jax import trace_timer
 from xlabench.protocol.worker_messages import CaseSkipped
 from xlabench.measure.timing import TimingPlan, time_calls
+from xlabench.units import GIB
 
 
 def compile_timed(fn: Callable, args: Sequence[Any], **jit_kwargs) -> tuple[Any, float, float]:
@@ -48,7 +49,7 @@ def runs_pallas(fn: Callable, args: Sequence[Any]) -> bool:
 
 def oom_text(needed: int | None, capacity: int | None, detail: str = "") -> str:
     """'needs 16.50 GiB per device, has 15.75 GiB' (with what XLA said, when given)."""
-    gib = lambda b: f"{b / (1 << 30):.2f} GiB"  # noqa: E731
+    gib = lambda b: f"{b / GIB:.2f} GiB"  # noqa: E731
     text = (f"needs {gib(needed)} per device, has {gib(capacity)}" if needed and capacity else
             "more than the device's memory")
     return text + (f" ({detail[:300]})" if detail else "")
@@ -121,17 +122,12 @@ def trace_pass(compiled: Any, call: Callable[[], Any], plan: TimingPlan, iters: 
         return str(e)
 
 
-def max_normalised_error(outs: Sequence[Any], refs: Sequence[Any]) -> float:
-    """max over tensors of max|out - ref| / max(1, max|ref|) (xlabench.measure.timing's figure; inf if an
-    output is not finite), reduced on the arrays' device: only three scalars per pair come to the host, not
-    the tensors (on the v5e, copying and scanning four 134 MB float32 tensors a case cost 1.5-2 s)."""
-    worst = 0.0
-    for o, r in zip(outs, refs):
-        finite, scale, diff = (float(x) for x in np.asarray(_error_parts(o, r)))
-        if not finite:
-            return float("inf")
-        worst = max(worst, diff / max(1.0, scale))
-    return worst
+def device_error_parts(out: Any, ref: Any) -> tuple[bool, float, float]:
+    """measure.timing.max_normalised_error's parts of one pair (all finite, max|ref|, max|out - ref|), reduced
+    on the arrays' device: only three scalars per pair come to the host, not the tensors (on the v5e, copying
+    and scanning four 134 MB float32 tensors a case cost 1.5-2 s)."""
+    finite, scale, diff = (float(x) for x in np.asarray(_error_parts(out, ref)))
+    return bool(finite), scale, diff
 
 
 @jax.jit

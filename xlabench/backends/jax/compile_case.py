@@ -68,7 +68,7 @@ def compile_attention_case(params: dict[str, Any], impl: str, target: TargetSpec
     args = [jax.ShapeDtypeStruct((b, h, s, d) if swap else (b, s, h, d), dtype)
             for b, s, h, d in attention_workload.input_shapes(p).values()]
     return _one_device(target, step_fn(p, im, cfg), args, p.flops()).with_fields(
-        flops=p.flops(), kernel_flops=kernel_flops(p, im), io_bytes=p.io_bytes(naive=False))
+        flops=p.flops(), kernel_flops=kernel_flops(p, im), io_bytes=p.io_bytes())
 
 
 def compile_paged_case(params: dict[str, Any], impl: str, target: TargetSpec, plan: TimingPlan,

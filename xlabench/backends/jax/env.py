@@ -12,13 +12,14 @@ import numpy as np
 
 from xlabench.measure import host_peak
 from xlabench.measure.timing import best_seconds
+from xlabench.units import tflops_per_s
 
 
 def measure_cpu_peak_tflops(n: int = 2048, reps: int = 5) -> float:
     """Best-of-``reps`` float32 matmul throughput of the whole host (all virtual devices share it)."""
     a = jnp.ones((n, n), jnp.float32)
     f = jax.jit(lambda x: x @ x)
-    return 2.0 * n**3 / best_seconds(lambda: f(a), jax.block_until_ready, reps) / 1e12
+    return tflops_per_s(2.0 * n**3, best_seconds(lambda: f(a), jax.block_until_ready, reps))
 
 
 def stream_pass(nbytes: int) -> Callable[[], None]:

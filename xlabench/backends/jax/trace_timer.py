@@ -16,6 +16,7 @@ from typing import Any, Callable, Iterable
 import jax
 
 from xlabench.explain.kept import HLO_SUFFIX
+from xlabench.units import ns_to_s
 
 
 class TraceTimerError(Exception):
@@ -141,10 +142,10 @@ def device_seconds(planes: Iterable[Any], module: str, calls: int | None = None)
                 per_device.append(_per_call(_executions(runs), calls))
     if per_device:
         n = min(len(d) for d in per_device)
-        return [max(d[i][1] - d[i][0] for d in per_device) / 1e9 for i in range(n)]
+        return [ns_to_s(max(d[i][1] - d[i][0] for d in per_device)) for i in range(n)]
     ops = [e for plane in planes for line in plane.lines for e in line.events
            if (st := _stats(e)).get("hlo_module") == module and "run_id" in st]
     if not ops:
         names = sorted(p.name for p in planes)
         raise TraceTimerError(f"no profiler events of the executable {module} (planes: {', '.join(names)})")
-    return [(end - start) / 1e9 for start, end in _executions(ops)]
+    return [ns_to_s(end - start) for start, end in _executions(ops)]

@@ -21,6 +21,7 @@ from xlabench.measure.phases import Phases
 from xlabench.explain.categories import OPTIMIZER_SCOPE
 from xlabench.measure.timing import TimingPlan, time_calls, with_timer
 from xlabench.protocol.worker_messages import CaseResult, CaseSkipped
+from xlabench.units import GIB, MIB, to_ms
 from xlabench.workloads.attention import AttentionParams
 from xlabench.workloads.model_presets import ModelConfig
 from xlabench.workloads.train import (ADAMW, MESH_AXES, PARAM_SEED, TOKEN_SEED, TrainParams, largest_batch, make_tokens,
@@ -141,7 +142,7 @@ def _searched_blocks(case: AttentionParams, impl: str, acfg: Any, tune: TimingPl
         shape = _shape_text(case)
         tuned["notes"] = "; ".join(filter(None, [note, (
             f"attention tuned at its per-shard shape {shape} (fwd_bwd{batch_note}): "
-            f"{best * 1e3:.3f} ms against {default * 1e3:.3f} ms at the default blocks") if best and default
+            f"{to_ms(best):.3f} ms against {to_ms(default):.3f} ms at the default blocks") if best and default
             else ""]))
     return acfg
 
@@ -321,9 +322,6 @@ def reference_losses(setup: TrainSetup) -> np.ndarray:
         return np.asarray(_reference_fn(p.config(), p.sharding, _mesh_key(p), p.scan())(setup.state[0], tokens))
 
 
-GIB = float(1 << 30)
-
-
 def resolve_batch(p: TrainParams, impl: str, interpret: bool, platform: str, limit: int | None,
                   devices: Sequence[jax.Device] | None = None, donate: bool = True,
                   need: Callable[[TrainParams], int | None] | None = None,
@@ -346,7 +344,7 @@ def resolve_batch(p: TrainParams, impl: str, interpret: bool, platform: str, lim
         need = lambda q: program(q, impl, interpret, platform, devices, tune=tune,  # noqa: E731
                                  tune_batch=p.batch_step()).peak_bytes(donate, device)
     batch, seen = largest_batch(lambda b: need(p.with_batch(b)), limit, p.batch_step())
-    unit, size = ("GiB", GIB) if limit >= GIB else ("MiB", 1 << 20)  # a small budget's figures differ in MiB
+    unit, size = ("GiB", GIB) if limit >= GIB else ("MiB", MIB)  # a small budget's figures differ in MiB
     probes = ", ".join(f"{b}: {'?' if v is None else f'{v / size:.2f}'}" for b, v in sorted(seen.items()))
     if not batch:
         raise CaseSkipped(f"global_batch auto: not even batch {p.batch_step()} fits {limit / size:.2f} {unit} per "

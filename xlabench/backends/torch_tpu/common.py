@@ -17,6 +17,7 @@ import torch
 from xlabench.backends.torch_tpu import env
 from xlabench.measure.timing import TimingPlan, device_iters, passes, time_calls, with_timer
 from xlabench.protocol.worker_messages import CaseResult
+from xlabench.units import ns_to_s
 
 TRACE_SOURCE = "device times from TorchTPU's profiler (the XPlane trace's XLA Modules events, summed per call)"
 
@@ -100,7 +101,7 @@ def module_spans(path: str) -> list[tuple[float, float]]:
     for plane in planes:
         for line in plane.lines:
             if line.name == "XLA Modules":
-                return sorted((float(e.start_ns), float(e.duration_ns) / 1e9) for e in line.events)
+                return sorted((float(e.start_ns), ns_to_s(float(e.duration_ns))) for e in line.events)
     return []
 
 

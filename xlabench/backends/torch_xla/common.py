@@ -22,6 +22,7 @@ import torch_xla.debug.metrics as met
 from xlabench.backends.torch_xla.env import sync
 from xlabench.protocol.worker_messages import CaseResult
 from xlabench.measure.timing import TimingPlan, time_calls, with_timer
+from xlabench.units import ns_to_s, to_ms
 
 
 @dataclass(frozen=True)
@@ -34,7 +35,7 @@ class MetricDelta:
     @classmethod
     def take(cls, name: str) -> "MetricDelta":
         data = met.metric_data(name)  # None until the first sample; values in nanoseconds
-        return cls(int(data[0]), float(data[1]) / 1e9) if data else cls(0, 0.0)
+        return cls(int(data[0]), ns_to_s(float(data[1]))) if data else cls(0, 0.0)
 
     def __sub__(self, other: "MetricDelta") -> "MetricDelta":
         return MetricDelta(self.count - other.count, self.seconds - other.seconds)
@@ -73,7 +74,7 @@ class XlaMeasurement:
         out.append(f"torch_xla CompileTime: {self.compiles_in_warmup} graph(s) compiled in warm-up")
         if self.executions.count:
             n = len(self.samples)
-            out.append(f"torch_xla ExecuteTime: {self.executions.seconds / n * 1e3:.4g} ms per iteration on the "
+            out.append(f"torch_xla ExecuteTime: {to_ms(self.executions.seconds / n):.4g} ms per iteration on the "
                        f"device ({self.executions.count} execution(s) over {n} timed iterations)")
         return out
 
@@ -84,7 +85,7 @@ def _execution_samples() -> list[tuple[float, float]]:
     for name in ("ExecuteTime", "ExecuteReplicatedTime"):
         data = met.metric_data(name)
         if data:
-            out += [(float(t), float(v) / 1e9) for t, v in data[2]]
+            out += [(float(t), ns_to_s(float(v))) for t, v in data[2]]
     return sorted(out)
 
 
