@@ -64,7 +64,7 @@ def _ratio_interval(base: np.ndarray, cand: np.ndarray, statistic: str, confiden
     The resamples are drawn here as scipy.stats.bootstrap draws them (per batch, the baseline's indices,
     then the candidate's), their statistic taken by index (resample.Resampled: the median without
     np.median's partition), and scipy takes the interval of that distribution: the numbers of
-    ``stats.bootstrap((base, cand), ratio, ...)`` (tests/test_gate_stats.py holds them equal).
+    ``scipy.stats.bootstrap((base, cand), ratio, ...)`` (tests/test_gate_stats.py holds them equal).
     """
     f = STATISTICS[statistic]
     rb, rc = Resampled(base, f), Resampled(cand, f)
