@@ -31,19 +31,25 @@ def tune_way(tuned: Any) -> str:
 
 
 @dataclass(frozen=True)
-class RecordedCase:
+class CaseKey:
+    """A case as the estimate matches it: its id, and its impl's group (workload, backend, impl) and params."""
+
     case_id: str
     workload: str
     backend: str
     impl: str
     params: Mapping[str, Any]
-    seconds: float  # wall seconds its row took in its run
-    tune_s: float = 0.0  # of which choosing its blocks
-    tuned: str = NONE  # SEARCH | TABLE | NONE
 
     @property
     def group(self) -> tuple[str, str, str]:
         return (self.workload, self.backend, self.impl)
+
+
+@dataclass(frozen=True)
+class RecordedCase(CaseKey):
+    seconds: float  # wall seconds its row took in its run
+    tune_s: float = 0.0  # of which choosing its blocks
+    tuned: str = NONE  # SEARCH | TABLE | NONE
 
 
 @dataclass(frozen=True)
@@ -56,18 +62,9 @@ class RecordedRun:
 
 
 @dataclass(frozen=True)
-class PlannedCase:
-    case_id: str
-    workload: str
-    backend: str
-    impl: str
-    params: Mapping[str, Any]
+class PlannedCase(CaseKey):
     runs: bool = True  # False: skipped before a worker (no environment, a rule of the impl)
     tune: Optional[str] = None  # how it will choose its blocks: SEARCH | TABLE (None: as its record did)
-
-    @property
-    def group(self) -> tuple[str, str, str]:
-        return (self.workload, self.backend, self.impl)
 
 
 @dataclass(frozen=True)
