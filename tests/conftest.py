@@ -72,6 +72,10 @@ TEST_XLA_FLAGS = ("--xla_backend_optimization_level=0 --xla_cpu_use_fusion_emitt
 if os.environ.get("XLABENCH_TEST_XLA_OPT") != "1" and TEST_XLA_FLAGS not in os.environ.get("XLA_FLAGS", ""):
     os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {TEST_XLA_FLAGS}".strip()
 
+# A CPU worker's environment as a row records it (the in-process kernel tests build rows with it).
+CPU_WORKER_ENV = {"platform": "cpu", "device_kind": "cpu", "device_count": 1, "framework_version": "jax 0 / jaxlib 0",
+                  "measured_cpu_tflops": 1.0, "measured_cpu_gbytes_per_s": 10.0}
+
 TINY_SUITE = """
 name: tiny
 description: two impls, two shapes

@@ -12,6 +12,7 @@ import pytest
 
 from tests import _fake_kernel
 from xlabench import impls, suite
+from conftest import CPU_WORKER_ENV
 from xlabench.impls import kernels
 from xlabench.protocol.status import OK, SKIPPED
 from xlabench.protocol.timing_plan import TimingPlan
@@ -20,8 +21,6 @@ from xlabench.run import rows, suite_runner
 from xlabench.run.run_options import RunOptions
 from xlabench.run.scheduler import RunContext
 
-ENV = {"platform": "cpu", "device_kind": "cpu", "device_count": 1, "framework_version": "jax 0 / jaxlib 0",
-       "measured_cpu_tflops": 1.0, "measured_cpu_gbytes_per_s": 10.0}
 SUITE = ("name: fake\nworkload: attention\nbackends: [jax]\nimpls: [fake]\n"
          "params: {batch: 1, num_heads: 2, seq_len: 64, head_dim: 32, causal: true, mode: fwd}\n"
          "matrix: {dtype: [float32, bfloat16]}\nmeasure: {warmup: 1, iters: 2, min_time_s: 0.0}\n")
@@ -84,7 +83,7 @@ def test_a_registered_kernel_is_tuned_on_a_fake_clock_and_written_as_rows(fake, 
     with pytest.raises(CaseSkipped, match="float32 inputs only") as skipped:
         run_attention_case(dict(cases["bfloat16"].params), "fake", timing, False, "cpu")
     ctx = RunContext(run_id="r", platform="cpu", git_sha="x")
-    ran, _ = rows.case_row(cases["float32"], ctx, ENV, [result])
-    skip, _ = rows.case_row(cases["bfloat16"], ctx, ENV, ended=(SKIPPED, str(skipped.value)))
+    ran, _ = rows.case_row(cases["float32"], ctx, CPU_WORKER_ENV, [result])
+    skip, _ = rows.case_row(cases["bfloat16"], ctx, CPU_WORKER_ENV, ended=(SKIPPED, str(skipped.value)))
     assert (ran["impl"], ran["status"], ran["tuned"], ran["tuned_block_q"]) == ("fake", OK, "search", 64)
     assert (skip["impl"], skip["status"], skip["error"]) == ("fake", SKIPPED, "fake takes float32 inputs only (got bfloat16)")

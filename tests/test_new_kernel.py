@@ -12,6 +12,7 @@ import pytest
 
 from tests import _flash_copy
 from xlabench import results, suite
+from conftest import CPU_WORKER_ENV
 from xlabench.impls import kernels
 from xlabench.protocol.status import OK
 from xlabench.protocol.timing_plan import TimingPlan
@@ -19,8 +20,6 @@ from xlabench.run import rows, suite_runner
 from xlabench.run.run_options import RunOptions
 from xlabench.run.scheduler import RunContext
 
-ENV = {"platform": "cpu", "device_kind": "cpu", "device_count": 1, "framework_version": "jax 0 / jaxlib 0",
-       "measured_cpu_tflops": 1.0, "measured_cpu_gbytes_per_s": 10.0}
 SUITE = ("name: copy\nworkload: attention\nbackends: [jax]\nimpls: [flash_copy]\n"
          "params: {batch: 1, num_heads: 1, seq_len: 128, head_dim: 32, causal: true, dtype: float32, mode: fwd}\n"
          "measure: {warmup: 0, iters: 1, min_time_s: 0.0}\n")
@@ -48,7 +47,7 @@ def test_a_copy_of_flash_runs_through_a_cpu_suite_to_a_row_and_a_chart_line(flas
 
     result = run_attention_case(dict(case.params), "flash_copy", TimingPlan(warmup=0, iters=1), True, "cpu")
     assert result.correct
-    row, samples = rows.case_row(case, RunContext(run_id="r", platform="cpu", git_sha="x"), ENV, [result])
+    row, samples = rows.case_row(case, RunContext(run_id="r", platform="cpu", git_sha="x"), CPU_WORKER_ENV, [result])
     assert (row["impl"], row["status"], row["interpret"]) == ("flash_copy", OK, True)
     assert row["roofline_source"] and row["bound_s"] > 0  # its roofline, from the analytic counts
 
