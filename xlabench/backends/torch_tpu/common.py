@@ -93,11 +93,11 @@ def profiled_seconds(call: Callable[[], Any], iters: int, keep: Optional[str] = 
 
 
 def module_spans(path: str) -> list[tuple[float, float]]:
-    """(start, seconds) of every XLA module execution on the first TPU device plane of an XPlane file."""
-    import jax
+    """(start, seconds) of every XLA module execution on the first TPU device plane of an XPlane file (read as
+    the JAX backend reads its traces: trace_timer.load_planes)."""
+    from xlabench.backends.jax.trace_timer import load_planes
 
-    planes = sorted((p for p in jax.profiler.ProfileData.from_file(path).planes if p.name.startswith("/device:TPU")),
-                    key=lambda p: p.name)
+    planes = sorted((p for p in load_planes(path) if p.name.startswith("/device:TPU")), key=lambda p: p.name)
     for plane in planes:
         for line in plane.lines:
             if line.name == "XLA Modules":

@@ -12,7 +12,8 @@ import torch
 from xlabench.backends.torch_xla import attention_impls as impls
 from xlabench.backends.torch_shared.attention import reference_outputs as shared_reference
 from xlabench.backends.torch_xla import jax_kernels
-from xlabench.backends.torch_xla.common import measure, peak_memory, with_device_times, to_numpy, xla_device
+from xlabench.backends.torch_shared.attention import to_numpy
+from xlabench.backends.torch_xla.common import measure, peak_memory, with_device_times, xla_device
 from xlabench.measure.timing import TimingPlan, max_normalised_error
 from xlabench.backends import user_impl
 from xlabench.workloads.attention import (REF_MAX_SCORE_BYTES, AttentionParams, attention_result, input_shapes, make_inputs)

@@ -13,7 +13,6 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
-import numpy as np
 import torch
 import torch_xla
 import torch_xla.core.xla_model as xm
@@ -131,10 +130,6 @@ def peak_memory(device: torch.device) -> tuple[Optional[int], str]:
         if key in info:
             return int(info[key]), f"peak memory: xm.get_memory_info {key}"
     return None, "peak memory: not reported by this torch_xla device"
-
-
-def to_numpy(t: torch.Tensor) -> np.ndarray:
-    return t.detach().to("cpu", dtype=torch.float32).numpy()
 
 
 def xla_device() -> torch.device:

@@ -9,7 +9,8 @@ import torch
 from xlabench.backends.torch_xla import jax_kernels
 from xlabench.backends.torch_xla import paged_impls as impls
 from xlabench.backends.torch_xla.attention_case import TORCH_DTYPES
-from xlabench.backends.torch_xla.common import measure, peak_memory, with_device_times, to_numpy, xla_device
+from xlabench.backends.torch_shared.attention import to_numpy
+from xlabench.backends.torch_xla.common import measure, peak_memory, with_device_times, xla_device
 from xlabench.backends.torch_xla.env import device_kind
 from xlabench.measure.timing import TimingPlan
 from xlabench.workloads.paged import PagedParams, cached_inputs, paged_result
