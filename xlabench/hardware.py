@@ -100,6 +100,13 @@ def lookup(device_kind: str) -> Chip | None:
     return None
 
 
+def chip_name(device_kind: str) -> str:
+    """One name per chip whichever framework named it (JAX's 'TPU v5 lite', TorchTPU's 'TPU v5e': 'TPU v5e');
+    a kind not in the table as it is."""
+    chip = lookup(str(device_kind))
+    return chip.name if chip is not None else str(device_kind)
+
+
 @dataclass(frozen=True)
 class DevicePeak:
     """What MFU and MBU are computed against, per device, and where the figures come from."""

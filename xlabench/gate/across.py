@@ -36,11 +36,6 @@ def parse_pair(text: str) -> tuple[str, str]:
     return parts[0], parts[1]
 
 
-def _chip(kind: Any) -> Any:
-    chip = hardware.lookup(str(kind)) if isinstance(kind, str) and kind else None
-    return chip.name if chip is not None else kind
-
-
 def side(run: RunData, backend: str, label: str) -> tuple[RunData, list[str]]:
     """``run``'s rows of ``backend`` as a run of their own, keyed by pair_key; (it, the frameworks' versions)."""
     rows = run.rows[run.rows["backend"].astype(str) == backend].copy()
@@ -51,7 +46,7 @@ def side(run: RunData, backend: str, label: str) -> tuple[RunData, list[str]]:
     new = [pair_key(r) for r in rows.to_dict("records")]
     versions = sorted({str(v) for v in rows["framework_version"] if isinstance(v, str) and v})
     rows["case_id"], rows["backend"] = new, label
-    rows["device_kind"] = [_chip(k) for k in rows["device_kind"]]
+    rows["device_kind"] = [hardware.chip_name(k) if isinstance(k, str) and k else k for k in rows["device_kind"]]
     rows["framework_version"] = None  # the frameworks are the comparison, not a mismatch
     ids = dict(zip(old, new))
     samples = run.samples[run.samples["case_id"].astype(str).isin(ids)].copy()

@@ -201,8 +201,7 @@ def title(df: pd.DataFrame, what: str) -> str:
         count = pd.Series(spans, index=env.index).where(env["target"].notna() & env["devices"].notna(), count)
     shown: dict[tuple[str, str], str] = {}  # one chip once, as the first framework named it (JAX 'TPU v5 lite', TorchTPU 'TPU v5e')
     for k, c in zip(env["device_kind"], count):
-        chip = hardware.lookup(str(k))
-        shown.setdefault((chip.name if chip is not None else str(k), c), str(k))
+        shown.setdefault((hardware.chip_name(k), c), str(k))
     devices = ", ".join(f"{k} ×{c}" for (_, c), k in shown.items())
     second = " · ".join(p for p in (devices, INTERPRET_NOTE if interpreted(df) else "") if p)
     return "\n".join(p for p in (f"{what}: {suites}", second) if p)

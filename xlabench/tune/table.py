@@ -51,8 +51,7 @@ def slug(device_kind: str) -> str:
 def same_chip(a: str, b: str) -> bool:
     """Whether two device kinds name one chip: one chip record matches both (JAX's 'TPU v5 lite' and
     TorchTPU's 'TPU v5e'), else the same slug."""
-    chip = hardware.lookup(a)
-    return chip is not None and chip is hardware.lookup(b) or slug(a) == slug(b)
+    return hardware.chip_name(a) == hardware.chip_name(b) or slug(a) == slug(b)
 
 
 def table_dir() -> Path:
