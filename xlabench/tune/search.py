@@ -41,6 +41,17 @@ class Dropped(Exception):
         self.detail = detail
 
 
+def drop_kind(e: BaseException) -> str:
+    """A failed candidate's kind from its error's text, any backend: ``vmem`` (Mosaic's scoped VMEM), ``oom``
+    (the device's memory), else ``compile``."""
+    text = str(e).lower()
+    if "vmem" in text or "scoped memory" in text:
+        return "vmem"
+    if "resource_exhausted" in text or "out of memory" in text or "does not fit" in text:
+        return "oom"
+    return "compile"
+
+
 class NoCandidate(Exception):
     """Every candidate of a stage was dropped (the message counts the reasons)."""
 

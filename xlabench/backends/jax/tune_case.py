@@ -32,7 +32,7 @@ from xlabench.backends.jax import trace_timer
 from xlabench.backends.jax.common import check_fits
 from xlabench.protocol.worker_messages import CaseSkipped
 from xlabench.tune import decide as decide_mod
-from xlabench.tune.search import Dropped, Stage
+from xlabench.tune.search import drop_kind, Dropped, Stage
 
 # Build(program, blocks) -> (the function of one iteration, its arguments); raises Dropped to prune.
 Build = Callable[[str, dict[str, int]], tuple[Callable, Sequence[Any]]]
@@ -58,15 +58,6 @@ def versions() -> dict[str, str]:
     client = getattr(jax.devices()[0], "client", None)
     return {"jax": jax.__version__, "jaxlib": jaxlib.__version__,
             "runtime": str(getattr(client, "platform_version", "") or "")}
-
-
-def drop_kind(e: BaseException) -> str:
-    text = str(e).lower()
-    if "vmem" in text or "scoped memory" in text:
-        return "vmem"
-    if "resource_exhausted" in text or "out of memory" in text or "does not fit" in text:
-        return "oom"
-    return "compile"
 
 
 class PooledTrace(RuntimeError):

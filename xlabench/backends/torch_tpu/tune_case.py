@@ -19,7 +19,7 @@ from xlabench.backends.torch_tpu.common import profiled_seconds, surface
 from xlabench.backends.torch_tpu import env
 from xlabench.protocol.worker_messages import CaseSkipped
 from xlabench.tune import decide as decide_mod
-from xlabench.tune.search import Dropped, Stage
+from xlabench.tune.search import drop_kind, Dropped, Stage
 
 # Build(program, blocks) -> the call of one iteration at those blocks; raises Dropped to prune.
 Build = Callable[[str, dict[str, int]], Callable[[], Any]]
@@ -29,15 +29,6 @@ TABLE_BACKENDS = ("jax",)  # the same Pallas kernels, tuned from JAX: their entr
 @dataclass
 class Handle:
     call: Callable[[], Any]
-
-
-def drop_kind(e: BaseException) -> str:
-    text = str(e).lower()
-    if "vmem" in text or "scoped memory" in text:
-        return "vmem"
-    if "resource_exhausted" in text or "out of memory" in text:
-        return "oom"
-    return "compile"
 
 
 def compile_many(build: Build, program: str, candidates: list[dict[str, int]]) -> list[Any]:
