@@ -40,6 +40,12 @@ def _rows(out: Path):
     return results.read_rows(files[0])
 
 
+def _errors(outs: list[Path]) -> list[str]:
+    """The failed rows' errors the processes wrote (a failure's cause, which the consoles cut)."""
+    return [str(e) for out in outs for p in out.glob("*/*.csv") if not p.name.endswith(".samples.csv")
+            for e in results.read_rows(p)["error"].dropna()]
+
+
 @pytest.mark.slow
 def test_two_processes_fsdp_over_8_global_devices_match_single_process(write_suite, tmp_path):
     suite = write_suite(SUITE)
@@ -63,7 +69,7 @@ def test_two_processes_fsdp_over_8_global_devices_match_single_process(write_sui
             env=env, cwd=str(ROOT), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
     logs = [p.communicate(timeout=600)[0] for p in procs]
     print(f"2-process run wall time: {time.time() - started:.1f}s")
-    assert [p.returncode for p in procs] == [0, 0], logs
+    assert [p.returncode for p in procs] == [0, 0], (logs, _errors(outs))
     row = _rows(outs[0]).iloc[0]
     assert row.status == "ok" and row.device_count == 8 and row.process_count == 2
     assert not list(outs[1].glob("*/*[0-9a-f].csv"))  # only process 0 writes results
