@@ -102,9 +102,22 @@ for arg in "$@"; do
     paged-user) run_user "$step" suites/paged_attention.yaml "$limit" ;;
     user-*)  # user-SUITE: a shipped suite, every backend, as a user runs it (filters: KEY=VALUE,...)
       run_in "$step" "suites/${step#user-}.yaml" "$limit" "${k[@]}" ;;
-    torch-tpu-train)  # GPT-2 355M on TorchTPU, splash, two batches (benchmarks/tpu/torch_tpu_train_v5e.yaml)
-      run_in "$step" benchmarks/tpu/torch_tpu_train_v5e.yaml "$limit" "${k[@]}" ;;
+    torch-tpu-train)  # GPT-2 355M on TorchTPU, splash, two batches (benchmarks/tpu/torch_tpu_train_v5e.yaml);
+      # TRAIN_YAML=NAME runs benchmarks/tpu/NAME.yaml instead (torch_tpu_train_124m_v5e, jax_train_124m_v5e)
+      run_in "$step" "benchmarks/tpu/${TRAIN_YAML:-torch_tpu_train_v5e}.yaml" "$limit" "${k[@]}" ;;
     torch-tpu-info) xb info --backend torch_tpu 2>&1 | tee "$OUT/info-torch-tpu.log" ;;
+    torch-tpu-probe)  # how TorchTPU compiles the torch train step, three ways (benchmarks/tpu/torch_tpu_train_probe.py):
+      # PROBES="variant:impl:batch[:model[:opt]] ..." (default below), each in its own process under the step's limit
+      mkdir -p "$OUT/results/probe"
+      for pr in ${PROBES:-layer:splash:8 whole:splash:8 trainer:splash:8}; do
+        IFS=: read -r v im b mo op <<<"$pr"
+        echo "=== probe $pr"
+        timeout --kill-after=10 "$limit" "$XLABENCH_TORCH_TPU_PYTHON" benchmarks/tpu/torch_tpu_train_probe.py \
+          "$v" "$im" "$b" "${mo:-gpt2-355m}" "${op:-compiled}" "$limit" 2>&1 \
+          | grep -v -e '^\s*$' -e UserWarning -e 'I0000' -e '_VF.einsum' -e 'warnings.warn' \
+          | tee -a "$OUT/results/probe/probe.log" | grep -e '^\[' -e '^===' -e Error | tail -30
+        echo "=== probe $v $im $b: exit ${PIPESTATUS[0]}" | tee -a "$OUT/results/probe/probe.log"
+      done ;;
     torch-tpu-*)  # torch-tpu-SUITE: a shipped suite's torch_tpu rows only (filters: KEY=VALUE,...)
       run_in "$step" "suites/${step#torch-tpu-}.yaml" "$limit" --backend torch_tpu "${k[@]}" ;;
     probe-trace)  # issue 49: the trace events the tuner reads for the paged kernels (benchmarks/tpu/probe_trace_events.py)

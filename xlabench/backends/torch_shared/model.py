@@ -91,21 +91,26 @@ class Transformer(nn.Module):
     def layer(self, w: dict[str, torch.Tensor], x: torch.Tensor) -> torch.Tensor:
         """One transformer layer on its weights ``w`` (layer_weights): the same code for every layer, so a
         compiler that traces it once (torch.compile, a graph break inside it) reuses it for all of them."""
-        cfg, p = self.cfg, w.__getitem__
+        # ``w[...]`` throughout, never a bound ``w.__getitem__``: where a kernel breaks the graph (splash_sdpa),
+        # the resumed frame's guards hold its locals, and a bound method of this call's dict dies with the
+        # call, which invalidated the compiled resume for every layer (recompile limit on the v5e)
+        cfg = self.cfg
         h = self._norm(w, "attn_norm", x)
-        q, k, v = (torch.einsum("bsd,dhk->bshk", h, p(w)) for w in ("wq", "wk", "wv"))
+        q = torch.einsum("bsd,dhk->bshk", h, w["wq"])
+        k = torch.einsum("bsd,dhk->bshk", h, w["wk"])
+        v = torch.einsum("bsd,dhk->bshk", h, w["wv"])
         if cfg.biases:
-            q, k, v = q + p("bq"), k + p("bk"), v + p("bv")
+            q, k, v = q + w["bq"], k + w["bk"], v + w["bv"]
         if cfg.arch == "llama":
             q, k = self._rope(q), self._rope(k)
-        attn = torch.einsum("bshk,hkd->bsd", self.attention(q, k, v), p("wo"))
-        x = x + (attn + p("bo") if cfg.biases else attn)
+        attn = torch.einsum("bshk,hkd->bsd", self.attention(q, k, v), w["wo"])
+        x = x + (attn + w["bo"] if cfg.biases else attn)
         h = self._norm(w, "mlp_norm", x)
         if cfg.glu:
-            u = F.silu(torch.einsum("bsd,df->bsf", h, p("w_gate"))) * torch.einsum("bsd,df->bsf", h, p("w_up"))
-            return x + torch.einsum("bsf,fd->bsd", u, p("w_down"))
-        u = F.gelu(torch.einsum("bsd,df->bsf", h, p("w_in")) + p("b_in"), approximate="tanh")
-        return x + torch.einsum("bsf,fd->bsd", u, p("w_out")) + p("b_out")
+            u = F.silu(torch.einsum("bsd,df->bsf", h, w["w_gate"])) * torch.einsum("bsd,df->bsf", h, w["w_up"])
+            return x + torch.einsum("bsf,fd->bsd", u, w["w_down"])
+        u = F.gelu(torch.einsum("bsd,df->bsf", h, w["w_in"]) + w["b_in"], approximate="tanh")
+        return x + torch.einsum("bsf,fd->bsd", u, w["w_out"]) + w["b_out"]
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         """tokens [B, S+1] -> next-token cross-entropy per sequence [B] (float32)."""
