@@ -46,6 +46,15 @@ def test_mfu_above_one_names_the_peak() -> None:
     assert rules.mfu_range({**row, "mfu": 0.0}) and rules.mfu_range({**row, "mfu": -0.1})
 
 
+def test_a_peak_memory_above_the_chips_hbm_is_suspect() -> None:
+    # TorchTPU 0.2.0 reported 139494737234248 bytes (139 TB) for a GPT-2 124M step on a 16 GiB v5e
+    why = audit.check_row(_row(peak_memory_bytes=139494737234248))[audit.PEAK_MEMORY]
+    assert "139494.74 GB" in why and "16 GiB" in why and "TPU v5e" in why
+    assert audit.check_row(_row(peak_memory_bytes=3.9e9)) == {}  # 3.9 GB of 16 GiB
+    assert audit.check_row(_row(peak_memory_bytes=17 * 2**30, status="oom")) == {}  # only ok rows are judged
+    assert audit.check_row(_row(peak_memory_bytes=1e15, device_kind="cpu", platform="cpu")) == {}  # no HBM
+
+
 def test_mbu_above_one_unless_the_cpu_row_fits_in_the_cache() -> None:
     cpu = _cpu()
     assert "mbu 2" in rules.mbu_range(cpu, audit.Host())

@@ -14,9 +14,9 @@ from typing import Any, Callable, Mapping, Optional
 
 from xlabench.cells import number
 from xlabench import roofline
-from xlabench.hardware import interconnect
+from xlabench.hardware import interconnect, lookup
 from xlabench.protocol.status import OK
-from xlabench.units import GIGA, MEGA, TERA, to_ms
+from xlabench.units import GIB, GIGA, MEGA, TERA, to_ms
 
 TUNE_TOLERANCE = 0.15  # a tuned row's median vs its search's best, its default_s vs the default blocks' own row
 ROOFLINE_TOLERANCE = roofline.FRAC_SLACK - 1  # a CPU row may beat its floor by this much (measured host peaks)
@@ -26,6 +26,7 @@ DERIVED_REL = 1e-6  # a derived column vs its recomputation from the row's input
 MFU_RANGE, MBU_RANGE, ROOFLINE, ROOFLINE_COLUMNS, DERIVED, TUNE_BEST, TUNE_CHECK, DEFAULT_S, EXPLAIN_ROOF = (
     "mfu_range", "mbu_range", "roofline", "roofline_columns", "derived", "tune_best", "tune_check", "default_s",
     "explain_roof")
+PEAK_MEMORY = "peak_memory"
 EXPLAIN_CPU_SLACK = 0.05  # a CPU row's explain rate may exceed the host's measured peak by this much
 CACHE_RESIDENT = "cache-resident"
 
@@ -90,6 +91,16 @@ def mbu_range(row: Mapping[str, Any], host: Host = Host()) -> Optional[str]:
                if str(row.get("platform", "")) == "cpu" and not host.llc_bytes else "")
     return (f"mbu {_g(mbu)} outside (0, 1]: {_g(num(row, 'gbytes_per_s') or 0)} GB/s on {_devices(row)} device(s) "
             f"of peak {_g(num(row, 'peak_gbytes_per_s') or 0)} GB/s{unknown}")
+
+
+def peak_memory(row: Mapping[str, Any], host: Host = Host()) -> Optional[str]:
+    """An ok row's peak device memory (per device) at most its chip's datasheet HBM (hardware's table; a
+    device not in it, or a CPU, is not judged)."""
+    peak, chip = num(row, "peak_memory_bytes"), lookup(str(row.get("device_kind", "")))
+    if not _ok(row) or peak is None or chip is None or not chip.hbm_gib or peak <= chip.hbm_gib * GIB:
+        return None
+    return (f"peak_memory_bytes {peak / GIGA:.2f} GB per device is more than a {chip.name}'s {_g(chip.hbm_gib)} GiB "
+            f"of HBM ({str(row.get('notes', '')).split('peak memory: ')[-1].split(';')[0] or 'no source'})")
 
 
 def _roof(row: Mapping[str, Any]) -> dict[str, Any]:
@@ -232,7 +243,7 @@ def default_s(row: Mapping[str, Any], untuned: Mapping[str, Any]) -> Optional[st
 ROW_RULES: dict[str, Callable[[Mapping[str, Any], Host], Optional[str]]] = {
     MFU_RANGE: mfu_range, MBU_RANGE: mbu_range, ROOFLINE: roofline_ceiling, ROOFLINE_COLUMNS: roofline_columns,
     DERIVED: derived, TUNE_BEST: tune_best,
-    TUNE_CHECK: tune_check,
+    TUNE_CHECK: tune_check, PEAK_MEMORY: peak_memory,
 }
 
 

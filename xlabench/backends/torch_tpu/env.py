@@ -64,6 +64,15 @@ def jax_device_kind() -> str:
     return (chip.jax_kind or chip.name) if chip is not None else device_kind()
 
 
+def hbm_bytes() -> Optional[float]:
+    """The chip's datasheet HBM in bytes (hardware's chip table), None where the chip is not in it."""
+    from xlabench import hardware
+    from xlabench.units import GIB
+
+    chip = hardware.lookup(device_kind())
+    return chip.hbm_gib * GIB if chip is not None and chip.hbm_gib else None
+
+
 def probe(measure_peaks: bool = True) -> dict[str, Any]:
     return {
         "backend": "torch_tpu",
