@@ -54,6 +54,10 @@ def test_the_case_runners_plumbing_on_cpu_torch():
     assert "libtpu 0.0.42.1 (torch-tpu 0.2.0 declares libtpu>=0.0.50)" in out["shortfall"]
     assert "math.log2" in out["shortfall"] and out["no_shortfall"] is None
     assert out["one_layer_code"] and out["remat_same_losses"]
+    for impl in ("naive", "sdpa", "splash"):
+        assert out[f"one_graph/{impl}"] is True, out[f"one_graph/{impl}"]
+    assert out["peak_impossible"][0] is None and "more than the chip holds" in out["peak_impossible"][1]
+    assert out["peak_plausible"] == [3 * 2**30, "peak memory: torch.accelerator.max_memory_allocated"]
 
 
 def test_on_a_tpu_host_without_its_environment_the_rows_say_how_to_install_it(tmp_path, monkeypatch):

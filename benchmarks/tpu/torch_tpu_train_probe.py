@@ -57,7 +57,7 @@ def main() -> None:
                     sharding="fsdp", remat="none")
     cfg = p.config()
     dev = env.device()
-    model = Transformer(cfg, torch.bfloat16, PARAM_SEED, attention_fn(impl, cfg, "tpu")).to(dev)
+    model = Transformer(cfg, torch.bfloat16, PARAM_SEED, attention_fn(impl, cfg, p, None, "tpu", {})).to(dev)
     tokens = torch.from_numpy(make_tokens(p, TOKEN_SEED)).to(dev)
     say("model on", dev)
     hp = dict(lr=ADAMW["learning_rate"], weight_decay=ADAMW["weight_decay"], eps=ADAMW["eps"])

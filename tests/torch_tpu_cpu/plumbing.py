@@ -12,6 +12,7 @@ import types
 import torch
 
 sys.modules["torch_tpu"] = types.ModuleType("torch_tpu")  # no TorchTPU on this host: its runtime stubbed
+real_compile = torch.compile  # torch.compile's tracer (dynamo), for the one-graph check below
 torch.compile = lambda fn=None, **kw: fn  # no compiler on the test host: the functions run eagerly
 from xlabench.backends.torch_tpu import env
 env.device = lambda: torch.device("cpu")
@@ -57,10 +58,29 @@ out["no_shortfall"] = env.libtpu_shortfall(RuntimeError("RESOURCE_EXHAUSTED: out
 from xlabench.backends.torch_shared.model import Transformer, checkpoint_layers
 from xlabench.workloads.train import make_tokens
 cfg = TrainParams(**tp).config()
-model = Transformer(cfg, torch.float32, 0, lambda q, k, v: attention_impls.naive(q, k, v, AttnConfig(True, 0.125)))
+model = Transformer(cfg, torch.float32, 0, attention_impls.naive.bind(AttnConfig(True, 0.125), 64, 64))
 tokens = torch.from_numpy(make_tokens(TrainParams(**tp), 1))
 out["one_layer_code"] = len({id(model.block(i)) for i in range(cfg.num_layers)}) == 1
 plain = model(tokens)
 checkpoint_layers(model, torch.utils.checkpoint.checkpoint)
 out["remat_same_losses"] = bool(torch.equal(plain, model(tokens)))
+# The train step's model as TorchTPU compiles it, by each kernel bound for it: one graph, no break (a break
+# inside the layer loop leaves the whole forward to eager). splash_sdpa stubbed by SDPA, with its block keywords.
+import torch.nn.functional as F
+torch.tpu = types.SimpleNamespace(ops=types.SimpleNamespace(
+    splash_sdpa=lambda q, k, v, scale, is_causal, enable_gqa, **blocks: F.scaled_dot_product_attention(
+        q, k, v, is_causal=is_causal, scale=scale, enable_gqa=enable_gqa)))
+for impl in ("naive", "sdpa", "splash"):
+    torch._dynamo.reset()
+    model = Transformer(cfg, torch.float32, 0, train_case.attention_fn(impl, cfg, TrainParams(**tp), None, "cpu", {}))
+    try:
+        real_compile(model, fullgraph=True, backend="eager")(tokens)
+        out[f"one_graph/{impl}"] = True
+    except Exception as e:  # noqa: BLE001 (the test prints what broke the graph)
+        out[f"one_graph/{impl}"] = f"{type(e).__name__}: {str(e)[:400]}"
+# a peak TorchTPU reports that no chip could hold is left out, saying so
+torch.accelerator.max_memory_allocated = lambda: 139494737234248
+out["peak_impossible"] = list(common.peak_memory(16 * 2**30))
+torch.accelerator.max_memory_allocated = lambda: 3 * 2**30
+out["peak_plausible"] = list(common.peak_memory(16 * 2**30))
 print(json.dumps(out))

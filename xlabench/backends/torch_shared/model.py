@@ -50,14 +50,19 @@ class Transformer(nn.Module):
                 t = torch.randn(spec.shape, generator=gen) * std
             params[name.replace(".", "/")] = nn.Parameter(t.to(dtype))
         self.w = nn.ParameterDict(params)
+        # each layer's (name within the layer, key in self.w), listed once: the forward reads them from a list,
+        # never by iterating a dict (torch.compile cannot step a dict's key iterator: it broke the graph inside
+        # the layer loop, and the whole forward fell back to eager on the v5e)
+        self.layer_keys = [tuple((name[len(f"layers.{i}."):], name.replace(".", "/")) for name in self.specs
+                                 if name.startswith(f"layers.{i}.")) for i in range(cfg.num_layers)]
+        self.final_norm = tuple(n for n in ("final_norm.scale", "final_norm.bias") if n in self.specs)
 
     def p(self, name: str) -> torch.Tensor:
         return self.w[name.replace(".", "/")]
 
     def layer_weights(self, i: int) -> dict[str, torch.Tensor]:
         """Layer ``i``'s parameters by their names within a layer ('wq', 'attn_norm.scale', ...)."""
-        prefix = f"layers.{i}."
-        return {name[len(prefix):]: self.p(name) for name in self.specs if name.startswith(prefix)}
+        return {short: self.w[key] for short, key in self.layer_keys[i]}
 
     def _norm(self, w: dict[str, torch.Tensor], prefix: str, x: torch.Tensor) -> torch.Tensor:
         """LayerNorm (gpt2) or RMSNorm (llama), statistics in float32; its weights ``w[prefix + '.scale']``."""
@@ -121,8 +126,7 @@ class Transformer(nn.Module):
             x = x + self.p("pos")[: inputs.shape[1]]
         for i in range(cfg.num_layers):
             x = self.block(i)(self.layer_weights(i), x)
-        x = self._norm({n: self.p(n) for n in ("final_norm.scale", "final_norm.bias") if n in self.specs},
-                       "final_norm", x)
+        x = self._norm({n: self.p(n) for n in self.final_norm}, "final_norm", x)
         w = self.p("embed").t() if cfg.tied_embeddings else self.p("unembed")
         z = torch.einsum("bsd,dv->bsv", x, w).float()
         if cfg.padded_vocab != cfg.vocab_size:

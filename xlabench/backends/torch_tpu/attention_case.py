@@ -42,9 +42,10 @@ def highest_precision() -> Iterator[None]:
 def step(p: AttentionParams, im: AttentionImplRecord, cfg: AttnConfig, args: tuple) -> Callable[[], tuple]:
     """One iteration on ``args`` (q, k, v[, do] in the impl's layout): (out,) or (out, dq, dk, dv)."""
     q, k, v = args[:3]
+    fn = im.fn.standalone(cfg, p.seq_len, p.kv_seq_len)
 
     def call() -> tuple:
-        out = im.fn(q, k, v, cfg)
+        out = fn(q, k, v)
         if p.mode == "fwd":
             return (out,)
         return (out,) + torch.autograd.grad(out, (q, k, v), args[3])
@@ -59,6 +60,17 @@ def tune_for(p: AttentionParams, im: AttentionImplRecord, cfg: AttnConfig, plan:
     return rules.tune_blocks(
         p, im, cfg, platform, lambda space, key, build, hints: tune_case.decide(plan, space, impl, key, build, hints),
         lambda q, c, program: step(q, im, c, args[:3] if program == "fwd" else args))
+
+
+def tuned_config(p: AttentionParams, impl: str, cfg: AttnConfig, plan: TimingPlan,
+                 platform: str) -> tuple[AttnConfig, dict[str, Any], str]:
+    """tune_for on inputs of case ``p`` made here (the train step's attention, tuned at its shape through the
+    same search, cache and table as an attention case)."""
+    im = record(impl)
+    dtype, dev = TORCH_DTYPES[p.dtype], env.device()
+    args = tuple(to_layout(torch.from_numpy(x).to(dtype), im.layout).contiguous().to(dev).requires_grad_(name != "do")
+                 for name, x in make_inputs(p).items())
+    return tune_for(p, im, cfg, plan, impl, platform, args)
 
 
 def run_attention_case(params: dict[str, Any], impl: str, plan: TimingPlan, interpret: bool,

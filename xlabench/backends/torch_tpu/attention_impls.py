@@ -11,7 +11,8 @@ AttnConfig, and returns the output in the same layout.
 from __future__ import annotations
 
 import functools
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Callable
 
 import torch
 import torch.nn.functional as F
@@ -23,23 +24,39 @@ from xlabench.impls.kernels.splash import SplashConfig
 from xlabench.workloads.attention import AttnConfig
 
 
+Fn = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
+
+
+@dataclass(frozen=True)
+class TorchAttention:
+    """A torch_tpu attention kernel. ``bind(cfg, sq, sk)`` is the kernel at one config and shape as a function
+    of (q, k, v): torch ops and the kernel's call only, everything it derives from the config and the shapes
+    resolved in ``bind``, so a caller that compiles around it (the train step's model) traces tensor ops
+    alone (splash's blocks, resolved inside the trace from a dataclass, broke the graph at every layer, and
+    the loop's graph break left the model's forward to eager on the v5e). ``standalone`` is the same function
+    for a caller that runs the kernel alone (an attention case): compiled by torch.compile per config and
+    shape where ``compiled`` (the kernels written in torch ops), as bound where it is one call already."""
+
+    bind: Callable[[AttnConfig, int, int], Fn]
+    compiled: bool = False
+
+    def standalone(self, cfg: AttnConfig, sq: int, sk: int) -> Fn:
+        return _compiled(self, cfg, sq, sk) if self.compiled else self.bind(cfg, sq, sk)
+
+
 @functools.lru_cache(maxsize=None)
-def _compiled(kind: str, causal: bool, sm_scale: float, gqa: bool) -> Any:
-    """One compiled function per kind and attention setting (torch.compile caches its graphs on it)."""
-    if kind == "naive":
-        return torch.compile(lambda q, k, v: grouped_attention(q, k, v, causal, sm_scale))
-    return torch.compile(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=sm_scale,
-                                                                        enable_gqa=gqa))
+def _compiled(kernel: TorchAttention, cfg: AttnConfig, sq: int, sk: int) -> Fn:
+    """One compiled function per kernel, config and shape (torch.compile caches its graphs on it)."""
+    return torch.compile(kernel.bind(cfg, sq, sk))
 
 
-def naive(q, k, v, cfg: AttnConfig):
-    """[B, S, H, D]: softmax(QK^T) V in torch ops, float32 logits, compiled."""
-    return _compiled("naive", cfg.causal, cfg.sm_scale, False)(q, k, v)
+def _naive(cfg: AttnConfig, sq: int, sk: int) -> Fn:
+    return lambda q, k, v: grouped_attention(q, k, v, cfg.causal, cfg.sm_scale)
 
 
-def sdpa(q, k, v, cfg: AttnConfig):
-    """[B, H, S, D]: F.scaled_dot_product_attention, compiled (GQA by enable_gqa)."""
-    return _compiled("sdpa", cfg.causal, cfg.sm_scale, q.shape[1] != k.shape[1])(q, k, v)
+def _sdpa(cfg: AttnConfig, sq: int, sk: int) -> Fn:
+    return lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=cfg.causal, scale=cfg.sm_scale,
+                                                          enable_gqa=q.shape[1] != k.shape[1])
 
 
 def splash_blocks(cfg: AttnConfig, sq: int, sk: int) -> dict[str, Any]:
@@ -51,12 +68,21 @@ def splash_blocks(cfg: AttnConfig, sq: int, sk: int) -> dict[str, Any]:
                 block_q_dq=c.block_q_bwd, block_kv_dq=c.block_k_bwd, use_fused_bwd_kernel=bool(c.fused_bwd))
 
 
-def splash(q, k, v, cfg: AttnConfig):
-    """[B, H, S, D]: torch.tpu.ops.splash_sdpa (GQA: it repeats the K/V heads to the query heads)."""
-    return torch.tpu.ops.splash_sdpa(q, k, v, scale=cfg.sm_scale, is_causal=cfg.causal,
-                                     enable_gqa=q.shape[1] != k.shape[1], **splash_blocks(cfg, q.shape[2], k.shape[2]))
+def _splash(cfg: AttnConfig, sq: int, sk: int) -> Fn:
+    blocks = splash_blocks(cfg, sq, sk)
+    return lambda q, k, v: torch.tpu.ops.splash_sdpa(q, k, v, scale=cfg.sm_scale, is_causal=cfg.causal,
+                                                     enable_gqa=q.shape[1] != k.shape[1], **blocks)
 
 
-def flash(q, k, v, cfg: AttnConfig):
-    """[B, H, S, D]: the JAX backend's Pallas TPU flash kernel through jax_op (its backward: jax.vjp of it)."""
-    return jax_ops.attention(kernels.kernel("jax", "flash", paged_family=False).code, cfg)(q, k, v)
+def _flash(cfg: AttnConfig, sq: int, sk: int) -> Fn:
+    return jax_ops.attention(kernels.kernel("jax", "flash", paged_family=False).code, cfg)
+
+
+# [B, S, H, D]: softmax(QK^T) V in torch ops, float32 logits, compiled
+naive = TorchAttention(_naive, compiled=True)
+# [B, H, S, D]: F.scaled_dot_product_attention, compiled (GQA by enable_gqa)
+sdpa = TorchAttention(_sdpa, compiled=True)
+# [B, H, S, D]: torch.tpu.ops.splash_sdpa (GQA: it repeats the K/V heads to the query heads)
+splash = TorchAttention(_splash)
+# [B, H, S, D]: the JAX backend's Pallas TPU flash kernel through jax_op (its backward: jax.vjp of it)
+flash = TorchAttention(_flash)

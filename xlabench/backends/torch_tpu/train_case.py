@@ -6,18 +6,20 @@ is a skip (TorchTPU's SPMD is not wired here)."""
 from __future__ import annotations
 
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 import torch
 
 from xlabench.backends.torch_shared.attention import to_layout
 from xlabench.backends.torch_shared.model import Transformer, checkpoint_layers, reference_losses, unsupported_step
-from xlabench.backends.torch_tpu.attention_case import TORCH_DTYPES, highest_precision, record
+from xlabench.backends.torch_tpu.attention_case import TORCH_DTYPES, highest_precision, record, tuned_config
 from xlabench.backends.torch_tpu.common import TRACE_SOURCE, fresh_case, peak_memory, profiled_seconds, surface
 from xlabench.backends.torch_tpu import env
+from xlabench.measure.phases import Phases
 from xlabench.measure.timing import TimingPlan, time_calls, with_timer
 from xlabench.protocol.worker_messages import CaseResult, CaseSkipped
-from xlabench.workloads.attention import AttnConfig, default_scale
+from xlabench.units import to_ms
+from xlabench.workloads.attention import AttentionParams, AttnConfig, default_scale
 from xlabench.workloads.model_presets import ModelConfig
 from xlabench.workloads.train import ADAMW, PARAM_SEED, TOKEN_SEED, TrainParams, make_tokens, train_result
 
@@ -26,14 +28,29 @@ OOM_WORDS = ("resource_exhausted", "out of memory")
 FAILED_STATE = "a required argument is in a failed state"  # TorchTPU's error after a failed (e.g. OOM) execution
 
 
-def attention_fn(impl: str, cfg: ModelConfig, platform: str) -> Callable:
-    """[B, S, H, D] attention for the model by the torch_tpu kernel ``impl`` (causal)."""
+def attention_fn(impl: str, cfg: ModelConfig, p: TrainParams, plan: Optional[TimingPlan], platform: str,
+                 tuned: dict[str, Any]) -> Callable:
+    """[B, S, H, D] attention for the model by the torch_tpu kernel ``impl`` (causal). With ``plan`` (a run's)
+    and a kernel that has blocks to tune, at its search's winner for the step's attention shape (fwd_bwd):
+    from the tuning cache, the shipped table or searched now, as an attention case decides them; ``tuned``
+    receives the row's tuning columns and a note."""
     im = record(impl)
-    acfg = AttnConfig(causal=True, sm_scale=default_scale(cfg.head_dim))
+    acfg = AttnConfig(causal=True, sm_scale=default_scale(cfg.head_dim), block_q=p.block_q, block_k=p.block_k)
+    if plan is not None and im.tune_space is not None:
+        case = AttentionParams(batch=p.batch(), num_heads=cfg.num_heads, num_kv_heads=cfg.num_kv_heads,
+                               seq_len=p.seq_len, head_dim=cfg.head_dim, causal=True, dtype=p.dtype, mode="fwd_bwd",
+                               block_q=p.block_q, block_k=p.block_k)
+        acfg, fields, note = tuned_config(case, impl, acfg, plan, platform)
+        best, default = fields.pop("tune_best_s", None), fields.pop("default_s", None)
+        tuned.update(fields)
+        shape = f"{case.batch}x{case.seq_len}x{case.num_heads}x{case.head_dim}"
+        tuned["notes"] = "; ".join(filter(None, [note, (
+            f"attention tuned at its shape {shape} (fwd_bwd): {to_ms(best):.3f} ms against "
+            f"{to_ms(default):.3f} ms at the default blocks") if best and default else ""]))
+    fn = im.fn.bind(acfg, p.seq_len, p.seq_len)  # traced inside the compiled model: bound here, once
 
     def attend(q, k, v):
-        out = im.fn(to_layout(q, im.layout), to_layout(k, im.layout), to_layout(v, im.layout), acfg)
-        return to_layout(out, im.layout)
+        return to_layout(fn(to_layout(q, im.layout), to_layout(k, im.layout), to_layout(v, im.layout)), im.layout)
 
     return attend
 
@@ -47,10 +64,12 @@ def checks(p: TrainParams) -> None:
         raise CaseSkipped(why)
 
 
-def build(p: TrainParams, impl: str, platform: str) -> tuple[Transformer, Callable[[], Any], list]:
+def build(p: TrainParams, impl: str, platform: str, plan: Optional[TimingPlan] = None,
+          tuned: Optional[dict[str, Any]] = None) -> tuple[Transformer, Callable[[], Any], list]:
     """The model on the chip and one train step: compiled loss, backward, compiled AdamW step."""
     cfg = p.config()
-    model = Transformer(cfg, TORCH_DTYPES[p.dtype], PARAM_SEED, attention_fn(impl, cfg, platform))
+    attend = attention_fn(impl, cfg, p, plan, platform, {} if tuned is None else tuned)
+    model = Transformer(cfg, TORCH_DTYPES[p.dtype], PARAM_SEED, attend)
     if p.remat == "full":
         from torch.utils.checkpoint import checkpoint
 
@@ -82,15 +101,18 @@ def run_train_case(params: dict[str, Any], impl: str, plan: TimingPlan, interpre
     checks(p)
     fresh_case()
     tokens_np = make_tokens(p, TOKEN_SEED)
+    phase, tuned = Phases(), {}
     try:
-        model, step, outs = build(p, impl, platform)
-        with highest_precision():
+        with phase("tune"):  # the attention's blocks (cache, table or search), the model on the chip
+            model, step, outs = build(p, impl, platform, plan, tuned)
+        with phase("reference"), highest_precision():
             ref = reference_losses(model, tokens_np[:1], env.device())
-        started = time.perf_counter()
-        for _ in range(COMPILING_STEPS):
-            surface(step())
-        env.sync()
-        compile_s = time.perf_counter() - started
+        with phase("compile"):
+            started = time.perf_counter()
+            for _ in range(COMPILING_STEPS):
+                surface(step())
+            env.sync()
+            compile_s = time.perf_counter() - started
         n = p.steps_per_sample
 
         def loop() -> Any:  # a training loop's dispatch: n steps back to back, one sync
@@ -98,19 +120,12 @@ def run_train_case(params: dict[str, Any], impl: str, plan: TimingPlan, interpre
                 step()
             return outs[-1]
 
-        loops, _ = time_calls(loop, lambda _: env.sync(), plan)
-        timed = list(outs)  # the device pass's steps below are not the row's losses
-        traced = profiled_seconds(step, len(loops), plan.trace_dir) if plan.device_timed else ()
+        with phase("timing"):
+            loops, _ = time_calls(loop, lambda _: env.sync(), plan)
+            timed = list(outs)  # the device pass's steps below are not the row's losses
+            traced = profiled_seconds(step, len(loops), plan.trace_dir) if plan.device_timed else ()
     except Exception as e:
-        if any(w in str(e).lower() for w in OOM_WORDS):
-            raise CaseSkipped(f"out of memory on the chip: {type(e).__name__}: {str(e)[:300]}") from None
-        if FAILED_STATE in str(e):
-            raise CaseSkipped(f"an execution on the chip failed before this step ran, as when it runs out of memory "
-                              f"(the run's log has TorchTPU's error): {type(e).__name__}: {str(e)[:200]}") from None
-        why = env.libtpu_shortfall(e)
-        if why:
-            raise CaseSkipped(why) from None
-        raise
+        raise skip_for(e) from None
     samples = [t / n for t in loops]
     mem, mem_note = peak_memory()
     losses = [float(loss) for loss, _ in timed]
@@ -120,4 +135,20 @@ def run_train_case(params: dict[str, Any], impl: str, plan: TimingPlan, interpre
                            f"step time: {n} steps dispatched per sample, one sync, sample = loop time / {n}"],
                           ["scan_layers: torch_tpu loops over layers in Python (the same model and losses)"]
                           if p.scan() else [])
+    tune_note = tuned.pop("notes", "")
+    phase.log(f"{impl} {p.model} batch={p.batch()}")
+    result = result.replace(notes="; ".join(filter(None, [result.notes, tune_note])),
+                            metrics={**result.metrics, **tuned}, phase_s=phase.rounded())
     return with_timer(result, plan, traced, source=TRACE_SOURCE)
+
+
+def skip_for(e: Exception) -> Exception:
+    """What a failed step becomes: a skip with the reason where the chip ran out of memory, or its libtpu
+    is older than TorchTPU needs; else the error itself (a failed row)."""
+    if any(w in str(e).lower() for w in OOM_WORDS):
+        return CaseSkipped(f"out of memory on the chip: {type(e).__name__}: {str(e)[:300]}")
+    if FAILED_STATE in str(e):
+        return CaseSkipped(f"an execution on the chip failed before this step ran, as when it runs out of memory "
+                           f"(the run's log has TorchTPU's error): {type(e).__name__}: {str(e)[:200]}")
+    why = env.libtpu_shortfall(e)
+    return CaseSkipped(why) if why else e
