@@ -104,7 +104,7 @@ def run_attention_case(params: dict[str, Any], impl: str, plan: TimingPlan, inte
     m.out = None
     with highest_precision():
         refs = reference_outputs(host, p, cfg.sm_scale, dev)
-    notes = [n for n in (ignored, tune_note, mem_note, *m.notes()) if n]
+    notes = [n for n in (im.note, ignored, tune_note, mem_note, *m.notes()) if n]
     result = attention_result(p, m.samples, plan, None, m.compile_s, mem, max_normalised_error(outs, refs), notes)
     result = result.replace(metrics={**result.metrics, **tuned})
     return with_device_times(result, plan, m)

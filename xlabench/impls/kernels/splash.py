@@ -85,5 +85,8 @@ KERNELS = (
     Kernel(ImplInfo("splash", "torch_tpu", ATTENTION, ("tpu",), (),
                     "torch.tpu.ops.splash_sdpa: JAX's splash kernel, forward and backward, every block exposed"),
            torch_tpu_splash, BLOCK_PARAMS, SplashConfig, splash_space, code="xlabench.backends.torch_tpu.attention_impls:splash",
-           layout="bhsd", style=STYLE),
+           layout="bhsd", style=STYLE,
+           note=("splash_sdpa's forward is the kernel's fwd_residuals variant vmapped over the batch: it writes the "
+                 "softmax statistics for a backward even when none follows (JAX's splash forward does not); "
+                 "GQA: it repeats the K/V heads to the query heads")),
 )
