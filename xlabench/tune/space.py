@@ -156,13 +156,6 @@ class KernelConfig:
         return {n: getattr(self, n) for n in (self.names() if names is None else names) if getattr(self, n) is not None}
 
 
-def config_fields(name: str, names: Iterable[str], base: type = KernelConfig, stage: str = FORWARD) -> type:
-    """A KernelConfig subclass with one optional int field per name in ``names``: the fields of a list
-    declared elsewhere (a workload's tuned parameters) without spelling them again."""
-    return dataclasses.make_dataclass(name, [(n, typing.Annotated[Optional[int], Searched(stage)], None)
-                                             for n in names], bases=(base,), frozen=True)
-
-
 def with_blocks(cfg: Any, blocks: Mapping[str, int], own: Iterable[str]) -> Any:
     """``cfg`` (a backend's AttnConfig or PagedConfig) at ``blocks``: the ones it has a field for (``own``,
     the case's parameters) to those fields, the rest to its ``blocks`` pairs (sorted), which each kernel's

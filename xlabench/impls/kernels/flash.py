@@ -8,8 +8,8 @@ from typing import Annotated, ClassVar, Optional
 
 from xlabench.impls.kernel import ATTENTION, ImplInfo, Kernel, Style
 from xlabench.tune.space import MultipleOf
-from xlabench.workloads.attention import (BLOCK_PARAMS, BWD_BLOCK_PARAMS, AttentionParams, BackwardBlocks, block_stages,
-                                          block_unsupported, tile_candidates)
+from xlabench.impls.configs import BWD_BLOCK_PARAMS, BackwardBlocks, block_stages, block_unsupported, tile_candidates
+from xlabench.workloads.attention import BLOCK_PARAMS, AttentionParams
 
 LANES = 128  # the kernel's key block is a whole number of vector lanes
 STYLE = Style("#1f77b4", "-", "//")

@@ -10,8 +10,8 @@ from typing import Annotated, ClassVar, Optional
 
 from xlabench.impls.kernel import ATTENTION, ImplInfo, Kernel, Style
 from xlabench.tune.space import BACKWARD, Divides, Searched
-from xlabench.workloads.attention import (BLOCK_PARAMS, BWD_BLOCK_PARAMS, AttentionParams, BackwardBlocks, block_stages,
-                                          block_unsupported, tile_candidates)
+from xlabench.impls.configs import BWD_BLOCK_PARAMS, BackwardBlocks, block_stages, block_unsupported, tile_candidates
+from xlabench.workloads.attention import BLOCK_PARAMS, AttentionParams
 
 
 @dataclass(frozen=True)
