@@ -84,7 +84,8 @@ class Divides:
 @functools.lru_cache(maxsize=None)
 def declared(cls: type) -> dict[str, tuple[Any, ...]]:
     """{field: what its type declares besides its values (Searched, constraints)} of config class ``cls``,
-    in field order."""
+    in field order. The types are read in the names of each class's module (``from __future__ import
+    annotations`` makes them strings), so a config and what its types name are declared at module level."""
     hints = typing.get_type_hints(cls, include_extras=True)
     return {f.name: tuple(getattr(hints[f.name], "__metadata__", ())) for f in dataclasses.fields(cls)}
 
