@@ -9,8 +9,8 @@ from dataclasses import dataclass
 from typing import Optional
 
 from xlabench.impls.kernel import ATTENTION, ImplInfo, Kernel
-from xlabench.workloads.attention import BLOCK_PARAMS
-from xlabench.workloads.attention import AttentionParams, KernelBlocks, block_stages
+from xlabench.impls.configs import KernelBlocks, block_stages
+from xlabench.workloads.attention import BLOCK_PARAMS, AttentionParams
 
 SIZES = (32, 64)
 

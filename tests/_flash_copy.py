@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass
-from typing import Optional
+from typing import Annotated, ClassVar, Optional
 
 from xlabench.impls.kernel import ATTENTION, ImplInfo, Kernel, Style
-from xlabench.workloads.attention import (BLOCK_PARAMS, BWD_BLOCK_PARAMS, AttentionParams, BackwardBlocks, block_stages,
-                                          block_unsupported, tile_candidates)
+from xlabench.tune.space import MultipleOf
+from xlabench.impls.configs import BWD_BLOCK_PARAMS, BackwardBlocks, block_stages, block_unsupported, tile_candidates
+from xlabench.workloads.attention import BLOCK_PARAMS, AttentionParams
 
 LANES = 128  # the kernel's key block is a whole number of vector lanes
 STYLE = Style("#5254a3", (0, (3, 1)), "oo")  # a colour no unknown name is given
@@ -23,10 +24,9 @@ class FlashCopyConfig(BackwardBlocks):
     """Pallas TPU flash_attention: block_q x block_k forward, block_q_bwd x block_k_bwd backward; block_k a
     multiple of LANES."""
 
-    def validate(self) -> "FlashCopyConfig":
-        if self.block_k is not None and self.block_k % LANES:
-            raise ValueError(f"flash_copy needs block_k to be a multiple of {LANES} (got {self.block_k})")
-        return self
+    kernel_name: ClassVar[str] = "flash_copy"
+
+    block_k: Annotated[Optional[int], MultipleOf(LANES)] = None
 
 
 def flash_copy_rule(b, sq, sk, hq, hkv, dtype, cfg, platform) -> Optional[str]:

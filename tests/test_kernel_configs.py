@@ -9,12 +9,15 @@ import ast
 import dataclasses
 import itertools
 import json
+import typing
 from pathlib import Path
+from typing import Annotated, Optional
 
 import pytest
 
 from tests.fixtures import record_kernel_configs as record
-from xlabench.impls import attention_rules, paged_rules
+from xlabench.impls import attention_rules, configs, paged_rules
+from xlabench.tune.space import Divides, KernelConfig, MultipleOf, Searched
 from xlabench.workloads import TUNED_PARAMS
 from xlabench.workloads.attention import AttnConfig
 from xlabench.workloads.paged import PagedConfig, PagedParams
@@ -129,8 +132,9 @@ class _Shaped:
 
 def test_each_kernel_block_is_declared_once_and_spelled_as_a_string_nowhere():
     """A config field is the name the tuner, the cache and the blocks column use: declared once (a field of
-    one config; the case's own parameters are TUNED_PARAMS, spelled in their workload's module only, and the backward
-    blocks derive from them), never spelled again as a string for a kernel to look up."""
+    one config; the case's own parameters are TUNED_PARAMS, declared in their workload's module and spelled as
+    the fields of impls.configs' bases, which are checked against them at import, as the backward blocks are),
+    never spelled again as a string for a kernel to look up."""
     names = {n for cls in (*ATTENTION.values(), *PAGED.values()) for n in cls.names()}
     own = names - {n for ns in TUNED_PARAMS.values() for n in ns} - {f"{n}_bwd" for n in TUNED_PARAMS["attention"]}
     assert own == {"block_kv_compute", "fused_bwd", "queries_per_block"}
@@ -144,3 +148,38 @@ def test_each_kernel_block_is_declared_once_and_spelled_as_a_string_nowhere():
                 if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) and stmt.target.id in own:
                     declared[stmt.target.id].append(f"{path.relative_to(ROOT)}:{cls.name}")
     assert {n: len(v) for n, v in declared.items() if n in own} == dict.fromkeys(own, 1), declared
+
+
+def test_a_kernel_config_shows_its_fields_and_their_constraints_in_their_types():
+    assert [f.name for f in dataclasses.fields(attention_rules.SplashConfig)] == [
+        *TUNED_PARAMS["attention"], *(f"{n}_bwd" for n in TUNED_PARAMS["attention"]), "block_kv_compute", "fused_bwd"]
+    hints = {cls: typing.get_type_hints(cls, include_extras=True) for cls in (*ATTENTION.values(), *PAGED.values())}
+    block_k = TUNED_PARAMS["attention"][1]
+    assert MultipleOf(128) in hints[attention_rules.FlashConfig][block_k].__metadata__
+    assert Divides(block_k) in hints[attention_rules.SplashConfig]["block_kv_compute"].__metadata__
+    assert attention_rules.SplashConfig.names("bwd")[-1] == "fused_bwd"
+    for cls, h in hints.items():  # every Divides names a field of its config; a stage is fwd or bwd
+        for name, hint in h.items():
+            for mark in getattr(hint, "__metadata__", ()):
+                assert not isinstance(mark, Divides) or mark.other in cls.names(), (cls, name)
+                assert not isinstance(mark, Searched) or mark.stage in ("fwd", "bwd"), (cls, name)
+
+
+@dataclasses.dataclass(frozen=True)
+class Toy(KernelConfig):
+    """A config of two constrained fields (module-level: a config's types are read in its module's names)."""
+
+    a: Annotated[Optional[int], MultipleOf(8)] = None
+    b: Annotated[Optional[int], Divides("a")] = None
+
+
+def test_the_constraints_are_checked_in_one_place_on_the_set_fields_only():
+    assert Toy().validate() == Toy() and Toy(b=3).problem() is None  # unset: not checked
+    assert Toy(a=12).problem() == "Toy needs a to be a multiple of 8 (got 12)"
+    assert Toy(a=16, b=3).problem() == "Toy needs b to divide a (got 3 for 16)"
+    assert Toy.names() == ("a", "b") and Toy.names("bwd") == ()
+
+
+def test_a_config_base_whose_fields_are_not_the_workloads_tuned_parameters_is_refused():
+    with pytest.raises(TypeError, match="KernelBlocks's fields .* are not"):
+        configs._fields_are(configs.KernelBlocks, None, ("block_q",))

@@ -16,7 +16,8 @@ from xlabench import tune
 from xlabench.tune.cache import TuneCache, cache_key, space_fingerprint
 from xlabench.tune.search import Dropped, NoCandidate, Stage, search
 from xlabench.tune.space import blocks_text, parse_blocks, pow2_tiles
-from xlabench.workloads.attention import AttentionParams, tile_candidates
+from xlabench.impls.configs import tile_candidates
+from xlabench.workloads.attention import AttentionParams
 
 KERNELS = Path(__file__).parent / "tune_kernels"
 

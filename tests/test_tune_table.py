@@ -14,7 +14,7 @@ import pytest
 from xlabench.tune import table
 from xlabench.tune.cache import TuneCache, cache_key
 from xlabench.tune.search import Dropped, Stage, TuneOutcome, verify
-from xlabench.workloads.attention import tile_candidates
+from xlabench.impls.configs import tile_candidates
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGED_CACHE = ROOT / "docs/data/tpu-v5e/2026-12-07-c/tune-cache"

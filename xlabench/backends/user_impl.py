@@ -15,6 +15,7 @@ from typing import Any, Callable, Optional, Sequence
 
 from xlabench import impls as catalog
 from xlabench.impls import attention_rules as rules
+from xlabench.impls.configs import declared_space
 from xlabench.protocol.worker_env import IMPL_PATH_VAR
 from xlabench.workloads import attention
 
@@ -104,7 +105,7 @@ def attention_parts(path: str, obj: Any) -> dict[str, Any]:
             for c in candidates)):
         raise ImplLoadError(f"impl {path!r}: tune_candidates must be a list of dicts of positive ints over its "
                             f"block_params {tuple(blocks)!r}")
-    space = (lambda p: attention.declared_space(p, tuple(blocks), candidates)) if blocks else None
+    space = (lambda p: declared_space(p, tuple(blocks), candidates)) if blocks else None
     return dict(layout=layout, note=f"user impl {path}", block_params=tuple(blocks), source=path, tune_space=space,
                 kernel_flops=hook(path, obj, "kernel_flops", ("params",)),
                 params_rule=hook(path, obj, "unsupported", ("params", "platform")))

@@ -1,17 +1,19 @@
 """Candidate spaces and kernel configs. A candidate is a mapping of block parameter -> size; each tuned
 kernel declares its typed config (a KernelConfig: the block fields it takes, their defaults from the case,
-the search stage each belongs to) and its search space beside its rules (its module in impls/kernels/), from
-the pieces here. A config's field names are the names the tuner, the tuning
+the search stage and the constraints of each in its type) and its search space beside its rules (its module
+in impls/kernels/), from the pieces here. A config's field names are the names the tuner, the tuning
 cache and the results' ``tuned_*`` and ``blocks`` columns use, so a candidate is a partial config."""
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Iterable, Iterator, Mapping, Optional, TypeVar
+import functools
+import typing
+from typing import Any, ClassVar, Iterable, Iterator, Mapping, Optional, TypeVar
 
 Blocks = Mapping[str, int]
 
-FORWARD, BACKWARD = "fwd", "bwd"  # the search stage a config field belongs to (field metadata "stage")
+FORWARD, BACKWARD = "fwd", "bwd"  # the search stage a config field belongs to (its type's Searched; FORWARD)
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class Candidate(Mapping[str, int]):
@@ -46,16 +48,65 @@ class Candidate(Mapping[str, int]):
 C = TypeVar("C", bound="KernelConfig")
 
 
+# What a config field's type declares besides its values (tokamax-style: ``Annotated[Optional[int],
+# MultipleOf(128)]``): the search stage it belongs to, and its constraints, which KernelConfig.validate checks,
+# in one place, on the fields that are set. A constraint's ``problem`` says what the value breaks, or None.
+@dataclasses.dataclass(frozen=True)
+class Searched:
+    """The search stage of a field (FORWARD or BACKWARD): ``Annotated[Optional[int], Searched(BACKWARD)]``;
+    a field without one is searched in the FORWARD stage."""
+
+    stage: str
+
+
+@dataclasses.dataclass(frozen=True)
+class MultipleOf:
+    """Constraint: the field's value is a multiple of ``n`` (flash's block_k, a whole number of lanes)."""
+
+    n: int
+
+    def problem(self, name: str, value: int, config: Any) -> Optional[str]:
+        return None if value % self.n == 0 else f"needs {name} to be a multiple of {self.n} (got {value})"
+
+
+@dataclasses.dataclass(frozen=True)
+class Divides:
+    """Constraint: the field's value divides the config's field ``other``, where that is set (splash's
+    block_kv_compute, a part of block_k)."""
+
+    other: str
+
+    def problem(self, name: str, value: int, config: Any) -> Optional[str]:
+        of = getattr(config, self.other)
+        return None if of is None or of % value == 0 else f"needs {name} to divide {self.other} (got {value} for {of})"
+
+
+@functools.lru_cache(maxsize=None)
+def declared(cls: type) -> dict[str, tuple[Any, ...]]:
+    """{field: what its type declares besides its values (Searched, constraints)} of config class ``cls``,
+    in field order. The types are read in the names of each class's module (``from __future__ import
+    annotations`` makes them strings), so a config and what its types name are declared at module level."""
+    hints = typing.get_type_hints(cls, include_extras=True)
+    return {f.name: tuple(getattr(hints[f.name], "__metadata__", ())) for f in dataclasses.fields(cls)}
+
+
+def _stage(marks: tuple[Any, ...]) -> str:
+    return next((m.stage for m in marks if isinstance(m, Searched)), FORWARD)
+
+
 @dataclasses.dataclass(frozen=True)
 class KernelConfig:
-    """A kernel's typed config, tokamax-style: a frozen dataclass of the block fields the kernel takes.
-    A field at None is unset (``with_defaults`` fills it from the case, as the kernel's default); a kernel
-    reads its sizes as attributes of its resolved config, never by name."""
+    """A kernel's typed config, tokamax-style: a frozen dataclass of the block fields the kernel takes, each
+    with its search stage and constraints in its type (Searched, MultipleOf, Divides). A field at None is
+    unset (``with_defaults`` fills it from the case, as the kernel's default); a kernel reads its sizes as
+    attributes of its resolved config, never by name."""
+
+    kernel_name: ClassVar[str] = ""  # what a broken constraint's message calls the kernel (default: the class's name)
 
     @classmethod
     def names(cls, stage: Optional[str] = None) -> tuple[str, ...]:
         """The field names (of one search ``stage``: FORWARD, the default, or BACKWARD)."""
-        return tuple(f.name for f in dataclasses.fields(cls) if stage in (None, f.metadata.get("stage", FORWARD)))
+        return tuple(n for n, marks in declared(cls).items() if stage in (None, _stage(marks)))
 
     @classmethod
     def refuse_unknown(cls, names: Iterable[str]) -> None:
@@ -83,8 +134,14 @@ class KernelConfig:
         return self
 
     def validate(self: C) -> C:
-        """This config, or a ValueError saying which of the kernel's constraints its set fields break (a
-        subclass's: e.g. flash's block_k a multiple of 128)."""
+        """This config, or a ValueError saying which of the constraints in its fields' types a set field
+        breaks: "<kernel> needs block_k to be a multiple of 128 (got 96)"."""
+        for name, marks in declared(type(self)).items():
+            value = getattr(self, name)
+            for mark in marks:
+                why = None if value is None or not hasattr(mark, "problem") else mark.problem(name, value, self)
+                if why:
+                    raise ValueError(f"{self.kernel_name or type(self).__name__} {why}")
         return self
 
     def problem(self) -> Optional[str]:
@@ -98,13 +155,6 @@ class KernelConfig:
     def blocks(self, names: Optional[Iterable[str]] = None) -> dict[str, int]:
         """{field: size} of the set fields (of ``names``): a candidate, the search's default, a cache entry."""
         return {n: getattr(self, n) for n in (self.names() if names is None else names) if getattr(self, n) is not None}
-
-
-def config_fields(name: str, names: Iterable[str], base: type = KernelConfig, stage: str = FORWARD) -> type:
-    """A KernelConfig subclass with one optional int field per name in ``names``: the fields of a list
-    declared elsewhere (a workload's tuned parameters) without spelling them again."""
-    return dataclasses.make_dataclass(name, [(n, Optional[int], dataclasses.field(default=None, metadata={"stage": stage}))
-                                             for n in names], bases=(base,), frozen=True)
 
 
 def with_blocks(cfg: Any, blocks: Mapping[str, int], own: Iterable[str]) -> Any:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 
-import dataclasses
 import functools
 from dataclasses import dataclass
 from typing import Any, Callable, Literal, Mapping, Optional, Sequence
@@ -16,9 +15,8 @@ from xlabench import flops as flop_formulas
 from xlabench.workloads import checks
 from xlabench.measure.timing import TimingPlan, case_result
 from xlabench.protocol.worker_messages import CaseResult
-from xlabench.tune.search import Stage
 from xlabench.workloads.record import ATTENTION_KERNELS, FitChart, Workload
-from xlabench.tune.space import BACKWARD, FORWARD, config_fields, diagonal, pow2_tiles, with_blocks
+from xlabench.tune.space import with_blocks
 from xlabench.units import GIB
 
 DTYPES = ("bfloat16", "float32")
@@ -132,7 +130,7 @@ class AttnConfig:
     block_k: Optional[int] = None
     interpret: bool = False  # run the Pallas kernel in the CPU interpreter
     # The kernel's other block fields (tuned, e.g. splash's block_kv_compute, the backward blocks), as
-    # sorted (name, size) pairs; a kernel reads them through its typed config (KernelBlocks.of).
+    # sorted (name, size) pairs; a kernel reads them through its typed config (impls.configs.KernelBlocks.of).
     blocks: tuple[tuple[str, int], ...] = ()
 
     def with_blocks(self, blocks: Mapping[str, int]) -> "AttnConfig":
@@ -143,95 +141,6 @@ class AttnConfig:
 def default_scale(head_dim: int) -> float:
     """Softmax scale 1/sqrt(D): the one convention every backend and model uses."""
     return 1.0 / math.sqrt(head_dim)
-
-
-# Pallas kernel block sizes: a case's block_q / block_k, default 128, clipped to the sequence. ``cfg`` is
-# any backend's attention config (it has block_q and block_k).
-DEFAULT_BLOCK = 128
-# The block sizes a suite sets (case parameters: BLOCK_PARAMS above), and the backward pass's, which
-# the kernels that take them search in a second stage (the forward blocks fixed).
-BWD_BLOCK_PARAMS = tuple(f"{name}_bwd" for name in BLOCK_PARAMS)
-
-
-@dataclass(frozen=True)
-class KernelBlocks(config_fields("AttentionBlocks", BLOCK_PARAMS)):
-    """A blocked attention kernel's typed config (a tune.space.KernelConfig): block_q and block_k, each at
-    the case's, default DEFAULT_BLOCK, clipped to its sequence. A kernel's own config adds its fields
-    (impls/kernels/: FlashConfig, SplashConfig, PallasGpuConfig)."""
-
-    def with_defaults(self, sq: int, sk: int) -> "KernelBlocks":
-        sizes = (min(self.block_q or DEFAULT_BLOCK, sq), min(self.block_k or DEFAULT_BLOCK, sk))
-        return dataclasses.replace(self, **dict(zip(BLOCK_PARAMS, sizes)))
-
-    @classmethod
-    def of(cls, cfg: Any, sq: int, sk: int) -> Any:
-        """The kernel's config for a case: ``cfg``'s (AttnConfig) block_q, block_k and other blocks, the rest
-        at the kernel's defaults for sequences ``sq`` x ``sk``; ValueError for a block it has no field for."""
-        return cls.resolve({**{n: getattr(cfg, n) for n in BLOCK_PARAMS}, **dict(cfg.blocks)}, sq, sk)
-
-
-@dataclass(frozen=True)
-class BackwardBlocks(config_fields("AttentionBackwardBlocks", BWD_BLOCK_PARAMS, KernelBlocks, BACKWARD)):
-    """KernelBlocks and the backward pass's block_q_bwd / block_k_bwd (its dkv and dq kernels), each
-    default the forward one."""
-
-    def with_defaults(self, sq: int, sk: int) -> "BackwardBlocks":
-        c = super().with_defaults(sq, sk)
-        return dataclasses.replace(c, **{b: getattr(c, f) for b, f in zip(BWD_BLOCK_PARAMS, BLOCK_PARAMS)
-                                         if getattr(c, b) is None})
-
-
-def default_blocks(p: "AttentionParams") -> dict[str, int]:
-    """The kernels' default blocks for case ``p``: DEFAULT_BLOCK each, clipped to the query / key sequence."""
-    return KernelBlocks.resolve({}, p.seq_len, p.kv_len).blocks()
-
-
-def tile_candidates(sq: int, sk: int, names: tuple[str, str] = BLOCK_PARAMS) -> list[dict[str, int]]:
-    """Every (query block, key block) pair of powers of two from 128 to min(S, 2048) that tile the sequences."""
-    return [{names[0]: bq, names[1]: bk} for bq in pow2_tiles(sq) for bk in pow2_tiles(sk)]
-
-
-def block_stages(p: "AttentionParams", config: type[KernelBlocks], fwd: list[dict[str, int]],
-                 bwd: Optional[list[dict[str, int]]] = None) -> list[Stage]:
-    """Kernel ``config``'s search for case ``p``: the forward blocks (``fwd``, every field of the kernel's
-    forward together: splash's block_kv_compute too) on the case's own program, descending from the square
-    blocks (every field one size: block_kv_compute = block_kv); for fwd_bwd, then the backward blocks
-    (``bwd``) on it, the forward ones fixed, descending from the forward winner's sizes. The forward stage
-    of a fwd_bwd case runs the fwd_bwd program, not the forward one: a forward winner can exceed VMEM there
-    (on the v5e, flash's 2048 x 1024 forward blocks at S=4096 fit the forward program and not the
-    forward-with-residuals kernel of fwd_bwd). The default is the config's defaults for the case (128 x 128,
-    clipped, the backward blocks equal to the forward ones: what ``default_s`` times): its forward fields
-    for the forward stage, all of them for the backward one. Every candidate is checked against
-    ``config``'s fields and made one of its hashable candidates (tune.space.Candidate)."""
-    fwd, bwd = [config.candidate(**c) for c in fwd], [config.candidate(**c) for c in bwd or ()]
-    default = config.resolve({}, p.seq_len, p.kv_len)
-    stages = [Stage(p.mode, tuple(fwd), default.blocks(config.names(FORWARD)),
-                    diagonal(fwd, sorted({n for c in fwd for n in c})))]
-    if p.mode != "fwd" and bwd:
-        stages.append(Stage(p.mode, tuple(bwd), default.blocks(), diagonal(bwd, BWD_BLOCK_PARAMS),
-                            dict(zip(BWD_BLOCK_PARAMS, BLOCK_PARAMS))))
-    return stages
-
-
-def kernel_blocks(cfg, sq: int, sk: int) -> tuple[int, int]:
-    """(block_q, block_k) a blocked kernel runs case config ``cfg`` at (KernelBlocks' defaults)."""
-    b = KernelBlocks.resolve({n: getattr(cfg, n) for n in BLOCK_PARAMS}, sq, sk)
-    return b.block_q, b.block_k
-
-
-def declared_space(p: "AttentionParams", block_params: Sequence[str],
-                   candidates: Optional[Sequence[Mapping[str, int]]] = None) -> list[Stage]:
-    """The search of a kernel that declares only its ``block_params`` (a user impl, docs/kernels.md): its
-    own ``tune_candidates`` when it lists them, else the powers of two that tile S for each parameter;
-    searched on the case's own program."""
-    if candidates is None:
-        sizes = dict(zip(BLOCK_PARAMS, (pow2_tiles(p.seq_len), pow2_tiles(p.kv_len))))
-        candidates = [{}]
-        for name in block_params:
-            candidates = [{**c, name: b} for c in candidates for b in sizes[name]]
-    cands = [dict(c) for c in candidates]
-    default = {k: v for k, v in default_blocks(p).items() if k in block_params}
-    return [Stage(p.mode, tuple(cands), default)]
 
 
 def tune_key_fields(p: "AttentionParams") -> dict[str, Any]:
@@ -247,14 +156,6 @@ WORKLOAD = Workload("attention", AttentionParams, ATTENTION_KERNELS, tuned=BLOCK
                     drops_untaken_blocks=True, attention_flops="kernel_flops",
                     fit=FitChart("seq_len", "sequence length (tokens)", "HBM per device vs sequence length",
                                  panels=("target", "causal", "mode"), columns_by="mode"))
-
-
-def block_unsupported(kernel: str, sq: int, sk: int, cfg) -> Optional[str]:
-    """Why a blocked kernel cannot run this case (blocks must tile both sequences), or None."""
-    bq, bk = kernel_blocks(cfg, sq, sk)
-    if sq % bq or sk % bk:
-        return f"{kernel} needs seq_len % block_q == 0 and kv_seq_len % block_k == 0 (got {sq}/{bq}, {sk}/{bk})"
-    return None
 
 
 # ------------------------------------------------------------------------------------------- reference

@@ -15,7 +15,6 @@ Conventions (the same for every impl, so rows compare):
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import math
 import re
@@ -29,7 +28,7 @@ from xlabench import flops as flop_formulas
 from xlabench.workloads import checks
 from xlabench.measure.timing import TimingPlan, case_result, max_normalised_error
 from xlabench.protocol.worker_messages import CaseResult
-from xlabench.tune.space import config_fields, with_blocks
+from xlabench.tune.space import with_blocks
 from xlabench.workloads.record import PAGED_KERNELS, FitChart, SummaryFigure, Workload
 from xlabench.workloads.attention import DTYPES, ERR_TOL, default_scale
 
@@ -103,27 +102,12 @@ class PagedConfig:
     platform: str
     device_kind: Optional[str] = None  # compile-only runs: the target's chip, for the kernels' tuned tables
     # The kernel's other block fields (tuned, e.g. ragged paged's queries per block), as sorted (name, size)
-    # pairs; a kernel reads them through its typed config (PagedBlocks.of).
+    # pairs; a kernel reads them through its typed config (impls.configs.PagedBlocks.of).
     blocks: tuple[tuple[str, int], ...] = ()
 
     def with_blocks(self, blocks: Mapping[str, int]) -> "PagedConfig":
         """This config at ``blocks`` (pages_per_compute_block to its field, the rest to ``blocks``)."""
         return with_blocks(self, blocks, PAGED_BLOCKS)
-
-
-@dataclass(frozen=True)
-class PagedBlocks(config_fields("PagedBlockFields", PAGED_BLOCKS)):
-    """A paged kernel's typed config (a tune.space.KernelConfig): pages_per_compute_block, the case's,
-    default DEFAULT_PAGES. A kernel's own config adds its fields (its module in impls/kernels/)."""
-
-    def with_defaults(self) -> "PagedBlocks":
-        return dataclasses.replace(self, **{n: DEFAULT_PAGES for n in PAGED_BLOCKS if getattr(self, n) is None})
-
-    @classmethod
-    def of(cls, cfg: Any) -> Any:
-        """The kernel's config for a case: ``cfg``'s (PagedConfig) pages per compute block and other blocks,
-        the rest at the kernel's defaults; ValueError for a block it has no field for."""
-        return cls.resolve({**{n: getattr(cfg, n) for n in PAGED_BLOCKS}, **dict(cfg.blocks)})
 
 
 class PagedParams(BaseModel):
@@ -206,7 +190,7 @@ class PagedParams(BaseModel):
     @property
     def compute_pages(self) -> int:
         """Pages per kernel compute block: the case's, else DEFAULT_PAGES (what an untuned run uses)."""
-        return PagedBlocks.resolve({n: getattr(self, n) for n in PAGED_BLOCKS}).pages_per_compute_block
+        return DEFAULT_PAGES if self.pages_per_compute_block is None else self.pages_per_compute_block
 
     @property
     def pages_per_sequence(self) -> int:

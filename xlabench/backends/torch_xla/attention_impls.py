@@ -23,8 +23,8 @@ from xlabench.backends import user_impl
 from xlabench.backends.torch_shared.attention import grouped_attention, to_layout  # noqa: F401 (the cases use them)
 from xlabench.backends.torch_xla import jax_kernels
 from xlabench.impls import AttentionImplRecord, no_rule
+from xlabench.impls.configs import kernel_blocks as _blocks
 from xlabench.workloads.attention import AttnConfig, default_scale  # noqa: F401 (re-exported for models)
-from xlabench.workloads.attention import kernel_blocks as _blocks
 from xlabench.workloads.model_layout import BATCH_AXES, HEADS, mesh_axis
 
 

@@ -4,11 +4,12 @@ block a multiple of 128; searched over block_q x block_k, then its backward bloc
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
+from typing import Annotated, ClassVar, Optional
 
 from xlabench.impls.kernel import ATTENTION, ImplInfo, Kernel, Style
-from xlabench.workloads.attention import (BLOCK_PARAMS, BWD_BLOCK_PARAMS, AttentionParams, BackwardBlocks, block_stages,
-                                          block_unsupported, tile_candidates)
+from xlabench.tune.space import MultipleOf
+from xlabench.impls.configs import BWD_BLOCK_PARAMS, BackwardBlocks, block_stages, block_unsupported, tile_candidates
+from xlabench.workloads.attention import BLOCK_PARAMS, AttentionParams
 
 LANES = 128  # the kernel's key block is a whole number of vector lanes
 STYLE = Style("#1f77b4", "-", "//")
@@ -19,11 +20,9 @@ class FlashConfig(BackwardBlocks):
     """Pallas TPU flash_attention: block_q x block_k forward; block_q_bwd x block_k_bwd for its dkv and dq
     kernels (default the forward ones). block_k a multiple of LANES."""
 
-    def validate(self) -> "FlashConfig":
-        if self.block_k is not None and self.block_k % LANES:
-            raise ValueError(f"Pallas TPU flash_attention needs block_k to be a multiple of {LANES} "
-                             f"(got {self.block_k})")
-        return self
+    kernel_name: ClassVar[str] = "Pallas TPU flash_attention"
+
+    block_k: Annotated[Optional[int], MultipleOf(LANES)] = None
 
 
 def jax_flash(b, sq, sk, hq, hkv, dtype, cfg, platform) -> Optional[str]:

@@ -9,7 +9,8 @@ from typing import Optional
 from xlabench import hardware
 from xlabench.impls.kernel import PAGED, ImplInfo, Kernel, Style, kv_round_to
 from xlabench.tune.search import Stage
-from xlabench.workloads.paged import PAGED_BLOCKS, PagedBlocks, PagedParams
+from xlabench.impls.configs import PagedBlocks
+from xlabench.workloads.paged import PAGED_BLOCKS, PagedParams
 
 MOST_PAGES = 128  # the largest pages per compute block searched
 STYLE = Style("#d62728", "-", "//")

@@ -7,7 +7,8 @@ from typing import Optional
 
 from xlabench.impls.kernel import ATTENTION, ImplInfo, Kernel, Style
 from xlabench.tune.space import pow2_tiles
-from xlabench.workloads.attention import BLOCK_PARAMS, AttentionParams, KernelBlocks, block_stages, block_unsupported
+from xlabench.impls.configs import KernelBlocks, block_stages, block_unsupported
+from xlabench.workloads.attention import BLOCK_PARAMS, AttentionParams
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,8 @@ from xlabench.impls.kernel import PAGED, ImplInfo, Kernel, Style
 from xlabench.impls.kernels.multi_queries_paged import REFERENCE_PATH
 from xlabench.impls.kernels.paged import page_blocks
 from xlabench.tune.search import Stage
-from xlabench.workloads.paged import PAGED_BLOCKS, PagedBlocks, PagedParams, megacore_only_paged
+from xlabench.impls.configs import PagedBlocks
+from xlabench.workloads.paged import PAGED_BLOCKS, PagedParams, megacore_only_paged
 
 # Why jax's ragged_paged rows are skipped on CPU: the interpreter fails on the kernel (the worker tries it,
 # and quotes the error after this).

@@ -5,13 +5,13 @@ backward kernel."""
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
-from typing import Optional
+from dataclasses import dataclass
+from typing import Annotated, ClassVar, Optional
 
 from xlabench.impls.kernel import ATTENTION, ImplInfo, Kernel, Style
-from xlabench.tune.space import BACKWARD
-from xlabench.workloads.attention import (BLOCK_PARAMS, BWD_BLOCK_PARAMS, AttentionParams, BackwardBlocks, block_stages,
-                                          block_unsupported, tile_candidates)
+from xlabench.tune.space import BACKWARD, Divides, Searched
+from xlabench.impls.configs import BWD_BLOCK_PARAMS, BackwardBlocks, block_stages, block_unsupported, tile_candidates
+from xlabench.workloads.attention import BLOCK_PARAMS, AttentionParams
 
 
 @dataclass(frozen=True)
@@ -21,18 +21,14 @@ class SplashConfig(BackwardBlocks):
     dk and dv, which computes the scores and probabilities once instead of in both the dq and the dkv
     kernel; 0, the kernel's default: two)."""
 
-    block_kv_compute: Optional[int] = None
-    fused_bwd: int = field(default=0, metadata={"stage": BACKWARD})
+    kernel_name: ClassVar[str] = "splash"
+
+    block_kv_compute: Annotated[Optional[int], Divides("block_k")] = None
+    fused_bwd: Annotated[int, Searched(BACKWARD)] = 0
 
     def with_defaults(self, sq: int, sk: int) -> "SplashConfig":
         c = super().with_defaults(sq, sk)
         return c if c.block_kv_compute is not None else dataclasses.replace(c, block_kv_compute=c.block_k)
-
-    def validate(self) -> "SplashConfig":
-        if self.block_k is not None and self.block_kv_compute is not None and self.block_k % self.block_kv_compute:
-            raise ValueError(f"splash needs block_kv_compute to divide block_k (got {self.block_kv_compute} "
-                             f"for {self.block_k})")
-        return self
 
 
 def jax_splash(b, sq, sk, hq, hkv, dtype, cfg, platform) -> Optional[str]:
