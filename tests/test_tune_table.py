@@ -234,6 +234,80 @@ def test_the_compile_path_reads_the_table_after_the_cache(tables):
     assert _cached_blocks(acfg, "splash", "TPU v6e", p, notes).block_q is None  # no table: the defaults
 
 
+# ------------------------------------------------------------------------ the row's timing checks the entry
+
+def _decide(folder, dev, stages=None):
+    from xlabench.tune import decide
+
+    return decide.tuned_blocks(stages or _stages(), _key(), lambda program, cands: dev.compile_many(program, cands),
+                               dev.time_many, str(folder), row_check=True)
+
+
+def test_a_table_hit_runs_untimed_and_the_rows_own_timing_checks_it(tables, tmp_path):
+    """The entry's blocks go straight to the row (nothing compiled or timed for them: on the v5e that re-timing
+    cost 145 s of an 8-minute attention run); default_s and tune_best_s are the record's, said so; the row's
+    time within 15% of the record keeps them and puts the entry in the user's cache."""
+    from xlabench.tune.decide import ROW_OK
+
+    tables.write(_entry(best_s=1e-3, default_s=3e-3))
+    dev = Clock()
+    t = _decide(tmp_path / "tune", dev)
+    assert dev.compiled == [] and t.blocks == {"block_q": 512, "block_k": 256} and t.check is not None
+    assert t.fields["tuned"] == "table" and t.fields["tune_best_s"] == 1e-3 and t.fields["default_s"] == 3e-3
+    settled, again = t.check.settle({"device": 1.1e-3, "wall": 1.5e-3})
+    assert not again and dev.compiled == [] and settled.blocks == t.blocks and settled.check is None
+    assert settled.fields["tune_check"] == ROW_OK and settled.fields["tune_best_s"] == 1e-3
+    assert "checked by the row's timing: 1.1 ms on the device clock against its record 1 ms" in settled.note
+    assert "default_s and tune_best_s are the record's" in settled.note
+    cached = _decide(tmp_path / "tune", dev)
+    assert cached.fields["tuned"] == "cache" and cached.check is None and dev.compiled == []
+    assert cached.fields["tune_check"] == ROW_OK and "tune table tpu_v5_lite.json" in cached.note
+
+
+def test_a_row_more_than_15_percent_off_the_record_searches_and_is_timed_again(tables, tmp_path):
+    tables.write(_entry(best_s=0.8e-3))  # the chip here takes 1 ms for it
+    dev = Clock()
+    t = _decide(tmp_path / "tune", dev)
+    settled, again = t.check.settle({"device": 1e-3})
+    assert again and settled.fields["tuned"] == "search" and settled.fields["tune_tried"] > 2
+    assert settled.blocks == {"block_q": 512, "block_k": 256} and settled.check is None
+    assert "tune table tpu_v5_lite.json: flash" in settled.note
+    assert "the row timed it at 1 ms on the device clock, more than 15% off its record 0.8 ms" in settled.note
+    assert "searched; the row timed again at the search's winner" in settled.note
+
+
+def test_a_row_without_the_records_clock_has_the_entry_re_timed_as_before(tables, tmp_path):
+    """The record is on the device clock and the row has only the wall clock's (its trace gave none): the
+    entry and the default are compiled and timed side by side here (search.verify), once."""
+    tables.write(_entry(best_s=1e-3))
+    dev = Clock()
+    t = _decide(tmp_path / "tune", dev)
+    settled, again = t.check.settle({"wall": 5e-3})
+    assert not again and len(dev.compiled) == 2 and settled.fields["tuned"] == "table"
+    assert settled.fields["tune_check"] == "ok" and "no device-clock time" in settled.note
+    assert "verified here at 1 ms" in settled.note
+
+
+def test_a_row_timing_nothing_found_by_the_search_keeps_the_entry(tables, tmp_path):
+    """Off its record, but no candidate of the search runs here: the row the entry ran stays, saying so."""
+    tables.write(_entry(best_s=0.5e-3))
+    dev = Clock()
+    t = _decide(tmp_path / "tune", dev)
+    dev.compile_many = lambda program, cands: [Dropped("vmem") for _ in cands]
+    settled, again = t.check.settle({"device": 1e-3})
+    assert not again and settled.fields["tuned"] == "table" and settled.blocks == t.blocks
+    assert "no candidate of the search runs" in settled.note
+
+
+def test_without_a_row_to_check_it_the_entry_is_verified_first_as_before(tables, tmp_path):
+    """The train step's attention (the step's timing is not the kernel's): the entry is re-timed up front."""
+    from xlabench.tune import decide
+
+    tables.write(_entry())
+    dev = Clock()
+    t = decide.tuned_blocks(_stages(), _key(), dev.compile_many, dev.time_many, str(tmp_path / "tune"))
+    assert t.check is None and len(dev.compiled) == 2 and t.fields["tune_check"] == "ok"
+
 # ------------------------------------------------------------------------------------- build and export
 
 def test_an_export_and_re_import_round_trips_exactly(tmp_path):
