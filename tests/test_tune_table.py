@@ -499,3 +499,32 @@ def test_the_readme_counts_the_shipped_tables_entries_as_the_file_holds_them():
         counts = [int(n) for n in re.findall(r"(\d+) (?:attention|paged)?\s*(?:entries|winners)", s)]
         assert counts and set(counts) <= {len(t.entries), attention, paged}, s
         assert f"{attention} attention" in s and f"{paged} paged" in s, s
+
+
+def test_one_reference_serves_a_shapes_fwd_and_fwd_bwd_cases_when_the_plan_says_the_twin_follows(monkeypatch):
+    """The float32 reference (110 s of a v5e attention run): a fwd case told its fwd_bwd twin follows
+    (plan.reference) computes the fwd_bwd reference, whose output is its own; the twin's cases reuse it. Without
+    the hint a fwd case computes only the forward; a fwd case after its twin's reference reuses that."""
+    import numpy as np
+
+    from xlabench.backends.jax import attention_case as ac
+    from xlabench.workloads.attention import AttentionParams, make_inputs
+
+    made = []
+    real = ac.impls.reference_outputs
+    monkeypatch.setattr(ac.impls, "reference_outputs", lambda q, k, v, do, *a: made.append(do is not None) or
+                        real(q, k, v, do, *a))
+    monkeypatch.setattr(ac, "_REFERENCE", {})
+    fwd = AttentionParams(batch=1, num_heads=2, seq_len=64, head_dim=16, dtype="float32", mode="fwd")
+    both = fwd.model_copy(update={"mode": "fwd_bwd"})
+    alone = ac.reference(fwd, make_inputs(fwd), 0.25)
+    assert ac.reference(fwd, make_inputs(fwd), 0.25, "fwd_bwd")[0] is alone[0]  # kept: no other computed
+    ac._REFERENCE.clear()
+    shared = ac.reference(fwd, make_inputs(fwd), 0.25, "fwd_bwd")
+    assert made == [False, True] and len(alone) == len(shared) == 1
+    np.testing.assert_allclose(np.asarray(shared[0]), np.asarray(alone[0]), rtol=1e-5, atol=1e-6)
+    twin = ac.reference(both, make_inputs(both), 0.25)
+    assert made == [False, True] and len(twin) == 4 and twin[0] is shared[0]
+    assert ac.reference(fwd, make_inputs(fwd), 0.25)[0] is twin[0] and made == [False, True]
+    ac.reference(fwd.model_copy(update={"causal": False}), make_inputs(fwd), 0.25, "fwd_bwd")
+    assert made == [False, True, True]  # another mask: another reference

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
 from xlabench import impls as catalog
 from xlabench.protocol.timing_plan import Clock, TimingPlan, Tuning, default_tune
 from xlabench.protocol.worker_messages import RunRequest
 from xlabench.suite import Case
 from xlabench.workloads import WORKLOADS
+from xlabench.workloads.attention import reference_twin
 
 INTERPRETED = "the kernel runs in the Pallas interpreter, whose timings say nothing of a chip"
 
@@ -71,5 +72,25 @@ def plan_case(case: Case, info: Optional[catalog.ImplInfo], platform: str, ctx: 
     timing = case.measure.timing_plan(platform)
     mode, note = tuning(case, interpret, platform, ctx.tune)
     timing = dataclasses.replace(timing, headline=headline(platform, case.workload, timing), tune=mode,
-                                 tune_dir=ctx.tune_dir if mode == "search" else None, tune_note=note)
+                                 tune_dir=ctx.tune_dir if mode == "search" else None, tune_note=note,
+                                 reference=getattr(ctx, "references", {}).get(case.case_id, ""))
     return CasePlan(platform, interpret, timing)
+
+
+def shared_references(cases: Sequence[Case]) -> dict[str, str]:
+    """case_id -> the mode whose reference the case computes where not its own (TimingPlan.reference): "fwd_bwd"
+    for an attention fwd case whose fwd_bwd twin (same backend, shapes and mask: workloads.attention's
+    reference_twin) comes later in ``cases``. Its worker computes the fwd_bwd reference once and keeps it for
+    the twin's cases (a suite runs a shape's fwd cases, then its fwd_bwd ones): the forward is not computed
+    twice. A hint: a worker that keeps no reference ignores it."""
+    later: set[tuple] = set()
+    out: dict[str, str] = {}
+    for c in reversed(list(cases)):
+        if c.workload != "attention":
+            continue
+        twin = (c.backend, reference_twin(c.params))
+        if c.params.get("mode") == "fwd_bwd":
+            later.add(twin)
+        elif twin in later:
+            out[c.case_id] = "fwd_bwd"
+    return out

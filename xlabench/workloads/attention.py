@@ -110,6 +110,14 @@ def _drawn(shapes: tuple[tuple[str, tuple[int, ...]], ...], seed: int) -> dict[s
     return {name: rng.standard_normal(shape, dtype=np.float32) for name, shape in shapes}
 
 
+def reference_twin(params: Mapping[str, Any]) -> tuple:
+    """What a case's float32 reference depends on besides its mode: the inputs' shapes and the mask (the
+    scale follows head_dim). A fwd and a fwd_bwd case of one twin share a reference: the fwd_bwd one's
+    output is the fwd one's."""
+    p = AttentionParams(**params)
+    return p.batch, p.seq_len, p.kv_len, p.num_heads, p.kv_heads, p.head_dim, p.causal
+
+
 def input_shapes(p: AttentionParams) -> dict[str, tuple[int, ...]]:
     """[B, S, H, D] shape of each input, in the order make_inputs draws them (compile-only runs need
     the shapes without the data)."""
