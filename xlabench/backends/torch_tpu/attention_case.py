@@ -16,6 +16,7 @@ from xlabench.backends.torch_tpu import env
 from xlabench import impls as catalog
 from xlabench.impls import AttentionImplRecord
 from xlabench.impls import attention_rules as rules
+from xlabench.measure.phases import Phases
 from xlabench.measure.timing import TimingPlan, max_normalised_error
 from xlabench.protocol.worker_messages import CaseResult, CaseSkipped
 from xlabench.tune.decide import Settle, row_times
@@ -64,16 +65,18 @@ def tune_for(p: AttentionParams, im: AttentionImplRecord, cfg: AttnConfig, plan:
 
 
 def tuned_measure(p: AttentionParams, im: AttentionImplRecord, cfg: AttnConfig, plan: TimingPlan, impl: str,
-                  platform: str, args: tuple) -> tuple[AttnConfig, dict[str, Any], str, Measurement]:
+                  platform: str, args: tuple, phase: Phases) -> tuple[AttnConfig, dict[str, Any], str, Measurement]:
     """The case tuned and timed: a table entry's blocks checked by the row's own timing, the row timed again
     at the search's winner where it was off the entry's record."""
-    cfg, tuned, tune_note, settle = tune_for(p, im, cfg, plan, impl, platform, args)
-    m = measure(step(p, im, cfg, args), plan)
+    with phase("tune"):
+        cfg, tuned, tune_note, settle = tune_for(p, im, cfg, plan, impl, platform, args)
+    m = measure(step(p, im, cfg, args), plan, phase=phase)
     if settle is not None:
-        cfg, tuned, tune_note, again = settle(row_times(m.samples, m.device))
+        with phase("tune"):
+            cfg, tuned, tune_note, again = settle(row_times(m.samples, m.device))
         if again:
             m.out = None
-            m = measure(step(p, im, cfg, args), plan)
+            m = measure(step(p, im, cfg, args), plan, phase=phase)
     return cfg, tuned, tune_note, m
 
 
@@ -87,27 +90,33 @@ def run_attention_case(params: dict[str, Any], impl: str, plan: TimingPlan, inte
     if reason:
         raise CaseSkipped(reason)
     dtype, dev, grad = TORCH_DTYPES[p.dtype], env.device(), p.mode == "fwd_bwd"
-    host = make_inputs(p)
+    phase = Phases()
+    with phase("inputs"):
+        host = make_inputs(p)
 
-    def on_device(name: str) -> torch.Tensor:  # the impl's native layout, prepared outside the timing
-        t = to_layout(torch.from_numpy(host[name]).to(dtype), im.layout).contiguous()
-        return t.to(dev).requires_grad_(grad and name != "do")
+        def on_device(name: str) -> torch.Tensor:  # the impl's native layout, prepared outside the timing
+            t = to_layout(torch.from_numpy(host[name]).to(dtype), im.layout).contiguous()
+            return t.to(dev).requires_grad_(grad and name != "do")
 
-    args = tuple(on_device(n) for n in ("q", "k", "v", "do")[:4 if grad else 3])
+        args = tuple(on_device(n) for n in ("q", "k", "v", "do")[:4 if grad else 3])
     try:
-        cfg, tuned, tune_note, m = tuned_measure(p, im, cfg, plan, impl, platform, args)
+        cfg, tuned, tune_note, m = tuned_measure(p, im, cfg, plan, impl, platform, args, phase)
     except Exception as e:
         why = env.libtpu_shortfall(e)
         if why:
             raise CaseSkipped(why) from None
         raise
     mem, mem_note = peak_memory()
-    outs = [to_numpy(to_layout(o, im.layout)) for o in m.out]  # back to [B, S, H, D]
+    with phase("check"):
+        outs = [to_numpy(to_layout(o, im.layout)) for o in m.out]  # back to [B, S, H, D]
     args = ()
     m.out = None
-    with highest_precision():
+    with phase("reference"), highest_precision():
         refs = reference_outputs(host, p, cfg.sm_scale, dev)
+    with phase("check"):
+        err = max_normalised_error(outs, refs)
     notes = [n for n in (ignored, tune_note, mem_note, *m.notes()) if n]
-    result = attention_result(p, m.samples, plan, None, m.compile_s, mem, max_normalised_error(outs, refs), notes)
-    result = result.replace(metrics={**result.metrics, **tuned})
+    result = attention_result(p, m.samples, plan, None, m.compile_s, mem, err, notes)
+    phase.log(f"{impl} S={p.seq_len} b={p.batch} {p.mode} causal={p.causal}")
+    result = result.replace(metrics={**result.metrics, **tuned}, phase_s=phase.rounded())
     return with_device_times(result, plan, m)

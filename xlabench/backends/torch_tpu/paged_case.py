@@ -17,6 +17,7 @@ from xlabench.backends.torch_tpu.common import fresh_case, measure, peak_memory,
 from xlabench.backends.torch_tpu import env
 from xlabench.impls import kernels
 from xlabench.impls.kernel import resolve
+from xlabench.measure.phases import Phases
 from xlabench.measure.timing import TimingPlan
 from xlabench.protocol.worker_messages import CaseResult, CaseSkipped
 from xlabench.results.schema import TUNED_PREFIX
@@ -45,11 +46,13 @@ def run_paged_case(params: dict[str, Any], impl: str, plan: TimingPlan, interpre
         raise CaseSkipped(reason)
     kernel = resolve(k.code)
     cfg = base = dataclasses.replace(p.paged_config(interpret, platform), device_kind=env.jax_device_kind())
-    host = {n: (a.astype(np.float32) if a.dtype.kind == "f" else a) for n, a in cached_inputs(p).items()}
-    try:
-        args = tuple(to_device(a, TORCH_DTYPES[p.dtype]) for a in kernel.prepare(host, cfg))
-    except Exception as e:  # the JAX prepare's own input checks
-        raise CaseSkipped(f"{impl}: its inputs were refused: {type(e).__name__}: {e}"[:600]) from None
+    phase = Phases()
+    with phase("inputs"):
+        host = {n: (a.astype(np.float32) if a.dtype.kind == "f" else a) for n, a in cached_inputs(p).items()}
+        try:
+            args = tuple(to_device(a, TORCH_DTYPES[p.dtype]) for a in kernel.prepare(host, cfg))
+        except Exception as e:  # the JAX prepare's own input checks
+            raise CaseSkipped(f"{impl}: its inputs were refused: {type(e).__name__}: {e}"[:600]) from None
 
     def build(program: str, blocks: dict[str, int]) -> Any:
         c = base.with_blocks(blocks)
@@ -59,23 +62,28 @@ def run_paged_case(params: dict[str, Any], impl: str, plan: TimingPlan, interpre
         return lambda: kernel(*args, c)
 
     space = None if k.tune_space is None else functools.partial(k.tune_space, p)
-    t = tune_case.decide(plan, space, impl, tune_key_fields(p), build, row_check=True)
+    with phase("tune"):
+        t = tune_case.decide(plan, space, impl, tune_key_fields(p), build, row_check=True)
     cfg, tuned = _at_blocks(cfg, t)
-    m = measure(lambda: (kernel(*args, cfg),), plan)
+    m = measure(lambda: (kernel(*args, cfg),), plan, phase=phase)
     note = t.note
     if t.check is not None:  # a table entry: the row's own timing is its check
-        settled, again = t.check.settle(row_times(m.samples, m.device))
+        with phase("tune"):
+            settled, again = t.check.settle(row_times(m.samples, m.device))
         cfg, tuned = _at_blocks(base, settled)
         note = settled.note
         if again:  # off its record: searched, and the row timed at the winner
             m.out = None
-            m = measure(lambda: (kernel(*args, cfg),), plan)
+            m = measure(lambda: (kernel(*args, cfg),), plan, phase=phase)
     mem, mem_note = peak_memory()
-    out = to_numpy(m.out[0])
-    m.out, args = None, ()
-    result = paged_result(p, m.samples, plan, None, m.compile_s, mem, out, kernel.kv_round(platform),
-                          [n for n in (note, mem_note, *m.notes()) if n])
-    return with_device_times(result.replace(metrics={**result.metrics, **tuned}), plan, m)
+    with phase("check"):  # the output back, the reference (cached per shape) and the output against it
+        out = to_numpy(m.out[0])
+        m.out, args = None, ()
+        result = paged_result(p, m.samples, plan, None, m.compile_s, mem, out, kernel.kv_round(platform),
+                              [n for n in (note, mem_note, *m.notes()) if n])
+    phase.log(f"{impl} b={p.batch} context={p.max_context} page={p.page_size}")
+    result = result.replace(metrics={**result.metrics, **tuned}, phase_s=phase.rounded())
+    return with_device_times(result, plan, m)
 
 
 def _at_blocks(cfg: Any, t: Any) -> tuple[Any, dict[str, Any]]:

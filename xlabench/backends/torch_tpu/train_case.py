@@ -15,6 +15,7 @@ from xlabench.backends.torch_shared.model import Transformer, checkpoint_layers,
 from xlabench.backends.torch_tpu.attention_case import TORCH_DTYPES, highest_precision, record
 from xlabench.backends.torch_tpu.common import TRACE_SOURCE, fresh_case, peak_memory, profiled_seconds, surface
 from xlabench.backends.torch_tpu import env
+from xlabench.measure.phases import Phases
 from xlabench.measure.timing import TimingPlan, time_calls, with_timer
 from xlabench.protocol.worker_messages import CaseResult, CaseSkipped
 from xlabench.workloads.attention import AttnConfig, default_scale
@@ -82,14 +83,17 @@ def run_train_case(params: dict[str, Any], impl: str, plan: TimingPlan, interpre
     checks(p)
     fresh_case()
     tokens_np = make_tokens(p, TOKEN_SEED)
+    phase = Phases()
     try:
-        model, step, outs = build(p, impl, platform)
-        with highest_precision():
+        with phase("build"):  # the model on the chip, its step wrapped for compiling (on its first call)
+            model, step, outs = build(p, impl, platform)
+        with phase("reference"), highest_precision():
             ref = reference_losses(model, tokens_np[:1], env.device())
         started = time.perf_counter()
-        for _ in range(COMPILING_STEPS):
-            surface(step())
-        env.sync()
+        with phase("compile"):
+            for _ in range(COMPILING_STEPS):
+                surface(step())
+            env.sync()
         compile_s = time.perf_counter() - started
         n = p.steps_per_sample
 
@@ -98,9 +102,10 @@ def run_train_case(params: dict[str, Any], impl: str, plan: TimingPlan, interpre
                 step()
             return outs[-1]
 
-        loops, _ = time_calls(loop, lambda _: env.sync(), plan)
-        timed = list(outs)  # the device pass's steps below are not the row's losses
-        traced = profiled_seconds(step, len(loops), plan.trace_dir) if plan.device_timed else ()
+        with phase("timing"):
+            loops, _ = time_calls(loop, lambda _: env.sync(), plan)
+            timed = list(outs)  # the device pass's steps below are not the row's losses
+            traced = profiled_seconds(step, len(loops), plan.trace_dir) if plan.device_timed else ()
     except Exception as e:
         if any(w in str(e).lower() for w in OOM_WORDS):
             raise CaseSkipped(f"out of memory on the chip: {type(e).__name__}: {str(e)[:300]}") from None
@@ -120,4 +125,5 @@ def run_train_case(params: dict[str, Any], impl: str, plan: TimingPlan, interpre
                            f"step time: {n} steps dispatched per sample, one sync, sample = loop time / {n}"],
                           ["scan_layers: torch_tpu loops over layers in Python (the same model and losses)"]
                           if p.scan() else [])
-    return with_timer(result, plan, traced, source=TRACE_SOURCE)
+    phase.log(f"{impl} {p.model} batch={p.batch()} scan={p.scan()}")
+    return with_timer(result.replace(phase_s=phase.rounded()), plan, traced, source=TRACE_SOURCE)
