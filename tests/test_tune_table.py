@@ -264,6 +264,20 @@ def test_a_table_hit_runs_untimed_and_the_rows_own_timing_checks_it(tables, tmp_
     assert cached.fields["tune_check"] == ROW_OK and "tune table tpu_v5_lite.json" in cached.note
 
 
+def test_the_rows_own_timing_is_not_counted_as_tuning_time(tables, tmp_path, monkeypatch):
+    """tune_s is the seconds spent choosing the blocks: the decision and the check, not the row's timing
+    between them (a fake clock: 100 s pass while the row runs)."""
+    from xlabench.tune import decide
+
+    now = [0.0]
+    monkeypatch.setattr(decide.time, "perf_counter", lambda: now[0])
+    tables.write(_entry(best_s=1e-3))
+    t = _decide(tmp_path / "tune", Clock())
+    now[0] += 100.0  # the row's compile and timing
+    settled, _ = t.check.settle({"device": 1e-3})
+    assert settled.fields["tune_s"] == t.fields["tune_s"] == 0.0
+
+
 def test_a_row_more_than_15_percent_off_the_record_searches_and_is_timed_again(tables, tmp_path):
     tables.write(_entry(best_s=0.8e-3))  # the chip here takes 1 ms for it
     dev = Clock()

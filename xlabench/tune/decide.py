@@ -123,6 +123,7 @@ class RowCheck:
 
     decision: _Decision
     hit: table.Hit
+    decided_s: float = 0.0  # the decision's seconds before the row ran (tune_s counts them, not the row's)
     tol: float = CHECK_TOL
 
     def settle(self, row_s: Mapping[str, float]) -> tuple[Tuned, bool]:
@@ -130,14 +131,15 @@ class RowCheck:
         (``row_times``): on the record's clock within ``tol`` of the record, the entry stays and goes to the
         user's cache; off it, the search's winner (time the row again at it); where the row has no time on
         the record's clock, the entry re-timed here as before (search.verify), searched if it fails."""
-        d, hit, clock = self.decision, self.hit, self.hit.entry.clock
+        d = dataclasses.replace(self.decision, started=time.perf_counter() - self.decided_s)
+        hit, clock = self.hit, self.hit.entry.clock
         rec = d.recorded(hit)
         t = row_s.get(clock)
         if t is None:
             got, why = d.verified(hit, f" (the row has no {clock}-clock time to check it by)")
-            return (got, False) if got is not None else self._searched(why)
+            return (got, False) if got is not None else self._searched(d, why)
         if abs(t / rec.best_s - 1) > self.tol:
-            return self._searched(f"the row timed it at {_ms(t)} on the {clock} clock, more than {self.tol:.0%} off "
+            return self._searched(d, f"the row timed it at {_ms(t)} on the {clock} clock, more than {self.tol:.0%} off "
                                   f"its record {_ms(rec.best_s)}")
         d.cache.store(d.key, d.space, dataclasses.replace(rec, check=ROW_OK),
                       source=f"tune table {hit.note()}, checked by a row's timing")
@@ -146,8 +148,8 @@ class RowCheck:
                                               f"its record {_ms(rec.best_s)}; default_s and tune_best_s are the "
                                               f"record's{scaled}", d.elapsed()), False
 
-    def _searched(self, why: str) -> tuple[Tuned, bool]:
-        d, hit = self.decision, self.hit
+    def _searched(self, d: _Decision, why: str) -> tuple[Tuned, bool]:
+        hit = self.hit
         try:
             out = d.searched(f"tune table {hit.note()} not used ({why}): searched; the row timed again at the "
                              "search's winner")
@@ -198,7 +200,7 @@ def tuned_blocks(stages: list[Stage], key: dict, compile_many: CompileMany, time
         if row_check:
             rec = d.recorded(hit)
             return _from_record(rec, hit, "", f"its record {_ms(rec.best_s)} (default {_ms(rec.default_s)}), "
-                                              "checked by the row's timing", d.elapsed(), RowCheck(d, hit))
+                                              "checked by the row's timing", d.elapsed(), RowCheck(d, hit, d.elapsed()))
         got, why = d.verified(hit)
         if got is not None:
             return got

@@ -190,6 +190,7 @@ class Timed:
 
 def compile_and_time(p: AttentionParams, im: impls.AttentionImplRecord, cfg: impls.AttnConfig, args: tuple,
                      plan: TimingPlan, phase: Phases) -> Timed:
+    """The case's program at ``cfg`` compiled (phase ``compile``) and timed (``timing``) on ``args``."""
     fn = step_fn(p, im, cfg)
     with impls.tpu_interpret(cfg):  # interpret mode is fixed at trace time: trace inside it
         with phase("compile"):
