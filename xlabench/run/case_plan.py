@@ -15,7 +15,6 @@ from xlabench.protocol.timing_plan import Clock, TimingPlan, Tuning, default_tun
 from xlabench.protocol.worker_messages import RunRequest
 from xlabench.suite import Case
 from xlabench.workloads import WORKLOADS
-from xlabench.workloads.attention import reference_twin
 
 INTERPRETED = "the kernel runs in the Pallas interpreter, whose timings say nothing of a chip"
 
@@ -78,19 +77,20 @@ def plan_case(case: Case, info: Optional[catalog.ImplInfo], platform: str, ctx: 
 
 
 def shared_references(cases: Sequence[Case]) -> dict[str, str]:
-    """case_id -> the mode whose reference the case computes where not its own (TimingPlan.reference): "fwd_bwd"
-    for an attention fwd case whose fwd_bwd twin (same backend, shapes and mask: workloads.attention's
-    reference_twin) comes later in ``cases``. Its worker computes the fwd_bwd reference once and keeps it for
-    the twin's cases (a suite runs a shape's fwd cases, then its fwd_bwd ones): the forward is not computed
-    twice. A hint: a worker that keeps no reference ignores it."""
+    """case_id -> the mode whose reference the case computes where not its own (TimingPlan.reference): for a
+    case whose twin (same backend and reference_twin key: its workload record's) of the covering mode comes
+    later in ``cases``, that mode (attention: a fwd case followed by its shape's fwd_bwd). Its worker computes
+    the covering reference once and keeps it for the twin's cases (a suite runs a shape's fwd cases, then its
+    fwd_bwd ones): the forward is not computed twice. A hint: a worker that keeps no reference ignores it."""
     later: set[tuple] = set()
     out: dict[str, str] = {}
     for c in reversed(list(cases)):
-        if c.workload != "attention":
+        w = WORKLOADS.get(c.workload)
+        if w is None or w.reference_twin is None:
             continue
-        twin = (c.backend, reference_twin(c.params))
-        if c.params.get("mode") == "fwd_bwd":
-            later.add(twin)
-        elif twin in later:
-            out[c.case_id] = "fwd_bwd"
+        key, mode, covering = w.reference_twin(c.params)
+        if mode == covering:
+            later.add((c.backend, key))
+        elif (c.backend, key) in later:
+            out[c.case_id] = covering
     return out
