@@ -128,3 +128,28 @@ def test_the_request_carries_the_plan_and_the_row_follows_the_same_plan(tmp_path
         assert row["interpret"] is False and row["clock"] == "device" and row["n"] == 3
         assert row["median_s"] == pytest.approx(1e-3) and row["wall_median_s"] == pytest.approx(2e-3)
         assert row["host_overhead"] == pytest.approx(2.0)
+
+
+def test_a_fwd_case_whose_fwd_bwd_twin_runs_later_is_told_to_compute_the_shared_reference(tmp_path, monkeypatch):
+    """One reference per shape and mask for both modes: a fwd case whose fwd_bwd twin (same backend, shape and
+    mask) the run has later computes the fwd_bwd reference (its output is the fwd one) and its worker keeps it
+    for the twin; a fwd case with no twin, and a fwd_bwd case, compute their own."""
+    monkeypatch.setattr(scheduler, "host_calib_s", lambda: None)
+    cases = _cases(tmp_path, """
+        name: twins
+        workload: attention
+        backends: [jax]
+        impls: [naive, flash]
+        params: {num_heads: 2, head_dim: 32, dtype: float32, batch: 1}
+        matrix:
+          "seq_len,mode": [[128, fwd], [128, fwd_bwd], [256, fwd]]
+          causal: [true, false]
+        measure: {warmup: 0, iters: 3, timer: trace}
+    """)
+    pool = Pool()
+    scheduler.run_cases(cases, Writer(), _ctx(), pool)
+    got = {(r.params["seq_len"], r.params["mode"], r.params["causal"], r.impl): r.plan.reference
+           for r in pool.worker.requests}
+    assert len(got) == 12
+    for (s, mode, causal, impl), ref in got.items():
+        assert ref == ("fwd_bwd" if (s, mode) == (128, "fwd") else ""), (s, mode, causal, impl)

@@ -44,6 +44,15 @@ def test_the_case_runners_plumbing_on_cpu_torch():
         correct, err, samples, timer = out[case]
         assert correct and err < 1e-5 and samples == 2 and timer == "wallclock", (case, out[case])
     assert out["paged/naive"][0] and out["paged/naive"][1] < 1e-5
+    # every workload's phases, as the JAX runners log them (the run's meta sums them per phase)
+    for case in ("naive/fwd", "sdpa/fwd_bwd"):
+        assert out[f"phases/{case}"] == ["check", "compile", "inputs", "reference", "timing", "tune"], case
+    assert out["phases/paged"] == ["check", "compile", "inputs", "timing", "tune"]
+    assert out["phases/train"] == ["compile", "reference", "timing", "tune"]
+    assert out["row_check/attention"][:2] == [[["wall"]], "search"] and out["row_check/attention"][3]
+    assert "off its record: searched" in out["row_check/attention"][2]
+    assert out["row_check/paged"][0] == "search" and "off its record" in out["row_check/paged"][1]
+    assert out["row_check/paged"][2] and out["row_check/measured"] == ["attention"] * 2 + ["paged"] * 2
     correct, err, samples, loss = out["train/naive"]
     assert correct and samples == 2 and 4 < loss < 7  # GPT-2 tiny's first loss: about ln(vocab)
     assert out["per_call"] == pytest.approx([0.3, 0.7])  # two executions per call, summed

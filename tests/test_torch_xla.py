@@ -275,6 +275,38 @@ def test_recompilation_while_timing_and_wrong_kernels_are_flagged(torch_xla_pyth
     assert "suspicious" not in wrong["notes"]
 
 
+def test_every_torch_xla_workload_logs_its_phases(torch_xla_python):
+    """Attention, paged and train name their phases as the JAX runners do (the run's meta sums them per
+    phase; a runner that names none is all 'other'). A train case runs in an SPMD worker of its own."""
+    kernels = _in_worker_env(torch_xla_python, """
+        import json
+        import xlabench.backends.torch_xla as backend
+        from xlabench.measure.timing import TimingPlan
+        from xlabench.workloads.paged import PagedParams
+        plan = TimingPlan(warmup=0, iters=2)
+        att = backend.runner_for("attention")(dict(batch=1, num_heads=2, seq_len=64, head_dim=32, dtype="float32",
+                                                   mode="fwd_bwd"), "naive", plan, False, "cpu")
+        pp = PagedParams(batch=1, context_lens=[16], num_heads=2, head_dim=128, page_size=16, dtype="float32")
+        paged = backend.runner_for("paged_attention")(pp.resolved().model_dump(), "naive", plan, False, "cpu")
+        print(json.dumps({n: [sorted(r.phase_s), r.correct] for n, r in (("attention", att), ("paged", paged))}))
+    """)
+    train = _in_worker_env(torch_xla_python, """
+        import json, os
+        from xlabench.protocol.worker_env import TORCH_XLA_SPMD_VAR
+        os.environ[TORCH_XLA_SPMD_VAR] = "spmd"  # before the backend's import: SPMD is process-global
+        import xlabench.backends.torch_xla as backend
+        from xlabench.measure.timing import TimingPlan
+        r = backend.runner_for("train")(dict(model="custom", arch="gpt2", vocab_size=256, d_model=64, num_heads=4,
+                                             d_ff=128, num_layers=1, seq_len=32, global_batch=2, dtype="float32",
+                                             sharding="dp", devices=1), "naive", TimingPlan(warmup=0, iters=2),
+                                        False, "cpu")
+        print(json.dumps([sorted(r.phase_s), r.correct]))
+    """)
+    assert kernels == {"attention": [["check", "compile", "inputs", "reference", "timing"], True],
+                       "paged": [["check", "compile", "inputs", "timing"], True]}
+    assert train == [["build", "compile", "reference", "timing"], True]
+
+
 def test_trace_timer_on_torch_xla_takes_xla_execute_time(torch_xla_python, tmp_path):
     """`--timer trace`: torch_xla rows get the device columns from XLA's ExecuteTime metric (one sample per
     execution), within the wallclock time of the same iterations; JAX rows from the profiler."""

@@ -642,3 +642,98 @@ def test_a_winner_that_does_not_hold_when_timed_again_is_searched_once_more_then
     assert out.check.startswith("disagrees after two searches") and "the winner took 5 ms" in out.check
     assert out.blocks == {"block_q": 128, "block_k": 128}  # the default, re-timed, beat the lying winner
     assert out.best_s == out.default_s == pytest.approx(_cost("fwd", out.blocks))
+
+
+def _table_of(folder, impl, p, best_s, monkeypatch):
+    """A shipped table for this host's device kind ('cpu') holding one entry for ``impl`` on case ``p``."""
+    from xlabench.tune import table
+    from xlabench.workloads.attention import tune_key_fields
+
+    folder.mkdir()
+    monkeypatch.setenv(table.ENV_TABLE_DIR, str(folder))
+    entry = table.TableEntry("jax", impl, tune_key_fields(p), {"block_k": 64}, best_s, 3e-3, "wall", "", "ok",
+                             "abc1234", "2026-12-07", {})
+    table.write_table(folder / "cpu.json", table.Table("cpu", (entry,)))
+
+
+@pytest.fixture()
+def row_clock(monkeypatch):
+    """The row's timing on a fake clock (2 ms a call, the kernel really run for its output), counted; the
+    search's candidates on another (block_k 32 the fastest), nothing compiled for them."""
+    from xlabench.backends.jax import attention_case as ac
+    from xlabench.backends.jax import tune_case
+
+    rows, searched = [], []
+    real = ac.kernel_passes
+
+    def passes(compiled, args, plan):
+        samples, out, traced = real(compiled, args, plan)
+        rows.append(len(samples))
+        return [2e-3] * len(samples), out, traced
+
+    monkeypatch.setattr(ac, "kernel_passes", passes)
+    monkeypatch.setattr(tune_case, "compile_many", lambda build, program, cands: searched.extend(cands) or
+                        [(program, c) for c in cands])
+    monkeypatch.setattr(tune_case, "time_many", lambda handles, iters:
+                        ([1e-3 if c["block_k"] == 32 else 4e-3 for _, c in handles], "wall"))
+    return SimpleNamespace(rows=rows, searched=searched)
+
+
+def test_a_table_entry_runs_untimed_and_the_rows_own_timing_checks_it(tmp_path, chunky, monkeypatch, row_clock):
+    """Nothing is measured twice: the row runs at the entry's blocks, and its timing (2 ms, the record 2 ms)
+    is the entry's check; default_s and tune_best_s are the record's, the notes say so; the next run reads
+    the user's cache."""
+    p = AttentionParams(**SMALL, mode="fwd")
+    _table_of(tmp_path / "tables", chunky, p, 2e-3, monkeypatch)
+    r = _run(p.model_dump(), chunky, tmp_path / "tune")
+    m = r.metrics
+    assert row_clock.rows == [2] and row_clock.searched == [] and r.correct
+    assert m["tuned"] == "table" and m["tuned_block_k"] == 64 and m["tune_check"] == "row ok (recorded figures)"
+    assert m["tune_best_s"] == 2e-3 and m["default_s"] == 3e-3 and m["tune_clock"] == "wall"
+    assert "checked by the row's timing: 2 ms on the wall clock against its record 2 ms" in r.notes
+    assert "default_s and tune_best_s are the record's" in r.notes and r.phase_s["tune"] >= 0
+    again = _run(p.model_dump(), chunky, tmp_path / "tune")
+    assert again.metrics["tuned"] == "cache" and again.metrics["tuned_block_k"] == 64 and row_clock.searched == []
+
+
+def test_a_row_off_its_table_entrys_record_searches_and_times_the_row_again(tmp_path, chunky, monkeypatch, row_clock):
+    p = AttentionParams(**SMALL, mode="fwd")
+    _table_of(tmp_path / "tables", chunky, p, 1e-3, monkeypatch)  # the row takes 2 ms: 100% off
+    r = _run(p.model_dump(), chunky, tmp_path / "tune")
+    m = r.metrics
+    assert row_clock.rows == [2, 2] and row_clock.searched and r.correct
+    assert m["tuned"] == "search" and m["tuned_block_k"] == 32 and m["tune_best_s"] == 1e-3
+    assert "the row timed it at 2 ms on the wall clock, more than 15% off its record 1 ms" in r.notes
+    assert "searched; the row timed again at the search's winner" in r.notes
+
+
+def test_a_paged_rows_timing_checks_its_table_entry_and_a_row_off_it_is_timed_again(tmp_path, monkeypatch):
+    """The paged runner settles a table entry on its row's timing as the attention one does (the kernel runs
+    interpreted here, its plan forced to search: the clocks are fake, the plumbing is what is checked)."""
+    from xlabench.backends.jax import paged_case, tune_case
+    from xlabench.protocol.timing_plan import TimingPlan
+    from xlabench.tune import table
+    from xlabench.workloads.paged import PagedParams, tune_key_fields
+
+    p = PagedParams(batch=2, context_lens="32", num_heads=4, num_kv_heads=2, head_dim=128, page_size=16,
+                    dtype="float32").resolved()
+    rows, searched = [], []
+    real = paged_case.kernel_passes
+    monkeypatch.setattr(paged_case, "kernel_passes", lambda compiled, args, plan: (
+        rows.append(1), [2e-3] * 2, real(compiled, args, plan)[1], ())[1:])
+    monkeypatch.setattr(tune_case, "compile_many", lambda build, program, cands: searched.extend(cands) or
+                        [(program, c) for c in cands])
+    monkeypatch.setattr(tune_case, "time_many", lambda handles, iters: ([2e-3] * len(handles), "wall"))
+    for best_s, tuned, timings in ((2e-3, "table", 1), (1e-3, "search", 2)):
+        folder = tmp_path / f"tables-{tuned}"
+        folder.mkdir()
+        monkeypatch.setenv(table.ENV_TABLE_DIR, str(folder))
+        entry = table.TableEntry("jax", "paged", tune_key_fields(p), {"pages_per_compute_block": 1}, best_s, 3e-3,
+                                 "wall", "", "ok", "abc1234", "2026-12-07", {})
+        table.write_table(folder / "cpu.json", table.Table("cpu", (entry,)))
+        rows.clear()
+        plan = TimingPlan(warmup=0, iters=2, tune="search", tune_dir=str(tmp_path / f"tune-{tuned}"))
+        r = paged_case.run_paged_case(p.model_dump(), "paged", plan, True, "cpu")
+        assert r.metrics["tuned"] == tuned and len(rows) == timings and r.correct, r.notes
+        assert r.metrics["tuned_pages_per_compute_block"] == 1
+    assert "more than 15% off its record 1 ms" in r.notes and searched

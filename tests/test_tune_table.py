@@ -234,6 +234,94 @@ def test_the_compile_path_reads_the_table_after_the_cache(tables):
     assert _cached_blocks(acfg, "splash", "TPU v6e", p, notes).block_q is None  # no table: the defaults
 
 
+# ------------------------------------------------------------------------ the row's timing checks the entry
+
+def _decide(folder, dev, stages=None):
+    from xlabench.tune import decide
+
+    return decide.tuned_blocks(stages or _stages(), _key(), lambda program, cands: dev.compile_many(program, cands),
+                               dev.time_many, str(folder), row_check=True)
+
+
+def test_a_table_hit_runs_untimed_and_the_rows_own_timing_checks_it(tables, tmp_path):
+    """The entry's blocks go straight to the row (nothing compiled or timed for them: on the v5e that re-timing
+    cost 145 s of an 8-minute attention run); default_s and tune_best_s are the record's, said so; the row's
+    time within 15% of the record keeps them and puts the entry in the user's cache."""
+    from xlabench.tune.decide import ROW_OK
+
+    tables.write(_entry(best_s=1e-3, default_s=3e-3))
+    dev = Clock()
+    t = _decide(tmp_path / "tune", dev)
+    assert dev.compiled == [] and t.blocks == {"block_q": 512, "block_k": 256} and t.check is not None
+    assert t.fields["tuned"] == "table" and t.fields["tune_best_s"] == 1e-3 and t.fields["default_s"] == 3e-3
+    settled, again = t.check.settle({"device": 1.1e-3, "wall": 1.5e-3})
+    assert not again and dev.compiled == [] and settled.blocks == t.blocks and settled.check is None
+    assert settled.fields["tune_check"] == ROW_OK and settled.fields["tune_best_s"] == 1e-3
+    assert "checked by the row's timing: 1.1 ms on the device clock against its record 1 ms" in settled.note
+    assert "default_s and tune_best_s are the record's" in settled.note
+    cached = _decide(tmp_path / "tune", dev)
+    assert cached.fields["tuned"] == "cache" and cached.check is None and dev.compiled == []
+    assert cached.fields["tune_check"] == ROW_OK and "tune table tpu_v5_lite.json" in cached.note
+
+
+def test_the_rows_own_timing_is_not_counted_as_tuning_time(tables, tmp_path, monkeypatch):
+    """tune_s is the seconds spent choosing the blocks: the decision and the check, not the row's timing
+    between them (a fake clock: 100 s pass while the row runs)."""
+    from xlabench.tune import decide
+
+    now = [0.0]
+    monkeypatch.setattr(decide.time, "perf_counter", lambda: now[0])
+    tables.write(_entry(best_s=1e-3))
+    t = _decide(tmp_path / "tune", Clock())
+    now[0] += 100.0  # the row's compile and timing
+    settled, _ = t.check.settle({"device": 1e-3})
+    assert settled.fields["tune_s"] == t.fields["tune_s"] == 0.0
+
+
+def test_a_row_more_than_15_percent_off_the_record_searches_and_is_timed_again(tables, tmp_path):
+    tables.write(_entry(best_s=0.8e-3))  # the chip here takes 1 ms for it
+    dev = Clock()
+    t = _decide(tmp_path / "tune", dev)
+    settled, again = t.check.settle({"device": 1e-3})
+    assert again and settled.fields["tuned"] == "search" and settled.fields["tune_tried"] > 2
+    assert settled.blocks == {"block_q": 512, "block_k": 256} and settled.check is None
+    assert "tune table tpu_v5_lite.json: flash" in settled.note
+    assert "the row timed it at 1 ms on the device clock, more than 15% off its record 0.8 ms" in settled.note
+    assert "searched; the row timed again at the search's winner" in settled.note
+
+
+def test_a_row_without_the_records_clock_has_the_entry_re_timed_as_before(tables, tmp_path):
+    """The record is on the device clock and the row has only the wall clock's (its trace gave none): the
+    entry and the default are compiled and timed side by side here (search.verify), once."""
+    tables.write(_entry(best_s=1e-3))
+    dev = Clock()
+    t = _decide(tmp_path / "tune", dev)
+    settled, again = t.check.settle({"wall": 5e-3})
+    assert not again and len(dev.compiled) == 2 and settled.fields["tuned"] == "table"
+    assert settled.fields["tune_check"] == "ok" and "no device-clock time" in settled.note
+    assert "verified here at 1 ms" in settled.note
+
+
+def test_a_row_timing_nothing_found_by_the_search_keeps_the_entry(tables, tmp_path):
+    """Off its record, but no candidate of the search runs here: the row the entry ran stays, saying so."""
+    tables.write(_entry(best_s=0.5e-3))
+    dev = Clock()
+    t = _decide(tmp_path / "tune", dev)
+    dev.compile_many = lambda program, cands: [Dropped("vmem") for _ in cands]
+    settled, again = t.check.settle({"device": 1e-3})
+    assert not again and settled.fields["tuned"] == "table" and settled.blocks == t.blocks
+    assert "no candidate of the search runs" in settled.note
+
+
+def test_without_a_row_to_check_it_the_entry_is_verified_first_as_before(tables, tmp_path):
+    """The train step's attention (the step's timing is not the kernel's): the entry is re-timed up front."""
+    from xlabench.tune import decide
+
+    tables.write(_entry())
+    dev = Clock()
+    t = decide.tuned_blocks(_stages(), _key(), dev.compile_many, dev.time_many, str(tmp_path / "tune"))
+    assert t.check is None and len(dev.compiled) == 2 and t.fields["tune_check"] == "ok"
+
 # ------------------------------------------------------------------------------------- build and export
 
 def test_an_export_and_re_import_round_trips_exactly(tmp_path):
@@ -425,3 +513,32 @@ def test_the_readme_counts_the_shipped_tables_entries_as_the_file_holds_them():
         counts = [int(n) for n in re.findall(r"(\d+) (?:attention|paged)?\s*(?:entries|winners)", s)]
         assert counts and set(counts) <= {len(t.entries), attention, paged}, s
         assert f"{attention} attention" in s and f"{paged} paged" in s, s
+
+
+def test_one_reference_serves_a_shapes_fwd_and_fwd_bwd_cases_when_the_plan_says_the_twin_follows(monkeypatch):
+    """The float32 reference (110 s of a v5e attention run): a fwd case told its fwd_bwd twin follows
+    (plan.reference) computes the fwd_bwd reference, whose output is its own; the twin's cases reuse it. Without
+    the hint a fwd case computes only the forward; a fwd case after its twin's reference reuses that."""
+    import numpy as np
+
+    from xlabench.backends.jax import attention_case as ac
+    from xlabench.workloads.attention import AttentionParams, make_inputs
+
+    made = []
+    real = ac.impls.reference_outputs
+    monkeypatch.setattr(ac.impls, "reference_outputs", lambda q, k, v, do, *a: made.append(do is not None) or
+                        real(q, k, v, do, *a))
+    monkeypatch.setattr(ac, "_REFERENCE", {})
+    fwd = AttentionParams(batch=1, num_heads=2, seq_len=64, head_dim=16, dtype="float32", mode="fwd")
+    both = fwd.model_copy(update={"mode": "fwd_bwd"})
+    alone = ac.reference(fwd, make_inputs(fwd), 0.25)
+    assert ac.reference(fwd, make_inputs(fwd), 0.25, "fwd_bwd")[0] is alone[0]  # kept: no other computed
+    ac._REFERENCE.clear()
+    shared = ac.reference(fwd, make_inputs(fwd), 0.25, "fwd_bwd")
+    assert made == [False, True] and len(alone) == len(shared) == 1
+    np.testing.assert_allclose(np.asarray(shared[0]), np.asarray(alone[0]), rtol=1e-5, atol=1e-6)
+    twin = ac.reference(both, make_inputs(both), 0.25)
+    assert made == [False, True] and len(twin) == 4 and twin[0] is shared[0]
+    assert ac.reference(fwd, make_inputs(fwd), 0.25)[0] is twin[0] and made == [False, True]
+    ac.reference(fwd.model_copy(update={"causal": False}), make_inputs(fwd), 0.25, "fwd_bwd")
+    assert made == [False, True, True]  # another mask: another reference

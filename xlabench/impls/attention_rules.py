@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Mapping, Optional
 
 from xlabench import impls as catalog
 from xlabench.impls import kernels
@@ -20,6 +20,7 @@ from xlabench.impls.kernels.pallas_gpu import PallasGpuConfig  # noqa: F401
 from xlabench.impls.kernels.splash import SplashConfig  # noqa: F401
 from xlabench.results.schema import TUNED_PREFIX
 from xlabench.tune import blocks_text
+from xlabench.tune.decide import Settle
 from xlabench.tune.search import Dropped
 from xlabench.workloads.attention import BLOCK_PARAMS
 from xlabench.workloads.attention import AttentionParams, tune_key_fields
@@ -68,11 +69,12 @@ Decide = Callable[[Any, dict[str, Any], Callable[[str, dict[str, int]], Any], li
 
 
 def tune_blocks(p: Any, im: catalog.AttentionImplRecord, cfg: Any, platform: str, decide: Decide,
-                make: Callable[[Any, Any, str], Any]) -> tuple[Any, dict[str, Any], str]:
-    """(the config to run at, the row's tuning columns, a note) of attention case ``p`` (AttentionParams) and
-    impl ``im``, any backend: ``decide`` is the backend's (the cache, the table, a search on its device);
-    ``make(case, config, program)`` what one candidate runs. A candidate its rule refuses is dropped as a
-    constraint; a fwd_bwd search starts from the fwd case's winner when the cache has it (a suite runs fwd first)."""
+                make: Callable[[Any, Any, str], Any]) -> tuple[Any, dict[str, Any], str, Optional[Settle]]:
+    """(the config to run at, the row's tuning columns, a note, the row's check or None) of attention case ``p``
+    (AttentionParams) and impl ``im``, any backend: ``decide`` is the backend's (the cache, the table, a search
+    on its device); ``make(case, config, program)`` what one candidate runs. A candidate its rule refuses is
+    dropped as a constraint; a fwd_bwd search starts from the fwd case's winner when the cache has it (a suite
+    runs fwd first). The check (a table entry taken untimed) is called with the row's times once it ran."""
     def build(program: str, blocks: dict[str, int]) -> Any:
         c, q = cfg.with_blocks(blocks), p.model_copy(update={"mode": program})
         reason = skip_reason(im, q, c, platform)
@@ -83,6 +85,17 @@ def tune_blocks(p: Any, im: catalog.AttentionImplRecord, cfg: Any, platform: str
     space = None if im.tune_space is None else functools.partial(im.tune_space, p)
     hints = [tune_key_fields(p.model_copy(update={"mode": "fwd"}))] if p.mode == "fwd_bwd" else []
     t = decide(space, tune_key_fields(p), build, hints)
+    check = getattr(t, "check", None)
+
+    def settle(row_s: Mapping[str, float]) -> tuple[Any, dict[str, Any], str, bool]:
+        settled, again = check.settle(row_s)
+        return (*_at_blocks(cfg, settled), again)
+
+    return (*_at_blocks(cfg, t), settle if check is not None else None)
+
+
+def _at_blocks(cfg: Any, t: Any) -> tuple[Any, dict[str, Any], str]:
+    """(``cfg`` at the decision's blocks, the row's tuning columns, the note) of a tune.decide.Tuned."""
     if not t.blocks:
         return cfg, t.fields, t.note
     cfg = cfg.with_blocks(t.blocks)

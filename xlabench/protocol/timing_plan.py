@@ -30,6 +30,10 @@ class TimingPlan:
     tune: Tuning = "off"  # a kernel with a block-size search: search it (xlabench/tune) first, or not
     tune_dir: str | None = None  # the tuning cache folder (tune "search"; the parent always names it)
     tune_note: str = ""  # why a kernel with a search is not tuned, for its row's notes
+    # The mode whose reference the case computes where not its own: "fwd_bwd" for an attention fwd case whose
+    # fwd_bwd twin (same shape and mask) the run has later, so one float32 reference serves both (its output
+    # is the fwd case's); empty: its own (run/case_plan.py: shared_references)
+    reference: str = ""
 
     @property
     def device_timed(self) -> bool:

@@ -175,7 +175,7 @@ METRIC_COLUMNS = _c("metric", [
 TUNE_COLUMNS = _c("tune", [
     ("blocks", "text", "", "the kernel's other block fields, NAME=SIZE (splash block_kv_compute, backward blocks ...)"),
     ("tuned", "text", "", ("search (tuned in this run) | cache (a winner from the tuning cache) | table (the shipped tune "
-                   "table's entry, verified here: notes name it) | fixed (the suite sets the blocks) | off (--no-tune, "
+                   "table's entry, checked by the row's own timing: notes name it) | fixed (the suite sets the blocks) | off (--no-tune, "
                    "CPU, or refused: see notes); empty: the impl has no blocks")),
     ("tune_s", "float", "s", "seconds this run spent choosing the blocks (search: compiling and timing candidates)"),
     ("tune_tried", "int", "", "candidates compiled or pruned by the search (0: from the cache or the table)"),
@@ -183,10 +183,12 @@ TUNE_COLUMNS = _c("tune", [
     ("tune_clock", "text", "", "the clock the search timed candidates on: device | wall"),
     ("tune_check", "text", "", ("the search's winner and the default compiled again and timed side by side after the search: "
                         "ok | searched twice (the first search's figures did not hold within 15%) | disagrees ... "
-                        "(kept the faster of the two, re-timed)")),
-    ("tune_best_s", "float", "s", "the winner's median seconds in the search (tune_clock; default_s beside it)"),
+                        "(kept the faster of the two, re-timed) | row ok (recorded figures): a table entry the row's "
+                        "own timing held within 15% of its record, tune_best_s and default_s the record's")),
+    ("tune_best_s", "float", "s", ("the winner's median seconds in the search (tune_clock; default_s beside it); a table "
+                           "entry's: its record, scaled by the batch")),
     ("default_s", "float", "s", ("the same kernel at its default blocks (128 x 128), timed in the same search on the same clock: "
-                        "default_s / tune_best_s is what tuning bought")),
+                        "default_s / tune_best_s is what tuning bought (a table entry's: its record)")),
     *[(TUNED_PREFIX + name, "int", "", (f"the {name} the kernel ran at where the tuner chose it (tuned: search | cache | "
                                          f"table | off, the kernel's default); the case's own {name} stays the suite's"))
       for name in dict.fromkeys(n for names in TUNED_PARAMS.values() for n in names)],

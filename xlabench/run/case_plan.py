@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
 from xlabench import impls as catalog
 from xlabench.protocol.timing_plan import Clock, TimingPlan, Tuning, default_tune
@@ -71,5 +71,26 @@ def plan_case(case: Case, info: Optional[catalog.ImplInfo], platform: str, ctx: 
     timing = case.measure.timing_plan(platform)
     mode, note = tuning(case, interpret, platform, ctx.tune)
     timing = dataclasses.replace(timing, headline=headline(platform, case.workload, timing), tune=mode,
-                                 tune_dir=ctx.tune_dir if mode == "search" else None, tune_note=note)
+                                 tune_dir=ctx.tune_dir if mode == "search" else None, tune_note=note,
+                                 reference=getattr(ctx, "references", {}).get(case.case_id, ""))
     return CasePlan(platform, interpret, timing)
+
+
+def shared_references(cases: Sequence[Case]) -> dict[str, str]:
+    """case_id -> the mode whose reference the case computes where not its own (TimingPlan.reference): for a
+    case whose twin (same backend and reference_twin key: its workload record's) of the covering mode comes
+    later in ``cases``, that mode (attention: a fwd case followed by its shape's fwd_bwd). Its worker computes
+    the covering reference once and keeps it for the twin's cases (a suite runs a shape's fwd cases, then its
+    fwd_bwd ones): the forward is not computed twice. A hint: a worker that keeps no reference ignores it."""
+    later: set[tuple] = set()
+    out: dict[str, str] = {}
+    for c in reversed(list(cases)):
+        w = WORKLOADS.get(c.workload)
+        if w is None or w.reference_twin is None:
+            continue
+        key, mode, covering = w.reference_twin(c.params)
+        if mode == covering:
+            later.add((c.backend, key))
+        elif (c.backend, key) in later:
+            out[c.case_id] = covering
+    return out

@@ -30,7 +30,7 @@ from xlabench.run.parallel import in_parallel
 from xlabench.run.workers import Worker, WorkerError, WorkerPool, ask
 from xlabench.suite import Case
 from xlabench.protocol.worker_messages import CaseResult
-from xlabench.run.case_plan import CasePlan, plan_case
+from xlabench.run.case_plan import CasePlan, plan_case, shared_references
 from xlabench.workloads import TUNED_PARAMS
 from xlabench.protocol.status import SKIPPED
 
@@ -74,6 +74,8 @@ class RunContext:
     llc_bytes: Optional[int] = None  # CPU: the host's last-level cache (audit: cache-resident rows)
     device_count: Optional[int] = None  # the slice's devices (the first worker's): a case needing more is skipped
     phase_s: dict[str, float] = field(default_factory=dict)  # the workers' seconds per phase, summed (the meta's)
+    # case_id -> the mode whose reference the case computes (case_plan.shared_references of the cases run)
+    references: dict[str, str] = field(default_factory=dict)
 
     def trace_dir(self, case: Case, repeat: int) -> Optional[str]:
         if self.trace_root is None:
@@ -205,6 +207,7 @@ def run_cases(cases: Iterable[Case], writer: results.RowWriter, ctx: RunContext,
     An interrupt (see ``interruptible``) kills the workers and propagates: the case in flight gets no row.
     """
     cases = list(cases)
+    ctx.references.update(shared_references(cases))
     pools = [pool, *more_pools]
     rng = random.Random(ctx.run_id)  # the order is reproducible from the run id
     rows: list[tuple[int, dict[str, Any]]] = []  # (the case's place in the suite, its row)

@@ -108,6 +108,14 @@ def _drawn(shapes: tuple[tuple[str, tuple[int, ...]], ...], seed: int) -> dict[s
     return {name: rng.standard_normal(shape, dtype=np.float32) for name, shape in shapes}
 
 
+def reference_twin(params: Mapping[str, Any]) -> tuple[tuple, str, str]:
+    """(what a case's float32 reference depends on besides its mode: the inputs' shapes and the mask, the
+    scale following head_dim; its mode; the mode whose reference covers both, fwd_bwd): a fwd and a fwd_bwd
+    case of one twin share a reference, the fwd_bwd one's output being the fwd one's."""
+    p = AttentionParams(**params)
+    return (p.batch, p.seq_len, p.kv_len, p.num_heads, p.kv_heads, p.head_dim, p.causal), p.mode, "fwd_bwd"
+
+
 def input_shapes(p: AttentionParams) -> dict[str, tuple[int, ...]]:
     """[B, S, H, D] shape of each input, in the order make_inputs draws them (compile-only runs need
     the shapes without the data)."""
@@ -153,7 +161,7 @@ def tune_key_fields(p: "AttentionParams") -> dict[str, Any]:
 # panels per mode.
 WORKLOAD = Workload("attention", AttentionParams, ATTENTION_KERNELS, tuned=BLOCK_PARAMS, tune_key=tune_key_fields,
                     runner="attention_case:run_attention_case", compiler="compile_case:compile_attention_case",
-                    drops_untaken_blocks=True, attention_flops="kernel_flops",
+                    drops_untaken_blocks=True, attention_flops="kernel_flops", reference_twin=reference_twin,
                     fit=FitChart("seq_len", "sequence length (tokens)", "HBM per device vs sequence length",
                                  panels=("target", "causal", "mode"), columns_by="mode"))
 

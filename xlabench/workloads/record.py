@@ -88,6 +88,10 @@ class Workload:
     # breakdown): the row's kernel_flops column (the row is the kernel), its params model's attention_flops()
     # (the attention share of a step's model FLOPs), or nowhere ("").
     attention_flops: Literal["", "kernel_flops", "params"] = ""
+    # A case whose float32 reference another mode's reference covers (attention: a fwd case's output is its
+    # fwd_bwd twin's): params -> (what its reference depends on besides the mode, its mode, the mode whose
+    # reference covers the others); None: each case computes its own (run/case_plan.py: shared_references).
+    reference_twin: Optional[Callable[[dict[str, Any]], tuple[Any, str, str]]] = None
     figures: tuple[SummaryFigure, ...] = KERNEL_FIGURES  # what a summary shows beside the time
     fit: Optional[FitChart] = None  # its memory fit chart and table (None: its compile rows get none)
 

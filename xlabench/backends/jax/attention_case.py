@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import functools
-from typing import Any, Callable
+from dataclasses import dataclass
+from typing import Any, Callable, Optional
 
 import jax
 import jax.numpy as jnp
@@ -12,9 +13,11 @@ import numpy as np
 from xlabench.backends import user_impl
 from xlabench.backends.jax import attention_impls as impls
 from xlabench.backends.jax import hlo_cost, tune_case
+from xlabench.impls import attention_rules as rules
 from xlabench.backends.jax.common import compile_timed, device_error_parts, kernel_passes, peak_memory, runs_pallas
 from xlabench.measure.phases import Phases
 from xlabench.measure.timing import TimingPlan, max_normalised_error, with_timer
+from xlabench.tune.decide import Settle, row_times
 from xlabench.workloads.attention import AttentionParams, attention_result, input_shapes, make_inputs
 from xlabench.protocol.worker_messages import CaseResult, CaseSkipped
 from xlabench.units import GIB
@@ -87,20 +90,24 @@ def step_fn(p: AttentionParams, im: impls.AttentionImplRecord, cfg: impls.AttnCo
 
 
 def tune_for(p: AttentionParams, im: impls.AttentionImplRecord, cfg: impls.AttnConfig, plan: TimingPlan, impl: str,
-             platform: str, get_args: Callable[[], tuple]) -> tuple[impls.AttnConfig, dict[str, Any], str]:
-    """(the config to run at, the row's tuning columns, a note): the case's own blocks when the plan says
-    ``fixed`` or ``off`` (the parent's decision: run/case_plan.py); else the winner of the kernel's search,
-    from the tuning cache or searched now."""
+             platform: str, get_args: Callable[[], tuple], row_check: bool = False
+             ) -> tuple[impls.AttnConfig, dict[str, Any], str, Optional[Settle]]:
+    """(the config to run at, the row's tuning columns, a note, the row's check): the case's own blocks when
+    the plan says ``fixed`` or ``off`` (the parent's decision: run/case_plan.py); else the winner of the
+    kernel's search, from the tuning cache, the shipped table or searched now. ``row_check``: a table entry
+    is run untimed and the returned check (None: nothing to check) settles it on the row's times."""
     args = functools.cache(get_args)  # the inputs are made once, and only when a search needs them
-    return impls.rules.tune_blocks(
-        p, im, cfg, platform, lambda space, key, build, hints: tune_case.decide(plan, space, impl, key, build, hints),
+    return rules.tune_blocks(
+        p, im, cfg, platform,
+        lambda space, key, build, hints: tune_case.decide(plan, space, impl, key, build, hints, row_check),
         lambda q, c, program: (step_fn(q, im, c), args()[:3] if program == "fwd" else args()))
 
 
 def tuned_config(p: AttentionParams, impl: str, cfg: impls.AttnConfig, plan: TimingPlan,
                  platform: str) -> tuple[impls.AttnConfig, dict[str, Any], str]:
     """tune_for on inputs of case ``p`` made here (the train step's attention, tuned at its per-shard shape
-    through the same search and cache as an attention case)."""
+    through the same search and cache as an attention case; a table entry verified first: the step's timing
+    is not the kernel's)."""
     im = impls.get(impl)
 
     def args() -> tuple:
@@ -108,7 +115,7 @@ def tuned_config(p: AttentionParams, impl: str, cfg: impls.AttnConfig, plan: Tim
         return tuple(jax.device_put(impls.to_layout(jnp.asarray(x, jnp.dtype(p.dtype)), im.layout), device)
                      for x in make_inputs(p).values())
 
-    return tune_for(p, im, cfg, plan, impl, platform, args)
+    return tune_for(p, im, cfg, plan, impl, platform, args)[:3]
 
 
 # The last shape's inputs on the device, in the case's dtype and [B, S, H, D]: a suite runs naive, flash and
@@ -137,22 +144,62 @@ def device_inputs(p: AttentionParams, host: dict[str, np.ndarray], dtype: Any, d
     return tuple(out)
 
 
-_REFERENCE: dict[tuple, tuple[Any, ...]] = {}  # the last case's float32 reference, on the device
+_REFERENCE: dict[tuple, tuple[Any, ...]] = {}  # the last reference computed, on the device
 
 
-def reference(p: AttentionParams, host: dict[str, np.ndarray], sm_scale: float) -> tuple[Any, ...]:
+def reference(p: AttentionParams, host: dict[str, np.ndarray], sm_scale: float, also: str = "") -> tuple[Any, ...]:
     """The float32 reference outputs of case ``p`` on ``host`` (make_inputs'), kept on the device for the
-    next case of the same data, mode and mask: a suite runs naive, flash and splash of one case back to back,
-    and at TPU scale the reference takes seconds (a chunked float32 fwd_bwd). The check reduces outputs and
-    reference there (common.device_error_parts): neither is copied to the host."""
-    key = (tuple(input_shapes(p).items()), p.mode, p.causal, sm_scale)
-    if key not in _REFERENCE:
-        _REFERENCE.clear()
-        refs = impls.reference_outputs(
-            jnp.asarray(host["q"]), jnp.asarray(host["k"]), jnp.asarray(host["v"]),
-            jnp.asarray(host["do"]) if p.mode == "fwd_bwd" else None, p.causal, sm_scale)
-        _REFERENCE[key] = tuple(jax.block_until_ready(refs))
-    return _REFERENCE[key]
+    next case of the same data and mask: a suite runs naive, flash and splash of one case back to back, and
+    at TPU scale the reference takes seconds (a chunked float32 fwd_bwd). A fwd case takes the output of a
+    kept fwd_bwd reference of its shape; told its fwd_bwd twin follows (``also`` "fwd_bwd": the plan's
+    ``reference``), it computes that one, so the shape's forward is computed once for both modes. The check
+    reduces outputs and reference there (common.device_error_parts): neither is copied to the host."""
+
+    def key(mode: str) -> tuple:
+        return tuple(input_shapes(p.model_copy(update={"mode": mode})).items()), mode, p.causal, sm_scale
+
+    wanted = len(attention_shapes(p))
+    kept = next((_REFERENCE[k] for k in (key(p.mode), key("fwd_bwd")) if k in _REFERENCE), None)
+    if kept is not None:
+        return kept[:wanted]
+    mode = "fwd_bwd" if also == "fwd_bwd" else p.mode
+    if mode != p.mode:  # the twin's inputs: the same draw, the cotangent too (make_inputs)
+        host = make_inputs(p.model_copy(update={"mode": mode}))
+    _REFERENCE.clear()
+    refs = impls.reference_outputs(
+        jnp.asarray(host["q"]), jnp.asarray(host["k"]), jnp.asarray(host["v"]),
+        jnp.asarray(host["do"]) if mode == "fwd_bwd" else None, p.causal, sm_scale)
+    _REFERENCE[key(mode)] = tuple(jax.block_until_ready(refs))
+    return _REFERENCE[key(mode)][:wanted]
+
+
+@dataclass
+class Timed:
+    """A case's program compiled and timed: the executable, its lowering and compile seconds, whether it runs
+    no Pallas kernel though interpreted (a user impl of plain jnp ops), the wall samples, the last output and
+    the device clock's seconds (or why there are none)."""
+
+    compiled: Any
+    lower_s: float
+    compile_s: float
+    plain: bool
+    samples: list[float]
+    out: Any
+    traced: tuple[float, ...] | str
+
+
+def compile_and_time(p: AttentionParams, im: impls.AttentionImplRecord, cfg: impls.AttnConfig, args: tuple,
+                     plan: TimingPlan, phase: Phases) -> Timed:
+    """The case's program at ``cfg`` compiled (phase ``compile``) and timed (``timing``) on ``args``."""
+    fn = step_fn(p, im, cfg)
+    with impls.tpu_interpret(cfg):  # interpret mode is fixed at trace time: trace inside it
+        with phase("compile"):
+            compiled, lower_s, compile_s = compile_timed(fn, args)
+            # a user impl is handed interpret=True on CPU; one of plain jnp ops runs no kernel to interpret
+            plain = cfg.interpret and im.source != "built-in" and not runs_pallas(fn, args)
+        with phase("timing"):
+            samples, out, traced = kernel_passes(compiled, args, plan)
+    return Timed(compiled, lower_s, compile_s, plain, samples, out, traced)
 
 
 def run_attention_case(params: dict[str, Any], impl: str, plan: TimingPlan, interpret: bool,
@@ -173,23 +220,23 @@ def run_attention_case(params: dict[str, Any], impl: str, plan: TimingPlan, inte
         args = tuple(impls.to_layout(x, im.layout) for x in device_inputs(p, host, dtype, device))
         jax.block_until_ready(args)
     with phase("tune"):
-        cfg, tuned, tune_note = tune_for(p, im, cfg, plan, impl, platform, functools.partial(tuple, args))
-    fn = step_fn(p, im, cfg)
-
-    with impls.tpu_interpret(cfg):  # interpret mode is fixed at trace time: trace inside it
-        with phase("compile"):
-            compiled, lower_s, compile_s = compile_timed(fn, args)
-            # a user impl is handed interpret=True on CPU; one of plain jnp ops runs no kernel to interpret
-            plain = cfg.interpret and im.source != "built-in" and not runs_pallas(fn, args)
-        with phase("timing"):
-            samples, out, traced = kernel_passes(compiled, args, plan)
+        cfg, tuned, tune_note, settle = tune_for(p, im, cfg, plan, impl, platform, functools.partial(tuple, args),
+                                                 row_check=True)
+    run = compile_and_time(p, im, cfg, args, plan, phase)
+    if settle is not None:  # a table entry: the row's own timing is its check
+        with phase("tune"):
+            cfg, tuned, tune_note, again = settle(row_times(run.samples, run.traced))
+        if again:  # off its record: searched, and the row timed at the winner
+            del run
+            run = compile_and_time(p, im, cfg, args, plan, phase)
     with phase("xla figures"):
-        mem, mem_note = peak_memory(compiled, device)
-        xla, xla_notes = hlo_cost.xla_figures(compiled, 1)
+        mem, mem_note = peak_memory(run.compiled, device)
+        xla, xla_notes = hlo_cost.xla_figures(run.compiled, 1)
 
-    outs = out if isinstance(out, tuple) else (out,)
+    outs = run.out if isinstance(run.out, tuple) else (run.out,)
     outs = [impls.to_layout(o, im.layout) if getattr(o, "ndim", 0) == 4 else o for o in outs]  # to [B, S, H, D]
-    del args, out
+    del args
+    run.out = None
     notes = [im.note, ignored, tune_note, mem_note, *xla_notes]
     problem = output_problem(p, outs, dtype)
     if problem:  # a wrong row, not a crash: nothing to compare element by element
@@ -197,14 +244,14 @@ def run_attention_case(params: dict[str, Any], impl: str, plan: TimingPlan, inte
         notes.insert(0, f"wrong output: {problem}")
     else:
         with phase("reference"):
-            refs = reference(p, host, cfg.sm_scale)
+            refs = reference(p, host, cfg.sm_scale, plan.reference)
     with phase("check"):  # the outputs against the reference, reduced on the device
         err = max_normalised_error(outs, refs, device_error_parts)
-    result = attention_result(p, samples, plan, lower_s, compile_s, mem, err, [n for n in notes if n])
+    result = attention_result(p, run.samples, plan, run.lower_s, run.compile_s, mem, err, [n for n in notes if n])
     if problem:
         result = result.replace(max_abs_err=float("inf"), correct=False)
-    result = result.replace(metrics={**result.metrics, **xla, **tuned, **({"interpret": False} if plain else {})})
+    result = result.replace(metrics={**result.metrics, **xla, **tuned, **({"interpret": False} if run.plain else {})})
     if im.kernel_flops is not None:
         result = result.replace(metrics={**result.metrics, "kernel_flops": kernel_flops(p, im)})
     phase.log(f"{impl} S={p.seq_len} b={p.batch} {p.mode} causal={p.causal}")
-    return with_timer(result.replace(phase_s=phase.rounded()), plan, traced)
+    return with_timer(result.replace(phase_s=phase.rounded()), plan, run.traced)

@@ -157,23 +157,25 @@ Tuned = decide_mod.Tuned
 
 
 def tuned_blocks(stages: list[Stage], key: dict, build: Build, tune_dir: str,
-                 hints: Sequence[dict] = ()) -> Tuned:
+                 hints: Sequence[dict] = (), row_check: bool = False) -> Tuned:
     """tune.decide.tuned_blocks on this backend's compile_many and time_many (read when called); no candidate
-    that compiles and runs is a skipped case."""
+    that compiles and runs is a skipped case. ``row_check``: a table entry is checked by the row's timing."""
     try:
         return decide_mod.tuned_blocks(stages, key, lambda program, cands: compile_many(build, program, cands),
-                                       lambda handles, iters: time_many(handles, iters), tune_dir, hints)
+                                       lambda handles, iters: time_many(handles, iters), tune_dir, hints,
+                                       row_check=row_check)
     except decide_mod.Unsearchable as e:
         raise CaseSkipped(str(e)) from None
 
 
 def decide(plan: Any, space: Optional[Callable[[], list[Stage]]], impl: str, key_fields: dict[str, Any],
-           build: Build, hints: Sequence[dict[str, Any]] = ()) -> Tuned:
+           build: Build, hints: Sequence[dict[str, Any]] = (), row_check: bool = False) -> Tuned:
     """Every workload's tuning, as the parent's plan decided it (run/case_plan.py: ``plan.tune``): not
     tunable (no space: no columns); ``fixed`` (the suite sets the blocks); ``off`` (with the plan's note:
     an interpreted kernel, --no-tune, CPU by default); ``search``: the winner for this device, impl and case
-    (``key_fields``), from the cache in ``plan.tune_dir`` or searched now with ``build`` (starting from a
-    related case's cached winner, ``hints``: key fields)."""
+    (``key_fields``), from the cache in ``plan.tune_dir``, the shipped table (checked by the row's own timing
+    where ``row_check``: the Tuned's ``check``) or searched now with ``build`` (starting from a related case's
+    cached winner, ``hints``: key fields)."""
     if space is None:
         return Tuned({}, {})
     if plan.tune != "search":
@@ -182,4 +184,5 @@ def decide(plan: Any, space: Optional[Callable[[], list[Stage]]], impl: str, key
         raise ValueError("a tuning search needs the plan's tune_dir (the parent names the cache folder)")
     kind, ver = jax.devices()[0].device_kind, versions()
     key = tune.cache_key(kind, "jax", impl, key_fields, ver)
-    return tuned_blocks(space(), key, build, plan.tune_dir, [tune.cache_key(kind, "jax", impl, h, ver) for h in hints])
+    return tuned_blocks(space(), key, build, plan.tune_dir, [tune.cache_key(kind, "jax", impl, h, ver) for h in hints],
+                        row_check)

@@ -15,6 +15,7 @@ from typing import Any, Callable, Iterator, Optional
 import torch
 
 from xlabench.backends.torch_tpu import env
+from xlabench.measure.phases import Phases
 from xlabench.measure.timing import TimingPlan, device_iters, passes, time_calls, with_timer
 from xlabench.protocol.worker_messages import CaseResult
 from xlabench.units import ns_to_s
@@ -43,18 +44,23 @@ def surface(out: Any) -> None:
         first.detach().reshape(-1)[:1].to("cpu")
 
 
-def measure(call: Callable[[], Any], plan: TimingPlan, compiling_calls: int = 1) -> Measurement:
+def measure(call: Callable[[], Any], plan: TimingPlan, compiling_calls: int = 1,
+            phase: Optional[Phases] = None) -> Measurement:
     """``compiling_calls`` synced calls (a train step needs two: the first creates the optimizer state), then
-    the wall loop (warm-up and timed calls), then the profiled device pass where the plan is device-timed."""
+    the wall loop (warm-up and timed calls), then the profiled device pass where the plan is device-timed;
+    ``phase``: the case's phases, which the compiling calls (``compile``) and the rest (``timing``) add to."""
+    phase = phase or Phases()
     started = time.perf_counter()
-    for _ in range(compiling_calls):
-        surface(call())
-        env.sync()
+    with phase("compile"):
+        for _ in range(compiling_calls):
+            surface(call())
+            env.sync()
     compile_s = time.perf_counter() - started
-    samples, out = time_calls(call, lambda _: env.sync(), passes(plan))
-    device: tuple[float, ...] | str = ()
-    if plan.device_timed:
-        device = profiled_seconds(call, device_iters(plan, samples), plan.trace_dir)
+    with phase("timing"):
+        samples, out = time_calls(call, lambda _: env.sync(), passes(plan))
+        device: tuple[float, ...] | str = ()
+        if plan.device_timed:
+            device = profiled_seconds(call, device_iters(plan, samples), plan.trace_dir)
     return Measurement(samples, out, compile_s, device)
 
 

@@ -85,9 +85,10 @@ def versions() -> dict[str, str]:
 
 
 def decide(plan: Any, space: Optional[Callable[[], list[Stage]]], impl: str, key_fields: dict[str, Any],
-           build: Build, hints: Sequence[dict[str, Any]] = ()) -> decide_mod.Tuned:
+           build: Build, hints: Sequence[dict[str, Any]] = (), row_check: bool = False) -> decide_mod.Tuned:
     """As the JAX backend's: nothing to tune, the plan's ``fixed`` / ``off``, or the winner for this chip,
-    kernel and case from the cache, the table (its own entry, else JAX's) or a search now."""
+    kernel and case from the cache, the table (its own entry, else JAX's; checked by the row's own timing
+    where ``row_check``: the Tuned's ``check``) or a search now."""
     if space is None:
         return decide_mod.Tuned({}, {})
     if plan.tune != "search":
@@ -99,6 +100,7 @@ def decide(plan: Any, space: Optional[Callable[[], list[Stage]]], impl: str, key
     try:
         return decide_mod.tuned_blocks(space(), key, lambda program, cands: compile_many(build, program, cands),
                                        time_many, plan.tune_dir,
-                                       [tune.cache_key(kind, "torch_tpu", impl, h, ver) for h in hints], TABLE_BACKENDS)
+                                       [tune.cache_key(kind, "torch_tpu", impl, h, ver) for h in hints], TABLE_BACKENDS,
+                                       row_check=row_check)
     except decide_mod.Unsearchable as e:
         raise CaseSkipped(str(e)) from None

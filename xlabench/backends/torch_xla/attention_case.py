@@ -14,6 +14,7 @@ from xlabench.backends.torch_shared.attention import reference_outputs as shared
 from xlabench.backends.torch_xla import jax_kernels
 from xlabench.backends.torch_shared.attention import to_numpy
 from xlabench.backends.torch_xla.common import measure, peak_memory, with_device_times, xla_device
+from xlabench.measure.phases import Phases
 from xlabench.measure.timing import TimingPlan, max_normalised_error
 from xlabench.backends import user_impl
 from xlabench.workloads.attention import (REF_MAX_SCORE_BYTES, AttentionParams, attention_result, input_shapes, make_inputs)
@@ -33,15 +34,17 @@ def run_attention_case(params: dict[str, Any], impl: str, plan: TimingPlan, inte
 
     device = xla_device()
     dtype = TORCH_DTYPES[p.dtype]
-    host = make_inputs(p)
     grad = p.mode == "fwd_bwd"
+    phase = Phases()
+    with phase("inputs"):
+        host = make_inputs(p)
 
-    def on_device(name: str) -> torch.Tensor:  # the impl's native layout, prepared outside the timing
-        t = impls.to_layout(torch.from_numpy(host[name]).to(dtype), im.layout).contiguous()
-        return t.to(device).requires_grad_(grad and name != "do")
+        def on_device(name: str) -> torch.Tensor:  # the impl's native layout, prepared outside the timing
+            t = impls.to_layout(torch.from_numpy(host[name]).to(dtype), im.layout).contiguous()
+            return t.to(device).requires_grad_(grad and name != "do")
 
-    q, k, v = (on_device(n) for n in ("q", "k", "v"))
-    do = on_device("do") if grad else None
+        q, k, v = (on_device(n) for n in ("q", "k", "v"))
+        do = on_device("do") if grad else None
 
     if interpret:
         jax_kernels.interpret_all_kernels()
@@ -52,24 +55,29 @@ def run_attention_case(params: dict[str, Any], impl: str, plan: TimingPlan, inte
             return (out,)
         return (out,) + torch.autograd.grad(out, (q, k, v), do)
 
-    m = measure(call, plan)
+    m = measure(call, plan, phase=phase)
     mem, mem_note = peak_memory(device)
     problem = output_problem(p, m.out, dtype, im.layout)
-    outs = [] if problem else [to_numpy(impls.to_layout(o, im.layout)) for o in m.out]  # back to [B, S, H, D]
+    with phase("check"):
+        outs = [] if problem else [to_numpy(impls.to_layout(o, im.layout)) for o in m.out]  # back to [B, S, H, D]
     q = k = v = do = None  # free the device inputs before the reference (rebound, not del: `call` closes over them)
     m.out = None
-    refs = [] if problem else reference_outputs(host, p, cfg.sm_scale, ref_device(platform))
+    with phase("reference"):
+        refs = [] if problem else reference_outputs(host, p, cfg.sm_scale, ref_device(platform))
     notes = m.notes() + [n for n in (ignored, mem_note) if n]
     if im.note and (p.kv_heads != p.num_heads or im.source != "built-in"):
         notes.insert(0, im.note)
     if problem:  # a wrong row, not a crash: nothing to compare element by element
         notes.insert(0, f"wrong output: {problem}")
-    result = attention_result(p, m.samples, plan, None, m.compile_s, mem, max_normalised_error(outs, refs), notes)
+    with phase("check"):
+        err = max_normalised_error(outs, refs)
+    result = attention_result(p, m.samples, plan, None, m.compile_s, mem, err, notes)
     if problem:
         result = result.replace(max_abs_err=float("inf"), correct=False)
     if im.kernel_flops is not None:
         result = result.replace(metrics={**result.metrics, "kernel_flops": float(im.kernel_flops(p))})
-    return with_device_times(result, plan, m)
+    phase.log(f"{impl} S={p.seq_len} b={p.batch} {p.mode} causal={p.causal}")
+    return with_device_times(result.replace(phase_s=phase.rounded()), plan, m)
 
 
 def output_problem(p: AttentionParams, outs: Any, dtype: torch.dtype, layout: str) -> str | None:

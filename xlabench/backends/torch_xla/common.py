@@ -20,6 +20,7 @@ import torch_xla.debug.metrics as met
 
 from xlabench.backends.torch_xla.env import sync
 from xlabench.protocol.worker_messages import CaseResult
+from xlabench.measure.phases import Phases
 from xlabench.measure.timing import TimingPlan, time_calls, with_timer
 from xlabench.units import ns_to_s, to_ms
 
@@ -101,15 +102,20 @@ def _executions() -> MetricDelta:
     return MetricDelta(a.count + b.count, a.seconds + b.seconds)
 
 
-def measure(call: Callable[[], Any], plan: TimingPlan, compiling_calls: int = 1) -> XlaMeasurement:
+def measure(call: Callable[[], Any], plan: TimingPlan, compiling_calls: int = 1,
+            phase: Optional[Phases] = None) -> XlaMeasurement:
     """``compiling_calls`` calls (a train step needs two: the first creates the optimizer state, so the
-    second is a new graph) plus ``plan.warmup`` warm-up calls, then the timed iterations."""
+    second is a new graph) plus ``plan.warmup`` warm-up calls, then the timed iterations; ``phase``: the
+    case's phases, which the compiling and warm-up calls (``compile``) and the timed ones (``timing``) add to."""
+    phase = phase or Phases()
     c0 = MetricDelta.take("CompileTime")
-    for _ in range(compiling_calls + plan.warmup):
-        out = call()
-        sync()
+    with phase("compile"):
+        for _ in range(compiling_calls + plan.warmup):
+            out = call()
+            sync()
     c1, e1 = MetricDelta.take("CompileTime"), _executions()
-    samples, out = time_calls(call, lambda _: sync(), dataclasses.replace(plan, warmup=0))
+    with phase("timing"):
+        samples, out = time_calls(call, lambda _: sync(), dataclasses.replace(plan, warmup=0))
     c2, e2 = MetricDelta.take("CompileTime"), _executions()
     warm, timed = c1 - c0, c2 - c1
     held, count = _execution_samples(), (e2 - e1).count

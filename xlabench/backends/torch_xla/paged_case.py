@@ -12,6 +12,7 @@ from xlabench.backends.torch_xla.attention_case import TORCH_DTYPES
 from xlabench.backends.torch_shared.attention import to_numpy
 from xlabench.backends.torch_xla.common import measure, peak_memory, with_device_times, xla_device
 from xlabench.backends.torch_xla.env import device_kind
+from xlabench.measure.phases import Phases
 from xlabench.measure.timing import TimingPlan
 from xlabench.workloads.paged import PagedParams, cached_inputs, paged_result
 from xlabench.protocol.worker_messages import CaseResult, CaseSkipped
@@ -29,21 +30,24 @@ def run_paged_case(params: dict[str, Any], impl: str, plan: TimingPlan, interpre
     if interpret:
         jax_kernels.interpret_all_kernels()
 
-    host = cached_inputs(p)
-    dtype = TORCH_DTYPES[p.dtype]
-    shared = [torch.from_numpy(host[n]).to(dtype).to(device) for n in ("q", "k_pages", "v_pages")]
-    shared += [torch.from_numpy(host[n]).to(device) for n in ("lengths", "page_table")]
-    args = im.prepare(*shared, cfg)  # the impl's native layout, outside the timed region
-    del shared
+    phase = Phases()
+    with phase("inputs"):
+        host = cached_inputs(p)
+        dtype = TORCH_DTYPES[p.dtype]
+        shared = [torch.from_numpy(host[n]).to(dtype).to(device) for n in ("q", "k_pages", "v_pages")]
+        shared += [torch.from_numpy(host[n]).to(device) for n in ("lengths", "page_table")]
+        args = im.prepare(*shared, cfg)  # the impl's native layout, outside the timed region
+        del shared
 
-    m = measure(lambda: (im.fn(*args, cfg),), plan)
+    m = measure(lambda: (im.fn(*args, cfg),), plan, phase=phase)
     mem, mem_note = peak_memory(device)
-    out = to_numpy(m.out[0])
-    m.out = None
-    args = None  # free the device inputs (rebound, not del: the timed lambda closes over it)
-
     notes = m.notes() + [mem_note]
     if im.cpu_note and platform == "cpu":
         notes.insert(0, im.cpu_note)
-    return with_device_times(paged_result(p, m.samples, plan, None, m.compile_s, mem, out,
-                                          im.kv_round(platform), notes), plan, m)
+    with phase("check"):  # the output back, the reference (cached per shape) and the output against it
+        out = to_numpy(m.out[0])
+        m.out = None
+        args = None  # free the device inputs (rebound, not del: the timed lambda closes over it)
+        result = paged_result(p, m.samples, plan, None, m.compile_s, mem, out, im.kv_round(platform), notes)
+    phase.log(f"{impl} b={p.batch} context={p.max_context} page={p.page_size}")
+    return with_device_times(result.replace(phase_s=phase.rounded()), plan, m)

@@ -28,6 +28,7 @@ from xlabench.backends.torch_xla.attention_case import TORCH_DTYPES, _highest_pr
 from xlabench.backends.torch_xla.common import measure, peak_memory, with_device_times, xla_device
 from xlabench.backends.torch_shared.model import Transformer, checkpoint_layers, logical_axes, unsupported_step
 from xlabench.backends.torch_shared.model import reference_losses as shared_reference_losses
+from xlabench.measure.phases import Phases
 from xlabench.measure.timing import TimingPlan
 from xlabench.protocol.worker_messages import CaseResult, CaseSkipped
 from xlabench.workloads.attention import AttentionParams
@@ -119,22 +120,26 @@ def run_train_case(params: dict[str, Any], impl: str, plan: TimingPlan, interpre
     cfg = p.config()
     if why := unsupported_step(p, "torch_xla"):
         raise CaseSkipped(why)
-    mesh = make_mesh(p)
-    model = Transformer(cfg, TORCH_DTYPES[p.dtype], PARAM_SEED,
-                        attention_fn(impl, cfg, p, mesh, interpret, platform))
-    tokens_np = make_tokens(p, TOKEN_SEED)
+    phase = Phases()
+    with phase("build"):
+        mesh = make_mesh(p)
+        model = Transformer(cfg, TORCH_DTYPES[p.dtype], PARAM_SEED,
+                            attention_fn(impl, cfg, p, mesh, interpret, platform))
+        tokens_np = make_tokens(p, TOKEN_SEED)
     n_ref = p.mesh_shape()["data"] * p.mesh_shape()["fsdp"]  # one sequence per batch shard, as in JAX
-    ref = reference_losses(model, tokens_np[:n_ref], ref_device(platform))
+    with phase("reference"):
+        ref = reference_losses(model, tokens_np[:n_ref], ref_device(platform))
 
     device = xla_device()
-    step_model = shard(model.to(device), p, mesh)
-    if p.remat == "full":
-        from torch_xla.utils.checkpoint import checkpoint
+    with phase("build"):  # the model on the device, sharded
+        step_model = shard(model.to(device), p, mesh)
+        if p.remat == "full":
+            from torch_xla.utils.checkpoint import checkpoint
 
-        checkpoint_layers(model, checkpoint)
-    tokens = torch.from_numpy(tokens_np).to(device)
-    if p.sharding != "auto":
-        xs.mark_sharding(tokens, mesh, (BATCH_AXES, None))
+            checkpoint_layers(model, checkpoint)
+        tokens = torch.from_numpy(tokens_np).to(device)
+        if p.sharding != "auto":
+            xs.mark_sharding(tokens, mesh, (BATCH_AXES, None))
     opt = torch.optim.AdamW(step_model.parameters(), lr=ADAMW["learning_rate"], betas=(ADAMW["b1"], ADAMW["b2"]),
                             eps=ADAMW["eps"], weight_decay=ADAMW["weight_decay"])
     outs: list[tuple[torch.Tensor, torch.Tensor]] = []
@@ -148,7 +153,7 @@ def run_train_case(params: dict[str, Any], impl: str, plan: TimingPlan, interpre
         outs.append((loss.detach(), per_seq.detach()))
         return outs[-1]
 
-    m = measure(call, plan, compiling_calls=COMPILING_STEPS)
+    m = measure(call, plan, compiling_calls=COMPILING_STEPS, phase=phase)
     mem, mem_note = peak_memory(device)
     remarks = []
     if p.loss_chunk:
@@ -161,4 +166,5 @@ def run_train_case(params: dict[str, Any], impl: str, plan: TimingPlan, interpre
     result = train_result(p, m.samples, plan, None, m.compile_s, mem, [float(loss) for loss, _ in outs],
                           COMPILING_STEPS + plan.warmup, outs[0][1].cpu().numpy()[:n_ref], ref,
                           m.notes() + [mem_note], remarks)
-    return with_device_times(result, plan, m)
+    phase.log(f"{impl} {p.model} batch={p.batch()} scan={p.scan()}")
+    return with_device_times(result.replace(phase_s=phase.rounded()), plan, m)
