@@ -23,7 +23,7 @@ class SplashConfig(BackwardBlocks):
 
     kernel_name: ClassVar[str] = "splash"
 
-    block_kv_compute: Annotated[Optional[int], Divides("block_k")] = None
+    block_kv_compute: Annotated[Optional[int], Divides(BLOCK_PARAMS[1])] = None  # divides block_k
     fused_bwd: Annotated[int, Searched(BACKWARD)] = 0
 
     def with_defaults(self, sq: int, sk: int) -> "SplashConfig":
