@@ -330,7 +330,7 @@ def test_the_baseline_shortfall_counts_the_cases_the_gate_compares(tmp_path):
     """Issue 61 item 12: with -k selecting 8 of the baseline's 24 cases, gate warned "24 cases need >= 7"
     and then judged with Holm over 8 (which needs 6): the warning counts the cases the gate compares."""
     from xlabench.gate import gate_steps
-    from xlabench.stats import min_samples_per_side
+    from xlabench.stats.power import min_samples_per_side
 
     cases = [case(i, s, causal=c) for i in ("naive", "xla_sdpa") for s in (64, 128, 192, 256, 320, 384)
              for c in (True, False)]

@@ -1,4 +1,4 @@
-"""Per-case statistics on arrays: Holm's correction, the samples a case needs to be significant, and one case's two-stage assessment (Mann-Whitney U, then a bootstrap interval of the ratio beyond the threshold)."""
+"""Per-case statistics on arrays: the samples a case needs to be significant, and one case's two-stage assessment (Mann-Whitney U, then a bootstrap interval of the ratio beyond the threshold)."""
 
 from __future__ import annotations
 
@@ -13,24 +13,13 @@ import numpy as np
 from scipy import stats
 
 from xlabench.measure.sample_size import sample_shortfall, shortfall_message  # noqa: F401 (re-exported)
-from xlabench.stats import min_samples_per_side, smallest_p  # noqa: F401 (re-exported)
+from xlabench.stats.multiple import holm
+from xlabench.stats.power import min_samples_per_side
+from xlabench.stats.rank import smallest_p  # noqa: F401 (re-exported)
 from xlabench.gate.resample import Resampled
 from xlabench.gate.config import (
     GateConfig, IMPROVEMENT, INCONCLUSIVE, REGRESSION, STATISTICS, UNCHANGED, UNDERPOWERED,
 )
-
-
-def holm(p_values: Sequence[float]) -> np.ndarray:
-    """Holm step-down adjusted p-values: reject where adjusted <= alpha (family-wise error <= alpha)."""
-    p = np.asarray(p_values, dtype=float)
-    m = len(p)
-    if m == 0:
-        return p
-    order = np.argsort(p, kind="stable")
-    adjusted = np.minimum(1.0, np.maximum.accumulate((m - np.arange(m)) * p[order]))
-    out = np.empty(m)
-    out[order] = adjusted
-    return out
 
 
 @dataclass(frozen=True)

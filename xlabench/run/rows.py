@@ -28,7 +28,7 @@ from xlabench import impls as catalog
 from xlabench import results
 from xlabench.protocol.timing_plan import Clock
 from xlabench.protocol.status import COMPILED, OK
-from xlabench.stats import device_summary, summarize
+from xlabench.stats.summary import device_summary, summarize
 from xlabench.protocol.worker_messages import CaseResult
 from xlabench.run.case_plan import CasePlan, plan_case
 from xlabench.run.metrics import derive, peak_fields, roofline_fields
