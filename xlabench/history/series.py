@@ -11,12 +11,12 @@ from typing import Any, Optional
 
 import numpy as np
 
-from xlabench.gate.stats import holm
 from xlabench.history import changes as cp
 from xlabench.history.gitlog import GitLog, bare_sha
 from xlabench.history.robust import median
 from xlabench.history.store import Store
 from xlabench.results.display import varying
+from xlabench.stats.multiple import holm
 
 GEOMEAN = "geomean"  # the case_id of a suite's geometric-mean series
 

@@ -1,12 +1,13 @@
 """Summaries of one sample: the project's one quantile (``quantile``, ``percentile``), its median
-(``median``: np.median's figure, without its per-call overhead) and the row's summaries of per-iteration
-seconds (``summarize``, ``device_summary``). No scipy: the worker, `run` and `validate` import it.
+(``median``: np.median's figure, without its per-call overhead), the row's summaries of per-iteration
+seconds (``summarize``, ``device_summary``) and the statistics the gate can compare a metric by
+(``STATISTICS``). No scipy: the worker, `run` and `validate` import it.
 """
 
 from __future__ import annotations
 
 import statistics
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -75,3 +76,12 @@ def device_summary(samples: Sequence[float]) -> dict[str, float]:
     a = np.asarray(samples, dtype=np.float64)
     med, p10, p90 = (float(v) for v in percentile(a, [50, 10, 90]))
     return {"device_median_s": med, "device_p10_s": p10, "device_p90_s": p90}
+
+
+def _p10(x: np.ndarray, axis: int = -1) -> np.ndarray:
+    return percentile(x, 10, axis=axis)
+
+
+# What summarises a metric's per-iteration values (the gate's Metric.statistic names one), vectorised over
+# ``axis`` for the bootstrap.
+STATISTICS: dict[str, Callable[..., Any]] = {"median": np.median, "mean": np.mean, "p10": _p10}
