@@ -1,7 +1,7 @@
 """The bootstrap: resampled statistics of one sample (Resampled), the percentile interval of a ratio of two
-samples' statistics (the gate's case), the two-level bootstrap (two_level: units drawn with replacement,
-then each unit's own samples; the gate's suite-wide geometric mean), and the interval of a geometric mean
-of paired ratios (the gate's compile times).
+samples' statistics (the gate's case), the one two-level bootstrap (two_level: units drawn with
+replacement, then each unit's own samples; the gate's suite-wide geometric mean and the history floor's
+change), and the interval of a geometric mean of paired ratios (the gate's compile times).
 
 Resampled: the statistic of many resamples of one sample from the draws' indices: for the median, the same
 numbers as ``np.median(x[idx], axis=-1)``, bit for bit, at a fraction of its cost. A resample's median is an
@@ -23,7 +23,7 @@ from typing import Any, Callable, Optional, Sequence
 import numpy as np
 from scipy import stats
 
-from xlabench.stats.summary import STATISTICS, percentile
+from xlabench.stats.summary import STATISTICS, median, percentile, quantile
 
 CHUNK = 1 << 16  # indices drawn at a time (512 KiB of int64): a cache's worth
 BATCH_VALUES = 4_000_000  # resampled values of both samples drawn per batch of a ratio's replicates
@@ -180,3 +180,49 @@ def paired_geomean_interval(base: np.ndarray, cand: np.ndarray, confidence: floa
                               n_resamples=n_resamples, rng=rng)
     return (float(math.exp(d.mean())), float(math.exp(res.confidence_interval.low)),
             float(math.exp(res.confidence_interval.high)))
+
+
+def run_log_medians(samples: Sequence[np.ndarray], rng: np.random.Generator, reps: int) -> np.ndarray:
+    """(reps, runs) log medians of each run's samples resampled with replacement (runs with as many samples
+    drawn together)."""
+    out = np.empty((reps, len(samples)))
+    by_len: dict[int, list[int]] = {}
+    for j, s in enumerate(samples):
+        by_len.setdefault(len(s), []).append(j)
+    for n, cols in by_len.items():
+        a = np.array([np.asarray(samples[j], dtype=float) for j in cols])
+        pick = rng.integers(0, n, (reps, len(cols), n))
+        out[:, cols] = np.log(np.median(np.take_along_axis(a[None], pick, axis=2), axis=2))
+    return out
+
+
+def runs_ratio_interval(case_samples: Sequence[Sequence[Optional[np.ndarray]]], refs: np.ndarray, start: int,
+                        k: int, end: int, weights: np.ndarray, reps: int, confidence: float,
+                        seed: int) -> tuple[float, float, float]:
+    """The weighted geometric mean over cases of runs k..end-1 over that of runs start..k-1, with a two-level
+    bootstrap interval (each run's samples resampled, then the runs of each side; a run drawn twice keeps
+    its resample); ``case_samples[c][r]``: case c's samples in run r (None: not in that run), ``refs[c]``
+    its reference log level. nan where a side has no run."""
+    rng = np.random.default_rng(seed)
+    runs = np.arange(start, end)
+    total = np.zeros((reps, len(runs)))
+    count = np.zeros(len(runs))
+    point = np.zeros(len(runs))
+    for c, per_run in enumerate(case_samples):
+        have = [j for j, r in enumerate(runs) if per_run[r] is not None and len(per_run[r])]
+        if not have:
+            continue
+        logs = run_log_medians([per_run[runs[j]] for j in have], rng, reps) - refs[c]
+        total[:, have] += weights[c] * logs
+        count[have] += weights[c]
+        point[have] += [weights[c] * (np.log(median(per_run[runs[j]])) - refs[c]) for j in have]
+    ok = count > 0
+    left, right = np.flatnonzero(ok & (runs < k)), np.flatnonzero(ok & (runs >= k))
+    if len(left) == 0 or len(right) == 0:
+        return float("nan"), float("nan"), float("nan")
+    mean_run = total / np.where(count > 0, count, 1)
+    est = float(np.exp(np.mean(point[right] / count[right]) - np.mean(point[left] / count[left])))
+    before, after = two_level(mean_run.T, [left, right], rng, fresh=False)
+    q = (1 - confidence) / 2
+    lo, hi = quantile(after - before, [q, 1 - q])
+    return est, float(np.exp(lo)), float(np.exp(hi))
