@@ -187,7 +187,7 @@ def prefer_bands(z: np.ndarray, plain: list[int], banded: list[int], alpha: floa
 
 def band_segment(z: np.ndarray, sigma: float, alpha: float = ALPHA, allowed: Optional[np.ndarray] = None,
                  min_size: int = MIN_SIZE, first: Optional[bands.Bands] = None) -> dict[int, float]:
-    """The changes of z under noise in two bands (history/bands.py): {first run after a change: its p}.
+    """The changes of z under noise in two bands (stats/bands.py): {first run after a change: its p}.
     Binary segmentation by the band likelihood's best single change (p from its sqrt(2 log LR) as the
     scan's z), a window against the rest by the mean scan where no single change is significant (a
     regression and its fix); once with the band parameters of the runs about their 9-run median, again with
