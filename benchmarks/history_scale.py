@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from xlabench import results
-from xlabench.stats import summarize
+from xlabench.stats.summary import summarize
 
 
 def write_runs(out: Path, n_runs: int, n_cases: int, seed: int = 0) -> None:

@@ -8,7 +8,7 @@ from typing import Any, Optional
 import numpy as np
 
 from xlabench import results
-from xlabench.stats import summarize
+from xlabench.stats.summary import summarize
 
 ENV = {"platform": "cpu", "device_kind": "cpu", "device_count": 1, "process_count": 1,
        "framework_version": "jax 0.10.2 / jaxlib 0.10.2", "interpret": False, "hostname": "test"}

@@ -13,7 +13,7 @@ import numpy as np
 
 from xlabench import results
 from xlabench.history import series
-from xlabench.stats import summarize
+from xlabench.stats.summary import summarize
 
 FIXTURE = Path(__file__).parent / "fixtures" / "gate_attention_cpu.csv"
 RUN_SIGMA = 0.01  # the machine's speed from run to run (a dedicated runner; a shared 2-core host is far worse)

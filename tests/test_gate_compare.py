@@ -421,7 +421,7 @@ def test_a_rerun_the_hosts_slowdown_explains_stays_could_not_judge(tmp_path, rng
 
 def test_an_improvement_passes_the_same_multiplicity_correction_as_a_regression():
     """#36 item 14: one case at raw p 0.035 is a change alone, and no change among ten cases (Holm), either way."""
-    from xlabench.gate.stats import assess
+    from xlabench.gate.assessment import assess
     b = np.linspace(1.0, 1.2, 12)
     c = b * 0.7
     c[-3:] = b[-3:] * 1.02  # overlaps enough that the raw p is 0.035

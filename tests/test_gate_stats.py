@@ -7,6 +7,8 @@ import pytest
 
 from tests._gate_data import draw
 from xlabench import gate
+from xlabench.stats.multiple import holm
+from xlabench.stats.power import min_samples_per_side
 
 
 def verdicts(shift: float, *, n: int = 20, sigma: float = 0.05, heavy: bool = False, trials: int = 50,
@@ -23,11 +25,11 @@ def verdicts(shift: float, *, n: int = 20, sigma: float = 0.05, heavy: bool = Fa
 
 def test_holm_matches_hand_computed_values():
     # sorted p * (m - rank), running max, capped at 1; returned in the input order
-    got = gate.holm([0.04, 0.01, 0.05, 0.03, 0.02])
+    got = holm([0.04, 0.01, 0.05, 0.03, 0.02])
     np.testing.assert_allclose(got, [0.09, 0.05, 0.09, 0.09, 0.08])
-    np.testing.assert_allclose(gate.holm([0.3]), [0.3])
-    np.testing.assert_allclose(gate.holm([0.5, 0.6]), [1.0, 1.0])
-    assert gate.holm([]).size == 0
+    np.testing.assert_allclose(holm([0.3]), [0.3])
+    np.testing.assert_allclose(holm([0.5, 0.6]), [1.0, 1.0])
+    assert holm([]).size == 0
 
 
 def test_identical_samples_are_unchanged_with_ratio_one():
@@ -161,7 +163,7 @@ def _with_19_quiet_cases(pair):
 @pytest.mark.parametrize("pair, way", [((_BASE, _SLOW), "slower"), ((_SLOW, _BASE), "faster")])
 def test_an_interval_wholly_beyond_the_threshold_without_significance_is_inconclusive_not_unchanged(pair, way):
     a = gate.assess(_with_19_quiet_cases(pair), gate.GateConfig(), [f"c{i}" for i in range(20)])[-1]
-    assert a.p_holm > 0.05 and a.n_base == a.n_cand == 8 >= gate.min_samples_per_side(0.05, 20)
+    assert a.p_holm > 0.05 and a.n_base == a.n_cand == 8 >= min_samples_per_side(0.05, 20)
     assert (a.ci_low > 1.05) if way == "slower" else (a.ci_high < 1 / 1.05), (a.ci_low, a.ci_high)
     assert a.verdict == gate.INCONCLUSIVE, (a.verdict, a.reason)
     assert "not significant" in a.reason and f"wholly beyond the 5% threshold ({way})" in a.reason, a.reason

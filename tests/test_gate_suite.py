@@ -23,6 +23,10 @@ from conftest import ROOT
 from tests._gate_data import case, draw, write_run
 from xlabench import gate, results
 from xlabench.cli import main
+from xlabench.measure.sample_size import sample_shortfall
+from xlabench.stats.bootstrap import geomean_interval
+from xlabench.stats.power import min_samples_per_side, smallest_signed_rank_p
+from xlabench.stats.rank import signed_rank_p
 
 FIXTURE = ROOT / "tests" / "fixtures" / "gate_attention_cpu.csv"
 _TIME_COLUMNS = ("median_s", "mean_s", "min_s", "p10_s", "p90_s", "stdev_s")
@@ -64,21 +68,21 @@ def _pairs(rng: np.random.Generator, m: int, n: int, shift: float = 1.0, sigma: 
 
 def test_min_samples_per_side_is_the_exact_mann_whitney_bound():
     for m in (1, 2, 6, 7, 23, 24, 48, 85, 86, 120):
-        n = gate.min_samples_per_side(0.05, m)
+        n = min_samples_per_side(0.05, m)
         p = lambda k: stats.mannwhitneyu(np.arange(k), np.arange(k, 2 * k), method="exact").pvalue  # noqa: E731
         assert p(n) <= 0.05 / m < p(n - 1), m
-    assert [gate.min_samples_per_side(0.05, m) for m in (1, 2, 7, 24, 48, 86, 322)] == [4, 5, 6, 7, 7, 8, 9]
-    assert gate.min_samples_per_side(0.01, 48) == 8
-    assert gate.min_samples_per_side.cache_info().hits > 0  # cached
+    assert [min_samples_per_side(0.05, m) for m in (1, 2, 7, 24, 48, 86, 322)] == [4, 5, 6, 7, 7, 8, 9]
+    assert min_samples_per_side(0.01, 48) == 8
+    assert min_samples_per_side.cache_info().hits > 0  # cached
     with pytest.raises(ValueError):
-        gate.min_samples_per_side(0.05, 0)
+        min_samples_per_side(0.05, 0)
 
 
 def test_sample_shortfall():
-    assert gate.sample_shortfall([5] * 48) == (5, 7)
-    assert gate.sample_shortfall([7] * 48) is None
-    assert gate.sample_shortfall([20, 3]) == (3, 5)
-    assert gate.sample_shortfall([]) is None
+    assert sample_shortfall([5] * 48) == (5, 7)
+    assert sample_shortfall([7] * 48) is None
+    assert sample_shortfall([20, 3]) == (3, 5)
+    assert sample_shortfall([]) is None
 
 
 # ----------------------------------------------------------------------------- suite-wide statistics
@@ -87,20 +91,20 @@ def test_sample_shortfall():
 def test_smallest_signed_rank_p_matches_scipy_exact():
     for m in range(1, 12):
         want = stats.wilcoxon(np.arange(1, m + 1), method="exact").pvalue
-        assert gate.smallest_signed_rank_p(m) == pytest.approx(want)
-    assert gate.signed_rank_p(np.zeros(10)) == 1.0
-    assert gate.signed_rank_p(np.arange(1.0, 49.0)) < 1e-10
+        assert smallest_signed_rank_p(m) == pytest.approx(want)
+    assert signed_rank_p(np.zeros(10)) == 1.0
+    assert signed_rank_p(np.arange(1.0, 49.0)) < 1e-10
 
 
 def test_geomean_interval_covers_a_shared_shift_and_is_reproducible():
     rng = np.random.default_rng(1)
     pairs = _pairs(rng, 48, 5, 1.3)
-    g, lo, hi = gate.geomean_interval(pairs, "median", 0.95, 2000, np.random.default_rng(0))
+    g, lo, hi = geomean_interval(pairs, "median", 0.95, 2000, np.random.default_rng(0))
     assert lo < 1.3 < hi and 1.2 < lo and hi < 1.4 and lo < g < hi
-    assert (g, lo, hi) == gate.geomean_interval(pairs, "median", 0.95, 2000, np.random.default_rng(0))
+    assert (g, lo, hi) == geomean_interval(pairs, "median", 0.95, 2000, np.random.default_rng(0))
     # two levels: wider than resampling cases alone when the cases themselves are exact copies
     exact = [(b, b * 1.3) for b, _ in pairs]
-    g2, lo2, hi2 = gate.geomean_interval(exact, "median", 0.95, 2000, np.random.default_rng(0))
+    g2, lo2, hi2 = geomean_interval(exact, "median", 0.95, 2000, np.random.default_rng(0))
     assert g2 == pytest.approx(1.3) and lo2 < 1.3 < hi2  # each case's samples are resampled on both sides
 
 
@@ -330,7 +334,6 @@ def test_the_baseline_shortfall_counts_the_cases_the_gate_compares(tmp_path):
     """Issue 61 item 12: with -k selecting 8 of the baseline's 24 cases, gate warned "24 cases need >= 7"
     and then judged with Holm over 8 (which needs 6): the warning counts the cases the gate compares."""
     from xlabench.gate import gate_steps
-    from xlabench.stats import min_samples_per_side
 
     cases = [case(i, s, causal=c) for i in ("naive", "xla_sdpa") for s in (64, 128, 192, 256, 320, 384)
              for c in (True, False)]

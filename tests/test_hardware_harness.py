@@ -7,7 +7,7 @@ import pytest
 
 from xlabench import hardware
 from xlabench.measure.timing import TimingPlan, time_calls
-from xlabench.stats import summarize
+from xlabench.stats.summary import summarize
 
 
 @pytest.mark.parametrize("kind,name,tflops", [

@@ -1,4 +1,4 @@
-"""The mean family's two-band model (history/bands.py) on synthetic series with known truth (seeded,
+"""The mean family's two-band model (stats/bands.py) on synthetic series with known truth (seeded,
 deterministic): its parameters recovered; a step in runs that lie in two bands found more often than by
 the plain scan; noise-only banded series at the false-alarm rate of alpha; normal noise left to the plain
 scan (the band model is tried only where the runs show bands, and kept only where it explains them)."""
@@ -9,7 +9,8 @@ import pytest
 
 import numpy as np
 
-from xlabench.history import bands, changes as cp
+from xlabench.history import changes as cp
+from xlabench.stats import bands
 
 
 def _banded(rng: np.random.Generator, n: int, at: int = 0, size: float = 0.0, gap: float = 3.0,

@@ -13,6 +13,7 @@ import pytest
 import _history_data as hd
 from xlabench import gate as gate_lib
 from xlabench.history import changes as cp, ingest, series, store as st
+from xlabench.stats import changepoint, rank, robust, summary, ttest
 
 
 def _located(y: np.ndarray, at: int, **kw) -> bool:
@@ -101,7 +102,8 @@ def test_noise_only_false_alarms_stay_under_alpha(family):
     rng = np.random.default_rng(3)
     alarms = [bool(cp.segment(rng.normal(0, 0.02, 30), family=family)) for _ in range(1000)]
     assert np.mean(alarms) <= cp.ALPHA
-    one_test = [cp.scan_p(cp.scan(y, cp.noise(y))[0], 30) / cp.neff(30) < cp.ALPHA
+    one_test = [changepoint.scan_p(changepoint.scan(y, robust.noise(y), None, cp.MIN_SIZE, cp.MAX_BUMP)[0], 30)
+                / changepoint.neff(30) < cp.ALPHA
                 for y in rng.normal(0, 0.02, (300, 30))]
     assert np.mean(one_test) > 3 * cp.ALPHA
 
@@ -111,7 +113,7 @@ def test_heavy_tailed_noise_takes_the_rank_family():
     mean family alone (clipped runs) alarms more often on long series."""
     rng = np.random.default_rng(4)
     ys = [rng.standard_t(2, 200) * 0.01 for _ in range(300)]
-    assert np.mean([cp.heavy_tailed(y, cp.noise(y)) for y in ys]) > 0.9
+    assert np.mean([cp.heavy_tailed(y, robust.noise(y)) for y in ys]) > 0.9
     assert np.mean([bool(cp.segment(y)) for y in ys]) <= cp.ALPHA
     assert np.mean([bool(cp.segment(y, family="rank")) for y in ys]) <= cp.ALPHA
 
@@ -153,10 +155,10 @@ def test_the_size_interval_comes_from_the_runs():
 
 def test_within_var_of_a_median():
     rng = np.random.default_rng(9)
-    v = [cp.within_var(rng.lognormal(0, 0.1, 5)) for _ in range(2000)]
+    v = [robust.log_median_var(rng.lognormal(0, 0.1, 5)) for _ in range(2000)]
     meds = [np.log(np.median(rng.lognormal(0, 0.1, 5))) for _ in range(2000)]
     assert 0.5 < np.median(v) / np.var(meds) < 2.0
-    assert np.isnan(cp.within_var(None)) and np.isnan(cp.within_var(np.array([1.0])))
+    assert np.isnan(robust.log_median_var(None)) and np.isnan(robust.log_median_var(np.array([1.0])))
 
 
 def test_the_issues_eight_percent_step_is_one_event():
@@ -298,8 +300,6 @@ def test_the_detectors_own_median_t_test_and_tails_are_numpys_and_scipys_figures
     very same figures (bit for bit), ties, a single run a side and nan included."""
     from scipy import stats
 
-    from xlabench.history import robust
-
     rng = np.random.default_rng(21)
     for n in [*range(1, 34), 60, 61, 500]:
         for _ in range(20):
@@ -308,17 +308,17 @@ def test_the_detectors_own_median_t_test_and_tails_are_numpys_and_scipys_figures
                 a = np.round(a, 3)  # ties
             if rng.random() < 0.1:
                 a[rng.integers(n)] = np.nan
-            want, got = np.median(a), robust.median(a)
+            want, got = np.median(a), summary.median(a)
             assert got == want or (np.isnan(got) and np.isnan(want)), (a, got, want)
-    assert np.isnan(robust.median(np.array([])))
+    assert np.isnan(summary.median(np.array([])))
     for _ in range(400):
         n1, n2 = rng.integers(1, 40, 2)
         a, b = rng.normal(0, 0.01, n1), rng.normal(rng.normal(0, 0.01), 0.01, n2)
         want = float(stats.ttest_ind(a, b).pvalue) if n1 + n2 > 2 else np.nan
-        got = cp._ttest_p(a, b)
+        got = ttest.ttest_p(a, b)
         assert got == want or (np.isnan(got) and np.isnan(want)), (n1, n2, got, want)
     for t in rng.normal(0, 4, 200):
         df = float(rng.uniform(2, 80))
-        assert cp._t_sf(t, df) == float(stats.t.sf(t, df)) and cp._norm_sf(t) == float(stats.norm.sf(t))
+        assert ttest.t_sf(t, df) == float(stats.t.sf(t, df)) and ttest.norm_sf(t) == float(stats.norm.sf(t))
     q = rng.uniform(0, 1, 50)
-    assert (cp.scores(q) == stats.norm.ppf(stats.rankdata(q) / 51)).all()
+    assert (rank.normal_scores(q) == stats.norm.ppf(stats.rankdata(q) / 51)).all()

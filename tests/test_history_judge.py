@@ -13,6 +13,7 @@ import pytest
 import _history_data as hd
 from conftest import run_cli
 from xlabench.history import judge
+from xlabench.stats.ttest import hinge_fit
 
 
 def _judge(factors, seed=0):
@@ -65,7 +66,7 @@ def test_judge_refuses_a_run_that_is_not_the_newest():
 
 def test_hinge_fit_finds_where_a_trend_starts():
     y = np.log([1.0] * 12 + [1.02 ** k for k in range(1, 9)])
-    j, slope, p = judge.hinge_fit(y)
+    j, slope, p = hinge_fit(y, judge.MIN_TREND_RUNS)
     assert j in (11, 12) and abs(slope - np.log(1.02)) < 1e-9 and p < 1e-6
 
 

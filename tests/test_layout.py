@@ -122,15 +122,27 @@ def test_protocol_and_measure_are_the_bottom_floors():
             assert {d for d in every[m] if not d.startswith(allowed)} == set(), m
 
 
+# The statistics that the worker, measure/, run/ and `validate` import: no scipy (their startup stays light).
+LIGHT_STATISTICS = ("xlabench.stats.summary", "xlabench.stats.power", "xlabench.stats.multiple")
+
+
 def test_the_statistics_are_pure():
-    """xlabench/stats.py imports nothing of xlabench and no framework; scipy only inside a function (the
-    worker and the CLI's startup stay light)."""
-    tree = ast.parse((PKG / "stats.py").read_text())
-    top = {(n.module if isinstance(n, ast.ImportFrom) else a.name).split(".")[0]
-           for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))
-           for a in (n.names if isinstance(n, ast.Import) else [n])}
-    assert top <= {"__future__", "functools", "math", "statistics", "typing", "numpy"}, top
-    assert not _all_imports()["xlabench.stats"]
+    """xlabench/stats/ imports nothing of xlabench outside itself and no framework; its light modules load
+    no scipy, even inside a function, and they are all that the worker's side and run/ import of it."""
+    _, externals = _graph()
+    every = _all_imports()
+    mods = [m for m in every if m == "xlabench.stats" or m.startswith("xlabench.stats.")]
+    assert len(mods) > 3  # the package exists
+    for m in mods:
+        assert {d for d in every[m] if not d.startswith("xlabench.stats")} == set(), m
+        assert not externals[m] & set(FRAMEWORKS), m
+    for m in LIGHT_STATISTICS:
+        assert externals[m] <= {"__future__", "functools", "math", "statistics", "typing", "numpy", "xlabench"}, m
+        assert {d for d in every[m] if d.startswith("xlabench.")} <= set(LIGHT_STATISTICS), m
+    light_side = [m for m in every if m.split(".")[1:2] and m.split(".")[1] in ("measure", "run", "worker", "backends")]
+    offenders = sorted((m, d) for m in light_side for d in every[m]
+                       if d.startswith("xlabench.stats") and not d.startswith(LIGHT_STATISTICS))
+    assert offenders == []
 
 
 def test_worker_is_imported_only_by_the_process_entry():

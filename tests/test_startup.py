@@ -51,7 +51,7 @@ def test_the_gate_package_loads_its_statistics_on_first_use():
     """`xlabench.gate` is cheap to import (the CLI's defaults need it), and its names still work."""
     code = ("import sys; import xlabench.gate as g; light = 'scipy' not in sys.modules; "
             "import xlabench.gate.pairing; print(light, callable(g.compare), g.Comparison.__name__, "
-            "g.min_samples_per_side(0.05, 48))")
+            "g.samples_needed(g.GateConfig(), 48))")
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
     assert p.stdout.split() == ["True", "True", "Comparison", "7"], p.stderr

@@ -17,7 +17,7 @@ SHIFTS = {10, 20, 30, 40, 50}  # 1 << 30, 2 << 30
 NOT_UNITS = {
     ("explain/trace.py", "return (int(tail), name) if tail.isdigit() else (1 << 30, name)"),  # a sort key after
     # every numbered device, not a size
-    ("history/changes.py", "(250, 1330.0), (500, 3600.0), (1000, 5300.0), (2000, 10700.0))"),  # a sample size
+    ("stats/changepoint.py", "(250, 1330.0), (500, 3600.0), (1000, 5300.0), (2000, 10700.0))"),  # a sample size
     ("protocol/timing_plan.py", "max_iters: int = 1000"),  # a count of iterations
     ("worker/main.py", 'return Reply(error=f"{type(e).__name__}: {e}"[:1000])'),  # a message's length
     ("worker/main.py", 'reply(Reply(fatal=f"{type(e).__name__}: {e}".strip()[:1000]))'),

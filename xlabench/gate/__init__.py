@@ -12,13 +12,12 @@ from xlabench.gate.config import (
     VERDICTS, EnvMismatchError, GateConfig, GateInputError, Metric,
 )
 
-# The statistics load scipy: they are imported on first use (PEP 562), so that importing the gate's
-# names (the CLI's option defaults, `--help`) stays fast. name -> the module that defines it.
+# The verdicts load the statistics (xlabench.stats), which load scipy: they are imported on first use (PEP
+# 562), so that importing the gate's names (the CLI's option defaults, `--help`) stays fast. name -> the
+# module that defines it.
 _LAZY = {
-    **dict.fromkeys(("Assessment", "assess", "holm", "min_samples_per_side", "sample_shortfall",
-                     "shortfall_message", "smallest_p"), "stats"),
-    **dict.fromkeys(("SuiteShift", "assess_suite", "geomean_interval", "log_ratios", "machine_shift",
-                     "signed_rank_p", "smallest_signed_rank_p"), "suite_shift"),
+    **dict.fromkeys(("Assessment", "assess", "samples_needed"), "assessment"),
+    **dict.fromkeys(("SuiteShift", "assess_suite"), "suite_shift"),
     **dict.fromkeys(("RunData", "load_run"), "run_data"),
     **dict.fromkeys(("CaseVerdict", "Comparison", "compare", "confirm"), "pairing"),
 }
@@ -38,8 +37,6 @@ __all__ = [
     "CONFOUNDED", "EXIT_FAIL", "EXIT_NOTHING", "EXIT_PASS", "EXIT_UNJUDGED", "FAILED", "FAILING", "IMPROVEMENT",
     "INCONCLUSIVE", "METRICS", "MISSING", "NEW", "REGRESSION", "SKIPPED", "UNCHANGED", "UNCONFIRMED",
     "UNDERPOWERED", "UNJUDGED", "UNJUDGED_FAILING", "VERDICTS", "EnvMismatchError", "GateConfig",
-    "GateInputError", "Metric", "Assessment", "assess", "holm", "min_samples_per_side", "sample_shortfall",
-    "shortfall_message", "smallest_p", "SuiteShift", "assess_suite", "geomean_interval", "log_ratios",
-    "machine_shift", "signed_rank_p", "smallest_signed_rank_p", "RunData", "load_run", "CaseVerdict",
-    "Comparison", "compare", "confirm",
+    "GateInputError", "Metric", "Assessment", "assess", "samples_needed", "SuiteShift", "assess_suite", "RunData",
+    "load_run", "CaseVerdict", "Comparison", "compare", "confirm",
 ]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Optional
+from typing import Any, Optional
 
 import numpy as np
 
@@ -55,7 +55,7 @@ class Metric:
 
     name: str
     higher_is_better: bool
-    statistic: str  # a key of STATISTICS: what summarises the per-iteration values
+    statistic: str  # a key of xlabench.stats.summary.STATISTICS: what summarises the per-iteration values
     peak: Optional[str] = None  # the row's peak column the metric is a fraction of (mfu, mbu): runs may differ
 
     def __post_init__(self) -> None:
@@ -108,13 +108,6 @@ def metric_missing(pairs: list[tuple[dict[str, Any], dict[str, Any]]], metric: s
     return (f"--metric {metric}: none of the {len(pairs)} case(s) measured on both sides has it (their "
             f"{'/'.join(kinds)} rows leave the {metric} column empty); compare them on one of: {', '.join(have)}")
 
-
-def _p10(x: np.ndarray, axis: int = -1) -> np.ndarray:
-    return np.percentile(x, 10, axis=axis)
-
-
-# Summaries of per-iteration values (vectorised over ``axis`` for the bootstrap).
-STATISTICS: dict[str, Callable[..., Any]] = {"median": np.median, "mean": np.mean, "p10": _p10}
 
 METRICS: dict[str, Metric] = {m.name: m for m in (
     Metric("median_s", False, "median"),

@@ -14,7 +14,7 @@ from xlabench import suite as suite_lib
 from xlabench.gate.config import GateInputError
 from xlabench.gate.run_data import RunData
 from xlabench.measure.sample_size import sample_shortfall
-from xlabench.stats import min_samples_per_side
+from xlabench.stats.power import min_samples_per_side
 from xlabench.run import interrupts
 from xlabench.protocol.status import OK
 from xlabench.run.run_options import Filter, OptionError, RunOptions

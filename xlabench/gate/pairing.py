@@ -17,7 +17,7 @@ from xlabench.gate.config import (
     VERDICTS, metric_missing,
 )
 from xlabench.gate.run_data import RunData
-from xlabench.gate.stats import Assessment, assess, samples_needed
+from xlabench.gate.assessment import Assessment, assess, samples_needed
 from xlabench.gate.suite_shift import SuiteShift, assess_suite
 from xlabench.protocol import status as st
 

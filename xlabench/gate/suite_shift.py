@@ -1,100 +1,19 @@
-"""Suite-wide statistics on arrays: the shift shared by a comparison's cases (Wilcoxon signed-rank, a two-level bootstrap of the geometric-mean ratio) and the host's own change of speed (compile times)."""
+"""The suite-wide verdict, on arrays: the shift shared by a comparison's cases (Wilcoxon signed-rank, a
+two-level bootstrap of the geometric-mean ratio) and the host's own change of speed (compile times); the
+statistics themselves are xlabench.stats'."""
 
 from __future__ import annotations
 
-import math
-import warnings
 from dataclasses import dataclass
 from typing import Any, Optional, Sequence
 
 import numpy as np
-from scipy import stats
 
-from xlabench.gate.config import (
-    CONFOUNDED, GateConfig, IMPROVEMENT, INCONCLUSIVE, REGRESSION, STATISTICS, UNCHANGED,
-)
-from xlabench.gate.resample import Resampled
-from xlabench.gate.stats import seed_key
-
-
-# Pure functions on arrays: the shift shared by a comparison's cases, and the host's speed probe.
-
-
-def log_ratios(pairs: Sequence[tuple[np.ndarray, np.ndarray]], statistic: str) -> np.ndarray:
-    """Per case log(stat(candidate) / stat(baseline))."""
-    f = STATISTICS[statistic]
-    return np.array([math.log(float(f(np.asarray(c, dtype=float))) / float(f(np.asarray(b, dtype=float))))
-                     for b, c in pairs])
-
-
-def smallest_signed_rank_p(m: int) -> float:
-    """The smallest two-sided exact Wilcoxon signed-rank p over m nonzero differences: all of one sign."""
-    return min(1.0, 2.0 / 2.0 ** m) if m > 0 else 1.0
-
-
-def signed_rank_p(d: np.ndarray) -> float:
-    """Two-sided Wilcoxon signed-rank p of the differences d against a shift of 0 (zeros dropped;
-    exact for small untied sets, scipy's normal approximation otherwise); 1 when every d is 0."""
-    d = np.asarray(d, dtype=float)
-    if not np.any(d != 0):
-        return 1.0
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        p = float(stats.wilcoxon(d, zero_method="wilcox", alternative="two-sided").pvalue)
-    return 1.0 if math.isnan(p) else p
-
-
-def geomean_interval(pairs: Sequence[tuple[np.ndarray, np.ndarray]], statistic: str, confidence: float,
-                     n_resamples: int, rng: np.random.Generator) -> tuple[float, float, float]:
-    """(geometric mean over cases of stat(c) / stat(b), percentile interval low, high).
-
-    Two-level bootstrap: each replicate draws the cases with replacement and, for every case drawn,
-    its baseline and candidate samples with replacement, so the interval holds both the spread between
-    cases and each case's own sampling noise. It cannot hold the drift shared by every case of a run
-    (the machine's speed): see machine_shift.
-    """
-    f = STATISTICS[statistic]
-    m = len(pairs)
-    reps = np.empty((m, n_resamples))  # per case: bootstrap replicates of its log ratio
-    for i, (b, c) in enumerate(pairs):
-        rb, rc = Resampled(b, f), Resampled(c, f)  # f(b[idx], axis=-1), the median without its partition
-        nb, nc = len(rb.x), len(rc.x)
-        step = max(1, int(4_000_000 // (nb + nc)))  # bound memory for long runs
-        for lo in range(0, n_resamples, step):
-            k = min(step, n_resamples - lo)
-            sb = rb.draw(rng, k)  # the baseline's resamples first
-            reps[i, lo:lo + k] = np.log(rc.draw(rng, k) / sb)
-    cases = rng.integers(0, m, (n_resamples, m))
-    draws = rng.integers(0, n_resamples, (n_resamples, m))  # an independent inner draw per case drawn
-    means = reps[cases, draws].mean(axis=1)
-    tail = (1 - confidence) / 2 * 100
-    lo, hi = np.percentile(means, [tail, 100 - tail])
-    return float(math.exp(log_ratios(pairs, statistic).mean())), float(math.exp(lo)), float(math.exp(hi))
-
-
-def machine_shift(base_s: np.ndarray, cand_s: np.ndarray, confidence: float, n_resamples: int,
-                  rng: np.random.Generator) -> Optional[tuple[float, float, float]]:
-    """Geometric mean over cases of candidate / baseline compile time, with a percentile bootstrap
-    interval over cases; None with fewer than 2 cases that have both times.
-
-    Compiling is host work the timed code does not do, measured in the same worker minutes apart
-    from the timing: when the host is shared, its slowdown shows in compile times as in run times
-    (measured here: log correlation 0.99 over 32 runs whose speed varied 1.7x with the load).
-    """
-    b, c = np.asarray(base_s, dtype=float), np.asarray(cand_s, dtype=float)
-    ok = np.isfinite(b) & np.isfinite(c) & (b > 0) & (c > 0)
-    d = np.log(c[ok] / b[ok])
-    if len(d) < 2:
-        return None
-    if np.all(d == d[0]):
-        g = float(math.exp(d[0]))
-        return g, g, g
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        res = stats.bootstrap((d,), np.mean, vectorized=True, method="percentile", confidence_level=confidence,
-                              n_resamples=n_resamples, rng=rng)
-    return (float(math.exp(d.mean())), float(math.exp(res.confidence_interval.low)),
-            float(math.exp(res.confidence_interval.high)))
+from xlabench.gate.assessment import seed_key
+from xlabench.gate.config import CONFOUNDED, GateConfig, IMPROVEMENT, INCONCLUSIVE, REGRESSION, UNCHANGED
+from xlabench.stats.bootstrap import geomean_interval, log_ratios, paired_geomean_interval
+from xlabench.stats.power import smallest_signed_rank_p
+from xlabench.stats.rank import signed_rank_p
 
 
 @dataclass(frozen=True)
@@ -141,7 +60,11 @@ def assess_suite(pairs: Sequence[tuple[np.ndarray, np.ndarray]], cfg: GateConfig
     worse_d = -d if hib else d
     kw: dict[str, Any] = dict(n_cases=m, n_worse=int(np.sum(worse_d > 0)), n_better=int(np.sum(worse_d < 0)),
                               ratio=g, ci_low=lo, ci_high=hi, p_value=p, case_ids=tuple(case_ids))
-    host = machine_shift(*compile_times, cfg.confidence, cfg.n_resamples, rng) if compile_times else None
+    # Compiling is host work the timed code does not do, measured in the same worker minutes apart from the
+    # timing: when the host is shared, its slowdown shows in compile times as in run times (measured here:
+    # log correlation 0.99 over 32 runs whose speed varied 1.7x with the load). None under 2 cases with both.
+    host = (paired_geomean_interval(*compile_times, cfg.confidence, cfg.n_resamples, rng) if compile_times
+            else None)
     if host is not None:
         kw.update(machine_ratio=host[0], machine_low=host[1], machine_high=host[2])
     worse = lo > 1 + t if not hib else hi < 1 - t

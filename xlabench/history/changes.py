@@ -1,4 +1,6 @@
-"""Change points in a series of runs, on arrays, judged by the series' own run-to-run noise.
+"""Change points in a series of runs, on arrays, judged by the series' own run-to-run noise: the detector's
+steps, its thresholds and its decisions; the statistics it takes (the scan and its p, robust noise, rank and
+t tests, the two-band likelihood, the interval of a size) are xlabench.stats'.
 
 The detector step by step (noise, outliers, scan, place, confirm, bands, size) and its figures:
 docs/history.md, Change points.
@@ -10,10 +12,13 @@ from dataclasses import dataclass
 from typing import Callable, Optional, Sequence
 
 import numpy as np
-from scipy import ndimage, special, stats
 
-from xlabench.history import ALPHA, bands
-from xlabench.history.robust import HUBER_K, SPIKE_K, SPIKES, clip_outliers, despike, noise, spread  # noqa: F401
+from xlabench.history import ALPHA
+from xlabench.stats import bands
+from xlabench.stats.changepoint import neff, scan, scan_p
+from xlabench.stats.rank import mannwhitney_p, normal_scores
+from xlabench.stats.robust import clip_outliers, despike, noise, running_median, spread
+from xlabench.stats.ttest import norm_isf, point_p, shift_interval, ttest_p
 
 MIN_SIZE = 3       # runs on each side of a split (fewer: a side has next to no variance to test against)
 MAX_BUMP = 30      # longest window of runs scanned as a regression and its fix (longer ones: two steps)
@@ -29,11 +34,6 @@ BAND_LR = 6.0     # the two-band model is used where it beats one normal by this
                   # noise-only normal series of 60 runs: 6.5 at the 99th percentile)
 NOT_NORMAL = 1.4   # family auto: rank when the clipped runs' spread exceeds the differences' noise this much
                    # (normal noise, 30 runs: 1.24 at the 90th percentile; runs in two bands: 1.25-1.56)
-# scan_p's effective number of tests by series length (runs, tests), interpolated on log-log, slope 1 beyond
-# (simulated: the 1 % quantile of the one-test p of the largest |z| on Gaussian noise-only series, 500 to
-# 6,000 series per length, sigma estimated as noise() does; at 0.1 % the same tests or fewer)
-NEFF = ((6, 1.0), (8, 1.5), (12, 3.1), (20, 13.0), (30, 44.0), (45, 98.0), (60, 147.0), (120, 360.0),
-        (250, 1330.0), (500, 3600.0), (1000, 5300.0), (2000, 10700.0))
 
 
 @dataclass(frozen=True)
@@ -49,81 +49,6 @@ class Size:
     high: float
 
 
-def scan(z: np.ndarray, sigma: float, allowed: Optional[np.ndarray] = None, min_size: int = MIN_SIZE,
-         max_bump: int = MAX_BUMP, pooled: bool = False, steps: bool = True) -> Optional[tuple[float, int, Optional[int]]]:
-    """The best split of a segment: (largest |z|, a, b) with b None for a step at a, or the window a..b-1
-    (a regression and its fix) against the runs around it; None if the segment is too short.
-    ``allowed[k]``: a split may go before run k (run k starts a new commit). ``pooled``: each split's z
-    divides by its own pooled spread about its two sides' means (m - 2 degrees of freedom), not sigma.
-    ``steps`` False: the windows only."""
-    m = len(z)
-    if m < 2 * min_size:
-        return None
-    c = np.concatenate([[0.0], np.cumsum(z)])
-    total = c[-1]
-    c2 = np.concatenate([[0.0], np.cumsum(z ** 2)])
-
-    def sd(ss: np.ndarray) -> np.ndarray:  # pooled: each split's own spread about its two sides' means
-        return np.maximum(np.sqrt(np.maximum(ss, 0.0) / (m - 2)), 1e-12) if pooled else sigma
-    ok = np.ones(m + 1, bool) if allowed is None else np.concatenate([np.asarray(allowed, bool), [True]])
-    k = np.arange(min_size, m - min_size + 1)
-    k = k[ok[k]]
-    best: Optional[tuple[float, int, Optional[int]]] = None
-    if len(k) and steps:
-        d = (total - c[k]) / (m - k) - c[k] / k
-        ss = c2[-1] - c[k] ** 2 / k - (total - c[k]) ** 2 / (m - k)
-        t = np.abs(d) / (sd(ss) * np.sqrt(1 / k + 1 / (m - k)))
-        i = int(np.argmax(t))
-        best = (float(t[i]), int(k[i]), None)
-    lengths = np.arange(min_size, min(max_bump, m - 2 * min_size) + 1)
-    if len(lengths):
-        a = np.arange(min_size, m - 2 * min_size + 1)
-        aa, ll = np.meshgrid(a, lengths, indexing="ij")
-        bb = aa + ll
-        valid = (bb <= m - min_size) & ok[aa] & ok[np.minimum(bb, m)]
-        if valid.any():
-            inside = c[np.minimum(bb, m)] - c[aa]
-            d = inside / ll - (total - inside) / (m - ll)
-            ss = c2[-1] - inside ** 2 / ll - (total - inside) ** 2 / (m - ll)
-            t = np.where(valid, np.abs(d) / (sd(ss) * np.sqrt(1 / ll + 1 / (m - ll))), -1.0)
-            i, j = np.unravel_index(int(np.argmax(t)), t.shape)
-            if best is None or t[i, j] > best[0]:
-                best = (float(t[i, j]), int(aa[i, j]), int(bb[i, j]))
-    return best
-
-
-def scan_p(t: float, n: int, known_sigma: bool = False, df: Optional[float] = None) -> float:
-    """The p-value of a scan's largest |z| on a series of n runs: the effective number of tests of a series
-    that long (NEFF) times the two-sided tail of Student's t with 0.4 (n - 1) degrees of freedom (sigma from
-    the MAD of n - 1 differences has about the precision of a variance on 40 % as many: with this choice
-    the effective number is the same at the 1 % and the 0.1 % quantile). ``known_sigma`` (the rank family's
-    scores): the normal tail."""
-    tail = _norm_sf(t) if known_sigma else _t_sf(t, max(2.0, 0.4 * (n - 1) if df is None else df))
-    return float(min(1.0, neff(n) * 2 * tail))
-
-
-# scipy.stats' tails by the special functions its distributions call (norm.sf: ndtr(-x); t.sf: stdtr(df, -x)),
-# the same figures without the distribution machinery's ~0.2 ms a call: a history takes ~10^3 of them
-def _norm_sf(x: float) -> float:
-    return float(special.ndtr(-x))
-
-
-def _t_sf(x: float, df: float) -> float:
-    return float(special.stdtr(df, -x))
-
-
-_LOG_NEFF = (np.log([r for r, _ in NEFF]), np.log([e for _, e in NEFF]))
-
-
-def neff(n: int) -> float:
-    """The effective number of tests of a scan on n runs (NEFF interpolated on log-log; slope 1 beyond it)."""
-    ln, le = _LOG_NEFF
-    x = np.log(max(n, NEFF[0][0]))
-    if x > ln[-1]:
-        return float(np.exp(le[-1] + (x - ln[-1])))
-    return float(np.exp(np.interp(x, ln, le)))
-
-
 def ramp_start(y: np.ndarray, k: int, min_size: int = MIN_SIZE, alpha: float = RAMP_ALPHA,
                allowed: Optional[np.ndarray] = None) -> int:
     """Move a change at k back while the run before it is still significantly beyond the runs before
@@ -131,23 +56,12 @@ def ramp_start(y: np.ndarray, k: int, min_size: int = MIN_SIZE, alpha: float = R
     (where the largest |z| lies)."""
     direction = np.sign(np.mean(y[k:]) - np.mean(y[:k]))
     while k - 1 >= min_size:
-        left, point = y[:k - 1], y[k - 1]
-        sd = np.std(left, ddof=1)
-        if sd <= 0:
-            break
-        t = direction * (point - left.mean()) / (sd * np.sqrt(1 + 1 / len(left)))
-        if _t_sf(t, len(left) - 1) >= alpha:
+        if point_p(y[:k - 1], y[k - 1], direction) >= alpha:
             break
         k -= 1
         while allowed is not None and k - 1 >= min_size and not allowed[k]:
             k -= 1  # runs of one commit stay together
     return k
-
-
-def scores(y: np.ndarray) -> np.ndarray:
-    """The runs' normal scores (van der Waerden: the normal quantile of rank / (n + 1)): the rank family
-    scans these, whose distribution under no change is the same whatever the noise's."""
-    return special.ndtri(stats.rankdata(y) / (len(y) + 1))  # norm.ppf: ndtri
 
 
 def heavy_tailed(y: np.ndarray, sigma: float, set_aside: bool = True) -> bool:
@@ -159,7 +73,7 @@ def heavy_tailed(y: np.ndarray, sigma: float, set_aside: bool = True) -> bool:
         return False
     if set_aside:  # a few bad runs (despike) are not heavy tails
         y = despike(y, sigma)
-    r = np.abs(y - ndimage.median_filter(y, size=5, mode="mirror"))
+    r = np.abs(y - running_median(y))
     far = int(np.sum(r > 4 * sigma))
     jumps = int(np.sum(np.abs(np.diff(y)) > 4 * np.sqrt(2) * sigma))
     return far >= max(FAR_RUNS, 0.01 * len(y)) or jumps >= max(JUMPS, 0.02 * len(y))
@@ -167,29 +81,13 @@ def heavy_tailed(y: np.ndarray, sigma: float, set_aside: bool = True) -> bool:
 
 def confirm_p(left: np.ndarray, right: np.ndarray, family: str) -> float:
     """Two-sided p of the runs before against the runs after: Student's t ("mean") or Mann-Whitney's U
-    ("rank"), both scipy's."""
+    ("rank"), both scipy's figures."""
     if family == "rank":
-        return float(stats.mannwhitneyu(left, right, alternative="two-sided").pvalue)
+        return mannwhitney_p(left, right)
     if np.ptp(np.concatenate([left, right])) == 0:
         return 1.0
-    p = _ttest_p(np.asarray(left, float), np.asarray(right, float))
+    p = ttest_p(np.asarray(left, float), np.asarray(right, float))
     return p if np.isfinite(p) else 1.0
-
-
-def _ttest_p(a: np.ndarray, b: np.ndarray) -> float:
-    """scipy.stats.ttest_ind(a, b).pvalue (pooled variance, two-sided), the same figure by scipy's own steps
-    (its variances as mean squared deviations times n / (n - 1), a side of one run at variance 0, then
-    2 stdtr(df, -|t|)), without its ~1.3 ms a call: a history confirms ~10^3 changes; nan where scipy's is."""
-    n1, n2 = len(a), len(b)
-    if n1 == 0 or n2 == 0 or n1 + n2 < 3:
-        return float("nan")
-    m1, m2 = a.mean(), b.mean()
-    v1 = np.mean((a - m1) ** 2) * (n1 / (n1 - 1)) if n1 > 1 else 0.0
-    v2 = np.mean((b - m2) ** 2) * (n2 / (n2 - 1)) if n2 > 1 else 0.0
-    df = n1 + n2 - 2.0
-    with np.errstate(divide="ignore", invalid="ignore"):
-        t = (m1 - m2) / np.sqrt(((n1 - 1) * v1 + (n2 - 1) * v2) / df * (1.0 / n1 + 1.0 / n2))
-    return float(2 * special.stdtr(df, -abs(t)))
 
 
 def segment(y: np.ndarray, alpha: float = ALPHA, allowed: Optional[np.ndarray] = None,
@@ -210,7 +108,7 @@ def segment(y: np.ndarray, alpha: float = ALPHA, allowed: Optional[np.ndarray] =
     if family == "auto":
         family = "rank" if heavy_tailed(y, sigma_y) or spread(clipped) > NOT_NORMAL * sigma_y else "mean"
         spiky = family == "mean" and heavy_tailed(y, sigma_y, set_aside=False)
-    z = scores(y) if family == "rank" else clipped
+    z = normal_scores(y) if family == "rank" else clipped
     if family == "rank":  # the scores' spread is known: the same for every order of the runs
         sigma = float(np.sqrt(np.mean(z ** 2)))
     else:  # runs in two bands, tails heavier than clipped: the runs' own spread
@@ -280,7 +178,7 @@ def prefer_bands(z: np.ndarray, plain: list[int], banded: list[int], alpha: floa
     parameters) less a penalty per change of z*^2 / 2 is the higher, z* the scan's own threshold on a
     series this long (a change is worth what it would take to be found). ``first``: bands.start(z)."""
     first = first or bands.start(z)
-    penalty = stats.norm.isf(alpha / (2 * neff(len(z)))) ** 2 / 2
+    penalty = norm_isf(alpha / (2 * neff(len(z)))) ** 2 / 2
     ll = bands.loglik(z, banded, first)
     if 2 * (ll - bands.normal_loglik(z, banded)) < BAND_LR:
         return False
@@ -289,7 +187,7 @@ def prefer_bands(z: np.ndarray, plain: list[int], banded: list[int], alpha: floa
 
 def band_segment(z: np.ndarray, sigma: float, alpha: float = ALPHA, allowed: Optional[np.ndarray] = None,
                  min_size: int = MIN_SIZE, first: Optional[bands.Bands] = None) -> dict[int, float]:
-    """The changes of z under noise in two bands (history/bands.py): {first run after a change: its p}.
+    """The changes of z under noise in two bands (stats/bands.py): {first run after a change: its p}.
     Binary segmentation by the band likelihood's best single change (p from its sqrt(2 log LR) as the
     scan's z), a window against the rest by the mean scan where no single change is significant (a
     regression and its fix); once with the band parameters of the runs about their 9-run median, again with
@@ -321,7 +219,7 @@ def _band_bisect(z: np.ndarray, sigma: float, b: bands.Bands, alpha: float, allo
         p = 1.0 if best is None else scan_p(best[0], e - a, df=n - 3)
         if best is not None and p <= alpha:
             return p, [best[1]]
-        window = scan(z[a:e], sigma, sub, min_size, steps=False)
+        window = scan(z[a:e], sigma, sub, min_size, MAX_BUMP, steps=False)
         if window is None or window[2] is None:
             return None
         p = scan_p(window[0], e - a, df=0.4 * (n - 1))
@@ -338,9 +236,9 @@ def bisect(z: np.ndarray, clipped: np.ndarray, sigma: float, alpha: float, allow
     def cut(a: int, b: int, sub: Optional[np.ndarray]) -> Optional[tuple[float, list[int]]]:
         seg, sig = z[a:b], sigma
         if rank and (a, b) != (0, n):  # a part's own scores: the whole series' spread wider than a level's
-            seg = scores(seg)
+            seg = normal_scores(seg)
             sig = float(np.sqrt(np.mean(seg ** 2)))
-        best = scan(seg, sig, sub, min_size, pooled=pooled)
+        best = scan(seg, sig, sub, min_size, MAX_BUMP, pooled=pooled)
         if best is None:
             return None
         # sigma is the whole series' (its n - 1 differences): a part's tail keeps the whole series' degrees
@@ -384,7 +282,7 @@ def refine(z: np.ndarray, clipped: np.ndarray, bounds: list[int], sigma: float, 
         lo = out[i - 1] if i > 0 else 0
         hi = out[i + 1] if i + 1 < len(out) else len(z)
         sub = None if allowed is None else allowed[lo:hi]
-        best = scan(scores(z[lo:hi]) if rank else z[lo:hi], sigma, sub, min_size, max_bump=0)
+        best = scan(normal_scores(z[lo:hi]) if rank else z[lo:hi], sigma, sub, min_size, max_bump=0)
         if best is not None:
             out[i] = lo + ramp_start(clipped[lo:hi], best[1], min_size, allowed=sub)
     return sorted(set(out))
@@ -398,34 +296,18 @@ def window_of(bounds: Sequence[int], i: int, n: int, window: int) -> tuple[int, 
     return max(lo, k - window), k, min(hi, k + window)
 
 
-def within_var(samples: Optional[np.ndarray]) -> float:
-    """The variance of the log of a run's median from its own samples: (pi / 2) s^2 / n with s the robust
-    spread (1.4826 MAD) of the samples' logs (nan without samples)."""
-    if samples is None or len(samples) < 2:
-        return float("nan")
-    logs = np.log(np.asarray(samples, float))
-    s = 1.4826 * float(np.median(np.abs(logs - np.median(logs))))
-    return np.pi / 2 * s ** 2 / len(logs)
-
-
 def size(y: np.ndarray, start: int, k: int, end: int, within: Optional[np.ndarray] = None,
          confidence: float = CONFIDENCE) -> Size:
     """The change's size: exp(mean of y[k:end] - mean of y[start:k]) (y: log values per run) with a t
     interval from the runs' pooled spread about their side's mean. ``within[r]``: the variance of run r's
-    value from its own samples; it floors the spread of a side with fewer than SPREAD_RUNS runs (too few
-    to measure it), and is unused otherwise: runs measure their own noise, within-run sample noise
-    included."""
+    value from its own samples (stats.robust.log_median_var); it floors the spread of a side with fewer
+    than SPREAD_RUNS runs (too few to measure it), and is unused otherwise: runs measure their own noise,
+    within-run sample noise included."""
     left, right = np.asarray(y[start:k], float), np.asarray(y[k:end], float)
-    if len(left) == 0 or len(right) == 0:
-        return Size(float("nan"), float("nan"), float("nan"))
-    diff = float(right.mean() - left.mean())
-    df = len(left) + len(right) - 2
-    if df < 1:
-        return Size(float(np.exp(diff)), 0.0, float("inf"))
-    var = (np.sum((left - left.mean()) ** 2) + np.sum((right - right.mean()) ** 2)) / df
+    var_floor = None
     if within is not None and min(len(left), len(right)) < SPREAD_RUNS:
         w = np.asarray(within[start:end], float)
         if np.isfinite(w).any():
-            var = max(var, float(np.nanmean(w)))
-    half = stats.t.ppf(0.5 + confidence / 2, df) * np.sqrt(var * (1 / len(left) + 1 / len(right)))
-    return Size(float(np.exp(diff)), float(np.exp(diff - half)), float(np.exp(diff + half)))
+            var_floor = float(np.nanmean(w))
+    diff, low, high = shift_interval(left, right, confidence, var_floor)
+    return Size(float(np.exp(diff)), float(np.exp(low)), float(np.exp(high)))

@@ -18,6 +18,7 @@ import numpy as np
 from xlabench.cells import number
 from xlabench import results
 from xlabench.history.series import GEOMEAN, Change, Event, Group
+from xlabench.stats.summary import nanmedian
 
 CSS = """
 body{font:14px/1.4 system-ui,-apple-system,'Segoe UI',sans-serif;margin:24px;color:#222;max-width:1200px}
@@ -52,7 +53,7 @@ def line_chart(ys: Sequence[float], width: int, height: int, marks: Sequence[int
     ok = np.isfinite(ys)
     if not ok.any():
         return f'<svg class="{css_class}" width="{width}" height="{height}"></svg>'
-    vals = (np.exp(ys - np.nanmedian(ys)) - 1) * 100 if percent else ys
+    vals = (np.exp(ys - nanmedian(ys)) - 1) * 100 if percent else ys
     lo, hi = float(np.nanmin(vals)), float(np.nanmax(vals))
     if hi - lo < 1e-9:
         lo, hi = lo - 1, hi + 1

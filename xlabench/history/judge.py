@@ -12,11 +12,11 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 import numpy as np
-from scipy import stats
 
 from xlabench.history import changes as cp
 from xlabench.history import floor
 from xlabench.history.series import GEOMEAN, Change, Group, detect
+from xlabench.stats.ttest import hinge_fit
 
 MIN_TREND_RUNS = 4   # a trend needs this many runs (3 commits of it)
 MAX_TREND_RUNS = 20
@@ -44,30 +44,6 @@ class HistoryVerdict:
     trend: Optional[Trend] = None
 
 
-def hinge_fit(y: np.ndarray, min_runs: int = MIN_TREND_RUNS) -> Optional[tuple[int, float, float]]:
-    """(j, slope, two-sided p of the slope) of the best fit of y = a + b * max(0, i - j): flat, then a linear
-    trend from run j to the newest (j by least squares over the candidates, p Bonferroni over them)."""
-    n = len(y)
-    x = np.arange(n, dtype=float)
-    best: Optional[tuple[float, int, float, float]] = None
-    cands = range(n - min_runs + 1)
-    for j in cands:
-        h = np.maximum(0.0, x - j)
-        a = np.column_stack([np.ones(n), h])
-        coef, res, rank, _ = np.linalg.lstsq(a, y, rcond=None)
-        if rank < 2:
-            continue
-        rss = float(res[0]) if len(res) else float(np.sum((y - a @ coef) ** 2))
-        se = np.sqrt(rss / (n - 2) / np.sum((h - h.mean()) ** 2)) if n > 2 else np.inf
-        p = 2 * stats.t.sf(abs(coef[1]) / se, n - 2) if se > 0 else 0.0
-        if best is None or rss < best[0]:
-            best = (rss, j, float(coef[1]), float(p))
-    if best is None:
-        return None
-    _, j, slope, p = best
-    return j, slope, min(1.0, p * len(cands))
-
-
 def trend(group: Group, alpha: float = cp.ALPHA) -> Optional[Trend]:
     """A creeping change ending at the newest run: the suite's geometric mean over its newest
     MAX_TREND_RUNS runs fitted as flat, then linear from a run on (hinge_fit); reported when the slope is
@@ -76,7 +52,7 @@ def trend(group: Group, alpha: float = cp.ALPHA) -> Optional[Trend]:
     if len(y) < 2 * MIN_TREND_RUNS:
         return None
     y, idx = y[-MAX_TREND_RUNS:], idx[-MAX_TREND_RUNS:]
-    fit = hinge_fit(y)
+    fit = hinge_fit(y, MIN_TREND_RUNS)
     if fit is None or fit[2] > alpha:
         return None
     j, slope, p = fit

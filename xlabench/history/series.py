@@ -11,12 +11,13 @@ from typing import Any, Optional
 
 import numpy as np
 
-from xlabench.gate.stats import holm
 from xlabench.history import changes as cp
 from xlabench.history.gitlog import GitLog, bare_sha
-from xlabench.history.robust import median
 from xlabench.history.store import Store
 from xlabench.results.display import varying
+from xlabench.stats.multiple import holm
+from xlabench.stats.robust import log_median_var, mad
+from xlabench.stats.summary import median, nanmedian
 
 GEOMEAN = "geomean"  # the case_id of a suite's geometric-mean series
 
@@ -53,7 +54,7 @@ class Group:
 
     def refs(self, case_ids: list[str]) -> np.ndarray:
         """Each case's reference level: the median over runs of its log median (the geometric mean's unit)."""
-        return np.array([np.nanmedian(self.log_medians(c)) for c in case_ids])
+        return np.array([nanmedian(self.log_medians(c)) for c in case_ids])
 
     def case_series(self, case_id: str) -> tuple[np.ndarray, np.ndarray]:
         """(run indices where the case has an ok row, their log medians)."""
@@ -69,7 +70,7 @@ class Group:
         for c in case_ids:
             _, y = self.case_series(c)
             d = np.diff(y)
-            sd = 1.4826 * median(np.abs(d - median(d))) / np.sqrt(2) if len(d) >= 2 else 0.0
+            sd = mad(d) / np.sqrt(2) if len(d) >= 2 else 0.0
             out.append(1.0 / max(sd, 1e-3) ** 2)
         return np.array(out)
 
@@ -94,7 +95,7 @@ class Group:
         w = self.weights(ids)
         num, den = np.zeros(len(idx)), np.zeros(len(idx))
         for c, wc in zip(ids, w):
-            v = np.array([cp.within_var(self.samples[c][j]) for j in idx])
+            v = np.array([log_median_var(self.samples[c][j]) for j in idx])
             have = np.isfinite(v)
             num[have] += wc ** 2 * v[have]
             den[have] += wc
@@ -207,7 +208,7 @@ def detect(group: Group, alpha: float = cp.ALPHA, family: str = "auto") -> list[
         for i, k in enumerate(bounds):
             s, p_adj, idx = lookup[(case_id, k)]
             y = group.log_medians(case_id)[idx]
-            within = np.array([cp.within_var(group.samples[case_id][j]) for j in idx])
+            within = np.array([log_median_var(group.samples[case_id][j]) for j in idx])
             out.append(_change(group, case_id, idx, y, within, bounds, i, s.p, float(p_adj)))
     idx, y = group.geomean_series()
     splits = cp.segment(y, alpha, group.new_commit(idx), family=family)
@@ -285,7 +286,7 @@ def events(group: Group, changes: list[Change], min_cases: int = MIN_EVENT_CASES
         anchor = next(c for c in chosen if c.position == at)
         e = group.env
         out.append(Event(e.suite, e.profile, e.device_kind, e.framework_version, anchor.last_good, anchor.first_bad,
-                         at, len(chosen), len(group.samples), int(np.sum(ratios > 1)), float(np.median(ratios)),
+                         at, len(chosen), len(group.samples), int(np.sum(ratios > 1)), median(ratios),
                          float(ratios.min()), float(ratios.max()), sorted(members),
                          sorted(chosen, key=lambda c: c.case)))
         taken = {id(c) for c in chosen}

@@ -33,7 +33,6 @@ import datetime as dt
 import os
 import platform
 import socket
-import statistics
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,6 +40,7 @@ from typing import Callable, Iterator, Optional, Sequence
 
 from xlabench.cache import read_json, root, write_json
 from xlabench.measure import host_cache
+from xlabench.stats.summary import median_low
 from xlabench.units import GIB, MIB, gbytes_per_s
 
 ENV_REMEASURE = "XLABENCH_REMEASURE_PEAK"
@@ -71,7 +71,7 @@ class Bandwidth:
         cache (a last-level cache sysfs under-reports, a victim cache beside it) read 49.7 GB/s where the
         larger two read 24.8 and 25.0, and became every CPU row's MBU and roofline peak; nor their lowest, a
         pass slowed by another job. Of two sizes, the lower."""
-        return statistics.median_low(self.gbytes_per_s)
+        return median_low(self.gbytes_per_s)
 
     @property
     def chosen(self) -> int:

@@ -1,14 +1,13 @@
-"""How many samples a case needs before the gate's test can call it significant: exact counting, no
-scipy, so `validate` and `run` can warn about a suite that times too few without loading the gate's
-statistics (gate.stats re-exports these). The counting itself (separated_p, min_samples_per_side) is in
-xlabench/stats.py.
+"""Whether a suite times the samples a case needs before the gate's test can call it significant, and the
+warnings that say so: no scipy, so `validate` and `run` can warn about a suite that times too few without
+loading the gate's statistics. The counting itself (min_samples_per_side) is xlabench.stats.power's.
 """
 
 from __future__ import annotations
 
 from typing import Optional, Sequence
 
-from xlabench.stats import min_samples_per_side
+from xlabench.stats.power import min_samples_per_side
 
 DEFAULT_ALPHA = 0.05  # the gate's family-wise significance level (GateConfig.alpha's default)
 

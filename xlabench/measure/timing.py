@@ -1,7 +1,7 @@
 """Timing: warm-up, timed iterations each ended by the framework's sync, every sample kept.
 
 Knows nothing about attention or any framework: it gets a zero-argument call and a sync function. The
-statistics of the samples are in xlabench/stats.py (the parent summarises: run/rows.py).
+statistics of the samples are in xlabench/stats/summary.py (the parent summarises: run/rows.py).
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import numpy as np
 from xlabench.protocol.timing_plan import TimingPlan, default_timer
 from xlabench.protocol.timers import TIMERS
 from xlabench.protocol.worker_messages import CaseResult
+from xlabench.stats.summary import median
 
 __all__ = ["TIMERS", "TimingPlan", "default_timer"]  # re-exported: protocol.timers, protocol.timing_plan
 
@@ -82,7 +83,7 @@ def device_iters(plan: TimingPlan, wall_samples: Sequence[float]) -> int:
     n = len(wall_samples)
     if plan.headline != "device" or plan.min_time_s <= 0 or not n:
         return n
-    per_call = max(float(np.median(np.asarray(wall_samples, dtype=np.float64))), 1e-9)
+    per_call = max(median(wall_samples), 1e-9)
     return max(n, min(plan.max_iters, math.ceil(plan.min_time_s / per_call)))
 
 

@@ -18,6 +18,7 @@ from xlabench import hardware
 
 from xlabench import impls, results
 from xlabench.results.schema import KERNEL_OPTIONS
+from xlabench.stats.summary import median
 from xlabench.protocol import status as st
 from xlabench.units import GIB
 from xlabench.workloads import WORKLOADS
@@ -273,7 +274,7 @@ def baseline_seconds(df: pd.DataFrame, samples: Samples | None = None, baseline:
     for shape, g in base_rows.groupby(k[base_rows.index], sort=False):
         pooled = [samples.get((str(r["run_id"]), str(r["case_id"]))) for _, r in g.iterrows()]
         if all(p is not None and len(p) for p in pooled):
-            times[shape] = float(np.median(np.concatenate(pooled)))  # type: ignore[arg-type]
+            times[shape] = median(np.concatenate(pooled))  # type: ignore[arg-type]
         else:
             times[shape] = float(metric(g, "median_s").median())
     return k.map(times).astype(float)

@@ -15,9 +15,10 @@ entry's check, or a search) of the same workload and impl. A case skipped before
 from __future__ import annotations
 
 import math
-import statistics
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional, Sequence
+
+from xlabench.stats.summary import median
 
 # How a case gets its blocks (the row's ``tuned`` column, reduced): searched now, from the shipped table
 # (checked by timing), or no choice made here (cache, fixed, off, an impl without blocks).
@@ -133,7 +134,7 @@ def _tune_medians(runs: Sequence[RecordedRun]) -> dict[tuple[tuple[str, str, str
             if c.tuned in (SEARCH, TABLE):
                 seen.setdefault((c.group, c.tuned), []).append(c.tune_s)
                 seen.setdefault((None, c.tuned), []).append(c.tune_s)
-    return {k: statistics.median(v) for k, v in seen.items()}
+    return {k: median(v) for k, v in seen.items()}
 
 
 def _retuned(rec: RecordedCase, want: Optional[str], medians: Mapping[Any, float]) -> float:
@@ -178,7 +179,7 @@ def estimate(planned: Sequence[PlannedCase], runs: Sequence[RecordedRun]) -> Opt
             s = _retuned(rec, p.tune, medians)
             used.add(i)
         else:
-            how, s = "guessed", statistics.median(by_workload.get(p.workload) or [0.0])
+            how, s = "guessed", median(by_workload.get(p.workload) or [0.0])
             used |= whose.get(p.workload, set())
         counts[how] += 1
         total += s

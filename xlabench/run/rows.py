@@ -19,7 +19,6 @@ samples (measured in benchmarks/gate_quality.py)."""
 from __future__ import annotations
 
 import datetime as dt
-import statistics
 from dataclasses import dataclass
 from typing import Any, Mapping, Optional, Sequence
 
@@ -28,7 +27,7 @@ from xlabench import impls as catalog
 from xlabench import results
 from xlabench.protocol.timing_plan import Clock
 from xlabench.protocol.status import COMPILED, OK
-from xlabench.stats import device_summary, summarize
+from xlabench.stats.summary import device_summary, median, summarize
 from xlabench.protocol.worker_messages import CaseResult
 from xlabench.run.case_plan import CasePlan, plan_case
 from xlabench.run.metrics import derive, peak_fields, roofline_fields
@@ -68,7 +67,7 @@ def pooled(replies: Sequence[CaseResult]) -> CaseResult:
         return replies[0]
     first = replies[0]
     errs = [r.max_abs_err for r in replies]
-    medians = ", ".join(f"{to_ms(statistics.median(r.samples)):.4g} ms" if r.samples else "?" for r in replies)
+    medians = ", ".join(f"{to_ms(median(r.samples)):.4g} ms" if r.samples else "?" for r in replies)
     return first.replace(samples=tuple(s for r in replies for s in r.samples),
                          device_samples=tuple(s for r in replies for s in r.device_samples),
                          max_abs_err=max(errs) if all(e is not None for e in errs) else first.max_abs_err,
@@ -154,7 +153,7 @@ def case_row(case: Case, ctx: Any, env: Mapping[str, Any] | None = None, replies
     row.update(status=OK, error=None, repeats=len(replies))
     row.update(m.fields)
     if calib:
-        row["host_calib_s"] = statistics.median(calib)
+        row["host_calib_s"] = median(calib)
     peaks = {**env, **ctx.cpu_peaks} if platform == "cpu" else env
     row.update(derive(m, peaks, case.devices, ctx.peak_override or case.peak_tflops, bool(row["interpret"]), row))
     notes = [getattr(case, "note", ""), row.get("notes")]  # what planning decided (the model, modes run once)

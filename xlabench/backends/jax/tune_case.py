@@ -19,7 +19,6 @@ from __future__ import annotations
 import collections
 import itertools
 import os
-import statistics
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -31,6 +30,7 @@ from xlabench import tune
 from xlabench.backends.jax import trace_timer
 from xlabench.backends.jax.common import check_fits
 from xlabench.protocol.worker_messages import CaseSkipped
+from xlabench.stats.summary import median
 from xlabench.tune import decide as decide_mod
 from xlabench.tune.search import drop_kind, Dropped, Stage
 
@@ -135,7 +135,7 @@ def time_many(handles: list[Handle], iters: int) -> tuple[list[float], str]:
             seconds = trace_timer.device_seconds(planes, h.module, iters)
             if len(seconds) > iters:
                 raise PooledTrace(f"the trace holds {len(seconds)} executions of {h.module}, called {iters} times")
-            out.append(statistics.median(seconds))
+            out.append(median(seconds))
         return out, "device"
     except trace_timer.TraceTimerError:
         pass
@@ -149,7 +149,7 @@ def time_many(handles: list[Handle], iters: int) -> tuple[list[float], str]:
             t0 = time.perf_counter()
             jax.block_until_ready(h.call())
             samples.append(time.perf_counter() - t0)
-        out.append(statistics.median(samples))
+        out.append(median(samples))
     return out, "wall"
 
 

@@ -6,7 +6,6 @@ verified here, where the table holds none of its own."""
 
 from __future__ import annotations
 
-import statistics
 import sys
 import time
 from dataclasses import dataclass
@@ -18,6 +17,7 @@ from xlabench import tune
 from xlabench.backends.torch_tpu.common import profiled_seconds, surface
 from xlabench.backends.torch_tpu import env
 from xlabench.protocol.worker_messages import CaseSkipped
+from xlabench.stats.summary import median
 from xlabench.tune import decide as decide_mod
 from xlabench.tune.search import drop_kind, Dropped, Stage
 
@@ -60,7 +60,7 @@ def time_many(handles: list[Handle], iters: int) -> tuple[list[float], str]:
             got = (float("inf"),)
         if isinstance(got, str):
             break
-        device.append(statistics.median(got))
+        device.append(median(got))
     else:
         return device, "device"
     return [_wall(h, iters) for h in handles], "wall"
@@ -74,7 +74,7 @@ def _wall(h: Handle, iters: int) -> float:
             h.call()
             env.sync()
             samples.append(time.perf_counter() - t0)
-        return statistics.median(samples)
+        return median(samples)
     except Exception:  # noqa: BLE001
         return float("inf")
 

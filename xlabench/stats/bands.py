@@ -1,4 +1,5 @@
-"""Run-to-run noise in two bands, on arrays: the likelihood the mean family's detector also segments by.
+"""Run-to-run noise in two bands, on arrays: the likelihood the change-point detector's mean family also
+segments by (history/changes.py).
 
 A runner's timings often fall in two bands (a run lands on a fast or a slow core, a cache warm or cold): each
 run sits at its segment's level, or ``d`` above it with probability ``p``, both bands spreading ``s`` (a
@@ -17,7 +18,10 @@ from dataclasses import dataclass
 from typing import Any, Optional, Sequence
 
 import numpy as np
-from scipy import ndimage, special
+from scipy import special
+
+from xlabench.stats.robust import running_median
+from xlabench.stats.summary import median, quantile
 
 ITERS = 30          # EM steps for the band parameters and for a level
 LEVEL_ITERS = 15    # EM steps for each candidate split's two levels
@@ -38,8 +42,8 @@ class Bands:
 def start(z: np.ndarray) -> Bands:
     """First guess from the runs' residuals about the median of the 9 around them: a two-component normal
     mixture with a common spread, by EM."""
-    r = np.asarray(z, float) - ndimage.median_filter(z, size=9, mode="mirror")
-    m0, m1 = np.quantile(r, [0.3, 0.85])
+    r = np.asarray(z, float) - running_median(z, 9)
+    m0, m1 = quantile(r, [0.3, 0.85])
     s, p = max(float(np.std(r)) / 2, 1e-12), 0.3
     n = len(r)
     for _ in range(ITERS):
@@ -157,7 +161,7 @@ def _candidates(x: np.ndarray, ks: np.ndarray, b: Bands) -> np.ndarray:
     """A long segment's splits worth the likelihood: the best CANDIDATES by the mean difference of the runs
     and of the runs less their expected band offset, each with NEAR runs a side."""
     m = len(x)
-    corrected = x - _upper(x, np.median(x), b) * b.d
+    corrected = x - _upper(x, median(x), b) * b.d
     picks = []
     for v in (x, corrected):
         c = np.concatenate([[0.0], np.cumsum(v)])
@@ -167,8 +171,7 @@ def _candidates(x: np.ndarray, ks: np.ndarray, b: Bands) -> np.ndarray:
     return np.intersect1d(near, ks)
 
 
-def step_scan(x: np.ndarray, b: Bands, allowed: Optional[np.ndarray] = None,
-              min_size: int = 3) -> Optional[tuple[float, int]]:
+def step_scan(x: np.ndarray, b: Bands, allowed: Optional[np.ndarray], min_size: int) -> Optional[tuple[float, int]]:
     """The best single change of a segment by the band likelihood: (sqrt of twice the log-likelihood ratio,
     the first run after it); None if the segment is too short or no split is allowed."""
     m = len(x)

@@ -1,4 +1,4 @@
-"""The bootstrap's medians by rank (xlabench.gate.resample): the numbers of np.median and of
+"""The bootstrap's medians by rank (xlabench.stats.bootstrap.Resampled): the numbers of np.median and of
 scipy.stats.bootstrap, bit for bit, so that a faster gate prints the same intervals."""
 
 from __future__ import annotations
@@ -10,10 +10,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from xlabench.gate import resample
-from xlabench.gate import stats as gate_stats
-from xlabench.gate import suite_shift
-from xlabench.gate.config import STATISTICS
+from xlabench.stats import bootstrap
+from xlabench.stats.summary import STATISTICS
 
 
 def _samples(rng: np.random.Generator, n: int) -> list[np.ndarray]:
@@ -26,7 +24,7 @@ def _samples(rng: np.random.Generator, n: int) -> list[np.ndarray]:
 def test_the_median_by_rank_is_np_median_bit_for_bit(n):
     rng = np.random.default_rng(n)
     for x in _samples(rng, n):
-        r = resample.Resampled(x, np.median)
+        r = bootstrap.Resampled(x, np.median)
         assert r.fast
         idx = rng.integers(0, n, (300, n))
         assert r.stat(idx).tobytes() == np.median(x[idx], axis=-1).tobytes()
@@ -36,15 +34,15 @@ def test_a_nan_or_a_negative_zero_takes_np_median():
     rng = np.random.default_rng(0)
     idx = rng.integers(0, 9, (50, 9))
     for x in (np.r_[rng.normal(size=8), np.nan], np.r_[rng.normal(size=7), 0.0, -0.0]):
-        r = resample.Resampled(x, np.median)
+        r = bootstrap.Resampled(x, np.median)
         assert not r.fast
         np.testing.assert_array_equal(r.stat(idx), np.median(x[idx], axis=-1))
 
 
 def test_draws_a_few_rows_at_a_time_are_those_of_one_call(monkeypatch):
-    monkeypatch.setattr(resample, "CHUNK", 50)  # 2 rows of 25 at a time
+    monkeypatch.setattr(bootstrap, "CHUNK", 50)  # 2 rows of 25 at a time
     x = np.random.default_rng(1).lognormal(size=25)
-    got = resample.Resampled(x, np.median).draw(np.random.default_rng(2), 101)
+    got = bootstrap.Resampled(x, np.median).draw(np.random.default_rng(2), 101)
     want = np.median(x[np.random.default_rng(2).integers(0, 25, (101, 25))], axis=-1)
     assert got.tobytes() == want.tobytes()
 
@@ -66,10 +64,10 @@ def _scipy_interval(base, cand, statistic, confidence, n_resamples, rng):
     ("median", 2100, 1900, 2500),  # batches of 1000 resamples: the draws alternate side by batch
 ])
 def test_the_ratio_interval_is_scipys_bit_for_bit(monkeypatch, statistic, nb, nc, n_resamples):
-    monkeypatch.setattr(resample, "CHUNK", 2000)
+    monkeypatch.setattr(bootstrap, "CHUNK", 2000)
     rng = np.random.default_rng(nb)
     base, cand = np.round(rng.lognormal(0, 0.1, nb), 3), np.round(rng.lognormal(0.05, 0.1, nc), 3)
-    got = gate_stats._ratio_interval(base, cand, statistic, 0.95, n_resamples, np.random.default_rng(3))
+    got = bootstrap.ratio_interval(base, cand, statistic, 0.95, n_resamples, np.random.default_rng(3))
     assert got == _scipy_interval(base, cand, statistic, 0.95, n_resamples, np.random.default_rng(3))
 
 
@@ -89,5 +87,5 @@ def _np_median_geomean(pairs, confidence, n_resamples, rng):
 def test_the_suite_interval_is_that_of_np_median_bit_for_bit():
     rng = np.random.default_rng(4)
     pairs = [(rng.lognormal(0, 0.1, n), rng.lognormal(0.02, 0.1, n + 3)) for n in (20, 33, 50)]
-    _, lo, hi = suite_shift.geomean_interval(pairs, "median", 0.95, 499, np.random.default_rng(5))
+    _, lo, hi = bootstrap.geomean_interval(pairs, "median", 0.95, 499, np.random.default_rng(5))
     assert (lo, hi) == _np_median_geomean(pairs, 0.95, 499, np.random.default_rng(5))

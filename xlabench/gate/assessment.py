@@ -1,36 +1,22 @@
-"""Per-case statistics on arrays: Holm's correction, the samples a case needs to be significant, and one case's two-stage assessment (Mann-Whitney U, then a bootstrap interval of the ratio beyond the threshold)."""
+"""One case's verdict, on arrays: the samples a case needs to be judged, and its two-stage assessment
+(Mann-Whitney U after Holm, then the bootstrap interval of the ratio beyond the threshold); the statistics
+themselves are xlabench.stats'."""
 
 from __future__ import annotations
 
 import math
-import warnings
 import zlib
 from dataclasses import dataclass
-from types import SimpleNamespace
 from typing import Any, Optional, Sequence
 
 import numpy as np
-from scipy import stats
 
-from xlabench.measure.sample_size import sample_shortfall, shortfall_message  # noqa: F401 (re-exported)
-from xlabench.stats import min_samples_per_side, smallest_p  # noqa: F401 (re-exported)
-from xlabench.gate.resample import Resampled
-from xlabench.gate.config import (
-    GateConfig, IMPROVEMENT, INCONCLUSIVE, REGRESSION, STATISTICS, UNCHANGED, UNDERPOWERED,
-)
-
-
-def holm(p_values: Sequence[float]) -> np.ndarray:
-    """Holm step-down adjusted p-values: reject where adjusted <= alpha (family-wise error <= alpha)."""
-    p = np.asarray(p_values, dtype=float)
-    m = len(p)
-    if m == 0:
-        return p
-    order = np.argsort(p, kind="stable")
-    adjusted = np.minimum(1.0, np.maximum.accumulate((m - np.arange(m)) * p[order]))
-    out = np.empty(m)
-    out[order] = adjusted
-    return out
+from xlabench.gate.config import GateConfig, IMPROVEMENT, INCONCLUSIVE, REGRESSION, UNCHANGED, UNDERPOWERED
+from xlabench.stats.bootstrap import ratio_interval
+from xlabench.stats.multiple import holm
+from xlabench.stats.power import min_samples_per_side
+from xlabench.stats.rank import mannwhitney_p, smallest_p
+from xlabench.stats.summary import STATISTICS
 
 
 @dataclass(frozen=True)
@@ -52,39 +38,6 @@ class Assessment:
 
 def seed_key(key: str) -> int:
     return zlib.crc32(key.encode())
-
-
-def _ratio_interval(base: np.ndarray, cand: np.ndarray, statistic: str, confidence: float,
-                    n_resamples: int, rng: np.random.Generator) -> tuple[float, float]:
-    """Percentile bootstrap CI of stat(cand) / stat(base), resampling each side independently.
-
-    Percentile, not BCa: BCa's acceleration comes from a jackknife, which is inconsistent for the
-    median (a non-smooth statistic) and degenerates on tied timer values.
-
-    The resamples are drawn here as scipy.stats.bootstrap draws them (per batch, the baseline's indices,
-    then the candidate's), their statistic taken by index (resample.Resampled: the median without
-    np.median's partition), and scipy takes the interval of that distribution: the numbers of
-    ``scipy.stats.bootstrap((base, cand), ratio, ...)`` (tests/test_gate_stats.py holds them equal).
-    """
-    f = STATISTICS[statistic]
-    rb, rc = Resampled(base, f), Resampled(cand, f)
-    nb, nc = len(base), len(cand)
-    batch = max(1, int(4_000_000 // (nb + nc)))  # bound memory for long runs
-    dist = []
-    for lo in range(0, n_resamples, batch):
-        k = min(batch, n_resamples - lo)
-        sb = rb.draw(rng, k)  # scipy draws the baseline's resamples of a batch first
-        dist.append(rc.draw(rng, k) / sb)
-
-    def ratio(b: np.ndarray, c: np.ndarray, axis: int = -1) -> np.ndarray:
-        return f(c, axis=axis) / f(b, axis=axis)
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        res = stats.bootstrap((base, cand), ratio, vectorized=True, paired=False, method="percentile",
-                              confidence_level=confidence, n_resamples=0, rng=rng,
-                              bootstrap_result=SimpleNamespace(bootstrap_distribution=np.concatenate(dist)))
-    return float(res.confidence_interval.low), float(res.confidence_interval.high)
 
 
 def samples_needed(cfg: GateConfig, compared: int) -> int:
@@ -119,8 +72,8 @@ def assess(pairs: Sequence[tuple[np.ndarray, np.ndarray]], cfg: GateConfig,
             out[i] = Assessment(INCONCLUSIVE, "non-positive or non-finite values", **n)
             continue
         rng = np.random.default_rng([cfg.seed, seed_key(keys[i])])
-        lo, hi = _ratio_interval(b, c, metric.statistic, cfg.confidence, cfg.n_resamples, rng)
-        p = float(stats.mannwhitneyu(b, c, alternative="two-sided").pvalue)
+        lo, hi = ratio_interval(b, c, metric.statistic, cfg.confidence, cfg.n_resamples, rng)
+        p = mannwhitney_p(b, c)
         raw[i] = dict(**n, baseline=bs, candidate=cs, ratio=cs / bs, ci_low=lo, ci_high=hi,
                       p_value=1.0 if math.isnan(p) else p)
         tested.append(i)

@@ -1,42 +1,50 @@
-"""Robust pieces of the change-point detector (history/changes.py): the series' noise from its consecutive
-differences, outlier clipping and bad-run removal around a running median, and a step-proof spread."""
+"""Robust estimators: the spread of a sample by its median absolute deviation, a series' noise from its
+consecutive differences, a running median, outlier clipping and bad-run removal around it, a step-proof
+spread, and the variance of a log median from its own samples (the change-point detector's)."""
 
 from __future__ import annotations
 
+from typing import Optional
+
 import numpy as np
 from scipy import ndimage
+
+from xlabench.stats.summary import median
 
 SPIKE_K = 10.0     # a run this many sigma from the median of its 5 neighbours is a bad run: set to that median
 SPIKES = 1         # at most this many bad runs (or 5 %: one run in 20) are set aside before heavy tails are judged
 HUBER_K = 3.0      # a run is clipped to this many sigma from the running median of its neighbours
 
 
-def median(x: np.ndarray) -> float:
-    """np.median of a 1-D array, the same figure (the middle run, or the mean of the middle two; nan where a
-    run is nan), without its per-call overhead: ~20 us against ~3 on 30 runs, and the detector takes ~10^5
-    medians a history."""
-    a = np.asarray(x, float)
-    n = len(a)
-    if n == 0:
-        return float("nan")
-    h = n // 2
-    part = np.partition(a, [h - 1, h, n - 1] if n % 2 == 0 else [h, n - 1])  # a nan sorts last
-    if np.isnan(part[-1]):
-        return float("nan")
-    return float((part[h - 1] + part[h]) / 2) if n % 2 == 0 else float(part[h])
+def mad(x: np.ndarray) -> float:
+    """1.4826 times the median absolute deviation: the standard deviation of normal values, robustly."""
+    return 1.4826 * median(np.abs(x - median(x)))
 
 
-def noise(y: np.ndarray) -> float:
-    """The series' run-to-run standard deviation from its consecutive differences, robustly (1.4826 MAD of
-    the differences / sqrt 2): a step or an outlier moves one or two differences, not their median. Where
-    more than half the differences are 0 (quantised timings), their standard deviation instead."""
+def diff_sigma(y: np.ndarray) -> float:
+    """A series' run-to-run standard deviation from its consecutive differences, robustly (the MAD of the
+    differences / sqrt 2: a step or an outlier moves one or two differences, not their median); nan with
+    fewer than 2 differences."""
     d = np.diff(np.asarray(y, float))
     if len(d) < 2:
         return float("nan")
-    s = 1.4826 * median(np.abs(d - median(d))) / np.sqrt(2)
+    return mad(d) / np.sqrt(2)
+
+
+def noise(y: np.ndarray) -> float:
+    """diff_sigma, where more than half the differences are 0 (quantised timings) their standard deviation
+    instead, at least 1e-9 (nan with fewer than 2 differences)."""
+    s = diff_sigma(y)
+    if np.isnan(s):
+        return s
     if s <= 0:
-        s = float(np.std(d)) / np.sqrt(2)
+        s = float(np.std(np.diff(np.asarray(y, float)))) / np.sqrt(2)
     return max(s, 1e-9)
+
+
+def running_median(y: np.ndarray, size: int = 5) -> np.ndarray:
+    """Each value's median with the size - 1 around it (mirrored at the ends): a step keeps its edge."""
+    return ndimage.median_filter(y, size=size, mode="mirror")
 
 
 def clip_outliers(y: np.ndarray, sigma: float, k: float = HUBER_K) -> np.ndarray:
@@ -45,7 +53,7 @@ def clip_outliers(y: np.ndarray, sigma: float, k: float = HUBER_K) -> np.ndarray
     y = np.asarray(y, float)
     if len(y) < 5:
         return y.copy()
-    m = ndimage.median_filter(y, size=5, mode="mirror")
+    m = running_median(y)
     r = y - m
     return m + np.where(np.abs(r) > SPIKE_K * sigma, 0.0, np.clip(r, -k * sigma, k * sigma))
 
@@ -60,14 +68,14 @@ def despike(y: np.ndarray, sigma: float) -> np.ndarray:
     y = np.asarray(y, float)
     if len(y) < 5:
         return y.copy()
-    m = ndimage.median_filter(y, size=5, mode="mirror")
+    m = running_median(y)
     r = np.abs(y - m)
     near = np.concatenate([[True], r[:-1] <= HUBER_K * sigma]) & np.concatenate([r[1:] <= HUBER_K * sigma, [True]])
     bad = (r > SPIKE_K * sigma) & near
     if not bad.any() or bad.sum() > max(SPIKES, 0.05 * len(y)) or np.any(y[bad] < m[bad]):
         return y  # none, too many, or a fast one: not bad runs (a slow machine, a noisy neighbour)
     out = np.where(bad, m, y)
-    rest = np.abs(out - ndimage.median_filter(out, size=5, mode="mirror"))
+    rest = np.abs(out - running_median(out))
     if np.any(rest > 4 * sigma) or np.sum(np.abs(np.diff(out)) > 4 * np.sqrt(2) * sigma) > 2:
         return y  # the rest has tails too: heavy-tailed noise, not a few bad runs in normal noise
     return out
@@ -79,5 +87,15 @@ def spread(z: np.ndarray) -> float:
     step does not inflate it; noise that is not normal does (runs in two bands, heavy tails once clipped)."""
     if len(z) < 5:
         return 0.0
-    r = z - ndimage.median_filter(z, size=5, mode="mirror")
+    r = z - running_median(z)
     return float(np.sqrt(np.mean(r ** 2) / 0.85))
+
+
+def log_median_var(samples: Optional[np.ndarray]) -> float:
+    """The variance of the log of a sample's median from the sample itself: (pi / 2) s^2 / n with s the robust
+    spread (the MAD) of the samples' logs (nan with fewer than 2 samples)."""
+    if samples is None or len(samples) < 2:
+        return float("nan")
+    logs = np.log(np.asarray(samples, float))
+    s = mad(logs)
+    return np.pi / 2 * s ** 2 / len(logs)
