@@ -86,3 +86,36 @@ def test_a_stage_makes_the_dicts_it_is_given_hashable_candidates():
     assert len(set(st.candidates)) == 1 and st.candidates[0] == {"block_q": 128, "block_k": 256}
     assert list(st.candidates[0]) == ["block_q", "block_k"]  # the order given: a dict of it is the old candidate
     assert st.candidates[0].kernel is None  # a user kernel's: no typed config
+
+
+# Strings equal to a kernel's name that are not that kernel: each with what it is.
+NOT_KERNEL_NAMES = {
+    ("xlabench/backends/jax/attention_impls.py", "cudnn"): "jax.nn.dot_product_attention's implementation argument",
+    ("xlabench/report/plots.py", "paged"): "the paged decode chart's kind (`plot --kind paged`)",
+    ("xlabench/workloads/record.py", "paged"): "the paged kernels' family",
+}
+
+
+def test_kernel_names_are_spelled_only_in_their_kernel_modules():
+    """A kernel's name is a string in its module (impls/kernels/<name>.py: NAME) and nowhere else in xlabench/:
+    code that needs it imports the module's NAME (a renamed kernel is one edit; a new one touches no other
+    module). Docstrings may name kernels."""
+    import ast
+
+    from xlabench.impls import kernels
+
+    names = {k.info.name for k in kernels.KERNELS}
+    root = Path(__file__).resolve().parent.parent
+    found = []
+    for path in sorted((root / "xlabench").rglob("*.py")):
+        rel = str(path.relative_to(root))
+        if rel.startswith("xlabench/impls/kernels/"):
+            continue
+        tree = ast.parse(path.read_text())
+        docs = {id(n.body[0].value) for n in ast.walk(tree)
+                if isinstance(n, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and n.body
+                and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)}
+        found += [f"{rel}:{n.lineno}: {n.value!r}" for n in ast.walk(tree)
+                  if isinstance(n, ast.Constant) and isinstance(n.value, str) and n.value in names
+                  and id(n) not in docs and (rel, n.value) not in NOT_KERNEL_NAMES]
+    assert found == [], "\n".join(found)

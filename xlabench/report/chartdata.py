@@ -17,6 +17,7 @@ import pandas as pd
 from xlabench import hardware
 
 from xlabench import impls, results
+from xlabench.impls.kernels import naive as naive_kernel
 from xlabench.results.schema import KERNEL_OPTIONS
 from xlabench.stats.summary import median
 from xlabench.protocol import status as st
@@ -25,7 +26,7 @@ from xlabench.workloads import WORKLOADS
 from xlabench.workloads.record import FitChart
 
 INTERPRET_NOTE = "(CPU interpret: pipeline check, not kernel speed)"
-BASELINE_IMPL = "naive"
+BASELINE_IMPL = naive_kernel.NAME
 
 # Columns that describe a case and may therefore split a series or a table row. The environment
 # columns are here so that two device kinds or two framework versions never share one line.

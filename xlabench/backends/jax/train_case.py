@@ -19,6 +19,7 @@ from xlabench.backends.jax import aot, hlo_cost
 from xlabench.backends.jax.common import compile_timed, peak_memory, trace_pass
 from xlabench.measure.phases import Phases
 from xlabench.explain.categories import OPTIMIZER_SCOPE
+from xlabench.impls.kernels import naive as naive_kernel
 from xlabench.measure.timing import TimingPlan, time_calls, with_timer
 from xlabench.protocol.worker_messages import CaseResult, CaseSkipped
 from xlabench.units import GIB, MIB, to_ms
@@ -301,9 +302,9 @@ def build(p: TrainParams, impl: str, interpret: bool, platform: str, tune: Timin
 @functools.lru_cache(maxsize=16)
 def _reference_fn(cfg: ModelConfig, mode: str, mesh_key: MeshKey, scan: bool) -> Callable:
     mesh = layouts(cfg, mode, mesh_key, scan)[0]
-    naive = functools.partial(impls.attend, impl="naive",
+    naive = functools.partial(impls.attend, impl=naive_kernel.NAME,
                               cfg=impls.AttnConfig(causal=True, sm_scale=impls.default_scale(cfg.head_dim)))
-    hooks = sharding.hooks(mesh, mode, naive, "naive")
+    hooks = sharding.hooks(mesh, mode, naive, naive_kernel.NAME)
 
     def fwd(params, tokens):
         f32 = jax.tree.map(lambda w: w.astype(jnp.float32), params)

@@ -20,6 +20,7 @@ import torch.nn.functional as F
 from xlabench.backends.torch_shared.attention import grouped_attention
 from xlabench.backends.torch_tpu import jax_ops
 from xlabench.impls import kernels
+from xlabench.impls.kernels import flash as flash_kernel
 from xlabench.impls.kernels.splash import SplashConfig
 from xlabench.workloads.attention import AttnConfig
 
@@ -75,7 +76,7 @@ def _splash(cfg: AttnConfig, sq: int, sk: int) -> Fn:
 
 
 def _flash(cfg: AttnConfig, sq: int, sk: int) -> Fn:
-    return jax_ops.attention(kernels.kernel("jax", "flash", paged_family=False).code, cfg)
+    return jax_ops.attention(kernels.kernel("jax", flash_kernel.NAME, paged_family=False).code, cfg)
 
 
 # [B, S, H, D]: softmax(QK^T) V in torch ops, float32 logits, compiled

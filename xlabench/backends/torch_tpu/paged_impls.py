@@ -21,6 +21,7 @@ from xlabench.backends.torch_shared.attention import paged_naive
 from xlabench.backends.torch_tpu import jax_ops
 from xlabench.impls import kernels
 from xlabench.impls.kernel import Kernel
+from xlabench.impls.kernels import paged as paged_kernel, ragged_paged as ragged_paged_kernel
 from xlabench.workloads.paged import PagedConfig
 
 SHARED = ("q", "k_pages", "v_pages", "lengths", "page_table")
@@ -77,5 +78,5 @@ class JaxPaged:
 
 
 naive = TorchPaged()
-paged = JaxPaged("paged")
-ragged_paged = JaxPaged("ragged_paged")
+paged = JaxPaged(paged_kernel.NAME)
+ragged_paged = JaxPaged(ragged_paged_kernel.NAME)

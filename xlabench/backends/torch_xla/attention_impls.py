@@ -24,6 +24,7 @@ from xlabench.backends.torch_shared.attention import grouped_attention, to_layou
 from xlabench.backends.torch_xla import jax_kernels
 from xlabench.impls import AttentionImplRecord, no_rule
 from xlabench.impls.configs import kernel_blocks as _blocks
+from xlabench.impls.kernels import flash as flash_kernel
 from xlabench.workloads.attention import AttnConfig, default_scale  # noqa: F401 (re-exported for models)
 from xlabench.workloads.model_layout import BATCH_AXES, HEADS, mesh_axis
 
@@ -73,7 +74,7 @@ def _flash_block_sizes(cfg: AttnConfig, sq: int, sk: int) -> Iterator[None]:
 def flash(q, k, v, cfg: AttnConfig):
     """[B, H, S, D]. TPU: custom_kernel.flash_attention (a TPU custom call); CPU: the JAX kernel, interpreted."""
     if cfg.interpret:
-        return jax_kernels.apply("flash", q, k, v, cfg)
+        return jax_kernels.apply(flash_kernel.NAME, q, k, v, cfg)
     from torch_xla.experimental.custom_kernel import flash_attention
 
     with _flash_block_sizes(cfg, q.shape[2], k.shape[2]):

@@ -20,6 +20,7 @@ from xlabench.backends.torch_shared.attention import paged_naive
 from xlabench.backends.torch_xla import jax_kernels
 from xlabench import impls as catalog
 from xlabench.impls import PagedImplRecord
+from xlabench.impls.kernels import paged as paged_kernel
 from xlabench.workloads.paged import PagedConfig
 
 
@@ -42,7 +43,7 @@ def naive(q, k_pages, v_pages, lengths, table, cfg: PagedConfig):
 def paged(q, k_pages, v_pages, lengths, table, cfg: PagedConfig):
     """TPU: custom_kernel.paged_attention; CPU: the JAX backend's Pallas paged kernel, interpreted."""
     if cfg.interpret:
-        return jax_kernels.forward(jax_kernels.PAGED, "paged", cfg, q, k_pages, v_pages, lengths, table)
+        return jax_kernels.forward(jax_kernels.PAGED, paged_kernel.NAME, cfg, q, k_pages, v_pages, lengths, table)
     from torch_xla.experimental.custom_kernel import paged_attention
 
     out = paged_attention(_scaled(q[:, 0], cfg), k_pages, v_pages, lengths, table,

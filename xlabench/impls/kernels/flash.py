@@ -11,6 +11,8 @@ from xlabench.tune.space import MultipleOf
 from xlabench.impls.configs import BWD_BLOCK_PARAMS, BackwardBlocks, block_stages, block_unsupported, tile_candidates
 from xlabench.workloads.attention import BLOCK_PARAMS, AttentionParams
 
+NAME = "flash"  # what suites, rows and the other modules call it (they import this, never spell it)
+
 LANES = 128  # the kernel's key block is a whole number of vector lanes
 STYLE = Style("#1f77b4", "-", "//")
 
@@ -49,15 +51,15 @@ def flash_space(p: AttentionParams) -> list:
 # torch_xla's flash is not tuned: it reads class-level block sizes at trace time. Its train step runs
 # custom_kernel.flash_attention per shard, given the mesh (``sharded``).
 KERNELS = (
-    Kernel(ImplInfo("flash", "jax", ATTENTION, ("tpu",), ("cpu",),
+    Kernel(ImplInfo(NAME, "jax", ATTENTION, ("tpu",), ("cpu",),
                     "Pallas TPU flash attention (jax.experimental.pallas.ops.tpu.flash_attention)"),
            jax_flash, BLOCK_PARAMS, FlashConfig, flash_space, code="xlabench.backends.jax.attention_impls:flash", layout="bhsd", per_shard=True,
            style=STYLE),
-    Kernel(ImplInfo("flash", "torch_xla", ATTENTION, ("tpu",), ("cpu",),
+    Kernel(ImplInfo(NAME, "torch_xla", ATTENTION, ("tpu",), ("cpu",),
                     "torch_xla.experimental.custom_kernel.flash_attention (CPU: the JAX Pallas kernel via call_jax)"),
            torch_xla_flash, BLOCK_PARAMS, FlashConfig, code="xlabench.backends.torch_xla.attention_impls:flash", layout="bhsd", per_shard=True,
            sharded="xlabench.backends.torch_xla.attention_impls:flash_spmd", style=STYLE),
-    Kernel(ImplInfo("flash", "torch_tpu", ATTENTION, ("tpu",), (),
+    Kernel(ImplInfo(NAME, "torch_tpu", ATTENTION, ("tpu",), (),
                     "the JAX Pallas TPU flash kernel through torch.tpu.pallas.jax_op (backward: jax.vjp of it)"),
            jax_flash, BLOCK_PARAMS, FlashConfig, flash_space, code="xlabench.backends.torch_tpu.attention_impls:flash",
            layout="bhsd", style=STYLE),

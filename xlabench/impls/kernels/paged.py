@@ -12,6 +12,8 @@ from xlabench.tune.search import Stage
 from xlabench.impls.configs import PagedBlocks
 from xlabench.workloads.paged import PAGED_BLOCKS, PagedParams
 
+NAME = "paged"  # what suites, rows and the other modules call it (they import this, never spell it)
+
 MOST_PAGES = 128  # the largest pages per compute block searched
 STYLE = Style("#d62728", "-", "//")
 
@@ -53,15 +55,15 @@ def paged_space(p: PagedParams) -> list[Stage]:
 
 # torch_xla's paged kernel is JAX's (the same kernel through call_jax): the same rule; not tuned there.
 KERNELS = (
-    Kernel(ImplInfo("paged", "jax", PAGED, ("tpu",), ("cpu",),
+    Kernel(ImplInfo(NAME, "jax", PAGED, ("tpu",), ("cpu",),
                     "Pallas TPU paged_attention (jax.experimental.pallas.ops.tpu.paged_attention); K/V cast to bf16"),
            jax_paged, config=PagedKernelConfig, tune_space=paged_space, code="xlabench.backends.jax.paged_impls:paged",
            kv_round=kv_round_to("bfloat16"), style=STYLE),
-    Kernel(ImplInfo("paged", "torch_xla", PAGED, ("tpu",), ("cpu",),
+    Kernel(ImplInfo(NAME, "torch_xla", PAGED, ("tpu",), ("cpu",),
                     "custom_kernel.paged_attention (CPU: the JAX Pallas paged kernel via call_jax); K/V cast to bf16"),
            jax_paged, config=PagedKernelConfig, code="xlabench.backends.torch_xla.paged_impls:paged", kv_round=kv_round_to("bfloat16"),
            style=STYLE),
-    Kernel(ImplInfo("paged", "torch_tpu", PAGED, ("tpu",), (),
+    Kernel(ImplInfo(NAME, "torch_tpu", PAGED, ("tpu",), (),
                     "the JAX Pallas TPU paged_attention through torch.tpu.pallas.jax_op; K/V cast to bf16"),
            jax_paged, config=PagedKernelConfig, tune_space=paged_space, code="xlabench.backends.torch_tpu.paged_impls:paged",
            style=STYLE),

@@ -14,6 +14,8 @@ from xlabench.tune.search import Stage
 from xlabench.impls.configs import PagedBlocks
 from xlabench.workloads.paged import PAGED_BLOCKS, PagedParams, megacore_only_paged
 
+NAME = "ragged_paged"  # what suites, rows and the other modules call it (they import this, never spell it)
+
 # Why jax's ragged_paged rows are skipped on CPU: the interpreter fails on the kernel (the worker tries it,
 # and quotes the error after this).
 RAGGED_CPU = "ragged_paged_attention does not run in the CPU Pallas interpreter (on TPU it does)"
@@ -54,16 +56,16 @@ def ragged_space(p: PagedParams) -> list[Stage]:
 
 
 KERNELS = (
-    Kernel(ImplInfo("ragged_paged", "jax", PAGED, ("tpu",), ("cpu",),
+    Kernel(ImplInfo(NAME, "jax", PAGED, ("tpu",), ("cpu",),
                     "Pallas TPU ragged_paged_attention (mixed prefill/decode); on CPU tried in the interpreter, "
                     "fails: skipped"), jax_ragged, config=RaggedPagedConfig, tune_space=ragged_space,
            interpreter_fails=RAGGED_CPU, code="xlabench.backends.jax.paged_impls:ragged_paged", prepare="xlabench.backends.jax.paged_impls:ragged_prepare",
            worker_rule="xlabench.backends.jax.paged_impls:ragged_heads_unsupported", style=STYLE),
-    Kernel(ImplInfo("ragged_paged", "torch_xla", PAGED, ("cpu", "tpu"), (),
+    Kernel(ImplInfo(NAME, "torch_xla", PAGED, ("cpu", "tpu"), (),
                     "custom_kernel.ragged_paged_attention (CPU: its use_kernel=False reference, not the kernel)"),
            torch_ragged, code="xlabench.backends.torch_xla.paged_impls:ragged_paged", prepare="xlabench.backends.torch_xla.paged_impls:ragged_prepare",
            cpu_note=REFERENCE_PATH.format(kernel="ragged_paged_attention_v2 (NotImplementedError)"), style=STYLE),
-    Kernel(ImplInfo("ragged_paged", "torch_tpu", PAGED, ("tpu",), (),
+    Kernel(ImplInfo(NAME, "torch_tpu", PAGED, ("tpu",), (),
                     "the JAX Pallas TPU ragged_paged_attention through torch.tpu.pallas.jax_op"),
            jax_ragged, config=RaggedPagedConfig, tune_space=ragged_space, code="xlabench.backends.torch_tpu.paged_impls:ragged_paged",
            style=STYLE),
