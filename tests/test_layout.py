@@ -215,6 +215,16 @@ def test_no_function_is_over_60_lines():
     assert sorted(long) == []
 
 
+MAX_MODULE_LINES = 500
+
+
+def test_no_module_is_over_500_lines():
+    """A module past 500 lines is split by what its parts do (suite_runner.py reached 508)."""
+    long = [f"{path.relative_to(ROOT)} ({n} lines)" for path in sorted(PKG.rglob("*.py"))
+            if (n := len(path.read_text().splitlines())) > MAX_MODULE_LINES]
+    assert long == []
+
+
 def test_the_readmes_layout_draws_these_floors():
     """README.md's Layout block: a line starting with floor i's number, and the lines under it that name
     another `xlabench/...`, list exactly FLOORS[i]'s packages."""
