@@ -24,7 +24,7 @@ from xlabench.protocol.target import TargetSpec
 from xlabench.run.case_plan import CasePlan, plan_case
 from xlabench.run.envs import COMPILE_VARIANT
 from xlabench.run.run_options import RunOptions
-from xlabench.run.session import RunInputError, Session, Tally, open_session
+from xlabench.run.session import RunInputError, Session, open_session
 from xlabench.run.suite_runner import FIT_TIMEOUT_S, RunHooks, RunOutcome, select_cases, worker_fitter
 from xlabench.suite import slice_fit
 from xlabench.protocol.status import SKIPPED
@@ -125,9 +125,8 @@ def compile_suite(s: suite_lib.Suite, target_name: str, slices: int = 1, opts: R
     Raises CompileError for bad input and for a host that cannot compile for the target."""
     target, prof, cases = _checked(s, target_name, slices, opts)
     sess = _open(s, target, cases, slices, opts, hooks.warning)
-    tally = Tally()  # what an interrupt reports
-    with sess.interruptible(tally):
-        return _compile_cases(sess, target_name, target, prof, slices, opts, hooks, tally)
+    with sess.interruptible():
+        return _compile_cases(sess, target_name, target, prof, slices, opts, hooks)
 
 
 def start_line(suite: str, prof: str, target_name: str, env: dict[str, Any], todo: int, done: int, jobs: int) -> str:
@@ -138,14 +137,14 @@ def start_line(suite: str, prof: str, target_name: str, env: dict[str, Any], tod
 
 
 def _compile_cases(sess: Session, target_name: str, target: hardware.Target, prof: str, slices: int,
-                   opts: RunOptions, hooks: RunHooks, tally: Tally) -> RunOutcome:
+                   opts: RunOptions, hooks: RunHooks) -> RunOutcome:
     """compile_suite once its session is open: the target's worker, the cases planned with its model fit,
     then every case not done through the run's loop."""
     spec = target_spec(target, slices)
     env, host_env = _target_env(sess, target, spec)
     cases = _checked(sess.suite, target_name, slices, opts, _fitter(sess, spec, hooks))[2]  # the worker's fit
     todo = [c for c in cases if c.case_id not in sess.done]
-    tally.planned(len(cases), len(todo))
+    sess.tally.planned(len(cases), len(todo))
     ctx = scheduler.RunContext(run_id=sess.run_id, platform=target.platform, timeout_override=opts.timeout_s,
                                tune_dir=str(tune.default_dir()))
     jobs = max(1, min(opts.jobs or parallel.default_jobs(), sum(_skip_reason(c, target) is None for c in todo)))
@@ -155,12 +154,8 @@ def _compile_cases(sess: Session, target_name: str, target: hardware.Target, pro
                 todo, jobs=jobs)
     sess.add_jobs(jobs)  # one worker pool per job
     peaks: list[Optional[int]] = [None] * jobs
-
-    def on_row(case: suite_lib.Case, row: dict[str, Any]) -> None:
-        tally.row()
-        hooks.row(case, row)
-
-    with sess.writing(meta, tally, ctx.phase_s) as writer:  # an interrupt: the meta says the compile was cut short
+    on_row = sess.tally.counting(hooks.row)
+    with sess.writing(meta, ctx.phase_s) as writer:  # an interrupt: the meta says the compile was cut short
         rows = scheduler.run_cases(todo, writer, ctx, sess.pool, on_row, hooks.repeat, sess.more,
                                    action=CompileOnly(target, spec, slices, env, sess.trace_root()),
                                    on_start=hooks.case_start, peaks=peaks)

@@ -199,30 +199,19 @@ def _groups(cases: list[Case]) -> list[list[Case]]:
 
 
 class CaseAction(Protocol):
-    """What run_cases does with each case: Measure (a run's timed repeats) or a compile for a target that
-    this host does not have (run/compile_runner.py CompileOnly). The loop owns the rest: the passes, the
-    jobs, the writer, the interrupts."""
+    """What run_cases does with each case, Measure's (a run's timed repeats) or a compile's for a target that
+    this host does not have (run/compile_runner.py CompileOnly); the loop owns the rest (passes, jobs, writer,
+    interrupts). ``groups``: the cases by the worker that takes them (each group's worker started once);
+    ``first``: a group's first pass in the order its cases start (``jobs`` at once); ``start``: a case about to
+    start, done at once where it cannot (a skipped row); ``step``: one repeat or its compile in ``pool``'s
+    worker, never raising for the case's own failures (workers.ask); ``row``: (row, samples) of a case that
+    is done (run/rows.py builds both actions' rows)."""
 
-    def groups(self, cases: list[Case]) -> list[list[Case]]:
-        """The cases by the worker that takes them: each group's worker is started once."""
-        ...
-
-    def first(self, group: list[Case], rng: random.Random, jobs: int) -> list[Case]:
-        """The group's first pass, in the order its cases start (``jobs`` take them at once)."""
-        ...
-
-    def start(self, case: Case, pool: WorkerPool, ctx: RunContext) -> CaseRun:
-        """The case about to start; one that cannot start here is done at once (a skipped row)."""
-        ...
-
-    def step(self, state: CaseRun, pool: WorkerPool, ctx: RunContext) -> None:
-        """One step of the case (a repeat, or its compile) in ``pool``'s worker; never raises for the
-        case's own failures (they end it: workers.ask)."""
-        ...
-
-    def row(self, state: CaseRun, ctx: RunContext) -> tuple[dict[str, Any], list[float]]:
-        """(row, samples) of a case that is done (run/rows.py builds both actions' rows)."""
-        ...
+    def groups(self, cases: list[Case]) -> list[list[Case]]: ...
+    def first(self, group: list[Case], rng: random.Random, jobs: int) -> list[Case]: ...
+    def start(self, case: Case, pool: WorkerPool, ctx: RunContext) -> CaseRun: ...
+    def step(self, state: CaseRun, pool: WorkerPool, ctx: RunContext) -> None: ...
+    def row(self, state: CaseRun, ctx: RunContext) -> tuple[dict[str, Any], list[float]]: ...
 
 
 class Measure:

@@ -75,8 +75,14 @@ class Tally:
     def planned(self, cases: int, todo: int) -> None:
         self.done, self.total = cases - todo, cases
 
-    def row(self) -> None:
-        self.done = (self.done or 0) + 1
+    def counting(self, on_row: Callable[[Any, dict[str, Any]], None]) -> Callable[[Any, dict[str, Any]], None]:
+        """``on_row`` (a hook's) after counting the row."""
+
+        def counted(case: Any, row: dict[str, Any]) -> None:
+            self.done = (self.done or 0) + 1
+            on_row(case, row)
+
+        return counted
 
 
 @dataclass
@@ -91,6 +97,7 @@ class Session:
     pool: WorkerPool
     primary: bool = True
     more: list[WorkerPool] = field(default_factory=list)  # a pool per further job (--jobs)
+    tally: Tally = field(default_factory=Tally)  # how far its cases got (an interrupt says it)
 
     @property
     def pools(self) -> list[WorkerPool]:
@@ -125,21 +132,21 @@ class Session:
         return results.RowWriter(self.files) if self.primary else results.NullWriter()
 
     @contextlib.contextmanager
-    def interruptible(self, tally: Tally) -> Iterator[None]:
+    def interruptible(self) -> Iterator[None]:
         """SIGINT / SIGTERM within the block (interrupts.interruptible): the workers are killed (no row for
-        the cases in flight) and Interrupted goes on, saying how far it got (``tally``) and which CSV a
-        --resume continues (None: none was written)."""
+        the cases in flight) and Interrupted goes on, saying how far it got (the session's tally) and which
+        CSV a --resume continues (None: none was written)."""
         try:
             with interruptible():
                 yield
         except Interrupted as e:
             self.kill_all()
-            e.done, e.total = tally.done, tally.total
+            e.done, e.total = self.tally.done, self.tally.total
             e.csv = self.files.csv if self.primary and self.files.csv.exists() else None
             raise
 
     @contextlib.contextmanager
-    def writing(self, meta: dict[str, Any], tally: Tally, phase_s: dict[str, float]) -> Iterator[Any]:
+    def writing(self, meta: dict[str, Any], phase_s: dict[str, float]) -> Iterator[Any]:
         """The rows' writer, for the cases' loop; an interrupt within is recorded in the meta (the run was
         cut short after ``tally.done`` cases: results.run_progress reads it), and the workers close at the
         end either way."""
@@ -149,7 +156,7 @@ class Session:
             except Interrupted as e:
                 if self.primary:
                     results.record_interruption(self.files, {**meta, **results.phase_fields(phase_s)}, str(e.args[0]),
-                                                tally.done)
+                                                self.tally.done)
                 raise
             finally:
                 self.close()

@@ -24,7 +24,7 @@ from xlabench.run.run_options import Filter, OptionError, RunOptions
 from xlabench.run import rows as row_builder
 from xlabench.run.scheduler import RunContext, platform_skip, run_cases
 from xlabench.run.table_held import Held, case_held, tune_table_warning, untunable  # noqa: F401 (the CLI's)
-from xlabench.run.session import RunInputError, Session, Tally, check_resumed, open_session
+from xlabench.run.session import RunInputError, Session, check_resumed, open_session
 from xlabench.run.workers import WorkerError
 from xlabench.protocol.replies import Reply
 from xlabench.impls import workload_rules
@@ -166,9 +166,8 @@ def run_suite(s: suite_lib.Suite, opts: RunOptions = RunOptions(), hooks: RunHoo
     sess = open_session(s, opts, hooks.warning, interpreters=interpreters, dist=dist)
     if opts.resume_csv and opts.profile is None and sess.files.meta.exists():  # read_prior checked it
         sess.opts = sess.opts.replace(profile=results.read_meta(sess.files).get("profile") or "base")
-    tally = Tally()  # what an interrupt reports
-    with sess.interruptible(tally):
-        return _run_with_pool(sess, tally=tally, dist=dist, shard_of=shard_of, hooks=hooks, chosen=chosen)
+    with sess.interruptible():
+        return _run_with_pool(sess, dist=dist, shard_of=shard_of, hooks=hooks, chosen=chosen)
 
 
 @dataclass
@@ -275,11 +274,11 @@ def select_cases(s: suite_lib.Suite, prof: str, opts: RunOptions = RunOptions(),
     return cases
 
 
-def _run_with_pool(sess: Session, *, tally: Tally, dist: Any, shard_of: tuple[int, int] | None,
+def _run_with_pool(sess: Session, *, dist: Any, shard_of: tuple[int, int] | None,
                    hooks: RunHooks, chosen: Optional[tuple[str, list[suite_lib.Case]]] = None) -> RunOutcome:
     """run_suite once its session is open: probe, pick the cases (unless ``chosen``: a named profile's,
-    picked before), run them. ``tally`` counts the cases with a row (done) out of the run's cases (total),
-    for the interrupt message."""
+    picked before), run them; the session's tally counts the cases with a row (done) out of the run's cases
+    (total), for the interrupt message."""
     process_id = 0 if dist is None else dist.process_id
     started = time.time()
     try:
@@ -292,7 +291,7 @@ def _run_with_pool(sess: Session, *, tally: Tally, dist: Any, shard_of: tuple[in
     prof, cases = _pick_cases(sess, platform, shard_of, chosen, _slice(first, platform, hooks))
     todo = [c for c in cases if c.case_id not in sess.done]
     unroll = any(c.unroll_best for c in cases)
-    tally.planned(len(cases), len(todo))
+    sess.tally.planned(len(cases), len(todo))
     warnings = _missing_backends(sess, todo, hooks)
     ctx = _context(sess, first.env, platform, len(todo))
     no_table = tune_table_warning(todo, platform, str(first.env.get("device_kind", "")), ctx.tune)
@@ -305,19 +304,15 @@ def _run_with_pool(sess: Session, *, tally: Tally, dist: Any, shard_of: tuple[in
     note = None if sess.opts.tune_only else samples_note(cases, sess.suite.spec.measure)
     hooks.start(_start_lines(sess, prof, platform, first.env, len(todo), ctx.jobs, unroll, note, todo),
                 sum(c.measure.repeats for c in todo) + unroll, todo, jobs=ctx.jobs)
-
-    def on_row(case: suite_lib.Case, row: dict[str, Any]) -> None:
-        tally.row()
-        hooks.row(case, row)
-
+    on_row = sess.tally.counting(hooks.row)
     sess.add_jobs(ctx.jobs)  # --jobs: a pool per job
     prior = _prior_rows(sess) if unroll else []
-    with sess.writing(meta, tally, ctx.phase_s) as writer:  # an interrupt: the meta says the run was cut short
+    with sess.writing(meta, ctx.phase_s) as writer:  # an interrupt: the meta says the run was cut short
         rows = run_cases(todo, writer, ctx, sess.pool, on_row, hooks.repeat, sess.more, on_start=hooks.case_start)
         best = slice_fit.unrolled_best(cases, prior + rows, results.case_id) if unroll else None
         if best is not None and best.case_id not in sess.done:
             hooks.note(f"the ladder's best point again unrolled: {best.label(['model', 'global_batch'])}")
-            tally.total = (tally.total or 0) + 1
+            sess.tally.total = (sess.tally.total or 0) + 1
             rows += run_cases([best], writer, ctx, sess.pool, on_row, hooks.repeat, sess.more,
                               on_start=hooks.case_start)
             todo.append(best)
