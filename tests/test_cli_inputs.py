@@ -293,6 +293,35 @@ def test_brackets_in_a_skip_line_and_a_warning_are_printed_as_written(files, mon
     assert res.output.count(why) >= 2 and f"[{why}]" in res.output and "[cpu]" in res.output
 
 
+def test_compile_prints_through_the_runs_progress_a_line_per_compiled_case(files, monkeypatch):
+    """`compile` has no progress of its own: run's RunProgress with compile's line per case (memory, compile
+    time, ceiling; none per skip: they are counted per reason at the end), one step per case."""
+    from xlabench.run import compile_runner
+
+    s = run_session.suite_lib.load(files["suite"])
+    cases = s.cases("")[:2]
+
+    def fake_compile(suite: Any, target: str, slices: int, opts: RunOptions, hooks: Any) -> Any:
+        hooks.start([f"suite {suite.name} profile base compiled for {target}"], 2, cases, jobs=1)
+        rows = [{"case_id": cases[0].case_id, "impl": cases[0].impl, "status": "compiled", "compile_s": 1.25,
+                 "peak_memory_bytes": 2 ** 30, "hbm_capacity_bytes": 16 * 2 ** 30},
+                {"case_id": cases[1].case_id, "impl": cases[1].impl, "status": "skipped", "error": "no such client"}]
+        for c, row in zip(cases, rows):
+            hooks.case_start(0, c)
+            hooks.repeat(c)
+            hooks.row(c, row)
+        return run_session.RunOutcome(run_session.results.RunFiles(Path(opts.out_dir) / "x.compile.csv"), "", cases,
+                                      rows, jobs=1, job_peak_bytes=[None])
+
+    monkeypatch.setattr(compile_runner, "compile_suite", fake_compile)
+    res = _cli("compile", str(files["suite"]), "--target", "v5e-8", "--out", str(files["dir"]))
+    assert res.exit_code == 0, res.output
+    assert f"suite {s.name} profile base compiled for v5e-8\n" in res.output
+    assert f"compiled {cases[0].label()}  1.00 GiB of 16.00 per device, compile 1.2s, no MFU ceiling" in res.output
+    assert not any(ln.startswith("skipped") for ln in res.output.splitlines())
+    assert "1 skipped: no such client" in res.output and "1 compiled, 1 skipped in" in res.output
+
+
 def test_a_case_line_names_only_the_parameters_that_tell_the_run_s_cases_apart(files, monkeypatch):
     """gpt2's 20 constant parameters made each progress line wrap over four lines at 80 columns."""
     s = run_session.suite_lib.load(files["suite"])

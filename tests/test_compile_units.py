@@ -157,6 +157,48 @@ def test_compile_reports_through_the_runs_hooks_and_outcome(tmp_path, monkeypatc
     assert all(r["peak_tflops"] == hardware.device_peak("tpu", "TPU v5 lite").tflops for r in out.rows)
 
 
+def test_compile_runs_on_the_runs_loop_with_a_compile_only_action(tmp_path, monkeypatch) -> None:
+    """No compile-only case loop: compile_suite hands its cases to scheduler.run_cases (the run's loop) with
+    the CompileOnly action; a backend with no compile-only client is a skipped row decided at start (no
+    worker asked, no job taken), two jobs compile the rest and note their workers' peak memory, and the
+    outcome's rows are in suite order whichever job finished first."""
+    from xlabench import suite as suite_lib
+    from xlabench.protocol.status import COMPILED, SKIPPED
+    from xlabench.run import compile_runner, scheduler, session
+    from xlabench.run.run_options import RunOptions
+    from xlabench.run.suite_runner import RunHooks
+
+    class Pool(NoWorkerPool):
+        def peak_rss_bytes(self) -> int:
+            return 7
+
+    actions: list[str] = []
+    loop = scheduler.run_cases
+
+    def run_cases(*a, **kw):
+        actions.append(type(kw["action"]).__name__)
+        return loop(*a, **kw)
+
+    asked: list[str] = []
+    env = {"platform": "tpu", "device_kind": "TPU v5 lite", "device_count": 8, "framework_version": "x"}
+    monkeypatch.setattr(session, "WorkerPool", Pool)
+    monkeypatch.setattr(scheduler, "run_cases", run_cases)
+    monkeypatch.setattr(compile_runner, "_target_env", lambda sess, target, spec: (env, {}))
+    monkeypatch.setattr(compile_runner, "_compile_one", lambda case, *a, **kw: asked.append(case.backend) or {
+        "status": COMPILED, "error": None, "flops": 1e9, "xla_flops": 1e9, "xla_bytes_accessed": 1e7})
+    p = tmp_path / "s.yaml"
+    p.write_text("name: c\nworkload: attention\nbackends: [jax, torch_xla]\nimpls: [naive]\n"
+                 "params: {num_heads: 2, head_dim: 128, dtype: bfloat16, batch: 1}\nmatrix:\n  seq_len: [256, 512]\n")
+    started: list[int] = []
+    out = compile_runner.compile_suite(suite_lib.load(p), "v5e-8", opts=RunOptions(
+        out_dir=str(tmp_path / "out"), jobs=2, no_cache=True), hooks=RunHooks(case_start=lambda job, c: started.append(job)))
+    assert actions == ["CompileOnly"] and asked == ["jax", "jax"] and len(started) == 2
+    assert [(r["backend"], r["seq_len"], r["status"]) for r in out.rows] == [(c.backend, c.params["seq_len"], (
+        COMPILED if c.backend == "jax" else SKIPPED)) for c in out.cases]
+    assert all(compile_runner.NO_COMPILE_ONLY["torch_xla"] == r["error"] for r in out.rows if r["status"] == SKIPPED)
+    assert out.jobs == 2 and out.job_peak_bytes == [7, 7]
+
+
 def test_a_compile_request_carries_the_case_plan_and_the_worker_reads_its_tuning_folder(tmp_path, monkeypatch) -> None:
     """Issue 51: compile's request carries the case plan (interpret and the timing plan with the tuning
     folder), as a run's does, instead of the worker choosing them; compile_runner sends the plan_case of

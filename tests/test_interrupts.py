@@ -222,6 +222,7 @@ def test_a_parent_behind_a_wrapper_is_watched_by_its_pid_and_a_zombie_counts_as_
 # ------------------------------------------------------------------ issue 50 item 8: `compile` like `run`
 
 def test_compile_maps_ctrl_c_to_130_and_a_resume_hint_not_aborted(tmp_path, monkeypatch):
+    """`compile` says what `run` says (cli.run.interrupted_message), its own command in the resume line."""
     from xlabench.run import compile_runner
 
     suite = tmp_path / "s.yaml"
@@ -234,7 +235,7 @@ def test_compile_maps_ctrl_c_to_130_and_a_resume_hint_not_aborted(tmp_path, monk
     monkeypatch.setattr(compile_runner, "compile_suite", interrupted_compile)
     res = CliRunner().invoke(cli.main, ["compile", str(suite), "--target", "v5e-8", "--slices", "2", "--impl", "naive"])
     assert res.exit_code == 130, res.output
-    assert (f"compile interrupted: 2 of 5 cases done; resume with: xlabench compile {suite} --target v5e-8 "
+    assert (f"interrupted: 2 of 5 cases done; resume with: xlabench compile {suite} --target v5e-8 "
             f"--slices 2 --resume {csv} --impl naive") in res.output
     assert "Aborted" not in res.output
 
@@ -251,7 +252,7 @@ def test_compile_on_sigterm_says_so_and_exits_143(tmp_path, monkeypatch):
     monkeypatch.setattr(compile_runner, "compile_suite", interrupted_compile)
     res = CliRunner().invoke(cli.main, ["compile", str(suite), "--target", "v5e-8"])
     assert res.exit_code == 143, res.output
-    assert "compile interrupted (SIGTERM) while starting the first worker; no case ran, nothing to resume" in res.output
+    assert "interrupted while starting the first worker; no case ran, nothing to resume" in res.output
 
 
 def test_an_interrupted_compile_tells_how_far_it_got_and_its_meta_records_it(tmp_path, monkeypatch):

@@ -1,23 +1,22 @@
-"""`xlabench compile`: parse, call xlabench.run.compile_runner, print."""
+"""`xlabench compile`: parse, call xlabench.run.compile_runner with the run's progress and interrupt message, print
+the compile's lines, table and counts."""
 
 from __future__ import annotations
 
-import shlex
-import signal
 import sys
 import time
-from typing import Any, Sequence
+from typing import Any, Optional
 
 import click
 from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from xlabench import hardware, results, roofline
+from xlabench import hardware, roofline
 from xlabench.cli.common import BadInput, console, err_console, examples, load_suite, status_line
 from xlabench.cli.click_options import run_options
-from xlabench.run.interrupts import Interrupted, interruptible
-from xlabench.run.run_options import RunOptions, resume_words
+from xlabench.cli.run import RunProgress, until_interrupted
+from xlabench.run.run_options import RunOptions
 from xlabench.protocol.status import COMPILED, FAILED, LOWERED, OOM, SKIPPED
 from xlabench.units import GIB
 
@@ -103,68 +102,42 @@ def compile_cmd(suite_file: str, target_name: str, slices: int, run_opts: RunOpt
     failures), 1 when a case failed, 2 for bad input or a host without libtpu, 130 / 143 interrupted by
     SIGINT / SIGTERM (it says how to resume).
     """
-    from xlabench.run import compile_runner
-    from xlabench.run.suite_runner import RunHooks
-
     s = load_suite(suite_file)
     started = time.time()
-    shown = _CompileProgress()
-    hooks = RunHooks(warning=lambda text: err_console.print(text, style="yellow", soft_wrap=True),
-                     start=shown.start, case_start=shown.case_start, row=shown.row)
-    try:
-        with interruptible():
-            outcome = compile_runner.compile_suite(s, target_name, slices, run_opts, hooks)
-    except compile_runner.CompileError as e:
-        raise BadInput(str(e)) from None
-    except Interrupted as e:
-        shown.progress.stop()
-        err_console.print(interrupted_message(e, suite_file, target_name, slices, run_opts), soft_wrap=True)
-        sys.exit(e.exit_code)
-    finally:
-        shown.progress.stop()
+    outcome = until_interrupted(lambda: _compile(s, target_name, slices, run_opts), suite_file, run_opts,
+                                ["compile", "--target", target_name, *(["--slices", str(slices)] if slices > 1 else [])])
     _print_outcome(outcome, started)
     if failed := outcome.count(FAILED):
         err_console.print(f"{failed} case(s) failed to compile", style="red")
         sys.exit(1)
 
 
-class _CompileProgress:
-    """`compile`'s hooks (the run's RunHooks): the start line, a progress bar (and, with several jobs, a line
-    per job naming its case), and a line per finished case."""
+def _compile(s: Any, target_name: str, slices: int, opts: RunOptions) -> Any:
+    """compile_runner.compile_suite with the run's progress, one step per case and a compile's line per case
+    (_case_line); bad input is BadInput (exit 2)."""
+    from xlabench.run import compile_runner
 
-    def __init__(self) -> None:
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    shown = RunProgress(s.name, line=_case_line, steps=lambda case: 1)
+    try:
+        return compile_runner.compile_suite(s, target_name, slices, opts, shown.hooks())
+    except compile_runner.CompileError as e:
+        raise BadInput(str(e)) from None
+    finally:
+        shown.stop()
 
-        self.progress = Progress(TextColumn("{task.description}", markup=False), BarColumn(bar_width=16),
-                                 MofNCompleteColumn(), TimeElapsedColumn(), console=console, transient=True)
-        self.tasks: dict[str, Any] = {}  # "all" and, with several jobs, one line per job naming its case
-        self.shown: list[str] = []  # the parameters that tell the cases apart
 
-    def start(self, lines: list[str], todo: int, cases: Sequence[Any] = (), jobs: int = 1) -> None:
-        console.print(lines[0], soft_wrap=True)
-        self.shown = results.varying([c.params for c in cases])
-        self.progress.start()
-        self.tasks["all"] = self.progress.add_task(f"compile ({jobs} job{'s' if jobs > 1 else ''})", total=todo)
-        if jobs > 1:
-            self.tasks.update({f"job{j}": self.progress.add_task(f"  job {j + 1}", total=None) for j in range(jobs)})
-
-    def case_start(self, job: int, case: Any) -> None:
-        if f"job{job}" in self.tasks:
-            self.progress.update(self.tasks[f"job{job}"], description=f"  job {job + 1}: {case.label(self.shown)}"[:44])
-
-    def row(self, case: Any, row: dict[str, Any]) -> None:
-        self.progress.advance(self.tasks["all"])
-        st = row["status"]
-        if st == SKIPPED:
-            return  # counted per reason at the end
-        extra = (f"{_gib(row.get('peak_memory_bytes'))} GiB of {_gib(row.get('hbm_capacity_bytes'))} per device, "
-                 + ("figures from the cache" if row.get("compile_cached") else f"compile {row.get('compile_s') or 0:.1f}s")
-                 + ceiling_text(row)
-                 if st in (COMPILED, OOM) else
-                 f"lowered in {row.get('lower_s') or 0:.1f}s" if st == LOWERED else (row.get("error") or "")[:120])
-        out = self.progress.console
-        out.print(status_line(st, _STYLE[st], 8, f"{case.label()}  {extra}", out.width if out.is_terminal else None),
-                  soft_wrap=True)
+def _case_line(case: Any, row: dict[str, Any], width: Optional[int]) -> Optional[Text]:
+    """A compiled case's progress line: its memory and compile time (or the cache) and its ceiling, or why it
+    failed; none for a skip (counted per reason at the end)."""
+    st = row["status"]
+    if st == SKIPPED:
+        return None
+    extra = (f"{_gib(row.get('peak_memory_bytes'))} GiB of {_gib(row.get('hbm_capacity_bytes'))} per device, "
+             + ("figures from the cache" if row.get("compile_cached") else f"compile {row.get('compile_s') or 0:.1f}s")
+             + ceiling_text(row)
+             if st in (COMPILED, OOM) else
+             f"lowered in {row.get('lower_s') or 0:.1f}s" if st == LOWERED else (row.get("error") or "")[:120])
+    return status_line(st, _STYLE[st], 8, f"{case.label()}  {extra}", width)
 
 
 def _print_outcome(outcome: Any, started: float) -> None:
@@ -181,16 +154,3 @@ def _print_outcome(outcome: Any, started: float) -> None:
                   + (f"; peak host memory per job: {', '.join(f'{p / GIB:.2f}' for p in peaks)} GiB" if peaks else ""),
                   soft_wrap=True)
     console.print(f"results: {outcome.files.csv}", soft_wrap=True)
-
-
-def interrupted_message(e: Any, suite_file: str, target_name: str, slices: int, opts: RunOptions) -> str:
-    """What an interrupted `compile` says (as `run` does): how far it got and how to finish it."""
-    signal_name = "" if e.signum == signal.SIGINT else f" ({signal.Signals(e.signum).name})"
-    if e.total is None:
-        return f"compile interrupted{signal_name} while starting the first worker; no case ran, nothing to resume"
-    where = f"compile interrupted{signal_name}: {e.done} of {e.total} cases done"
-    if e.csv is None:
-        return where
-    words = ["xlabench", "compile", suite_file, "--target", target_name, *(["--slices", str(slices)] if slices > 1 else []),
-             "--resume", str(e.csv), *resume_words(opts)]
-    return f"{where}; resume with: {shlex.join(words)}"

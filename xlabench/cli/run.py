@@ -10,7 +10,7 @@ import json
 import shlex
 import sys
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 import click
 from rich.table import Table
@@ -100,8 +100,6 @@ def list_cases(suite_file: str, run_opts: RunOptions, as_json: bool) -> None:
 @history_commands.record_option()
 def run(suite_file: str, run_opts: RunOptions, history_url: Optional[str]) -> None:
     """Run a suite: one row per case in results/<suite>/<run-id>.csv, written as each case ends."""
-    from xlabench.run.interrupts import Interrupted, interruptible
-
     if history_url:
         history_commands.open_store(history_url).close()  # a bad store is refused before the run, not after
     s = load_suite(suite_file)
@@ -110,12 +108,7 @@ def run(suite_file: str, run_opts: RunOptions, history_url: Optional[str]) -> No
         return
     if run_opts.trace_dir is not None:  # each case's profile goes there: refused now, not as a failed row per case
         output_dir(run_opts.trace_dir, "--trace", "each case's profile and HLO text")
-    try:
-        with interruptible():
-            outcome = run_with_progress(s, run_opts)
-    except Interrupted as e:
-        err_console.print(interrupted_message(e, suite_file, run_opts), soft_wrap=True)
-        sys.exit(e.exit_code)
+    outcome = until_interrupted(lambda: run_with_progress(s, run_opts), suite_file, run_opts)
     if history_url and outcome.primary:
         added, _ = history_commands.add_runs(history_url, [outcome.files.csv])
         console.print(f"history: {'recorded in' if added else 'already in'} {history_url}")
@@ -163,18 +156,15 @@ def run_with_progress(s: Any, opts: RunOptions, summary: bool = True) -> Any:
     gate's runs). Bad input is BadInput (exit 2); a run whose workers cannot start exits 1."""
     from xlabench.run import suite_runner
 
-    shown = _RunProgress(s.name)
-    hooks = suite_runner.RunHooks(warning=warn, start=shown.start, repeat=shown.repeat, row=shown.row,
-                                  note=lambda text: shown.progress.console.print(text, style="dim", soft_wrap=True))
+    shown = RunProgress(s.name)
     try:
-        outcome = suite_runner.run_suite(s, opts, hooks=hooks)
+        outcome = suite_runner.run_suite(s, opts, hooks=shown.hooks())
     except suite_runner.RunInputError as e:
         raise BadInput(str(e)) from None
     except suite_runner.RunStartError as e:
         raise click.ClickException(str(e)) from None
     finally:
-        if shown.task is not None:  # stopping a bar never started prints a blank line (rich, off a terminal)
-            shown.progress.stop()
+        shown.stop()
     if outcome.start_error:
         err_console.print(outcome.start_error + (f"\nresults: {outcome.files.csv}" if outcome.primary else ""),
                           style="red", soft_wrap=True)
@@ -183,22 +173,36 @@ def run_with_progress(s: Any, opts: RunOptions, summary: bool = True) -> Any:
     return outcome
 
 
-class _RunProgress:
-    """`run`'s hooks: the start lines, a progress bar counting runs (a case with repeats K is K runs) and a
-    line per case."""
+class RunProgress:
+    """The hooks of `run` (and `compile`): the start lines, a progress bar counting steps (``steps(case)``: a
+    run's case with repeats K is K runs; a compile's case is one), with several jobs a line per job naming its
+    case, and a line per case: ``line(case, row, width)`` (None: no line), else the run's."""
 
-    def __init__(self, name: str):
+    def __init__(self, name: str, line: Optional[Callable[[Any, dict[str, Any], Optional[int]], Any]] = None,
+                 steps: Callable[[Any], int] = lambda case: case.measure.repeats):
         from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
                                    TimeRemainingColumn)
 
-        self.name = name
+        self.name, self.line, self.steps = name, line, steps
         self.progress = Progress(TextColumn("{task.description}", markup=False), BarColumn(), MofNCompleteColumn(),
                                  TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn(), console=console,
                                  transient=True)
         self.task: Any = None
+        self.job_tasks: dict[int, Any] = {}  # with several jobs, one line per job naming its case
         self.runs_done: dict[str, int] = {}
         self.shown_keys: Optional[list[str]] = None  # the parameters that tell the run's cases apart
         self.reasons: dict[str, int] = {}  # each failure or skip reason printed whole once, then named by its number
+
+    def hooks(self) -> Any:
+        """These as the run's RunHooks, with the CLI's warnings and notes."""
+        from xlabench.run.suite_runner import RunHooks
+
+        return RunHooks(warning=warn, start=self.start, case_start=self.case_start, repeat=self.repeat, row=self.row,
+                        note=lambda text: self.progress.console.print(text, style="dim", soft_wrap=True))
+
+    def stop(self) -> None:
+        if self.task is not None:  # stopping a bar never started prints a blank line (rich, off a terminal)
+            self.progress.stop()
 
     def start(self, lines: list[str], runs: int, cases: Sequence[Any] = (), jobs: int = 1) -> None:
         if len(cases) > 1:
@@ -209,17 +213,25 @@ class _RunProgress:
             console.print(line, style="dim", soft_wrap=one_line)
         self.progress.start()
         self.task = self.progress.add_task(self.name + (f" ({jobs} jobs)" if jobs > 1 else ""), total=runs)
+        if jobs > 1:
+            self.job_tasks = {j: self.progress.add_task(f"  job {j + 1}", total=None) for j in range(jobs)}
+
+    def case_start(self, job: int, case: Any) -> None:
+        if job in self.job_tasks:
+            self.progress.update(self.job_tasks[job], description=f"  job {job + 1}: {case.label(self.shown_keys)}"[:44])
 
     def repeat(self, case: Any) -> None:
         self.runs_done[case.case_id] = self.runs_done.get(case.case_id, 0) + 1
         self.progress.advance(self.task)
 
     def row(self, case: Any, r: dict[str, Any]) -> None:
-        label = case.label(self.shown_keys)  # a time is kept whole; a reason may break between words
         out = self.progress.console
         width = out.width if out.is_terminal else None  # a log: one line per case
-        out.print(_case_line(r, label, width, self.reasons), soft_wrap=True)
-        self.progress.advance(self.task, case.measure.repeats - self.runs_done.get(case.case_id, 0))  # runs it will not take
+        line = (self.line(case, r, width) if self.line else  # a time is kept whole; a reason may break between words
+                _case_line(r, case.label(self.shown_keys), width, self.reasons))
+        if line is not None:
+            out.print(line, soft_wrap=True)
+        self.progress.advance(self.task, self.steps(case) - self.runs_done.get(case.case_id, 0))  # runs it will not take
 
 
 def _print_outcome(outcome: Any, opts: RunOptions, summary: bool) -> None:
@@ -269,20 +281,35 @@ def _wrong_why(r: dict[str, Any]) -> str:
     return wrong_note(r) or f"WRONG RESULT: max_abs_err {r.get('max_abs_err')} > err_tol {r.get('err_tol')}"
 
 
-def resume_command(suite_file: str, csv: Path, opts: RunOptions) -> str:
-    """The `xlabench run` line that completes an interrupted run."""
-    return shlex.join(["xlabench", "run", suite_file, "--resume", str(csv), *resume_words(opts)])
+def resume_command(suite_file: str, csv: Path, opts: RunOptions, command: Sequence[str] = ("run",)) -> str:
+    """The `xlabench run` line that completes an interrupted run (``command``: the words before the suite file
+    and after it: `compile`'s target)."""
+    return shlex.join(["xlabench", command[0], suite_file, *command[1:], "--resume", str(csv), *resume_words(opts)])
 
 
-def interrupted_message(e: Any, suite_file: str, opts: RunOptions) -> str:
-    """What an interrupted `run` says: how far it got and how to finish it."""
+def interrupted_message(e: Any, suite_file: str, opts: RunOptions, command: Sequence[str] = ("run",)) -> str:
+    """What an interrupted `run` (or ``command``: `compile`) says: how far it got and how to finish it."""
     where = (f"interrupted: {e.done} of {e.total} cases done" if e.total is not None
              else "interrupted while starting the first worker")
     if e.csv is None:
         return where + ("" if e.total is not None else "; no case ran, nothing to resume")
     if opts.multihost:
         return f"{where}; rows so far in {e.csv} (a multi-host run does not resume: start it again everywhere)"
-    return f"{where}; resume with: {resume_command(suite_file, e.csv, opts)}"
+    return f"{where}; resume with: {resume_command(suite_file, e.csv, opts, command)}"
+
+
+def until_interrupted(call: Callable[[], Any], suite_file: str, opts: RunOptions,
+                      command: Sequence[str] = ("run",)) -> Any:
+    """``call()`` (a run or a compile with its progress) under interrupts.interruptible: SIGINT / SIGTERM print
+    how far it got and how to resume (interrupted_message), and exit 130 / 143."""
+    from xlabench.run.interrupts import Interrupted, interruptible
+
+    try:
+        with interruptible():
+            return call()
+    except Interrupted as e:
+        err_console.print(interrupted_message(e, suite_file, opts, command), soft_wrap=True)
+        sys.exit(e.exit_code)
 
 
 @click.command(epilog=examples(

@@ -9,6 +9,8 @@ Framework-free: the parent never imports JAX.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable, Optional
 
 from xlabench import hardware, results, tune
@@ -21,7 +23,6 @@ from xlabench.protocol.worker_messages import CompileRequest, CompileResult
 from xlabench.protocol.target import TargetSpec
 from xlabench.run.case_plan import CasePlan, plan_case
 from xlabench.run.envs import COMPILE_VARIANT
-from xlabench.run.interrupts import Interrupted, interruptible, uninterrupted
 from xlabench.run.run_options import RunOptions
 from xlabench.run.session import RunInputError, Session, open_session
 from xlabench.run.suite_runner import FIT_TIMEOUT_S, RunHooks, RunOutcome, select_cases, worker_fitter
@@ -92,10 +93,10 @@ def default_profile(s: suite_lib.Suite, target: hardware.Target) -> str:
     return "base"
 
 
-def _fitter(sess: Session, spec: TargetSpec, on_note: Callable[[str], None]) -> slice_fit.ModelFitter:
+def _fitter(sess: Session, spec: TargetSpec, hooks: RunHooks) -> slice_fit.ModelFitter:
     """A suite's model list fitted to the target by the compiling worker (op fit, the target's devices)."""
     return worker_fitter(lambda msg: sess.pool.get("jax", 1, COMPILE_VARIANT).request(msg, FIT_TIMEOUT_S),
-                         spec.name, {"platform": "tpu", "target": spec.to_message()}, on_note, on_note)
+                         spec.name, {"platform": "tpu", "target": spec.to_message()}, hooks.note, hooks.warning)
 
 
 def mesh_note(cases: list[suite_lib.Case], target: hardware.Target, slices: int) -> Optional[str]:
@@ -117,26 +118,15 @@ def compile_suite(s: suite_lib.Suite, target_name: str, slices: int = 1, opts: R
     that ``opts``' filters leave for ``target_name``; ``opts.timeout_s`` limits each compile,
     ``opts.resume_csv`` continues a compile.
 
-    ``opts.jobs`` cases compile at once (default: parallel.default_jobs()), each job in a worker of its
-    own. ``hooks`` (the run's): ``start`` (a line, the cases to do, jobs), ``case_start(job, case)`` and
-    ``row`` (in the order cases finish) report progress, ``warning`` what the user should know (a cache
-    folder that cannot be written).
+    The cases go through the run's loop (scheduler.run_cases) with the CompileOnly action, its session's
+    writer and interrupts: ``opts.jobs`` cases compile at once (default: parallel.default_jobs()), each job
+    in a worker of its own. ``hooks`` are the run's (RunHooks); ``warning`` says what the user should know (a
+    cache folder that cannot be written, a mesh smaller than the slice).
     Raises CompileError for bad input and for a host that cannot compile for the target."""
     target, prof, cases = _checked(s, target_name, slices, opts)
     sess = _open(s, target, cases, slices, opts, hooks.warning)
-    rows: list[dict[str, Any]] = []
-
-    def refit(spec: TargetSpec) -> list[suite_lib.Case]:  # a model list is fitted by the worker (only then)
-        return _checked(s, target_name, slices, opts, _fitter(sess, spec, hooks.warning))[2]
-
-    try:  # SIGINT / SIGTERM: the workers killed, no row for the cases in flight, the CLI's resume hint
-        with interruptible():
-            return _compile_cases(sess, target_name, target, prof, cases, slices, opts, hooks, rows, refit)
-    except Interrupted as e:
-        sess.kill_all()
-        e.done, e.total = len(sess.done) + len(rows), len(cases)
-        e.csv = sess.files.csv if sess.files.csv.exists() else None
-        raise
+    with sess.interruptible():
+        return _compile_cases(sess, target_name, target, prof, slices, opts, hooks)
 
 
 def start_line(suite: str, prof: str, target_name: str, env: dict[str, Any], todo: int, done: int, jobs: int) -> str:
@@ -146,53 +136,71 @@ def start_line(suite: str, prof: str, target_name: str, env: dict[str, Any], tod
             + (f", {done} already done" if done else "") + (f", {jobs} jobs" if jobs > 1 else ""))
 
 
-def _compile_cases(sess: Session, target_name: str, target: hardware.Target, prof: str, cases: list[suite_lib.Case],
-                   slices: int, opts: RunOptions, hooks: RunHooks, rows: list[dict[str, Any]],
-                   refit: Callable[[TargetSpec], list[suite_lib.Case]]) -> RunOutcome:
-    """compile_suite once its session is open: every case not done (``refit``: the cases again, with the
-    target's model fit), a row each appended to ``rows``."""
+def _compile_cases(sess: Session, target_name: str, target: hardware.Target, prof: str, slices: int,
+                   opts: RunOptions, hooks: RunHooks) -> RunOutcome:
+    """compile_suite once its session is open: the target's worker, the cases planned with its model fit,
+    then every case not done through the run's loop."""
     spec = target_spec(target, slices)
     env, host_env = _target_env(sess, target, spec)
-    cases[:] = refit(spec)  # the interrupt handler counts the cases planned
+    cases = _checked(sess.suite, target_name, slices, opts, _fitter(sess, spec, hooks))[2]  # the worker's fit
     todo = [c for c in cases if c.case_id not in sess.done]
-    ctx = scheduler.RunContext(run_id=sess.run_id, platform=target.platform, tune_dir=str(tune.default_dir()))
-    keep_root = sess.trace_root()
+    sess.tally.planned(len(cases), len(todo))
+    ctx = scheduler.RunContext(run_id=sess.run_id, platform=target.platform, timeout_override=opts.timeout_s,
+                               tune_dir=str(tune.default_dir()))
     jobs = max(1, min(opts.jobs or parallel.default_jobs(), sum(_skip_reason(c, target) is None for c in todo)))
     meta = sess.write_meta(prof, ctx, env, jobs, target=target.name, topology=target.label(slices),
                            slices=slices, host_env=host_env, cases_planned=len(cases))
     hooks.start([start_line(sess.suite.name, prof, target_name, env, len(todo), len(sess.done), jobs)], len(todo),
                 todo, jobs=jobs)
-    pools = sess.add_jobs(jobs)  # one worker pool per job
+    sess.add_jobs(jobs)  # one worker pool per job
     peaks: list[Optional[int]] = [None] * jobs
-
-    def compile_case(job: int, case: suite_lib.Case) -> dict[str, Any]:
-        plan = plan_case(case, catalog.find(case.backend, case.impl, case.workload), target.platform, ctx)
-        reason = _skip_reason(case, target)
-        if reason:
-            outcome: dict[str, Any] = {"status": SKIPPED, "error": reason}
-        else:
-            keep = str(keep_root.resolve() / case.case_id) if keep_root else None
-            outcome = _compile_one(case, plan, pools[job], spec, opts.timeout_s or case.measure.timeout_s, keep)
-        return row_builder.compile_row(case, ctx, plan, env, outcome, target, slices)
-
-    def finish(job: int) -> None:
-        peaks[job] = pools[job].peak_rss_bytes()
-        pools[job].close()
-
-    try:
-        with sess.writer() as writer:
-            for case, row in parallel.in_parallel(_order(todo, jobs), jobs, compile_case, hooks.case_start, finish,
-                                                  sess.kill_all):
-                with uninterrupted():  # a row is written and counted whole or not at all
-                    writer.write(row)
-                    rows.append(row)
-                hooks.row(case, row)
-    except Interrupted as e:
-        results.record_interruption(sess.files, meta, str(e.args[0]), len(sess.done) + len(rows))
-        raise
-    finally:
-        sess.close()
+    on_row = sess.tally.counting(hooks.row)
+    with sess.writing(meta, ctx.phase_s) as writer:  # an interrupt: the meta says the compile was cut short
+        rows = scheduler.run_cases(todo, writer, ctx, sess.pool, on_row, hooks.repeat, sess.more,
+                                   action=CompileOnly(target, spec, slices, env, sess.trace_root()),
+                                   on_start=hooks.case_start, peaks=peaks)
     return RunOutcome(sess.files, prof, todo, rows, target=target, jobs=jobs, job_peak_bytes=peaks)
+
+
+@dataclass(frozen=True)
+class CompileOnly:
+    """The compile's action for the run's loop (scheduler.CaseAction): each case compiled once, never run, by
+    the compiling worker (op compile, a TPU topology's compile-only devices), its row compile_row's.
+    ``env``: the target's devices, the rows' environment; ``keep_root``: where each case keeps its
+    optimized HLO text (--explain)."""
+
+    target: hardware.Target
+    spec: TargetSpec
+    slices: int
+    env: dict[str, Any]
+    keep_root: Optional[Path] = None
+
+    def groups(self, cases: list[suite_lib.Case]) -> list[list[suite_lib.Case]]:
+        return [cases] if cases else []  # one worker kind compiles every backend's case
+
+    def first(self, group: list[suite_lib.Case], rng: Any, jobs: int) -> list[suite_lib.Case]:
+        """With several jobs, the costliest cases first so that no job is left with a long compile at the end
+        (rows are written as they finish, whatever the order)."""
+        return group if jobs == 1 else sorted(group, key=lambda c: -shard.estimated_cost(c))
+
+    def start(self, case: suite_lib.Case, pool: workers.WorkerPool, ctx: scheduler.RunContext) -> scheduler.CaseRun:
+        state = scheduler.CaseRun(case, catalog.find(case.backend, case.impl, case.workload), wanted=1)
+        state.plan = plan_case(case, state.info, self.target.platform, ctx)
+        if reason := _skip_reason(case, self.target):
+            state.ended = (SKIPPED, reason)
+        return state
+
+    def step(self, state: scheduler.CaseRun, pool: workers.WorkerPool, ctx: scheduler.RunContext) -> None:
+        case = state.case
+        keep = str(self.keep_root.resolve() / case.case_id) if self.keep_root else None
+        state.replies.append(_compile_one(case, state.plan, pool, self.spec,
+                                          ctx.timeout_override or case.measure.timeout_s, keep))
+
+    def row(self, state: scheduler.CaseRun, ctx: scheduler.RunContext) -> tuple[dict[str, Any], list[float]]:
+        """compile_row of the worker's figures, or of the skip ``start`` decided (no samples: nothing ran)."""
+        status, error = state.ended or (SKIPPED, None)
+        outcome = state.replies[0] if state.replies else {"status": status, "error": error}
+        return row_builder.compile_row(state.case, ctx, state.plan, self.env, outcome, self.target, self.slices), []
 
 
 def _open(s: suite_lib.Suite, target: hardware.Target, cases: list[suite_lib.Case], slices: int, opts: RunOptions,
@@ -206,12 +214,6 @@ def _open(s: suite_lib.Suite, target: hardware.Target, cases: list[suite_lib.Cas
                             suffix=results.COMPILE_SUFFIX, same=("target", target.name))
     except RunInputError as e:
         raise CompileError(str(e)) from None
-
-
-def _order(todo: list[suite_lib.Case], jobs: int) -> list[suite_lib.Case]:
-    """With several jobs, the costliest cases first so that no job is left with a long compile at the end
-    (rows are written as they finish, whatever the order)."""
-    return todo if jobs == 1 else sorted(todo, key=lambda c: -shard.estimated_cost(c))
 
 
 def _target_env(sess: Session, target: hardware.Target, spec: TargetSpec) -> tuple[dict[str, Any], dict[str, Any]]:

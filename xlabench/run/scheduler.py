@@ -1,4 +1,7 @@
-"""Runs cases in workers and writes one row per case as soon as it ends: repeats in passes over the suite, skips planned from the impl catalog; each row assembled once, from the worker's samples (run/rows.py).
+"""The one case loop, of `run` and `compile`: runs cases in workers and writes one row per case as soon as it
+ends, each case taken through an action (CaseAction: Measure times it, repeats in passes over the suite;
+run/compile_runner.py's CompileOnly compiles it for a target), skips planned from the impl catalog; each row
+assembled once (run/rows.py).
 
 Repeats are taken in passes over the cases, the order shuffled after the first pass (random
 interleaving, as Google Benchmark's --benchmark_enable_random_interleaving): a case's runs are
@@ -17,7 +20,7 @@ import socket
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Optional, Sequence
+from typing import Any, Callable, Iterable, Optional, Protocol, Sequence
 
 from xlabench import impls as catalog
 from xlabench import results
@@ -99,19 +102,20 @@ def platform_skip(case: Case, platform: str, info: Optional[catalog.ImplInfo] = 
 
 @dataclass
 class CaseRun:
-    """One case in flight: what its row will be built from (run/rows.py case_row)."""
+    """One case in flight: what its row will be built from (its action's row: run/rows.py case_row or
+    compile_row)."""
 
     case: Case
     info: Optional[catalog.ImplInfo] = None  # its impl's catalog entry (looked up once)
     plan: Optional[CasePlan] = None  # the parent's decisions for it (case_plan.plan_case), once its platform is known
-    replies: list[CaseResult] = field(default_factory=list)  # one per repeat done
+    replies: list[Any] = field(default_factory=list)  # one per step done: a repeat's CaseResult, a compile's figures
     ended: Optional[tuple[str, Optional[str]]] = None  # (status, error) when it ended without a result
     env: dict[str, Any] = field(default_factory=dict)  # the worker's environment (device kind, CPU peaks)
     calib: list[float] = field(default_factory=list)  # calibration kernel seconds before and after each repeat
+    wanted: int = 0  # the steps it takes: its repeats (0, the default) or one compile
 
-    @property
-    def wanted(self) -> int:
-        return self.case.measure.repeats
+    def __post_init__(self) -> None:
+        self.wanted = self.wanted or self.case.measure.repeats
 
     @property
     def done(self) -> bool:
@@ -196,14 +200,62 @@ def _groups(cases: list[Case]) -> list[list[Case]]:
     return list(groups.values())
 
 
+class CaseAction(Protocol):
+    """What run_cases does with each case, Measure's (a run's timed repeats) or a compile's for a target that
+    this host does not have (run/compile_runner.py CompileOnly); the loop owns the rest (passes, jobs, writer,
+    interrupts). ``groups``: the cases by the worker that takes them (each group's worker started once);
+    ``first``: a group's first pass in the order its cases start (``jobs`` at once); ``start``: a case about to
+    start, done at once where it cannot (a skipped row); ``step``: one repeat or its compile in ``pool``'s
+    worker, never raising for the case's own failures (workers.ask); ``row``: (row, samples) of a case that
+    is done (run/rows.py builds both actions' rows)."""
+
+    def groups(self, cases: list[Case]) -> list[list[Case]]: ...
+    def first(self, group: list[Case], rng: random.Random, jobs: int) -> list[Case]: ...
+    def start(self, case: Case, pool: WorkerPool, ctx: RunContext) -> CaseRun: ...
+    def step(self, state: CaseRun, pool: WorkerPool, ctx: RunContext) -> None: ...
+    def row(self, state: CaseRun, ctx: RunContext) -> tuple[dict[str, Any], list[float]]: ...
+
+
+class Measure:
+    """A run's action: each case timed in its worker, its repeats in passes (the module's docstring), the
+    host's calibration kernel timed just before and after each repeat (run/calibrate.py)."""
+
+    def groups(self, cases: list[Case]) -> list[list[Case]]:
+        return _groups(cases)
+
+    def first(self, group: list[Case], rng: random.Random, jobs: int) -> list[Case]:
+        return first_pass(group, rng)  # suite order, sweeps shuffled
+
+    def start(self, case: Case, pool: WorkerPool, ctx: RunContext) -> CaseRun:
+        return start_case(case, pool, ctx)
+
+    def step(self, state: CaseRun, pool: WorkerPool, ctx: RunContext) -> None:
+        before = host_calib_s()
+        run_repeat(state, pool, ctx)
+        state.calib.extend(t for t in (before, host_calib_s()) if t is not None)
+
+    def row(self, state: CaseRun, ctx: RunContext) -> tuple[dict[str, Any], list[float]]:
+        row, samples = row_builder.case_row(state.case, ctx, state.env, state.replies, state.ended, state.calib,
+                                            state.info, state.plan)
+        row_builder.add_phases(ctx.phase_s, state.replies)
+        return row, samples
+
+
+MEASURE = Measure()
+
+
 def run_cases(cases: Iterable[Case], writer: results.RowWriter, ctx: RunContext, pool: WorkerPool,
               on_row: Callable[[Case, dict[str, Any]], None] = lambda c, r: None,
               on_repeat: Callable[[Case], None] = lambda c: None,
-              more_pools: Sequence[WorkerPool] = ()) -> list[dict[str, Any]]:
-    """Run every case, writing each row as soon as its case ends, repeats in passes (the module's
-    docstring). Cases are grouped by backend and worker so an accelerator's worker is started once per group.
-    With ``more_pools`` (``run --jobs``, CPU only) each pass runs 1 + len(more_pools) repeats at once,
-    one per pool; rows are still written here, as their cases end.
+              more_pools: Sequence[WorkerPool] = (), *, action: CaseAction = MEASURE,
+              on_start: Callable[[int, Case], None] = lambda job, c: None,
+              peaks: Optional[list[Optional[int]]] = None) -> list[dict[str, Any]]:
+    """Take every case through ``action`` (Measure: timed, repeats in passes as the module's docstring says;
+    or compiled once), writing each row as soon as its case ends. Cases are grouped by the worker that takes
+    them (``action.groups``) so an accelerator's worker is started once per group. With ``more_pools``
+    (``--jobs``: CPU runs, compiles) each pass takes 1 + len(more_pools) steps at once, one per pool, each
+    job's start said by ``on_start(job, case)``; ``peaks[job]`` gets the peak resident memory of that
+    job's workers. Rows are still written here, as their cases end; ``on_repeat`` follows each step.
     An interrupt (see ``interruptible``) kills the workers and propagates: the case in flight gets no row.
     """
     cases = list(cases)
@@ -213,17 +265,13 @@ def run_cases(cases: Iterable[Case], writer: results.RowWriter, ctx: RunContext,
     rows: list[tuple[int, dict[str, Any]]] = []  # (the case's place in the suite, its row)
     position = {id(c): i for i, c in enumerate(cases)}
 
-    def repeat(job: int, state: CaseRun) -> CaseRun:
-        before = host_calib_s()  # the host's speed just before and after: see run/calibrate.py
-        run_repeat(state, pools[job], ctx)
-        state.calib.extend(t for t in (before, host_calib_s()) if t is not None)
+    def step(job: int, state: CaseRun) -> CaseRun:
+        action.step(state, pools[job], ctx)
         return state
 
     def ended(state: CaseRun) -> None:
         if state.done:
-            row, samples = row_builder.case_row(state.case, ctx, state.env, state.replies, state.ended, state.calib,
-                                                state.info, state.plan)
-            row_builder.add_phases(ctx.phase_s, state.replies)
+            row, samples = action.row(state, ctx)
             with uninterrupted():
                 writer.write(row, samples)
                 rows.append((position[id(state.case)], row))
@@ -234,20 +282,19 @@ def run_cases(cases: Iterable[Case], writer: results.RowWriter, ctx: RunContext,
             p.kill_all()
 
     def run_pass(states: list[CaseRun]) -> None:
-        """One repeat of each case (those that cannot run at all end at once), in the given order."""
+        """One step of each case (those that cannot start end at once), in the given order."""
         for state in states:
             if state.done:
                 ended(state)
-        for state, _ in in_parallel([s for s in states if not s.done], len(pools), repeat,
-                                    finish=lambda job: pools[job].close() if len(pools) > 1 else None,
-                                    abort=kill_all):
+        for state, _ in in_parallel([s for s in states if not s.done], len(pools), step,
+                                    lambda job, s: on_start(job, s.case), _job_end(pools, peaks), kill_all):
             on_repeat(state.case)
             ended(state)
 
     with interruptible():
         try:
-            for group in _groups(cases):
-                states = [start_case(case, pool, ctx) for case in first_pass(group, rng)]  # suite order, sweeps shuffled
+            for group in action.groups(cases):
+                states = [action.start(case, pool, ctx) for case in action.first(group, rng, len(pools))]
                 run_pass(states)
                 while pending := [s for s in states if not s.done]:
                     rng.shuffle(pending)
@@ -256,3 +303,16 @@ def run_cases(cases: Iterable[Case], writer: results.RowWriter, ctx: RunContext,
             kill_all()
             raise
     return [row for _, row in sorted(rows, key=lambda pr: pr[0])]  # the CSV has them as they ended
+
+
+def _job_end(pools: list[WorkerPool], peaks: Optional[list[Optional[int]]]) -> Callable[[int], None]:
+    """What a job does when a pass leaves it nothing (in its own thread): note its workers' peak memory (in
+    ``peaks``, when given), then, with several jobs, close them (the next group wants other workers)."""
+
+    def end(job: int) -> None:
+        if peaks is not None:
+            peaks[job] = max((p for p in (peaks[job], pools[job].peak_rss_bytes()) if p is not None), default=None)
+        if len(pools) > 1:
+            pools[job].close()
+
+    return end

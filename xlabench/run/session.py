@@ -1,13 +1,16 @@
 """One session for `run` and `compile`: it owns the run's files (a new run's or the one --resume continues),
 the workers' compilation-cache folder, the worker pools (one per job), the meta JSON's shared keys, the row
-writer (the mapping of a worker's reply or failure to a row's status is workers.ask). Each runner gives only how a case
-becomes a row (run/suite_runner.py: a run's timed repeats; run/compile_runner.py: a compile for a target).
+writer and what a signal does to them (the mapping of a worker's reply or failure to a row's status is
+workers.ask). Each runner gives only how a case becomes a row: the action it hands the scheduler's loop
+(run/scheduler.py run_cases: a run's timed repeats; run/compile_runner.py: a compile for a target).
 Framework-free: the parent never imports JAX."""
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional, Union
@@ -17,6 +20,7 @@ from xlabench import suite as suite_lib
 from xlabench.explain.kept import explain_dir
 from xlabench.run import cache_folder
 from xlabench.run.envs import Interpreters
+from xlabench.run.interrupts import Interrupted, interruptible
 from xlabench.run.run_options import RunOptions
 from xlabench.run.scheduler import new_run_id
 from xlabench.run.workers import WorkerPool
@@ -61,6 +65,27 @@ def check_resumed(s: suite_lib.Suite, resume_csv: str, prior: Any, same: tuple[s
 
 
 @dataclass
+class Tally:
+    """How far a run or a compile got, for an interrupt's message and its meta: the cases with a row (resumed
+    ones included) of the cases planned (None: not known yet, the first worker was starting)."""
+
+    done: Optional[int] = None
+    total: Optional[int] = None
+
+    def planned(self, cases: int, todo: int) -> None:
+        self.done, self.total = cases - todo, cases
+
+    def counting(self, on_row: Callable[[Any, dict[str, Any]], None]) -> Callable[[Any, dict[str, Any]], None]:
+        """``on_row`` (a hook's) after counting the row."""
+
+        def counted(case: Any, row: dict[str, Any]) -> None:
+            self.done = (self.done or 0) + 1
+            on_row(case, row)
+
+        return counted
+
+
+@dataclass
 class Session:
     """A run's or a compile's files, pools, meta and writer (``primary``: this process writes the files)."""
 
@@ -72,6 +97,7 @@ class Session:
     pool: WorkerPool
     primary: bool = True
     more: list[WorkerPool] = field(default_factory=list)  # a pool per further job (--jobs)
+    tally: Tally = field(default_factory=Tally)  # how far its cases got (an interrupt says it)
 
     @property
     def pools(self) -> list[WorkerPool]:
@@ -104,6 +130,36 @@ class Session:
 
     def writer(self) -> Union[results.RowWriter, results.NullWriter]:
         return results.RowWriter(self.files) if self.primary else results.NullWriter()
+
+    @contextlib.contextmanager
+    def interruptible(self) -> Iterator[None]:
+        """SIGINT / SIGTERM within the block (interrupts.interruptible): the workers are killed (no row for
+        the cases in flight) and Interrupted goes on, saying how far it got (the session's tally) and which
+        CSV a --resume continues (None: none was written)."""
+        try:
+            with interruptible():
+                yield
+        except Interrupted as e:
+            self.kill_all()
+            e.done, e.total = self.tally.done, self.tally.total
+            e.csv = self.files.csv if self.primary and self.files.csv.exists() else None
+            raise
+
+    @contextlib.contextmanager
+    def writing(self, meta: dict[str, Any], phase_s: dict[str, float]) -> Iterator[Any]:
+        """The rows' writer, for the cases' loop; an interrupt within is recorded in the meta (the run was
+        cut short after ``tally.done`` cases: results.run_progress reads it), and the workers close at the
+        end either way."""
+        with self.writer() as writer:
+            try:
+                yield writer
+            except Interrupted as e:
+                if self.primary:
+                    results.record_interruption(self.files, {**meta, **results.phase_fields(phase_s)}, str(e.args[0]),
+                                                self.tally.done)
+                raise
+            finally:
+                self.close()
 
     def close(self) -> None:
         for p in self.pools:

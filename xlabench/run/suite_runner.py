@@ -21,7 +21,6 @@ from xlabench.measure import host_cache, sample_size
 from xlabench.run import budget, distributed, recorded, shard
 from xlabench.run.envs import Interpreters, guess_device_count, guess_platform
 from xlabench.run.run_options import Filter, OptionError, RunOptions
-from xlabench.run.interrupts import Interrupted, interruptible
 from xlabench.run import rows as row_builder
 from xlabench.run.scheduler import RunContext, platform_skip, run_cases
 from xlabench.run.table_held import Held, case_held, tune_table_warning, untunable  # noqa: F401 (the CLI's)
@@ -52,9 +51,9 @@ def _ignore(*args: Any, **kwargs: Any) -> None:
 @dataclass
 class RunHooks:
     """Progress of a run or a compile (run/compile_runner.py), for whoever shows it: ``start(lines, runs, cases,
-    jobs=N)`` once the cases are known (``runs`` counts repeats; ``cases``: the ones to run; ``jobs``: how many
-    run at once), ``case_start(job, case)`` when a compile's job takes a case, ``repeat(case)`` after each
-    repeat, ``row(case, row)`` after each case's row."""
+    jobs=N)`` once the cases are known (``runs`` counts steps: a run's repeats, a compile's one per case;
+    ``cases``: the ones to run; ``jobs``: how many run at once), ``case_start(job, case)`` when a job takes a
+    case, ``repeat(case)`` after each step, ``row(case, row)`` after each case's row."""
 
     warning: Callable[[str], None] = _ignore
     note: Callable[[str], None] = _ignore  # what the run decided or is doing between cases (fitting the model)
@@ -167,15 +166,8 @@ def run_suite(s: suite_lib.Suite, opts: RunOptions = RunOptions(), hooks: RunHoo
     sess = open_session(s, opts, hooks.warning, interpreters=interpreters, dist=dist)
     if opts.resume_csv and opts.profile is None and sess.files.meta.exists():  # read_prior checked it
         sess.opts = sess.opts.replace(profile=results.read_meta(sess.files).get("profile") or "base")
-    tally: dict[str, int | None] = {"done": None, "total": None}  # what an interrupt reports
-    try:
-        with interruptible():
-            return _run_with_pool(sess, tally=tally, dist=dist, shard_of=shard_of, hooks=hooks, chosen=chosen)
-    except Interrupted as e:
-        sess.pool.kill_all()
-        e.done, e.total = tally["done"], tally["total"]
-        e.csv = sess.files.csv if sess.primary and sess.files.csv.exists() else None
-        raise
+    with sess.interruptible():
+        return _run_with_pool(sess, dist=dist, shard_of=shard_of, hooks=hooks, chosen=chosen)
 
 
 @dataclass
@@ -282,11 +274,11 @@ def select_cases(s: suite_lib.Suite, prof: str, opts: RunOptions = RunOptions(),
     return cases
 
 
-def _run_with_pool(sess: Session, *, tally: dict[str, int | None], dist: Any, shard_of: tuple[int, int] | None,
+def _run_with_pool(sess: Session, *, dist: Any, shard_of: tuple[int, int] | None,
                    hooks: RunHooks, chosen: Optional[tuple[str, list[suite_lib.Case]]] = None) -> RunOutcome:
     """run_suite once its session is open: probe, pick the cases (unless ``chosen``: a named profile's,
-    picked before), run them. ``tally`` counts the cases with a row (done) out of the run's cases (total),
-    for the interrupt message."""
+    picked before), run them; the session's tally counts the cases with a row (done) out of the run's cases
+    (total), for the interrupt message."""
     process_id = 0 if dist is None else dist.process_id
     started = time.time()
     try:
@@ -299,7 +291,7 @@ def _run_with_pool(sess: Session, *, tally: dict[str, int | None], dist: Any, sh
     prof, cases = _pick_cases(sess, platform, shard_of, chosen, _slice(first, platform, hooks))
     todo = [c for c in cases if c.case_id not in sess.done]
     unroll = any(c.unroll_best for c in cases)
-    tally["done"], tally["total"] = len(cases) - len(todo), len(cases)
+    sess.tally.planned(len(cases), len(todo))
     warnings = _missing_backends(sess, todo, hooks)
     ctx = _context(sess, first.env, platform, len(todo))
     no_table = tune_table_warning(todo, platform, str(first.env.get("device_kind", "")), ctx.tune)
@@ -312,32 +304,22 @@ def _run_with_pool(sess: Session, *, tally: dict[str, int | None], dist: Any, sh
     note = None if sess.opts.tune_only else samples_note(cases, sess.suite.spec.measure)
     hooks.start(_start_lines(sess, prof, platform, first.env, len(todo), ctx.jobs, unroll, note, todo),
                 sum(c.measure.repeats for c in todo) + unroll, todo, jobs=ctx.jobs)
-
-    def on_row(case: suite_lib.Case, row: dict[str, Any]) -> None:
-        tally["done"] = (tally["done"] or 0) + 1
-        hooks.row(case, row)
-
+    on_row = sess.tally.counting(hooks.row)
     sess.add_jobs(ctx.jobs)  # --jobs: a pool per job
     prior = _prior_rows(sess) if unroll else []
-    with sess.writer() as writer:
-        try:
-            rows = run_cases(todo, writer, ctx, sess.pool, on_row, hooks.repeat, sess.more)
-            best = slice_fit.unrolled_best(cases, prior + rows, results.case_id) if unroll else None
-            if best is not None and best.case_id not in sess.done:
-                hooks.note(f"the ladder's best point again unrolled: {best.label(['model', 'global_batch'])}")
-                tally["total"] = (tally["total"] or 0) + 1
-                rows += run_cases([best], writer, ctx, sess.pool, on_row, hooks.repeat, sess.more)
-                todo.append(best)
-            if sess.primary:  # the end, before the workers close: a signal during their close leaves it
-                if ctx.trace_root is not None:
-                    meta["traces"] = traces_of(ctx.trace_root, todo)
-                results.finish_meta(sess.files, meta, rows, ctx.phase_s)
-        except Interrupted as e:  # the meta says the run was cut short (results.run_progress reads it)
-            if sess.primary:
-                results.record_interruption(sess.files, {**meta, **results.phase_fields(ctx.phase_s)}, str(e.args[0]), tally["done"])
-            raise
-        finally:
-            sess.close()
+    with sess.writing(meta, ctx.phase_s) as writer:  # an interrupt: the meta says the run was cut short
+        rows = run_cases(todo, writer, ctx, sess.pool, on_row, hooks.repeat, sess.more, on_start=hooks.case_start)
+        best = slice_fit.unrolled_best(cases, prior + rows, results.case_id) if unroll else None
+        if best is not None and best.case_id not in sess.done:
+            hooks.note(f"the ladder's best point again unrolled: {best.label(['model', 'global_batch'])}")
+            sess.tally.total = (sess.tally.total or 0) + 1
+            rows += run_cases([best], writer, ctx, sess.pool, on_row, hooks.repeat, sess.more,
+                              on_start=hooks.case_start)
+            todo.append(best)
+        if sess.primary:  # the end, before the workers close: a signal during their close leaves it
+            if ctx.trace_root is not None:
+                meta["traces"] = traces_of(ctx.trace_root, todo)
+            results.finish_meta(sess.files, meta, rows, ctx.phase_s)
     return RunOutcome(sess.files, prof, todo, rows, primary=sess.primary, process_id=process_id,
                       seconds=time.time() - started, warnings=warnings,
                       samples_note=note)
