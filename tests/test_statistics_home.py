@@ -8,9 +8,9 @@ units."""
 from __future__ import annotations
 
 import ast
-from pathlib import Path
 
-PKG = Path(__file__).resolve().parent.parent / "xlabench"
+from tests._scan import scan
+
 MODULES = {"scipy", "statistics"}  # imported anywhere in a module, a function's body included
 NUMPY = {"median", "nanmedian", "percentile", "nanpercentile", "quantile", "nanquantile"}  # np.<name>, called or not
 RESAMPLING = {"integers", "choice"}  # <generator>.<name>(...)
@@ -52,17 +52,7 @@ def test_the_scan_finds_each_kind_of_statistics():
 
 
 def test_no_statistics_outside_the_stats_package():
-    offenders, allowed = [], set()
-    for path in sorted(PKG.rglob("*.py")):
-        rel = path.relative_to(PKG).as_posix()
-        if rel.startswith("stats/"):
-            continue
-        lines = path.read_text().splitlines()
-        for lineno, what in statistics_code(path.read_text()):
-            key = (rel, lines[lineno - 1].strip())
-            if key in NOT_STATISTICS:
-                allowed.add(key)
-            else:
-                offenders.append(f"xlabench/{rel}:{lineno}: {what} (statistics belong in xlabench/stats/)")
+    offenders, allowed = scan(statistics_code, NOT_STATISTICS, lambda rel: rel.startswith("stats/"),
+                              "statistics belong in xlabench/stats/")
     assert offenders == []
     assert allowed == NOT_STATISTICS, f"allow-list entries that no longer match a line: {sorted(NOT_STATISTICS - allowed)}"

@@ -5,11 +5,11 @@ floor, rel_tol=1e-6) are not units and are not looked for: a negative power of t
 from __future__ import annotations
 
 import ast
-from pathlib import Path
 
 from xlabench import units
 
-PKG = Path(__file__).resolve().parent.parent / "xlabench"
+from tests._scan import PKG, scan
+
 SCALES = {1e3, 1e6, 1e9, 1e12, 2**20, 2**30, 2**40, 2**50}  # as written: 1e9, 1_000_000_000, 1073741824, ...
 # (1024 alone is not looked for: it is far more often a length, 1024 tokens, than a KiB)
 SHIFTS = {10, 20, 30, 40, 50}  # 1 << 30, 2 << 30
@@ -45,18 +45,7 @@ def test_the_scan_finds_each_way_of_writing_a_unit():
 
 
 def test_no_unit_scale_factor_is_a_literal_outside_the_units_module():
-    offenders, allowed = [], set()
-    for path in sorted(PKG.rglob("*.py")):
-        rel = str(path.relative_to(PKG))
-        if rel == "units.py":
-            continue
-        lines = path.read_text().splitlines()
-        for lineno, literal in unit_literals(path.read_text()):
-            key = (rel, lines[lineno - 1].strip())
-            if key in NOT_UNITS:
-                allowed.add(key)
-            else:
-                offenders.append(f"xlabench/{rel}:{lineno}: {literal} (use xlabench.units)")
+    offenders, allowed = scan(unit_literals, NOT_UNITS, lambda rel: rel == "units.py", "use xlabench.units")
     assert offenders == []
     assert allowed == NOT_UNITS, f"allow-list entries that no longer match a line: {sorted(NOT_UNITS - allowed)}"
 
