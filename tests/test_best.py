@@ -193,7 +193,7 @@ def test_best_writes_its_winner_into_the_tuning_cache_where_the_tuner_finds_it_c
     import json
 
     from xlabench.backends.jax import tune_case
-    from xlabench.impls import attention_rules
+    from xlabench.impls.kernels.flash import flash_space
     from xlabench.workloads.attention import AttentionParams, tune_key_fields
 
     rng = np.random.default_rng(0)
@@ -214,7 +214,7 @@ def test_best_writes_its_winner_into_the_tuning_cache_where_the_tuner_finds_it_c
     def build(program, blocks):
         raise AssertionError("a cache hit compiles nothing")
 
-    t = tune_case.tuned_blocks(attention_rules.flash_space(p), key, build, str(folder))
+    t = tune_case.tuned_blocks(flash_space(p), key, build, str(folder))
     assert t.fields["tuned"] == "cache" and t.blocks == {"block_q": 256, "block_k": 256}
     assert t.fields["default_s"] > t.fields["tune_best_s"] > 0 and t.fields["tune_clock"] == "wall"
 

@@ -17,6 +17,11 @@ import pytest
 
 from tests.fixtures import record_kernel_configs as record
 from xlabench.impls import attention_rules, configs, paged_rules
+from xlabench.impls.kernels.flash import FlashConfig
+from xlabench.impls.kernels.paged import PagedKernelConfig
+from xlabench.impls.kernels.pallas_gpu import PallasGpuConfig
+from xlabench.impls.kernels.ragged_paged import RaggedPagedConfig
+from xlabench.impls.kernels.splash import SplashConfig
 from xlabench.tune.space import Divides, KernelConfig, MultipleOf, Searched
 from xlabench.workloads import TUNED_PARAMS
 from xlabench.workloads.attention import AttnConfig
@@ -24,9 +29,9 @@ from xlabench.workloads.paged import PagedConfig, PagedParams
 
 ROOT = Path(__file__).resolve().parents[1]
 RECORDED = json.loads((ROOT / "tests" / "fixtures" / "kernel_configs.json").read_text())
-ATTENTION = {"flash": attention_rules.FlashConfig, "splash": attention_rules.SplashConfig,
-             "pallas_gpu": attention_rules.PallasGpuConfig}
-PAGED = {"paged": paged_rules.PagedKernelConfig, "ragged_paged": paged_rules.RaggedPagedConfig}
+ATTENTION = {"flash": FlashConfig, "splash": SplashConfig,
+             "pallas_gpu": PallasGpuConfig}
+PAGED = {"paged": PagedKernelConfig, "ragged_paged": RaggedPagedConfig}
 
 
 def test_every_search_space_is_the_recorded_one():
@@ -67,7 +72,7 @@ def test_the_configs_defaults_are_what_the_kernel_ran_at(kernel, s, causal, mode
 
 
 def test_the_case_blocks_are_clipped_and_the_backward_follows_them():
-    c = attention_rules.SplashConfig.of(AttnConfig(causal=True, sm_scale=0.1, block_q=512, block_k=1024), 256, 512)
+    c = SplashConfig.of(AttnConfig(causal=True, sm_scale=0.1, block_q=512, block_k=1024), 256, 512)
     assert (c.block_q, c.block_k, c.block_kv_compute, c.block_q_bwd, c.block_k_bwd, c.fused_bwd) == (256, 512, 512,
                                                                                                       256, 512, 0)
 
@@ -93,10 +98,10 @@ def test_every_candidate_round_trips_through_its_config():
     assert seen == {*ATTENTION.values(), *PAGED.values()}  # every kernel's space had candidates
 
 
-@pytest.mark.parametrize("cls, name", [(attention_rules.FlashConfig, "block_kv_compute"),
-                                       (attention_rules.PallasGpuConfig, "block_q_bwd"),
-                                       (attention_rules.SplashConfig, "block_kv"),
-                                       (paged_rules.PagedKernelConfig, "queries_per_block")])
+@pytest.mark.parametrize("cls, name", [(FlashConfig, "block_kv_compute"),
+                                       (PallasGpuConfig, "block_q_bwd"),
+                                       (SplashConfig, "block_kv"),
+                                       (PagedKernelConfig, "queries_per_block")])
 def test_a_block_the_kernel_does_not_have_is_refused_naming_it(cls, name):
     with pytest.raises(ValueError, match=rf"{cls.__name__}.*'{name}'.*takes"):
         cls.resolve({name: 128}, 512, 512) if cls in ATTENTION.values() else cls.resolve({name: 8})
@@ -151,13 +156,13 @@ def test_each_kernel_block_is_declared_once_and_spelled_as_a_string_nowhere():
 
 
 def test_a_kernel_config_shows_its_fields_and_their_constraints_in_their_types():
-    assert [f.name for f in dataclasses.fields(attention_rules.SplashConfig)] == [
+    assert [f.name for f in dataclasses.fields(SplashConfig)] == [
         *TUNED_PARAMS["attention"], *(f"{n}_bwd" for n in TUNED_PARAMS["attention"]), "block_kv_compute", "fused_bwd"]
     hints = {cls: typing.get_type_hints(cls, include_extras=True) for cls in (*ATTENTION.values(), *PAGED.values())}
     block_k = TUNED_PARAMS["attention"][1]
-    assert MultipleOf(128) in hints[attention_rules.FlashConfig][block_k].__metadata__
-    assert Divides(block_k) in hints[attention_rules.SplashConfig]["block_kv_compute"].__metadata__
-    assert attention_rules.SplashConfig.names("bwd")[-1] == "fused_bwd"
+    assert MultipleOf(128) in hints[FlashConfig][block_k].__metadata__
+    assert Divides(block_k) in hints[SplashConfig]["block_kv_compute"].__metadata__
+    assert SplashConfig.names("bwd")[-1] == "fused_bwd"
     for cls, h in hints.items():  # every Divides names a field of its config; a stage is fwd or bwd
         for name, hint in h.items():
             for mark in getattr(hint, "__metadata__", ()):

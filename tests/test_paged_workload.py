@@ -213,6 +213,7 @@ def test_the_paged_kernels_declare_their_search_and_default_beside_their_rules()
     """The searches lived in workloads/paged.py, their rules in impls/paged_rules.py and the untuned
     default (1 page) twice: now the search and its default sit with the rules, the default declared once."""
     from xlabench.impls import paged_rules
+    from xlabench.impls.kernels.paged import page_blocks
     from xlabench.workloads import paged
 
     p = paged.PagedParams(batch=2, context_lens="256", num_heads=4, head_dim=128, page_size=16)
@@ -220,5 +221,5 @@ def test_the_paged_kernels_declare_their_search_and_default_beside_their_rules()
         assert impl in paged_rules.RULES
         (stage,) = space(p)
         assert stage.default == {"pages_per_compute_block": p.compute_pages}
-        assert {c["pages_per_compute_block"] for c in stage.candidates} == set(paged_rules.page_blocks(p))
+        assert {c["pages_per_compute_block"] for c in stage.candidates} == set(page_blocks(p))
     assert not hasattr(paged, "paged_space") and not hasattr(paged, "ragged_space")

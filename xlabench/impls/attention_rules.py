@@ -15,9 +15,6 @@ from typing import Any, Callable, Mapping, Optional
 
 from xlabench import impls as catalog
 from xlabench.impls import kernels
-from xlabench.impls.kernels.flash import FlashConfig, flash_space  # noqa: F401 (the kernels' configs, by their old names)
-from xlabench.impls.kernels.pallas_gpu import PallasGpuConfig  # noqa: F401
-from xlabench.impls.kernels.splash import SplashConfig  # noqa: F401
 from xlabench.results.schema import TUNED_PREFIX
 from xlabench.tune import blocks_text
 from xlabench.tune.decide import Settle

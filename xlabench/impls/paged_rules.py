@@ -12,10 +12,6 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from xlabench.impls import kernels
-from xlabench.impls.kernels.multi_queries_paged import torch_multi_queries  # noqa: F401 (the rules and configs,
-from xlabench.impls.kernels.paged import PagedKernelConfig, jax_paged, page_blocks  # noqa: F401 (by their old names)
-from xlabench.impls.kernels.paged_gpu import jax_paged_gpu  # noqa: F401
-from xlabench.impls.kernels.ragged_paged import RAGGED_CPU, RaggedPagedConfig, jax_ragged, torch_ragged  # noqa: F401
 from xlabench.workloads.paged import PagedParams
 
 RULES = kernels.PAGED_RULES  # (backend, impl) -> its rule

@@ -18,7 +18,9 @@ from xlabench.backends import user_impl
 from xlabench.impls import AttentionImplRecord, no_rule
 from xlabench.workloads.attention import REF_MAX_SCORE_BYTES, reference_chunk
 from xlabench.workloads.attention import AttnConfig, default_scale  # noqa: F401 (re-exported for models)
-from xlabench.impls import attention_rules as rules
+from xlabench.impls.kernels.flash import FlashConfig
+from xlabench.impls.kernels.pallas_gpu import PallasGpuConfig
+from xlabench.impls.kernels.splash import SplashConfig
 
 
 skip_reason = user_impl.skip_reason  # the contract's one skip check (re-exported for the case runners)
@@ -67,7 +69,7 @@ def flash(q, k, v, cfg: AttnConfig):
     """Pallas TPU flash attention, [B, H, S, D]."""
     from jax.experimental.pallas.ops.tpu import flash_attention as fa
 
-    c = rules.FlashConfig.of(cfg, q.shape[2], k.shape[2])
+    c = FlashConfig.of(cfg, q.shape[2], k.shape[2])
     sizes = fa.BlockSizes(
         block_q=c.block_q, block_k_major=c.block_k, block_k=c.block_k, block_b=1,
         block_q_major_dkv=c.block_q_bwd, block_k_major_dkv=c.block_k_bwd, block_k_dkv=c.block_k_bwd,
@@ -83,7 +85,7 @@ def splash(q, k, v, cfg: AttnConfig):
 
     b, hq, sq, d = q.shape
     hkv, skv = k.shape[1], k.shape[2]
-    c = rules.SplashConfig.of(cfg, sq, skv)
+    c = SplashConfig.of(cfg, sq, skv)
     fused = bool(c.fused_bwd)  # one backward kernel for dq, dk and dv
     sizes = sk_lib.BlockSizes(block_q=c.block_q, block_kv=c.block_k, block_kv_compute=c.block_kv_compute,
                               block_q_dkv=c.block_q_bwd, block_kv_dkv=c.block_k_bwd, block_kv_dkv_compute=c.block_k_bwd,
@@ -109,7 +111,7 @@ def pallas_gpu(q, k, v, cfg: AttnConfig):
     """Pallas Triton flash attention (GPU), [B, S, H, D]."""
     from jax.experimental.pallas.ops.gpu import attention as ga
 
-    c = rules.PallasGpuConfig.of(cfg, q.shape[1], k.shape[1])
+    c = PallasGpuConfig.of(cfg, q.shape[1], k.shape[1])
     bq, bk = c.block_q, c.block_k
     sizes = ga.BlockSizes(block_q=bq, block_k=bk, block_q_dkv=min(32, bq), block_kv_dkv=min(32, bk),
                           block_q_dq=min(32, bq), block_kv_dq=min(32, bk))

@@ -16,7 +16,9 @@ import jax.numpy as jnp
 
 from xlabench.backends.jax.attention_impls import tpu_interpret
 from xlabench import impls as catalog
-from xlabench.impls import PagedImplRecord, paged_rules
+from xlabench.impls import PagedImplRecord
+from xlabench.impls.kernels.paged import PagedKernelConfig
+from xlabench.impls.kernels.ragged_paged import RaggedPagedConfig
 from xlabench.workloads.paged import PagedConfig, PagedParams
 
 
@@ -57,7 +59,7 @@ def paged(q, k_pages, v_pages, lengths, table, cfg: PagedConfig):
 
     with tpu_interpret(cfg):
         out = paged_attention(_scaled(q[:, 0], cfg), k_pages, v_pages, lengths, table,
-                              pages_per_compute_block=paged_rules.PagedKernelConfig.of(cfg).pages_per_compute_block,
+                              pages_per_compute_block=PagedKernelConfig.of(cfg).pages_per_compute_block,
                               megacore_mode=cfg.megacore_mode)
     return out[:, None]
 
@@ -97,13 +99,13 @@ def _tuned_for(device_kind: Optional[str]) -> Iterator[None]:
 
 
 def _ragged_blocks(args: tuple, cfg: PagedConfig) -> dict[str, int]:
-    """KV pages per block and queries per block from the kernel's config (paged_rules.RaggedPagedConfig:
+    """KV pages per block and queries per block from the kernel's config (RaggedPagedConfig:
     the case's or the tuner's); queries per block unset: from the kernel's tuned table on TPU (it needs a
     TPU to look up), else at most 32."""
     from jax.experimental.pallas.ops.tpu import ragged_paged_attention as rpa
     from jax.experimental.pallas.ops.tpu.ragged_paged_attention import kernel as rpa_kernel
 
-    c = paged_rules.RaggedPagedConfig.of(cfg)
+    c = RaggedPagedConfig.of(cfg)
     q, kv, _, table = args[:4]
     tokens = q.shape[0]
     bq = min(tokens, 32)
@@ -150,7 +152,7 @@ def gpu_k_splits(pages_per_sequence: int, pages_per_compute_block: int, most: in
 def paged_gpu(q, k_pages, v_pages, lengths, table, cfg: PagedConfig):
     from jax.experimental.pallas.ops.gpu import paged_attention as gpa
 
-    pages = paged_rules.PagedKernelConfig.of(cfg).pages_per_compute_block
+    pages = PagedKernelConfig.of(cfg).pages_per_compute_block
     splits = gpu_k_splits(table.shape[1], pages)
     out = gpa.paged_attention(_scaled(q[:, 0], cfg), k_pages, v_pages, table, lengths,
                               pages_per_compute_block=pages, k_splits=splits,
