@@ -1,13 +1,12 @@
-"""torch_tpu attention kernels, named by their kernel records (impls/kernels/: ``code``, ``layout``). Each
-takes q, k, v in its layout (``bshd``: [B, S, H, D]; ``bhsd``: [B, H, S, D]) on the ``tpu`` device and a case's
-AttnConfig, and returns the output in the same layout.
+"""torch_tpu attention kernels, named by their kernel records (impls/kernels/: ``code``, ``layout``). Each is a
+TorchAttention: bound to a case's AttnConfig and shape, a function of q, k, v in its layout (``bshd``:
+[B, S, H, D]; ``bhsd``: [B, H, S, D]) on the ``tpu`` device, returning the output in the same layout.
 
 - ``naive``: the attention math in torch ops (torch_shared.attention), compiled by ``torch.compile``;
 - ``sdpa``: ``F.scaled_dot_product_attention`` compiled, TorchTPU's own lowering of it;
 - ``splash``: ``torch.tpu.ops.splash_sdpa`` (JAX's splash kernel, forward and backward) at the case's blocks;
 - ``flash``: the JAX backend's Pallas flash kernel through ``torch.tpu.pallas.jax_op``.
 """
-
 from __future__ import annotations
 
 import functools
