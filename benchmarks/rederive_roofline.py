@@ -26,7 +26,7 @@ from pathlib import Path
 
 from xlabench import audit
 from xlabench.audit import files as audit_files
-from xlabench.audit.rules import ROOFLINE_NUMBERS, _roof
+from xlabench.audit.invariants import ROOFLINE_NUMBERS, _roof
 from xlabench.protocol.status import COMPILED, OK
 from xlabench.results.files import _cell
 

@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from xlabench import audit, results
-from xlabench.audit import rules
+from xlabench.audit import invariants
 from xlabench.cli import main
 
 TPU = {"status": "ok", "platform": "tpu", "device_kind": "TPU v5 lite", "devices": 1, "clock": "device",
@@ -43,7 +43,7 @@ def test_mfu_above_one_names_the_peak() -> None:
     row = _row(median_s=0.004)  # 1e12 FLOP in 4 ms: 250 TFLOP/s on a 197 TFLOP/s chip
     why = audit.check_row(row)[audit.MFU_RANGE]
     assert "mfu 1.269" in why and "197 TFLOP/s" in why
-    assert rules.mfu_range({**row, "mfu": 0.0}) and rules.mfu_range({**row, "mfu": -0.1})
+    assert invariants.mfu_range({**row, "mfu": 0.0}) and invariants.mfu_range({**row, "mfu": -0.1})
 
 
 def test_a_peak_memory_above_the_chips_hbm_is_suspect() -> None:
@@ -57,10 +57,10 @@ def test_a_peak_memory_above_the_chips_hbm_is_suspect() -> None:
 
 def test_mbu_above_one_unless_the_cpu_row_fits_in_the_cache() -> None:
     cpu = _cpu()
-    assert "mbu 2" in rules.mbu_range(cpu, audit.Host())
-    assert "last-level cache is not recorded" in rules.mbu_range(cpu, audit.Host())
-    assert rules.mbu_range(cpu, audit.Host(llc_bytes=1 << 20)) is not None  # 2 MB do not fit in 1 MiB
-    assert rules.mbu_range(cpu, audit.Host(llc_bytes=32 << 20)) is None
+    assert "mbu 2" in invariants.mbu_range(cpu, audit.Host())
+    assert "last-level cache is not recorded" in invariants.mbu_range(cpu, audit.Host())
+    assert invariants.mbu_range(cpu, audit.Host(llc_bytes=1 << 20)) is not None  # 2 MB do not fit in 1 MiB
+    assert invariants.mbu_range(cpu, audit.Host(llc_bytes=32 << 20)) is None
     assert audit.cache_resident(cpu, audit.Host(llc_bytes=32 << 20)).startswith("cache-resident: 2 MB")
     assert audit.cache_resident({**cpu, "platform": "tpu"}, audit.Host(llc_bytes=32 << 20)) is None
 
@@ -69,46 +69,46 @@ def test_a_row_under_its_roofline_floor() -> None:
     # compute-bound: 1e12 FLOP at 197 TFLOP/s is 5.08 ms; XLA counts what the kernel runs
     row = _row(median_s=0.0045, xla_flops=1e12, xla_bytes_accessed=1e8)
     row["mfu"] = 0.9  # keep the MFU rule out of it: only the ceiling is judged here
-    why = rules.roofline_ceiling(row)
+    why = invariants.roofline_ceiling(row)
     assert why.startswith("roofline_frac 1.128 > 1.000 (timer noise") and "compute-bound floor 5.076 ms" in why
     # exact on an accelerator (issue 50): 1.015 breaks it, unless the timer's own noise is that large
-    assert rules.roofline_ceiling({**row, "median_s": 0.005, "p10_s": 0.00499}) is not None
-    assert rules.roofline_ceiling({**row, "median_s": 0.005, "p10_s": 0.0049}) is None
+    assert invariants.roofline_ceiling({**row, "median_s": 0.005, "p10_s": 0.00499}) is not None
+    assert invariants.roofline_ceiling({**row, "median_s": 0.005, "p10_s": 0.0049}) is None
 
 
 def test_a_memory_floor_of_xla_bytes_gives_way_to_the_analytic_bytes() -> None:
     """v5e naive paged decode: XLA counted 9.1x the pages read; the row beat that floor 5.3x but not the
     floor of the bytes it must read: the ceiling's count is off, not the row."""
     row = _row(median_s=1.42e-4, flops=1e9, nbytes=6.74e7, xla_flops=2e9, xla_bytes_accessed=6.11e8)
-    assert rules.roofline_ceiling(row) is None
-    assert "memory-bound" in rules.roofline_ceiling({**row, "median_s": 5e-5})  # under both floors
+    assert invariants.roofline_ceiling(row) is None
+    assert "memory-bound" in invariants.roofline_ceiling({**row, "median_s": 5e-5})  # under both floors
 
 
 def test_derived_columns_recomputed_from_their_inputs() -> None:
     row = _row(nbytes=1e9)
-    assert rules.derived(row) is None
-    why = rules.derived({**row, "mfu": row["mfu"] * 2, "gbytes_per_s": 1.0})
+    assert invariants.derived(row) is None
+    why = invariants.derived({**row, "mfu": row["mfu"] * 2, "gbytes_per_s": 1.0})
     assert "mfu 1.015 but flops / (median_s x devices x peak) = 0.5076" in why and "gbytes_per_s 1 but" in why
-    assert "median_s" in rules.derived({**row, "device_median_s": 0.02})  # the device clock's headline
+    assert "median_s" in invariants.derived({**row, "device_median_s": 0.02})  # the device clock's headline
 
 
 def test_a_tuned_row_times_what_its_search_timed() -> None:
     """The splash non-causal fwd row of issue 40: tuned to 128x128, timed at 38.4 ms, its search's best 3.686."""
     row = _row(median_s=0.038442, tuned="search", tune_clock="device", tune_best_s=0.003686, default_s=0.003686)
-    why = rules.tune_best(row)
+    why = invariants.tune_best(row)
     assert "38.44 ms (device clock) is 10.43x its search's best tune_best_s 3.686 ms" in why
-    assert rules.tune_best({**row, "tune_best_s": 0.034}) is None  # 13% off
+    assert invariants.tune_best({**row, "tune_best_s": 0.034}) is None  # 13% off
     # on the wall clock the wall median is compared
     wall = {**row, "tune_clock": "wall", "wall_median_s": 0.0037}
-    assert rules.tune_best(wall) is None
+    assert invariants.tune_best(wall) is None
 
 
 def test_default_s_against_the_default_blocks_own_row() -> None:
     tuned = _row(median_s=0.002682, tuned="search", tune_clock="device", tune_best_s=0.002682, default_s=0.011988)
     untuned = _row(median_s=0.021064, tuned="off", run_id="untuned")
     assert "default_s 11.99 ms but the default blocks' own row (run untuned) takes 21.06 ms" in \
-        rules.default_s(tuned, untuned)
-    assert rules.default_s({**tuned, "default_s": 0.0195}, untuned) is None
+        invariants.default_s(tuned, untuned)
+    assert invariants.default_s({**tuned, "default_s": 0.0195}, untuned) is None
 
 
 def test_rules_judge_only_ok_rows_with_figures() -> None:
@@ -244,7 +244,7 @@ def test_the_row_builder_writes_suspect_and_cache_resident(tmp_path: Path) -> No
 
 
 def test_the_last_level_cache_is_read_from_sysfs(tmp_path: Path) -> None:
-    from xlabench.measure import host_cache
+    from xlabench.measure import last_level_cache
 
     for i, (level, kind, size) in enumerate([(1, "Data", "32K"), (1, "Instruction", "32K"), (2, "Unified", "1024K"),
                                              (3, "Unified", "32768K")]):
@@ -253,8 +253,8 @@ def test_the_last_level_cache_is_read_from_sysfs(tmp_path: Path) -> None:
         (d / "level").write_text(f"{level}\n")
         (d / "type").write_text(f"{kind}\n")
         (d / "size").write_text(f"{size}\n")
-    assert host_cache.llc_bytes(tmp_path) == 32 << 20
-    assert host_cache.parse_size("1M") == 1 << 20 and host_cache.parse_size("big") is None
+    assert last_level_cache.llc_bytes(tmp_path) == 32 << 20
+    assert last_level_cache.parse_size("1M") == 1 << 20 and last_level_cache.parse_size("big") is None
 
 
 def test_a_tuner_that_disagreed_with_itself_marks_the_row() -> None:

@@ -17,12 +17,12 @@ ROOT = Path(__file__).resolve().parent.parent
 def test_every_cache_lives_under_the_one_root(tmp_path, monkeypatch):
     from xlabench import tune
     from xlabench.measure import figure_store, host_peak
-    from xlabench.run import cache_folder
+    from xlabench.run import compile_cache_dir
 
     monkeypatch.setenv(cache.ENV_CACHE_DIR, str(tmp_path))
     assert cache.root() == tmp_path
-    homes = [tune.default_dir(), cache_folder.default_dir(), host_peak.cache_path(),
-             figure_store.from_folder(str(cache_folder.default_dir())).folder]
+    homes = [tune.default_dir(), compile_cache_dir.default_dir(), host_peak.cache_path(),
+             figure_store.from_folder(str(compile_cache_dir.default_dir())).folder]
     assert all(p.is_relative_to(tmp_path) for p in homes), homes
     assert len(set(homes)) == len(homes)
 

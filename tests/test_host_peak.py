@@ -262,14 +262,14 @@ def test_one_high_probe_size_is_not_the_hosts_bandwidth():
 
 
 def test_the_probe_sizes_are_several_multiples_of_the_last_level_cache(tmp_path, monkeypatch):
-    """The last-level cache is host_cache's reading (tests/test_audit.py: sysfs), else the default."""
-    from xlabench.measure import host_cache
+    """The last-level cache is last_level_cache's reading (tests/test_audit.py: sysfs), else the default."""
+    from xlabench.measure import last_level_cache
 
-    monkeypatch.setattr(host_cache, "llc_bytes", lambda root=None: 32 * MIB)
+    monkeypatch.setattr(last_level_cache, "llc_bytes", lambda root=None: 32 * MIB)
     llc = host_peak.llc_bytes(tmp_path)
     assert llc == 32 * MIB
     assert host_peak.stream_sizes(llc) == (128 * MIB, 256 * MIB, 512 * MIB)
-    monkeypatch.setattr(host_cache, "llc_bytes", lambda root=None: None)
+    monkeypatch.setattr(last_level_cache, "llc_bytes", lambda root=None: None)
     assert host_peak.llc_bytes(tmp_path / "absent") == host_peak.DEFAULT_LLC_BYTES
     assert host_peak.stream_sizes(256 * MIB) == (1024 * MIB,)  # 4x is at the cap already
 

@@ -15,7 +15,7 @@ import pytest
 from xlabench import audit
 from xlabench import roofline as rl
 from xlabench.audit import files as audit_files
-from xlabench.audit import rules
+from xlabench.audit import invariants
 
 ROOT = Path(__file__).resolve().parent.parent
 V5E = ROOT / "docs" / "data" / "tpu-v5e" / "2026-12-07"
@@ -77,10 +77,10 @@ def test_item1_the_stored_roofline_of_a_flash_causal_row_takes_the_causal_rule()
 def test_item1_audit_compares_the_stored_roofline_columns_with_its_recomputation() -> None:
     """The audit recomputed the floor from the full row (0.52) and never looked at the stored 1.049."""
     row = _committed(S4096, impl="flash", causal=True, mode="fwd")
-    assert rules.roofline_columns(row) is None  # the committed file, re-derived
+    assert invariants.roofline_columns(row) is None  # the committed file, re-derived
     stale = {**row, "roofline_frac": 1.0486668184078443, "bound_s": 0.0028124405136243655, "arith_intensity": 2064.0,
              "roofline_source": "XLA cost analysis of the compiled program (loop-aware)"}
-    why = audit.check_row(stale)[rules.ROOFLINE_COLUMNS]
+    why = audit.check_row(stale)[invariants.ROOFLINE_COLUMNS]
     assert "roofline_frac 1.049 but" in why and "0.52" in why and "bound_s" in why
 
 
@@ -92,16 +92,16 @@ def test_item1_an_accelerator_row_may_beat_its_floor_only_by_its_timer_noise() -
             "xla_flops": 1e12, "xla_bytes_accessed": 1e8}
     floor = 1e12 / 197e12
     tight = {**base, "median_s": floor / 1.03, "p10_s": floor / 1.03 * 0.999}
-    why = rules.roofline_ceiling(tight)
+    why = invariants.roofline_ceiling(tight)
     assert why is not None and "1.030 > 1.001" in why and "timer noise" in why
     noisy = {**tight, "p10_s": floor / 1.03 * 0.95}  # 10% of the samples 5% under the median: within its noise
-    assert rules.roofline_ceiling(noisy) is None
+    assert invariants.roofline_ceiling(noisy) is None
     out = rl.roofline(tight, None)
     assert out["roofline_frac"] == pytest.approx(1.03) and "timer noise 0.1%" in out["roofline_note"]
     # a CPU row keeps today's 5% (measured peaks) and the cache-resident exemption, marked as such
     cpu = {**tight, "platform": "cpu", "device_kind": "cpu"}
-    assert rules.roofline_ceiling(cpu) is None
-    assert rules.roofline_ceiling({**cpu, "median_s": floor / 1.2}) is not None
+    assert invariants.roofline_ceiling(cpu) is None
+    assert invariants.roofline_ceiling({**cpu, "median_s": floor / 1.2}) is not None
 
 
 def test_item1_a_memory_floor_beaten_by_xla_bytes_falls_back_where_the_row_is_built() -> None:
@@ -122,11 +122,11 @@ def test_item1_every_committed_accelerator_row_is_under_its_roof_or_a_listed_exc
     above = []
     for path in audit_files.run_files([ROOT / "docs" / "data"]):
         for row in audit_files.read_run(path):
-            frac = rules.num(row, "roofline_frac")
+            frac = invariants.num(row, "roofline_frac")
             if row.get("status") == "ok" and frac is not None and row.get("platform") != "cpu" \
                     and frac > 1 + rl.allowance(row)[0]:
                 above.append((path.name, row["case_id"]))
-    known = {(f.path.name, f.case_id) for f in found.findings if f.rule == rules.ROOFLINE and f.exception}
+    known = {(f.path.name, f.case_id) for f in found.findings if f.rule == invariants.ROOFLINE and f.exception}
     assert above == [] and not known
 
 
@@ -281,7 +281,7 @@ def test_item2_audit_reads_explains_json(tmp_path: Path) -> None:
     cat["roof_frac"], cat["bytes_per_s"] = 1.209, 990e9  # what explain printed before issue 50
     path.write_text(json.dumps(data))
     (f,) = audit_files.audit([tmp_path]).findings
-    assert f.rule == rules.EXPLAIN_ROOF and "elementwise" in f.reason and "121" in f.reason
+    assert f.rule == invariants.EXPLAIN_ROOF and "elementwise" in f.reason and "121" in f.reason
 
 
 # ------------------------------------------------------------------------------------------- item 4
@@ -377,7 +377,7 @@ def test_the_committed_explain_jsons_give_no_byte_rate_they_cannot_stand_behind(
     import json
 
     found = audit_files.audit([ROOT / "docs" / "data" / "tpu-v5e" / "2026-12-06-d"])
-    assert [f for f in found.findings if f.rule == rules.EXPLAIN_ROOF] == []
+    assert [f for f in found.findings if f.rule == invariants.EXPLAIN_ROOF] == []
     for path in (ROOT / "docs" / "data").rglob("*.explain.json"):
         for case in json.loads(path.read_text()).values():
             for c in case["categories"]:

@@ -160,14 +160,14 @@ def test_a_cell_is_read_as_a_number_in_one_place(cell, want):
     """Five modules each parsed a cell with their own try/float/isnan (roofline, audit, explain, gate,
     history): they now share xlabench.cells.number."""
     from xlabench import roofline
-    from xlabench.audit import rules
+    from xlabench.audit import invariants
     from xlabench.explain import runfile
     from xlabench.gate import config
     from xlabench.cells import number
 
     assert number(cell) == want and config.num(cell) == want
     row = {"x": cell}
-    assert roofline._num(row, "x") == rules.num(row, "x") == runfile._number(row, "x") == want
+    assert roofline._num(row, "x") == invariants.num(row, "x") == runfile._number(row, "x") == want
 
 
 def test_columns_markdown_is_the_readmes_table_with_each_columns_type():

@@ -4,7 +4,7 @@
 Its modules: README.md, Layout. No framework, no CLI.
 """
 
-from xlabench.audit.rules import (
+from xlabench.audit.invariants import (
     CACHE_RESIDENT, DEFAULT_S, DERIVED, EXPLAIN_ROOF, MBU_RANGE, MFU_RANGE, PEAK_MEMORY, ROOFLINE, ROOFLINE_COLUMNS, ROOFLINE_TOLERANCE, ROW_RULES, TUNE_BEST,
     TUNE_CHECK, TUNE_TOLERANCE, Host, cache_resident, check_row, suspect_text,
 )

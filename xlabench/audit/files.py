@@ -1,5 +1,5 @@
 """The audit of run files (`xlabench audit FILE|DIR...`): every row of every run file against the row rules
-(rules.ROW_RULES), a tuned row's default_s against an untuned row of the same case in the files audited,
+(invariants.ROW_RULES), a tuned row's default_s against an untuned row of the same case in the files audited,
 and the listed exceptions (exceptions.py). Reads any run file, old schema too; the host facts (the CPU's
 last-level cache) come from each run's meta.json."""
 
@@ -12,7 +12,7 @@ from typing import Any, Iterable, Optional
 
 from xlabench import results
 from xlabench.audit import exceptions as excepted
-from xlabench.audit.rules import (
+from xlabench.audit.invariants import (
     DEFAULT_S, EXPLAIN_ROOF, ROW_RULES, Host, cache_resident, check_row, default_s, explain_roof, num, wrong_result,
 )
 from xlabench.protocol.status import OK

@@ -61,7 +61,7 @@ def _cache(picks: list, files: list, tune_dir: Optional[str]) -> list:
     """Write the picks into the tuning cache; the configurations written (the tuned file's), notes printed."""
 
     from xlabench import tune
-    from xlabench.report import best_cache
+    from xlabench.report import best_to_tuning
 
     envs = {}
     for f in files:
@@ -72,7 +72,7 @@ def _cache(picks: list, files: list, tune_dir: Optional[str]) -> list:
         envs[str(m.get("run_id") or results.RunFiles(f).csv.stem)] = m.get("env") or {}
     folder = Path(tune_dir) if tune_dir else tune.default_dir()
     output_dir(folder, "--tune-dir", "the tuning cache")
-    configs, notes = best_cache.store(picks, envs, tune.TuneCache(folder))
+    configs, notes = best_to_tuning.store(picks, envs, tune.TuneCache(folder))
     for line in notes:
         console.print(line, markup=False, soft_wrap=True)
     cached = len(configs) - len(notes)

@@ -59,7 +59,7 @@ class FigureStore:
 
 
 def from_folder(folder: Optional[str]) -> Optional[FigureStore]:
-    """The store under a compilation-cache folder (xlabench/run/cache_folder.py), or None when off."""
+    """The store under a compilation-cache folder (xlabench/run/compile_cache_dir.py), or None when off."""
     return FigureStore(Path(folder) / SUBDIR) if folder else None
 
 

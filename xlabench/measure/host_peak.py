@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Callable, Iterator, Optional, Sequence
 
 from xlabench.cache import read_json, root, write_json
-from xlabench.measure import host_cache
+from xlabench.measure import last_level_cache
 from xlabench.stats.summary import median_low
 from xlabench.units import GIB, MIB, gbytes_per_s
 
@@ -95,9 +95,9 @@ class Bandwidth:
         return cls(sizes, rates)
 
 
-def llc_bytes(root: Path = host_cache.SYSFS) -> int:
-    """The host's last-level cache (host_cache.llc_bytes), else DEFAULT_LLC_BYTES where no source says."""
-    return host_cache.llc_bytes(root) or DEFAULT_LLC_BYTES
+def llc_bytes(root: Path = last_level_cache.SYSFS) -> int:
+    """The host's last-level cache (last_level_cache.llc_bytes), else DEFAULT_LLC_BYTES where no source says."""
+    return last_level_cache.llc_bytes(root) or DEFAULT_LLC_BYTES
 
 
 def stream_sizes(llc: int) -> tuple[int, ...]:

@@ -14,7 +14,7 @@ TORCH_XLA_SPMD_VAR = "XLABENCH_TORCH_XLA_SPMD"
 # Folders a worker puts on sys.path before it imports a user impl (module:attr): the directory the run
 # was started in and the suite file's, os.pathsep-joined (xlabench/backends/user_impl.py reads it).
 IMPL_PATH_VAR = "XLABENCH_IMPL_PATH"
-# The JAX worker's persistent compilation cache directory (absent: no cache); xlabench/run/cache_folder.py
+# The JAX worker's persistent compilation cache directory (absent: no cache); xlabench/run/compile_cache_dir.py
 # chooses it, xlabench/backends/jax/jax_compile_cache.py turns it on.
 COMPILE_CACHE_VAR = "XLABENCH_COMPILE_CACHE"
 # The same folder for a worker that compiles for a target it does not have (`xlabench compile`): JAX's

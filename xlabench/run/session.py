@@ -18,7 +18,7 @@ from typing import Any, Callable, Optional, Union
 from xlabench import results
 from xlabench import suite as suite_lib
 from xlabench.explain.kept import explain_dir
-from xlabench.run import cache_folder
+from xlabench.run import compile_cache_dir
 from xlabench.run.envs import Interpreters
 from xlabench.run.interrupts import Interrupted, interruptible
 from xlabench.run.run_options import RunOptions
@@ -179,7 +179,7 @@ def open_session(s: suite_lib.Suite, opts: RunOptions, warning: Callable[[str], 
     files, done, run_id = open_run(s, opts.out_dir, opts.resume_csv, opts.run_id, suffix=suffix, same=same)
     primary = dist is None or dist.is_primary
     log = files.log if primary else files.log.with_name(f"{files.csv.stem}.p{dist.process_id}.log")
-    cache_dir, cache_warning = cache_folder.resolve(opts, s)
+    cache_dir, cache_warning = compile_cache_dir.resolve(opts, s)
     if cache_warning:
         warning(cache_warning)
     pool = WorkerPool(log, interpreters, dist=dist, local_devices=opts.local_devices,

@@ -17,7 +17,7 @@ from xlabench import hardware
 from xlabench import impls as catalog
 from xlabench import results
 from xlabench import suite as suite_lib
-from xlabench.measure import host_cache, sample_size
+from xlabench.measure import last_level_cache, sample_size
 from xlabench.run import budget, distributed, recorded, shard
 from xlabench.run.envs import Interpreters, guess_device_count, guess_platform
 from xlabench.run.run_options import Filter, OptionError, RunOptions
@@ -395,7 +395,7 @@ def _context(sess: Session, env: dict[str, Any], platform: str, todo: int) -> Ru
     return RunContext(run_id=sess.run_id, platform=platform, peak_override=opts.peak_tflops,
                       timeout_override=opts.timeout_s, cpu_peaks=cpu_peaks, trace_root=sess.trace_root(),
                       jobs=max(1, min(opts.jobs or 1, todo)), tune=True if opts.tune_only else opts.tune,
-                      tune_dir=str(tune_cache_dir()), llc_bytes=host_cache.llc_bytes() if platform == "cpu" else None,
+                      tune_dir=str(tune_cache_dir()), llc_bytes=last_level_cache.llc_bytes() if platform == "cpu" else None,
                       # CPU workers are started with the virtual devices each case asks for: no limit there
                       device_count=None if platform == "cpu" else int(env.get("device_count") or 0) or None)
 

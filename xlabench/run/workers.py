@@ -35,7 +35,7 @@ class WorkerSpec:
     dist: Optional[DistributedConfig] = None
     variant: str = ""  # process-global framework mode (torch_xla SPMD): one worker per variant
     search_path: tuple[str, ...] = ()  # where user impls are imported from (IMPL_PATH_VAR), besides the cwd
-    compile_cache: Optional[str] = None  # the persistent compilation cache folder (xlabench/run/cache_folder.py)
+    compile_cache: Optional[str] = None  # the persistent compilation cache folder (xlabench/run/compile_cache_dir.py)
 
     @property
     def key(self) -> tuple[str, int, str, str]:

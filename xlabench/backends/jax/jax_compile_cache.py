@@ -1,6 +1,6 @@
 """JAX's persistent compilation cache in a worker, and whether a compile was served from it.
 
-The parent names the folder in COMPILE_CACHE_VAR (xlabench/run/cache_folder.py); both thresholds are 0
+The parent names the folder in COMPILE_CACHE_VAR (xlabench/run/compile_cache_dir.py); both thresholds are 0
 so that every program is cached, the small ones of tests and CPU suites too. A hit is what JAX itself
 reports: its '/jax/compilation_cache/cache_hits' event (jax/_src/compiler.py), counted here. A corrupt
 entry is JAX's to handle: it warns, compiles afresh and overwrites the entry.
