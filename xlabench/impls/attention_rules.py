@@ -19,6 +19,7 @@ from xlabench.results.schema import TUNED_PREFIX
 from xlabench.tune import blocks_text
 from xlabench.tune.decide import Settle
 from xlabench.tune.search import Dropped
+from xlabench.units import to_ms
 from xlabench.workloads.attention import BLOCK_PARAMS
 from xlabench.workloads.attention import AttentionParams, tune_key_fields
 
@@ -98,3 +99,21 @@ def _at_blocks(cfg: Any, t: Any) -> tuple[Any, dict[str, Any], str]:
     cfg = cfg.with_blocks(t.blocks)
     return cfg, {**t.fields, **{TUNED_PREFIX + n: getattr(cfg, n) for n in BLOCK_PARAMS},
                  "blocks": blocks_text(dict(cfg.blocks))}, t.note
+
+
+def shape_text(case: AttentionParams) -> str:
+    """An attention shape as the rows' notes name it: batch x sequence x heads x head_dim."""
+    return f"{case.batch}x{case.seq_len}x{case.num_heads}x{case.head_dim}"
+
+
+def step_tuning(case: AttentionParams, fields: Mapping[str, Any], note: str,
+                batch_note: str = "") -> tuple[dict[str, Any], str]:
+    """A train step's attention tuned at its per-shard shape ``case`` (fwd_bwd), as the step's row carries it,
+    any backend: (the tuning columns, less tune_best_s and default_s, which time the kernel, not the step; the
+    note, with the search's best against the default blocks at that shape; ``batch_note`` says at which other
+    global batch's shape, for global_batch auto)."""
+    fields = dict(fields)
+    best, default = fields.pop("tune_best_s", None), fields.pop("default_s", None)
+    said = (f"attention tuned at its per-shard shape {shape_text(case)} (fwd_bwd{batch_note}): "
+            f"{to_ms(best):.3f} ms against {to_ms(default):.3f} ms at the default blocks") if best and default else ""
+    return fields, "; ".join(filter(None, [note, said]))

@@ -19,10 +19,11 @@ from xlabench.backends.jax import aot, hlo_cost
 from xlabench.backends.jax.common import compile_timed, peak_memory, trace_pass
 from xlabench.measure.phases import Phases
 from xlabench.explain.categories import OPTIMIZER_SCOPE
+from xlabench.impls import attention_rules as rules
 from xlabench.impls.kernels import naive as naive_kernel
 from xlabench.measure.timing import TimingPlan, time_calls, with_timer
 from xlabench.protocol.worker_messages import CaseResult, CaseSkipped
-from xlabench.units import GIB, MIB, to_ms
+from xlabench.units import GIB, MIB
 from xlabench.workloads.attention import AttentionParams
 from xlabench.workloads.model_presets import ModelConfig
 from xlabench.workloads.train import (ADAMW, MESH_AXES, PARAM_SEED, TOKEN_SEED, TrainParams, largest_batch, make_tokens,
@@ -124,11 +125,6 @@ def attention_fn(impl: str, cfg: ModelConfig, p: TrainParams, mesh: jax.sharding
     return attend
 
 
-def _shape_text(case: AttentionParams) -> str:
-    """A per-shard attention shape as the rows' notes name it: batch x sequence x heads x head_dim."""
-    return f"{case.batch}x{case.seq_len}x{case.num_heads}x{case.head_dim}"
-
-
 def _searched_blocks(case: AttentionParams, impl: str, acfg: Any, tune: TimingPlan, platform: str,
                      tuned: dict[str, Any] | None, batch_note: str) -> Any:
     """``acfg`` at the search's winner for the per-shard attention ``case`` (from the tuning cache or searched
@@ -138,13 +134,9 @@ def _searched_blocks(case: AttentionParams, impl: str, acfg: Any, tune: TimingPl
 
     acfg, fields, note = tuned_config(case, impl, acfg, tune, platform)
     if tuned is not None:
-        best, default = fields.pop("tune_best_s", None), fields.pop("default_s", None)
+        fields, said = rules.step_tuning(case, fields, note, batch_note)
         tuned.update(fields)
-        shape = _shape_text(case)
-        tuned["notes"] = "; ".join(filter(None, [note, (
-            f"attention tuned at its per-shard shape {shape} (fwd_bwd{batch_note}): "
-            f"{to_ms(best):.3f} ms against {to_ms(default):.3f} ms at the default blocks") if best and default
-            else ""]))
+        tuned["notes"] = said
     return acfg
 
 
@@ -160,7 +152,7 @@ def _cached_blocks(acfg: Any, impl: str, device_kind: str, case: AttentionParams
     key = tune.cache_key(device_kind, "jax", impl, tune_key_fields(case), {})
     folder = Path(cache_dir) if cache_dir else tune.default_dir()
     entry = tune.TuneCache(folder).latest(key)
-    shape = _shape_text(case)
+    shape = rules.shape_text(case)
     shipped, _ = table.for_device(device_kind) if entry is None else (None, "")
     hit = shipped.find("jax", impl, tune_key_fields(case)) if shipped is not None else None
     if hit is not None:

@@ -18,7 +18,7 @@ from xlabench.backends.torch_tpu import env
 from xlabench.measure.phases import Phases
 from xlabench.measure.timing import TimingPlan, time_calls, with_timer
 from xlabench.protocol.worker_messages import CaseResult, CaseSkipped
-from xlabench.units import to_ms
+from xlabench.impls import attention_rules as rules
 from xlabench.workloads.attention import AttentionParams, AttnConfig, default_scale
 from xlabench.workloads.model_presets import ModelConfig
 from xlabench.workloads.train import ADAMW, PARAM_SEED, TOKEN_SEED, TrainParams, make_tokens, train_result
@@ -41,12 +41,9 @@ def attention_fn(impl: str, cfg: ModelConfig, p: TrainParams, plan: Optional[Tim
                                seq_len=p.seq_len, head_dim=cfg.head_dim, causal=True, dtype=p.dtype, mode="fwd_bwd",
                                block_q=p.block_q, block_k=p.block_k)
         acfg, fields, note = tuned_config(case, impl, acfg, plan, platform)
-        best, default = fields.pop("tune_best_s", None), fields.pop("default_s", None)
+        fields, said = rules.step_tuning(case, fields, note)
         tuned.update(fields)
-        shape = f"{case.batch}x{case.seq_len}x{case.num_heads}x{case.head_dim}"
-        tuned["notes"] = "; ".join(filter(None, [note, (
-            f"attention tuned at its shape {shape} (fwd_bwd): {to_ms(best):.3f} ms against "
-            f"{to_ms(default):.3f} ms at the default blocks") if best and default else ""]))
+        tuned["notes"] = said
     fn = im.fn.bind(acfg, p.seq_len, p.seq_len)  # traced inside the compiled model: bound here, once
 
     def attend(q, k, v):
