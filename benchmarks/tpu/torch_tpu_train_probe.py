@@ -8,7 +8,8 @@
   backward and the optimizer traced into one program.
 
 Usage (TorchTPU's python): torch_tpu_train_probe.py VARIANT IMPL GLOBAL_BATCH [MODEL [OPT [LIMIT_S]]]
-OPT: ``compiled`` (torch.compile(opt.step), the default) or ``eager`` (torch AdamW's foreach step uncompiled).
+OPT: ``compiled`` (torch.compile(opt.step), the default) or ``eager`` (torch AdamW's foreach step uncompiled);
+``flat`` (xlabench's step: torch_shared.optim.FlatAdamW, its update compiled) or ``flat_eager`` (uncompiled).
 LIMIT_S: Python's stacks are dumped 15 s before it (where a phase hangs), and dynamo's compile times every 30 s.
 Prints one line per phase (seconds since start) and a last line ``RESULT variant impl batch compile_s step_ms
 mfu loss0 loss_last``. Run each variant in its own process (a failed execution leaves TorchTPU's state bad).
@@ -78,9 +79,16 @@ def main() -> None:
             loss_fn = model
         else:
             loss_fn = torch.compile(lambda t: model(t))
-        opt = torch.optim.AdamW(model.parameters(), betas=(ADAMW["b1"], ADAMW["b2"]), foreach=True,
-                                capturable=True, **hp)
-        opt_step = torch.compile(opt.step) if opt_kind == "compiled" else opt.step
+        if opt_kind.startswith("flat"):
+            from xlabench.backends.torch_shared.optim import FlatAdamW
+
+            opt = FlatAdamW(model.parameters(), betas=(ADAMW["b1"], ADAMW["b2"]),
+                            compile=torch.compile if opt_kind == "flat" else None, **hp)
+            opt_step = opt.step
+        else:
+            opt = torch.optim.AdamW(model.parameters(), betas=(ADAMW["b1"], ADAMW["b2"]), foreach=True,
+                                    capturable=True, **hp)
+            opt_step = torch.compile(opt.step) if opt_kind == "compiled" else opt.step
         calls = [0]
 
         def phase(name: str) -> None:
@@ -95,7 +103,7 @@ def main() -> None:
             phase("backward")
             opt_step()
             phase(f"optimizer ({opt_kind})")
-            opt.zero_grad(set_to_none=True)
+            opt.zero_grad()
             calls[0] += 1
             return loss.detach()
 

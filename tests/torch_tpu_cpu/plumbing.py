@@ -107,6 +107,32 @@ for impl in ("naive", "sdpa", "splash"):
         out[f"one_graph/{impl}"] = True
     except Exception as e:  # noqa: BLE001 (the test prints what broke the graph)
         out[f"one_graph/{impl}"] = f"{type(e).__name__}: {str(e)[:400]}"
+# The train step's optimizer: AdamW over one flat buffer takes the steps torch's AdamW takes (float32, three steps,
+# decay on), its parameters stay views of the buffer, and its update compiles as one graph that later steps reuse
+from xlabench.backends.torch_shared.optim import FlatAdamW, adamw_update
+from xlabench.workloads.train import ADAMW
+gen = torch.Generator().manual_seed(0)
+shapes = [(5, 3), (7,), (2, 4, 3)]
+ours = [torch.nn.Parameter(torch.randn(s, generator=gen)) for s in shapes]
+theirs = [torch.nn.Parameter(p.detach().clone()) for p in ours]
+init = [p.detach().clone() for p in ours]
+hyper = dict(lr=0.05, betas=(ADAMW["b1"], ADAMW["b2"]), eps=ADAMW["eps"], weight_decay=ADAMW["weight_decay"])
+torch._dynamo.reset()
+torch._dynamo.config.error_on_recompile = True
+flat = FlatAdamW(ours, **hyper, compile=lambda fn: real_compile(fn, fullgraph=True, backend="eager"))
+ref = torch.optim.AdamW(theirs, **hyper)
+for _ in range(3):
+    grads = [torch.randn(s, generator=gen) for s in shapes]
+    for p, q, g in zip(ours, theirs, grads):
+        p.grad, q.grad = g.clone(), g.clone()
+    flat.step()
+    ref.step()
+    flat.zero_grad()
+torch._dynamo.config.error_on_recompile = False
+out["adamw_max_diff"] = max(float((p - q).abs().max()) for p, q in zip(ours, theirs))
+out["adamw_moved"] = min(float((p - p0).abs().max()) for p, p0 in zip(ours, init))
+out["adamw_views"] = all(p.untyped_storage().data_ptr() == flat.flat.untyped_storage().data_ptr() for p in ours)
+out["adamw_steps"] = float(flat.t)
 # a peak TorchTPU reports that no chip could hold is left out, saying so
 torch.accelerator.max_memory_allocated = lambda: 139494737234248
 out["peak_impossible"] = list(common.peak_memory(16 * 2**30))

@@ -1,5 +1,6 @@
 """Run one train case on TorchTPU: the shared torch GPT-2 / LLaMA model (torch_shared.model), its loss
-compiled by ``torch.compile`` (forward and backward), torch's AdamW with its step compiled too, bf16; the
+compiled by ``torch.compile`` (forward and backward), AdamW over one flat buffer with its update compiled
+(torch_shared.optim), bf16; the
 same presets, FLOP rule, tokens and float32 reference as the JAX rows. One chip: a case of more devices
 is a skip (TorchTPU's SPMD is not wired here)."""
 
@@ -11,6 +12,7 @@ from typing import Any, Callable, Optional
 import torch
 
 from xlabench.backends.torch_shared.attention import to_layout
+from xlabench.backends.torch_shared.optim import FlatAdamW
 from xlabench.backends.torch_shared.model import Transformer, checkpoint_layers, reference_losses, unsupported_step
 from xlabench.backends.torch_tpu.attention_case import TORCH_DTYPES, highest_precision, record, tuned_config
 from xlabench.backends.torch_tpu.common import TRACE_SOURCE, fresh_case, peak_memory, profiled_seconds, surface
@@ -23,7 +25,7 @@ from xlabench.workloads.attention import AttentionParams, AttnConfig, default_sc
 from xlabench.workloads.model_presets import ModelConfig
 from xlabench.workloads.train import ADAMW, PARAM_SEED, TOKEN_SEED, TrainParams, make_tokens, train_result
 
-COMPILING_STEPS = 2  # the first creates AdamW's state: the second step is another program
+COMPILING_STEPS = 2  # the first step compiles the loss and the update; the second checks no program is new
 OOM_WORDS = ("resource_exhausted", "out of memory")
 FAILED_STATE = "a required argument is in a failed state"  # TorchTPU's error after a failed (e.g. OOM) execution
 
@@ -73,10 +75,8 @@ def build(p: TrainParams, impl: str, platform: str, plan: Optional[TimingPlan] =
         checkpoint_layers(model, checkpoint)
     model.to(env.device())
     loss_fn = torch.compile(lambda t: model(t))
-    opt = torch.optim.AdamW(model.parameters(), lr=ADAMW["learning_rate"], betas=(ADAMW["b1"], ADAMW["b2"]),
-                            eps=ADAMW["eps"], weight_decay=ADAMW["weight_decay"], foreach=True,
-                            capturable=env.device().type != "cpu")  # its step count on the chip: no host tensor
-    opt_step = torch.compile(opt.step)
+    opt = FlatAdamW(model.parameters(), lr=ADAMW["learning_rate"], betas=(ADAMW["b1"], ADAMW["b2"]),
+                    eps=ADAMW["eps"], weight_decay=ADAMW["weight_decay"], compile=torch.compile)
     tokens = torch.from_numpy(make_tokens(p, TOKEN_SEED)).to(env.device())
     outs: list = []
 
@@ -84,8 +84,8 @@ def build(p: TrainParams, impl: str, platform: str, plan: Optional[TimingPlan] =
         per_seq = loss_fn(tokens)
         loss = per_seq.mean()
         loss.backward()
-        opt_step()
-        opt.zero_grad(set_to_none=True)
+        opt.step()
+        opt.zero_grad()
         outs.append((loss.detach(), per_seq.detach()))
         return outs[-1]
 
