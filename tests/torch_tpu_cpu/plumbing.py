@@ -109,7 +109,7 @@ for impl in ("naive", "sdpa", "splash"):
         out[f"one_graph/{impl}"] = f"{type(e).__name__}: {str(e)[:400]}"
 # The train step's optimizer: AdamW over one flat buffer takes the steps torch's AdamW takes (float32, three steps,
 # decay on), its parameters stay views of the buffer, and its update compiles as one graph that later steps reuse
-from xlabench.backends.torch_shared.optim import FlatAdamW, adamw_update
+from xlabench.backends.torch_shared.optim import FlatAdamW
 from xlabench.workloads.train import ADAMW
 gen = torch.Generator().manual_seed(0)
 shapes = [(5, 3), (7,), (2, 4, 3)]
