@@ -63,6 +63,7 @@ def test_the_case_runners_plumbing_on_cpu_torch():
     assert "libtpu 0.0.42.1 (torch-tpu 0.2.0 declares libtpu>=0.0.50)" in out["shortfall"]
     assert "math.log2" in out["shortfall"] and out["no_shortfall"] is None
     assert out["one_layer_code"] and out["remat_same_losses"]
+    assert out["no_kv_seq_len"] == [1, 2, 64, 32]
     for impl in ("naive", "sdpa", "splash"):
         assert out[f"one_graph/{impl}"] is True, out[f"one_graph/{impl}"]
     # the train step's optimizer: torch's AdamW's steps, one compiled graph (no recompile), parameters in its buffer

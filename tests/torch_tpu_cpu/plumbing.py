@@ -99,6 +99,11 @@ import torch.nn.functional as F
 torch.tpu = types.SimpleNamespace(ops=types.SimpleNamespace(
     splash_sdpa=lambda q, k, v, scale, is_causal, enable_gqa, **blocks: F.scaled_dot_product_attention(
         q, k, v, is_causal=is_causal, scale=scale, enable_gqa=enable_gqa)))
+# a case that names no kv_seq_len (the train step's attention, tuned at its shape) runs its kernel at kv_len
+from xlabench.workloads.attention import AttentionParams
+pk = AttentionParams(batch=1, num_heads=2, seq_len=64, head_dim=32, causal=True, dtype="float32", mode="fwd")
+qkv = tuple(torch.randn(1, 2, 64, 32) for _ in range(3))
+out["no_kv_seq_len"] = list(attention_case.step(pk, attention_case.record("splash"), AttnConfig(True, 0.125), qkv)()[0].shape)
 for impl in ("naive", "sdpa", "splash"):
     torch._dynamo.reset()
     model = Transformer(cfg, torch.float32, 0, train_case.attention_fn(impl, cfg, TrainParams(**tp), None, "cpu", {}))

@@ -44,7 +44,7 @@ def highest_precision() -> Iterator[None]:
 def step(p: AttentionParams, im: AttentionImplRecord, cfg: AttnConfig, args: tuple) -> Callable[[], tuple]:
     """One iteration on ``args`` (q, k, v[, do] in the impl's layout): (out,) or (out, dq, dk, dv)."""
     q, k, v = args[:3]
-    fn = im.fn.standalone(cfg, p.seq_len, p.kv_seq_len)
+    fn = im.fn.standalone(cfg, p.seq_len, p.kv_len)
 
     def call() -> tuple:
         out = fn(q, k, v)

@@ -49,7 +49,11 @@ def attention_fn(impl: str, cfg: ModelConfig, p: TrainParams, plan: Optional[Tim
     fn = im.fn.bind(acfg, p.seq_len, p.seq_len)  # traced inside the compiled model: bound here, once
 
     def attend(q, k, v):
-        return to_layout(fn(to_layout(q, im.layout), to_layout(k, im.layout), to_layout(v, im.layout)), im.layout)
+        # the kernel's inputs contiguous in its layout: splash_sdpa's traced output takes its input's strides,
+        # its real output is contiguous, and a view planned on the first failed on the second on the v5e
+        # ("view(): cannot create a view of shape [1, 8192, 768] from ... strides [786432, 64, 65536, 1, 1]")
+        qkv = (to_layout(x, im.layout).contiguous() for x in (q, k, v))
+        return to_layout(fn(*qkv), im.layout)
 
     return attend
 
