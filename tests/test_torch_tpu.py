@@ -66,9 +66,10 @@ def test_the_case_runners_plumbing_on_cpu_torch():
     assert out["no_kv_seq_len"] == [1, 2, 64, 32]
     for impl in ("naive", "sdpa", "splash"):
         assert out[f"one_graph/{impl}"] is True, out[f"one_graph/{impl}"]
-    # the train step's optimizer: torch's AdamW's steps, one compiled graph (no recompile), parameters in its buffer
+    # the train step's optimizer: torch's AdamW's steps, one compiled graph (no recompile), each parameter its own
+    # buffer (a model whose parameters aliased one buffer asked TorchTPU's compile for 35.43 GB at GPT-2 124M)
     assert out["adamw_max_diff"] < 1e-6 and out["adamw_moved"] > 0.1, out
-    assert out["adamw_views"] and out["adamw_steps"] == 3.0
+    assert out["adamw_apart"] and out["adamw_steps"] == 3.0
     assert out["peak_impossible"][0] is None and "more than the chip holds" in out["peak_impossible"][1]
     assert out["peak_plausible"] == [3 * 2**30, "peak memory: torch.accelerator.max_memory_allocated"]
 
