@@ -52,7 +52,8 @@ run_in() {  # run_in NAME SUITE LIMIT [xlabench run options...]: resumed with th
   [ -n "$prev" ] && resume=(--resume "$prev")
   echo "=== $name: xlabench run $suite $* --out ... ${resume[*]} (limit ${limit} s)"
   local t0=$(date +%s)
-  timeout --signal=INT --kill-after=20 "$limit" python3 -m xlabench run "$suite" "$@" \
+  # RUN_ARGS: more `xlabench run` options for every step (e.g. --explain)
+  timeout --signal=INT --kill-after=20 "$limit" python3 -m xlabench run "$suite" "$@" ${RUN_ARGS:-} \
     --out "$OUT/results/$name" "${resume[@]}" 2>&1 | tee -a "$OUT/$name.log"
   echo "=== $name: exit ${PIPESTATUS[0]} after $(( $(date +%s) - t0 )) s"
 }
