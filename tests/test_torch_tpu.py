@@ -70,6 +70,11 @@ def test_the_case_runners_plumbing_on_cpu_torch():
     # buffer (a model whose parameters aliased one buffer asked TorchTPU's compile for 35.43 GB at GPT-2 124M)
     assert out["adamw_max_diff"] < 1e-6 and out["adamw_moved"] > 0.1, out
     assert out["adamw_apart"] and out["adamw_steps"] == 3.0
+    # the train step's chunked loss: the whole logits' mean, per-sequence losses and gradients, eager and compiled
+    assert out["chunked_loss/grad_scale"] > 1e-3
+    for name in ("0", "24", "24/compiled"):
+        grad, per_seq, mean, tracked = out[f"chunked_loss/{name}"]
+        assert grad < 1e-6 and per_seq < 1e-5 and mean < 1e-5 and not tracked, (name, out[f"chunked_loss/{name}"])
     assert out["peak_impossible"][0] is None and "more than the chip holds" in out["peak_impossible"][1]
     assert out["peak_plausible"] == [3 * 2**30, "peak memory: torch.accelerator.max_memory_allocated"]
 

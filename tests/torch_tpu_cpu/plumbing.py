@@ -108,7 +108,7 @@ for impl in ("naive", "sdpa", "splash"):
     torch._dynamo.reset()
     model = Transformer(cfg, torch.float32, 0, train_case.attention_fn(impl, cfg, TrainParams(**tp), None, "cpu", {}))
     try:
-        real_compile(model, fullgraph=True, backend="eager")(tokens)
+        real_compile(lambda t: model.train_loss(t, 16), fullgraph=True, backend="eager")(tokens)  # the step's
         out[f"one_graph/{impl}"] = True
     except Exception as e:  # noqa: BLE001 (the test prints what broke the graph)
         out[f"one_graph/{impl}"] = f"{type(e).__name__}: {str(e)[:400]}"
@@ -134,10 +134,37 @@ for _ in range(3):
     ref.step()
     flat.zero_grad()
 torch._dynamo.config.error_on_recompile = False
-out["adamw_max_diff"] = max(float((p - q).abs().max()) for p, q in zip(ours, theirs))
+out["adamw_max_diff"] = max(float((p - q).detach().abs().max()) for p, q in zip(ours, theirs))
 out["adamw_moved"] = min(float((p - p0).abs().max()) for p, p0 in zip(ours, init))
 out["adamw_apart"] = len({p.untyped_storage().data_ptr() for p in ours}) == len(ours)
 out["adamw_steps"] = float(flat.t)
+# The train step's loss: chunked, its gradient finished in the forward; the same mean, per-sequence losses and
+# gradients as the whole logits' (a padded vocabulary, a chunk that does not divide the sequence), and compiled as
+# one graph, forward and backward (aot_eager: AOT autograd traces both, as TorchTPU's backend does)
+ccfg = cfg.replace(vocab_size=500)  # padded to 512
+toks = torch.randint(0, 500, (2, 65), generator=torch.Generator().manual_seed(3))
+
+
+def loss_grads(chunk, compiled=False):
+    torch._dynamo.reset()
+    m = Transformer(ccfg, torch.float32, 0, attention_impls.naive.bind(AttnConfig(True, 0.125), 64, 64))
+    if chunk is None:
+        per_seq = m(toks)
+        mean = per_seq.mean()
+    else:
+        f = real_compile(lambda t: m.train_loss(t, chunk), fullgraph=True, backend="aot_eager") if compiled \
+            else (lambda t: m.train_loss(t, chunk))
+        mean, per_seq = f(toks)
+    mean.backward()
+    return [q.grad for q in m.parameters()], per_seq.detach(), mean.detach()
+
+
+whole = loss_grads(None)
+for name, got in (("0", loss_grads(0)), ("24", loss_grads(24)), ("24/compiled", loss_grads(24, compiled=True))):
+    out[f"chunked_loss/{name}"] = [max(float((a - b).abs().max()) for a, b in zip(got[0], whole[0])),
+                                   float((got[1] - whole[1]).abs().max()), float((got[2] - whole[2]).abs()),
+                                   got[1].requires_grad]
+out["chunked_loss/grad_scale"] = max(float(g.abs().max()) for g in whole[0])
 # a peak TorchTPU reports that no chip could hold is left out, saying so
 torch.accelerator.max_memory_allocated = lambda: 139494737234248
 out["peak_impossible"] = list(common.peak_memory(16 * 2**30))

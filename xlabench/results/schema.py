@@ -68,7 +68,7 @@ CASE_COLUMNS = _c("case", [
     ("sharding", "text", "", "train: dp | fsdp | tp | 2d | auto"),
     ("mesh", "text", "", "train: device mesh as axis=size,..."),
     ("remat", "text", "", "train: activation rematerialisation policy: none | full | dots | attention | dots_attention"),
-    ("loss_chunk", "int", "tokens", "train (JAX): sequence positions per cross-entropy chunk (0: the whole logits at once)"),
+    ("loss_chunk", "int", "tokens", "train (JAX, torch_tpu): sequence positions per cross-entropy chunk (0: the whole logits at once)"),
     ("memory_limit_gib", "float", "GiB", "train, global_batch auto: per-device memory to fit the step into (empty: the device's HBM)"),
     ("steps_per_sample", "int", "", "train: steps dispatched back to back per timing sample (one sync; sample = time / steps)"),
     ("scan_layers", "bool", "", ("train: true: layer weights stacked, JAX runs the layers as one jax.lax.scan "

@@ -47,7 +47,7 @@ def case_skip(backend: str, params: dict[str, Any]) -> Optional[str]:
 #   the attention output; dots_attention: both (only elementwise work and attention's S x S recomputed).
 Remat = Literal["none", "full", "dots", "attention", "dots_attention"]
 REMAT: tuple[str, ...] = get_args(Remat)
-# Sequence positions per chunk of the JAX step's cross-entropy (train param loss_chunk; 0: whole logits).
+# Sequence positions per chunk of the JAX and torch_tpu steps' cross-entropy (train param loss_chunk; 0: whole logits).
 # The float32 logits of one chunk are global_batch x LOSS_CHUNK x vocab (gpt2, batch 8: 412 MB, not 1.6 GB).
 LOSS_CHUNK = 256
 # Steps per timing sample (train param steps_per_sample): dispatched back to back, one sync at the end.
@@ -140,7 +140,7 @@ class TrainParams(BaseModel):
     # None: unrolled for a case on its own; a suite's batch ladder runs scanned and its best point again
     # unrolled (suite/slice_fit.py: the scanned step compiles in seconds, the unrolled one runs faster)
     scan_layers: bool | None = None
-    loss_chunk: int = LOSS_CHUNK  # JAX: cross-entropy over this many positions at a time; 0: whole logits
+    loss_chunk: int = LOSS_CHUNK  # JAX, torch_tpu: cross-entropy over this many positions at a time; 0: whole logits
     block_q: Optional[int] = None  # Pallas attention blocks in the step (None: the kernel's default)
     block_k: Optional[int] = None
     steps_per_sample: int = STEPS_PER_SAMPLE

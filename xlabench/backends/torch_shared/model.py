@@ -21,6 +21,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from xlabench.backends.torch_shared.attention import grouped_attention
+from xlabench.backends.torch_shared.loss import mean_loss, per_token_loss, project
 from xlabench.workloads.attention import default_scale
 from xlabench.workloads.model_layout import INIT_STD, flat_layout
 from xlabench.workloads.model_presets import ModelConfig
@@ -117,8 +118,9 @@ class Transformer(nn.Module):
         u = F.gelu(torch.einsum("bsd,df->bsf", h, w["w_in"]) + w["b_in"], approximate="tanh")
         return x + torch.einsum("bsf,fd->bsd", u, w["w_out"]) + w["b_out"]
 
-    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
-        """tokens [B, S+1] -> next-token cross-entropy per sequence [B] (float32)."""
+    def hidden(self, tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """tokens [B, S+1] -> (the final hidden states [B, S, D], the unembedding [D, padded_vocab], the
+        targets [B, S] int64)."""
         cfg = self.cfg
         inputs, targets = tokens[:, :-1], tokens[:, 1:].long()
         x = self.p("embed")[inputs.long()]
@@ -127,13 +129,19 @@ class Transformer(nn.Module):
         for i in range(cfg.num_layers):
             x = self.block(i)(self.layer_weights(i), x)
         x = self._norm({n: self.p(n) for n in self.final_norm}, "final_norm", x)
-        w = self.p("embed").t() if cfg.tied_embeddings else self.p("unembed")
-        z = torch.einsum("bsd,dv->bsv", x, w).float()
-        if cfg.padded_vocab != cfg.vocab_size:
-            pad = torch.arange(cfg.padded_vocab, device=z.device) >= cfg.vocab_size
-            z = z.masked_fill(pad, float("-inf"))
-        per_token = torch.logsumexp(z, dim=-1) - z.gather(-1, targets[..., None])[..., 0]
-        return per_token.mean(-1)
+        return x, self.p("embed").t() if cfg.tied_embeddings else self.p("unembed"), targets
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        """tokens [B, S+1] -> next-token cross-entropy per sequence [B] (float32), from the whole logits."""
+        x, w, targets = self.hidden(tokens)
+        return per_token_loss(project(x, w, self.cfg.vocab_size), targets).mean(-1)
+
+    def train_loss(self, tokens: torch.Tensor, chunk: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """(the mean loss to differentiate, the per-sequence losses [B] without gradient): the train step's,
+        ``chunk`` positions at a time with the gradient in the forward (loss.mean_loss; 0: whole logits)."""
+        x, w, targets = self.hidden(tokens)
+        mean, per_token = mean_loss(x, w, targets, self.cfg.vocab_size, chunk)
+        return mean, per_token.mean(-1)
 
 
 def logical_axes(cfg: ModelConfig) -> dict[str, tuple[Optional[str], ...]]:

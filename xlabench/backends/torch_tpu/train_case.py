@@ -78,19 +78,18 @@ def build(p: TrainParams, impl: str, platform: str, plan: Optional[TimingPlan] =
 
         checkpoint_layers(model, checkpoint)
     model.to(env.device())
-    loss_fn = torch.compile(lambda t: model(t))
+    loss_fn = torch.compile(lambda t: model.train_loss(t, p.loss_chunk))
     opt = FlatAdamW(model.parameters(), lr=ADAMW["learning_rate"], betas=(ADAMW["b1"], ADAMW["b2"]),
                     eps=ADAMW["eps"], weight_decay=ADAMW["weight_decay"], compile=torch.compile)
     tokens = torch.from_numpy(make_tokens(p, TOKEN_SEED)).to(env.device())
     outs: list = []
 
     def step() -> Any:
-        per_seq = loss_fn(tokens)
-        loss = per_seq.mean()
+        loss, per_seq = loss_fn(tokens)
         loss.backward()
         opt.step()
         opt.zero_grad()
-        outs.append((loss.detach(), per_seq.detach()))
+        outs.append((loss.detach(), per_seq))
         return outs[-1]
 
     return model, step, outs
