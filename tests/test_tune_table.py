@@ -21,6 +21,7 @@ PAGED_CACHE = ROOT / "docs/data/tpu-v5e/2026-12-07-c/tune-cache"
 RAGGED_32K_CACHE = ROOT / "docs/data/tpu-v5e/2026-12-07-d/tune-cache"
 SUITES_CACHE = ROOT / "docs" / "data" / "tpu-v5e" / "2026-12-07-b" / "tune-cache"
 RUN_CACHE = ROOT / "docs/data/tpu-v5e/2026-12-07/tune-cache"
+TORCH_TPU_CACHE = ROOT / "docs/data/tpu-v5e/2026-12-08-b-torch-tpu-train/tune-cache"
 KIND = "TPU v5 lite"
 CASE = {"batch": 32, "causal": True, "dtype": "bfloat16", "head_dim": 128, "kv_seq_len": 1024, "mode": "fwd",
         "num_heads": 16, "num_kv_heads": 16, "seq_len": 1024}
@@ -377,27 +378,31 @@ def _paged_cache(impl: str) -> list[Path]:
     return [p for p in sorted(PAGED_CACHE.glob("*.json")) if json.loads(p.read_text())["key"]["impl"] == impl]
 
 
-def test_the_shipped_v5e_table_is_the_2026_12_07_runs_rebuilt(monkeypatch, tmp_path):
+def test_the_shipped_v5e_table_is_the_chips_runs_rebuilt(monkeypatch, tmp_path):
     """The 49 entries of the attention profile's cold search (7683fc5), then the 15 the shipped suites'
     first run on the chip added (e526ab6578: the train steps' attention shapes; where it verified an entry
     of the first run, that entry stays as the search measured it), then the paged profile's page-size-64,
     batch-16 search: paged's 4 contexts (9f82006b80), ragged paged's 1k, 4k and 16k (9e80b94827) and its 32k
-    (1fcdc0c)."""
+    (1fcdc0c); then TorchTPU's splash at the GPT-2 124M and 355M train steps' attention shapes (2ff8ad7,
+    2026-12-08)."""
     monkeypatch.delenv(table.ENV_TABLE_DIR, raising=False)
     shipped, why = table.for_device(KIND)
-    assert why == "" and len(shipped.entries) == 72
+    assert why == "" and len(shipped.entries) == 74
     assert {(e.commit, e.date, e.versions["jax"], e.versions["libtpu"]) for e in shipped.entries} == {
-        (c, "2026-12-07", "0.10.2", "0.0.42.1") for c in ("7683fc5", "e526ab6578", "9f82006b80", "9e80b94827", "1fcdc0c")}
+        (c, "2026-12-07", "0.10.2", "0.0.42.1") for c in ("7683fc5", "e526ab6578", "9f82006b80", "9e80b94827", "1fcdc0c")
+    } | {("2ff8ad7", "2026-12-08", "0.10.2", "0.0.42.1")}
     merged: dict[str, dict] = {}
     for files, commit in ((sorted(SUITES_CACHE.glob("*.json")), "e526ab6578"),
                           (sorted(RUN_CACHE.glob("*.json")), "7683fc5"),
                           (_paged_cache("paged"), "9f82006b80"), (_paged_cache("ragged_paged"), "9e80b94827"),
-                          (sorted(RAGGED_32K_CACHE.glob("*.json")), "1fcdc0c")):
+                          (sorted(RAGGED_32K_CACHE.glob("*.json")), "1fcdc0c"),
+                          (sorted(TORCH_TPU_CACHE.glob("*.json")), "2ff8ad7")):
         folder = tmp_path / commit  # one export's sources, in the order they were exported (a later one wins)
         folder.mkdir()
         for p in files:
             (folder / p.name).write_text(p.read_text())
-        built = table.build([folder], commit=commit, date="2026-12-07", libtpu="0.0.42.1").table
+        day = "2026-12-08" if commit == "2ff8ad7" else "2026-12-07"
+        built = table.build([folder], commit=commit, date=day, libtpu="0.0.42.1").table
         merged.update({json.dumps(e.to_json()["key"], sort_keys=True): e.to_json() for e in built.entries})
     on_disk = table.read_table(table.table_path(KIND)).to_json()["entries"]
     assert {json.dumps(e["key"], sort_keys=True): e for e in on_disk} == merged
@@ -542,3 +547,24 @@ def test_one_reference_serves_a_shapes_fwd_and_fwd_bwd_cases_when_the_plan_says_
     assert ac.reference(fwd, make_inputs(fwd), 0.25)[0] is twin[0] and made == [False, True]
     ac.reference(fwd.model_copy(update={"causal": False}), make_inputs(fwd), 0.25, "fwd_bwd")
     assert made == [False, True, True]  # another mask: another reference
+
+
+def test_an_export_takes_the_entries_of_one_chip_under_either_frameworks_name(tmp_path):
+    """TorchTPU names the v5e 'TPU v5e', JAX 'TPU v5 lite': a torch_tpu tuning cache exported into the shipped
+    table joins it under the table's name (the export refused: 'several device kinds')."""
+    folder = tmp_path / "cache"
+    folder.mkdir()
+    for p in sorted(TORCH_TPU_CACHE.glob("*.json")):
+        (folder / p.name).write_text(p.read_text())
+    shipped = table.table_path(KIND)
+    built = table.build([shipped, folder], commit="2ff8ad7", date="2026-12-08", libtpu="0.0.42.1").table
+    assert built.device_kind == KIND
+    assert len([e for e in built.entries if e.backend == "torch_tpu"]) == 2
+    assert {e.key_text() for e in table.read_table(shipped).entries} <= {e.key_text() for e in built.entries}
+    with pytest.raises(table.TableError, match="several device kinds"):
+        other = tmp_path / "other"
+        other.mkdir()
+        raw = json.loads(next(iter(sorted(TORCH_TPU_CACHE.glob("*.json")))).read_text())
+        raw["key"]["device_kind"] = "TPU v6 lite"
+        (other / "x.json").write_text(json.dumps(raw))
+        table.build([shipped, other])

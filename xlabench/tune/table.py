@@ -301,7 +301,8 @@ def build(sources: Iterable[Path | str], *, device_kind: str = "", commit: str =
           libtpu: str = "") -> Built:
     """A table from ``sources`` in order (a later one wins a key): tune-cache folders (their entries tagged
     ``commit``, ``date`` (else each entry's own day) and ``libtpu``) and table files (kept as they are).
-    ``device_kind``: the chip (else the one kind the sources hold; TableError when they hold several)."""
+    ``device_kind``: the chip (else the one chip the sources hold, by the first source's name for it; TableError
+    when they hold several)."""
     found: dict[str, tuple[str, TableEntry]] = {}  # key -> (device kind, entry)
     kinds: dict[str, None] = {}
     left: list[str] = []
@@ -330,11 +331,13 @@ def build(sources: Iterable[Path | str], *, device_kind: str = "", commit: str =
             raise TableError(f"{src}: no such folder or table file")
         for kind, e in pairs:
             kinds[kind] = None
-            if not device_kind or slug(kind) == slug(device_kind):
+            if not device_kind or same_chip(kind, device_kind):
                 found[e.key_text()] = (kind, e)
-    chosen = device_kind or (next(iter(kinds)) if len(kinds) == 1 else "")
+    # one chip under either framework's name (JAX's 'TPU v5 lite', TorchTPU's 'TPU v5e'): the first source's
+    first = next(iter(kinds), "")
+    chosen = device_kind or (first if all(same_chip(k, first) for k in kinds) else "")
     if not chosen:
         raise TableError(("the sources hold no entries" if not kinds else
                           f"the sources hold several device kinds ({', '.join(kinds)}): pick one"))
-    entries = tuple(e for k, e in found.values() if slug(k) == slug(chosen))
+    entries = tuple(e for k, e in found.values() if same_chip(k, chosen))
     return Built(Table(chosen, entries), left)
