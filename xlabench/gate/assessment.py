@@ -46,6 +46,20 @@ def samples_needed(cfg: GateConfig, compared: int) -> int:
     return max(cfg.min_samples, min_samples_per_side(cfg.alpha, max(1, compared)))
 
 
+TOO_FEW = "too few samples"
+
+
+def untestable(b: np.ndarray, c: np.ndarray, cfg: GateConfig) -> Optional[str]:
+    """Why assess gives the pair no statistics (TOO_FEW: fewer than min_samples on a side), or None: it
+    takes the pair's ratio and interval."""
+    if len(b) < cfg.min_samples or len(c) < cfg.min_samples:
+        return TOO_FEW
+    f = STATISTICS[cfg.metric_info.statistic]
+    if not (float(f(b)) > 0 and float(f(c)) > 0 and np.all(np.isfinite(b)) and np.all(np.isfinite(c))):
+        return "non-positive or non-finite values"
+    return None
+
+
 def assess(pairs: Sequence[tuple[np.ndarray, np.ndarray]], cfg: GateConfig,
            keys: Optional[Sequence[str]] = None) -> list[Assessment]:
     """Judge each (baseline values, candidate values) pair of the metric; Holm runs over all of them.
@@ -63,14 +77,11 @@ def assess(pairs: Sequence[tuple[np.ndarray, np.ndarray]], cfg: GateConfig,
         b = np.asarray(b, dtype=float)
         c = np.asarray(c, dtype=float)
         n = dict(n_base=len(b), n_cand=len(c))
-        if len(b) < cfg.min_samples or len(c) < cfg.min_samples:
-            out[i] = Assessment(INCONCLUSIVE, f"too few samples ({len(b)} baseline, {len(c)} candidate; "
-                                              f"need >= {need} each)", **n)
+        if why := untestable(b, c, cfg):
+            out[i] = Assessment(INCONCLUSIVE, why if why != TOO_FEW else
+                                f"too few samples ({len(b)} baseline, {len(c)} candidate; need >= {need} each)", **n)
             continue
         bs, cs = float(f(b)), float(f(c))
-        if not (bs > 0 and cs > 0 and np.all(np.isfinite(b)) and np.all(np.isfinite(c))):
-            out[i] = Assessment(INCONCLUSIVE, "non-positive or non-finite values", **n)
-            continue
         rng = np.random.default_rng([cfg.seed, seed_key(keys[i])])
         lo, hi = ratio_interval(b, c, metric.statistic, cfg.confidence, cfg.n_resamples, rng)
         p = mannwhitney_p(b, c)
