@@ -12,7 +12,7 @@ from typing import Any, Optional, Sequence
 import numpy as np
 
 from xlabench.gate.config import GateConfig, IMPROVEMENT, INCONCLUSIVE, REGRESSION, UNCHANGED, UNDERPOWERED
-from xlabench.stats.bootstrap import ratio_interval
+from xlabench.stats.bootstrap import WORKERS, ratio_intervals
 from xlabench.stats.multiple import holm
 from xlabench.stats.power import min_samples_per_side
 from xlabench.stats.rank import mannwhitney_p, smallest_p
@@ -61,10 +61,11 @@ def untestable(b: np.ndarray, c: np.ndarray, cfg: GateConfig) -> Optional[str]:
 
 
 def assess(pairs: Sequence[tuple[np.ndarray, np.ndarray]], cfg: GateConfig,
-           keys: Optional[Sequence[str]] = None) -> list[Assessment]:
+           keys: Optional[Sequence[str]] = None, workers: int = WORKERS) -> list[Assessment]:
     """Judge each (baseline values, candidate values) pair of the metric; Holm runs over all of them.
 
-    ``keys`` (e.g. case ids) seed each pair's bootstrap, so the same data gives the same verdict.
+    ``keys`` (e.g. case ids) seed each pair's bootstrap, so the same data gives the same verdict;
+    ``workers``: threads drawing the intervals' replicates (the same numbers with any).
     """
     metric = cfg.metric_info
     f = STATISTICS[metric.statistic]
@@ -72,6 +73,7 @@ def assess(pairs: Sequence[tuple[np.ndarray, np.ndarray]], cfg: GateConfig,
     out: list[Optional[Assessment]] = [None] * len(pairs)
     tested: list[int] = []
     raw: dict[int, dict[str, Any]] = {}
+    jobs: list[tuple[np.ndarray, np.ndarray, np.random.Generator]] = []
     need = samples_needed(cfg, len(pairs))
     for i, (b, c) in enumerate(pairs):
         b = np.asarray(b, dtype=float)
@@ -82,12 +84,12 @@ def assess(pairs: Sequence[tuple[np.ndarray, np.ndarray]], cfg: GateConfig,
                                 f"too few samples ({len(b)} baseline, {len(c)} candidate; need >= {need} each)", **n)
             continue
         bs, cs = float(f(b)), float(f(c))
-        rng = np.random.default_rng([cfg.seed, seed_key(keys[i])])
-        lo, hi = ratio_interval(b, c, metric.statistic, cfg.confidence, cfg.n_resamples, rng)
+        jobs.append((b, c, np.random.default_rng([cfg.seed, seed_key(keys[i])])))
         p = mannwhitney_p(b, c)
-        raw[i] = dict(**n, baseline=bs, candidate=cs, ratio=cs / bs, ci_low=lo, ci_high=hi,
-                      p_value=1.0 if math.isnan(p) else p)
+        raw[i] = dict(**n, baseline=bs, candidate=cs, ratio=cs / bs, p_value=1.0 if math.isnan(p) else p)
         tested.append(i)
+    for i, (lo, hi) in zip(tested, ratio_intervals(jobs, metric.statistic, cfg.confidence, cfg.n_resamples, workers)):
+        raw[i].update(ci_low=lo, ci_high=hi)
     adjusted = holm([raw[i]["p_value"] for i in tested])
     m = len(tested)
     for i, p_holm in zip(tested, adjusted):

@@ -314,7 +314,7 @@ def compare(base: RunData, cand: RunData, cfg: GateConfig,
         verdicts[k] = CaseVerdict(*untested, case_id=k, label=labels[k])
     warn += _rescale_warnings(rescaled, cfg)
     early = EarlyInterval(pairs, cfg, to_test)  # the suite-wide interval, drawn while the cases are judged
-    assessed = assess(pairs, cfg, to_test)
+    assessed = assess(pairs, cfg, to_test, workers=1)  # the second core draws the suite's
     host = HostProbe.of([b_rows[k] for k in to_test], [c_rows[k] for k in to_test])
     for k, a in zip(to_test, assessed):
         verdicts[k] = CaseVerdict(**asdict(host.check_case(a, k, cfg)), case_id=k, label=labels[k])

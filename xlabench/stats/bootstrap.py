@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from concurrent.futures import ThreadPoolExecutor
 from types import SimpleNamespace
 from typing import Any, Callable, Optional, Sequence
 
@@ -34,6 +35,7 @@ from xlabench.stats.summary import STATISTICS, median, percentile, quantile
 
 CHUNK = 1 << 16  # indices drawn at a time (512 KiB of int64): a cache's worth
 BATCH_VALUES = 4_000_000  # resampled values of both samples drawn per batch of a ratio's replicates
+WORKERS = 2  # threads of ratio_intervals (the 2-core host's)
 SORT_MAX = 512  # numpy's fast sort of int16 rows (AVX-512: a sorting network) holds this many values a row
 SPLIT_MAX = 2 * SORT_MAX  # up to this many values a resample: two halves sorted; beyond: counts
 
@@ -163,8 +165,26 @@ def ratio_interval(base: np.ndarray, cand: np.ndarray, statistic: str, confidenc
     ``scipy.stats.bootstrap((base, cand), ratio, ...)`` (tests/test_stats_bootstrap.py holds them equal).
     """
     f = STATISTICS[statistic]
-    dist = ratio_replicates(base, cand, f, n_resamples, rng)
+    return _percentile_interval(base, cand, f, confidence, rng, ratio_replicates(base, cand, f, n_resamples, rng))
 
+
+def ratio_intervals(jobs: Sequence[tuple[np.ndarray, np.ndarray, np.random.Generator]], statistic: str,
+                    confidence: float, n_resamples: int, workers: int = WORKERS) -> list[tuple[float, float]]:
+    """ratio_interval of each (base, cand, rng), the replicates drawn on ``workers`` threads: each job draws from
+    its own generator, so the numbers are those of one after another; numpy lets go of the GIL in the draws,
+    the sorts and the counts (the report's 6 intervals of up to 6000 + 1000 samples: 1.2 -> 0.7 s, 2 cores).
+    """
+    f = STATISTICS[statistic]
+    if len(jobs) < 2 or workers < 2:
+        return [ratio_interval(b, c, statistic, confidence, n_resamples, rng) for b, c, rng in jobs]
+    with ThreadPoolExecutor(workers) as pool:
+        dists = list(pool.map(lambda job: ratio_replicates(job[0], job[1], f, n_resamples, job[2]), jobs))
+    return [_percentile_interval(b, c, f, confidence, rng, d) for (b, c, rng), d in zip(jobs, dists)]
+
+
+def _percentile_interval(base: np.ndarray, cand: np.ndarray, f: Callable[..., Any], confidence: float,
+                         rng: np.random.Generator, dist: np.ndarray) -> tuple[float, float]:
+    """scipy's percentile interval of the replicates ``dist`` of f(cand) / f(base)."""
     def ratio(b: np.ndarray, c: np.ndarray, axis: int = -1) -> np.ndarray:
         return f(c, axis=axis) / f(b, axis=axis)
 
