@@ -20,7 +20,7 @@ def _samples(rng: np.random.Generator, n: int) -> list[np.ndarray]:
             rng.integers(0, 4, n).astype(float)]
 
 
-@pytest.mark.parametrize("n", [2, 3, 8, 9, 200, 201])
+@pytest.mark.parametrize("n", [2, 3, 8, 9, 200, 201, 512, 513, 514, 1023, 1024, 1025, 1026, 3001])
 def test_the_median_by_rank_is_np_median_bit_for_bit(n):
     rng = np.random.default_rng(n)
     for x in _samples(rng, n):

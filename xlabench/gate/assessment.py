@@ -12,7 +12,7 @@ from typing import Any, Optional, Sequence
 import numpy as np
 
 from xlabench.gate.config import GateConfig, IMPROVEMENT, INCONCLUSIVE, REGRESSION, UNCHANGED, UNDERPOWERED
-from xlabench.stats.bootstrap import ratio_interval
+from xlabench.stats.bootstrap import WORKERS, ratio_intervals
 from xlabench.stats.multiple import holm
 from xlabench.stats.power import min_samples_per_side
 from xlabench.stats.rank import mannwhitney_p, smallest_p
@@ -46,11 +46,26 @@ def samples_needed(cfg: GateConfig, compared: int) -> int:
     return max(cfg.min_samples, min_samples_per_side(cfg.alpha, max(1, compared)))
 
 
+TOO_FEW = "too few samples"
+
+
+def untestable(b: np.ndarray, c: np.ndarray, cfg: GateConfig) -> Optional[str]:
+    """Why assess gives the pair no statistics (TOO_FEW: fewer than min_samples on a side), or None: it
+    takes the pair's ratio and interval."""
+    if len(b) < cfg.min_samples or len(c) < cfg.min_samples:
+        return TOO_FEW
+    f = STATISTICS[cfg.metric_info.statistic]
+    if not (float(f(b)) > 0 and float(f(c)) > 0 and np.all(np.isfinite(b)) and np.all(np.isfinite(c))):
+        return "non-positive or non-finite values"
+    return None
+
+
 def assess(pairs: Sequence[tuple[np.ndarray, np.ndarray]], cfg: GateConfig,
-           keys: Optional[Sequence[str]] = None) -> list[Assessment]:
+           keys: Optional[Sequence[str]] = None, workers: int = WORKERS) -> list[Assessment]:
     """Judge each (baseline values, candidate values) pair of the metric; Holm runs over all of them.
 
-    ``keys`` (e.g. case ids) seed each pair's bootstrap, so the same data gives the same verdict.
+    ``keys`` (e.g. case ids) seed each pair's bootstrap, so the same data gives the same verdict;
+    ``workers``: threads drawing the intervals' replicates (the same numbers with any).
     """
     metric = cfg.metric_info
     f = STATISTICS[metric.statistic]
@@ -58,25 +73,23 @@ def assess(pairs: Sequence[tuple[np.ndarray, np.ndarray]], cfg: GateConfig,
     out: list[Optional[Assessment]] = [None] * len(pairs)
     tested: list[int] = []
     raw: dict[int, dict[str, Any]] = {}
+    jobs: list[tuple[np.ndarray, np.ndarray, np.random.Generator]] = []
     need = samples_needed(cfg, len(pairs))
     for i, (b, c) in enumerate(pairs):
         b = np.asarray(b, dtype=float)
         c = np.asarray(c, dtype=float)
         n = dict(n_base=len(b), n_cand=len(c))
-        if len(b) < cfg.min_samples or len(c) < cfg.min_samples:
-            out[i] = Assessment(INCONCLUSIVE, f"too few samples ({len(b)} baseline, {len(c)} candidate; "
-                                              f"need >= {need} each)", **n)
+        if why := untestable(b, c, cfg):
+            out[i] = Assessment(INCONCLUSIVE, why if why != TOO_FEW else
+                                f"too few samples ({len(b)} baseline, {len(c)} candidate; need >= {need} each)", **n)
             continue
         bs, cs = float(f(b)), float(f(c))
-        if not (bs > 0 and cs > 0 and np.all(np.isfinite(b)) and np.all(np.isfinite(c))):
-            out[i] = Assessment(INCONCLUSIVE, "non-positive or non-finite values", **n)
-            continue
-        rng = np.random.default_rng([cfg.seed, seed_key(keys[i])])
-        lo, hi = ratio_interval(b, c, metric.statistic, cfg.confidence, cfg.n_resamples, rng)
+        jobs.append((b, c, np.random.default_rng([cfg.seed, seed_key(keys[i])])))
         p = mannwhitney_p(b, c)
-        raw[i] = dict(**n, baseline=bs, candidate=cs, ratio=cs / bs, ci_low=lo, ci_high=hi,
-                      p_value=1.0 if math.isnan(p) else p)
+        raw[i] = dict(**n, baseline=bs, candidate=cs, ratio=cs / bs, p_value=1.0 if math.isnan(p) else p)
         tested.append(i)
+    for i, (lo, hi) in zip(tested, ratio_intervals(jobs, metric.statistic, cfg.confidence, cfg.n_resamples, workers)):
+        raw[i].update(ci_low=lo, ci_high=hi)
     adjusted = holm([raw[i]["p_value"] for i in tested])
     m = len(tested)
     for i, p_holm in zip(tested, adjusted):

@@ -18,7 +18,7 @@ from xlabench.gate.config import (
 )
 from xlabench.gate.run_data import RunData
 from xlabench.gate.assessment import Assessment, assess, samples_needed
-from xlabench.gate.suite_shift import SuiteShift, assess_suite
+from xlabench.gate.suite_shift import EarlyInterval, SuiteShift, assess_suite
 from xlabench.protocol import status as st
 
 
@@ -313,11 +313,12 @@ def compare(base: RunData, cand: RunData, cfg: GateConfig,
             untested = INCONCLUSIVE, f"{cfg.metric} is empty in the {'baseline' if bv is None else 'candidate'} row"
         verdicts[k] = CaseVerdict(*untested, case_id=k, label=labels[k])
     warn += _rescale_warnings(rescaled, cfg)
-    assessed = assess(pairs, cfg, to_test)
+    early = EarlyInterval(pairs, cfg, to_test)  # the suite-wide interval, drawn while the cases are judged
+    assessed = assess(pairs, cfg, to_test, workers=1)  # the second core draws the suite's
     host = HostProbe.of([b_rows[k] for k in to_test], [c_rows[k] for k in to_test])
     for k, a in zip(to_test, assessed):
         verdicts[k] = CaseVerdict(**asdict(host.check_case(a, k, cfg)), case_id=k, label=labels[k])
-    suite = _suite_shift(to_test, pairs, assessed, b_rows, c_rows, cfg, host)
+    suite = _suite_shift(to_test, pairs, assessed, b_rows, c_rows, cfg, host, early)
     warn += host.warnings(suite, cfg)
     for k, b in b_rows.items():
         if k not in c_rows:
@@ -360,12 +361,14 @@ def _compile_time(row: dict) -> float:
 
 
 def _suite_shift(to_test: list[str], pairs: list[tuple[np.ndarray, np.ndarray]], assessed: list[Assessment],
-                 b_rows: dict, c_rows: dict, cfg: GateConfig, host: "HostProbe") -> Optional[SuiteShift]:
+                 b_rows: dict, c_rows: dict, cfg: GateConfig, host: "HostProbe",
+                 early: Optional[EarlyInterval] = None) -> Optional[SuiteShift]:
     """The suite-wide test over every case that reached the statistics (a ratio), whatever its own verdict."""
     idx = [i for i, a in enumerate(assessed) if a.ratio is not None]
     compile_times = (np.array([_compile_time(b_rows[to_test[i]]) for i in idx]),
                      np.array([_compile_time(c_rows[to_test[i]]) for i in idx]))
-    suite = assess_suite([pairs[i] for i in idx], cfg, compile_times, [to_test[i] for i in idx])
+    suite = assess_suite([pairs[i] for i in idx], cfg, compile_times, [to_test[i] for i in idx],
+                         early.result(idx) if early else None)
     return None if suite is None else host.check_suite(suite, cfg)
 
 
