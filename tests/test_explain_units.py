@@ -398,3 +398,90 @@ def test_each_explained_row_is_named_by_what_tells_it_apart() -> None:
     ax = explain_chart.explain_bars(df).figure.axes[0]
     ticks = [t.get_text() for t in ax.get_yticklabels()]
     assert len(set(ticks)) == 2 and all("scan_layers" in t for t in ticks), ticks
+
+
+# A torch_tpu step: its forward and backward are two programs of one name (TorchTPU names every compiled graph
+# alike) whose op names overlap (both have a dot_fusion.1); a stray eager op runs between them.
+BWD = """HloModule tt_jit_export, is_scheduled=true
+
+%fused_dot.b (q0: bf16[8,128], q1: bf16[128,256]) -> bf16[8,256] {
+  %q0 = bf16[8,128]{1,0} parameter(0)
+  %q1 = bf16[128,256]{1,0} parameter(1)
+  ROOT %dot.2 = bf16[8,256]{1,0} dot(%q0, %q1), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+}
+
+ENTRY %main (a: bf16[8,128], b: bf16[128,256]) -> bf16[8,256] {
+  %a = bf16[8,128]{1,0} parameter(0)
+  %b = bf16[128,256]{1,0} parameter(1)
+  ROOT %dot_fusion.1 = bf16[8,256]{1,0} fusion(%a, %b), kind=kOutput, calls=%fused_dot.b
+}
+"""
+
+
+def _planes_of_two_programs() -> list[NS]:
+    """Two steps, each: the forward (HLO's ops: 100 ns), a stray eager op (3 ns), the backward (dot 30 ns)."""
+    fwd = [("dot_fusion.1", 40), ("transpose_fusion.1", 10), ("all-gather-start.1", 5), ("adam_fusion.1", 15)]
+    fwd += [(n, d) for _ in range(3) for n, d in (("flash_attention.7", 8), ("add_fusion.2", 2))]
+    ops, modules, t = [], [], 0.0
+    for _ in range(2):
+        for program, body in (("tt_jit_export(5)", fwd), ("tt_jit_mean(9)", [("reduce.4", 3)]),
+                              ("tt_jit_export(5)", [("dot_fusion.1", 30)])):
+            start = t
+            for name, dur in body:
+                ops.append((name, t, dur, {}))
+                t += dur
+            modules.append((program, start, t - start, {}))
+    return [NS(name="/device:TPU:0", lines=[_line("XLA Modules", modules), _line("XLA Ops", ops)])]
+
+
+def test_a_step_of_several_programs_is_matched_program_by_program() -> None:
+    programs = {"fwd": HLO, "bwd": BWD}
+    times = trace.program_times(_planes_of_two_programs(),
+                                {k: set(breakdown.program_info(v)) for k, v in programs.items()})
+    assert times.executions == 2 and times.device_s == pytest.approx([130e-9, 130e-9])  # the stray op is no program's
+    assert times.self_ns["bwd/dot_fusion.1"] == 60 and times.self_ns["fwd/dot_fusion.1"] == 80
+    assert "reduce.4" not in " ".join(times.self_ns)
+    roofs = breakdown.Roofs(flops_per_s=100e12, bytes_per_s=1e16, ici_bytes_per_s=1e16)
+    b = breakdown.measured("c1", times, programs, roofs, wall_s=140e-9, attention_flops=1e6)
+    s = b.seconds()
+    assert s["matmul"] == pytest.approx(70e-9) and s["attention"] == pytest.approx(24e-9)
+    assert b.step_s == pytest.approx(130e-9) and b.coverage == pytest.approx(1.0)
+    with pytest.raises(trace.TraceError, match="no program execution in the trace matches"):
+        trace.program_times(_planes_of_two_programs(), {"other": {"fusion.99"}})
+
+
+def test_a_torch_tpu_row_is_explained_from_its_programs_hlo_and_its_trace(tmp_path) -> None:
+    """A torch_tpu case keeps one HLO text per compiled program of its step (forward, backward) beside its
+    trace; the row is explained over both (explain said: 'only JAX rows keep their trace and HLO text')."""
+    csv_path = tmp_path / "RUN.csv"
+    csv_path.write_text("schema_version,case_id,status,workload,backend,impl,devices,clock,wall_median_s,"
+                        "peak_tflops,peak_gbytes_per_s\n2,c1,ok,train,torch_tpu,splash,1,device,1.4e-7,197,819\n")
+    case = tmp_path / "RUN.explain" / "c1"
+    (case / "plugins" / "profile").mkdir(parents=True)
+    csv_path.with_name("RUN.meta.json").write_text(json.dumps({"trace_root": str(tmp_path / "RUN.explain")}))
+    (case / "module_0296.tt_jit_export.hlo.txt").write_text(HLO)
+    (case / "module_0386.tt_jit_export.hlo.txt").write_text(BWD)
+    (case / "plugins" / "profile" / "vm.xplane.pb").write_bytes(b"")
+    (b,) = runfile.explain_run(csv_path, (), lambda p: _planes_of_two_programs()).breakdowns
+    assert b.step_s == pytest.approx(130e-9) and b.seconds()["matmul"] == pytest.approx(70e-9)
+    assert "2 programs" in b.source
+
+
+def test_a_case_keeps_the_programs_dumped_since_it_began_and_clears_the_dump(tmp_path) -> None:
+    import os
+
+    from xlabench.explain import kept
+
+    dump, case = tmp_path / "dump", tmp_path / "RUN.explain" / "c1"
+    dump.mkdir()
+    old = dump / "module_0007.tt_jit_export_x.after_optimizations.txt"  # an earlier case's, left behind
+    old.write_text("HloModule old")
+    os.utime(old, (100.0, 100.0))
+    for n in ("0296", "0386"):
+        (dump / f"module_{n}.tt_jit_export_x.after_optimizations.txt").write_text(f"HloModule m{n}")
+        (dump / f"module_{n}.tt_jit_export_x.before_optimizations.txt").write_text("HloModule before")
+    assert kept.dump_dir("--xla_force_host_platform_device_count=1 --xla_dump_to=/d/x --xla_dump_hlo_as_text") \
+        == Path("/d/x") and kept.dump_dir("--xla_dump_hlo_as_text") is None
+    assert kept.keep_dumped(dump, str(case), since=1000.0) == ["module_0296.hlo.txt", "module_0386.hlo.txt"]
+    assert (case / "module_0386.hlo.txt").read_text() == "HloModule m0386" and list(dump.iterdir()) == []
+    assert kept.keep_dumped(dump, None, 0.0) == [] and kept.keep_dumped(None, str(case), 0.0) == []

@@ -146,3 +146,15 @@ def test_a_chart_title_names_one_chip_once_whichever_framework_named_it():
     df = pd.DataFrame({"suite": ["attention"] * 2, "device_kind": ["TPU v5 lite", "TPU v5e"],
                        "device_count": [1, 1], "interpret": [False, False]})
     assert cd.title(df, "Attention").splitlines()[1] == "TPU v5 lite ×1"
+
+
+def test_a_run_keeping_traces_has_its_torch_tpu_workers_dump_their_compiled_programs():
+    """`run --explain` on TorchTPU: the worker's libtpu dumps its torch.compile'd programs' HLO text (XLA_FLAGS,
+    which libtpu reads when TorchTPU starts it) for each case to keep beside its trace."""
+    from xlabench.run.workers import WorkerSpec
+
+    flags = WorkerSpec("torch_tpu", 1, hlo_dump="/r/RUN.explain/.hlo-dump").environ()["XLA_FLAGS"].split()
+    assert "--xla_dump_to=/r/RUN.explain/.hlo-dump" in flags and "--xla_dump_hlo_as_text" in flags
+    assert "--xla_dump_hlo_module_re=tt_jit_export.*" in flags
+    assert "xla_dump_to" not in WorkerSpec("jax", 1, hlo_dump="/x").environ()["XLA_FLAGS"]
+    assert "xla_dump_to" not in WorkerSpec("torch_tpu", 1).environ()["XLA_FLAGS"]

@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Mapping
 
 from xlabench.explain import categories
 from xlabench.explain.trace import OpTimes
@@ -162,10 +162,19 @@ def _assemble(per_op: dict[str, tuple[str, float, float, float, float | None]], 
     return out, notes
 
 
-def measured(case_id: str, times: OpTimes, hlo: str, roofs: Roofs, wall_s: float | None = None,
+def program_info(hlo: str | Mapping[str, str], devices: int = 1) -> dict[str, Any]:
+    """Each op's category and counts (categories.categorize) of one HLO text, or of a step's several programs
+    (label -> HLO text; trace.program_times keys their ops ``label/op``)."""
+    if isinstance(hlo, str):
+        return categories.categorize(hlo, devices)
+    return {f"{label}/{name}": op for label, text in hlo.items() for name, op in categories.categorize(text, devices).items()}
+
+
+def measured(case_id: str, times: OpTimes, hlo: str | Mapping[str, str], roofs: Roofs, wall_s: float | None = None,
              attention_flops: float | None = None, interpret: bool = False, devices: int = 1,
              platform: str = "") -> Breakdown:
-    """The breakdown of a traced row: ``times`` of its executable, ``hlo`` its optimized HLO text;
+    """The breakdown of a traced row: ``times`` of its executable, ``hlo`` its optimized HLO text (or its step's
+    programs' texts by label: trace.program_times);
     ``attention_flops``: the analytic FLOPs of its attention per device per step.
 
     A byte rate is held against the HBM roof only from bytes that reach HBM: each op's operands and
@@ -173,7 +182,7 @@ def measured(case_id: str, times: OpTimes, hlo: str, roofs: Roofs, wall_s: float
     every access inside a fusion, VMEM included). Where an op's count is not known (async halves, control
     flow, a fusion that slices), its time is shown without a rate. On an accelerator a rate above its roof
     cannot be (exact peaks, exact op times): the rate is withheld and a note gives the figure."""
-    per_op, unknown = _per_op(times, categories.categorize(hlo, devices))
+    per_op, unknown = _per_op(times, program_info(hlo, devices))
     step_s = times.device_s_per_step
     cats, notes = _assemble(per_op, step_s, roofs, attention_flops)
     b = Breakdown(case_id, False, f"trace ({times.source}, {times.executions} steps)", step_s, cats, wall_s, notes)

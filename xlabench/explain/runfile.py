@@ -113,9 +113,10 @@ def attention_flops(row: Mapping[str, Any]) -> float | None:
     return p.attention_flops() / devices
 
 
-def case_files(meta: Mapping[str, Any], case_id: str, csv: Path) -> tuple[Path, Path | None]:
-    """(the HLO text, the trace or None) kept for a case: its folder under the run's trace root (kept.py;
-    the first repeat's, when several ran)."""
+def case_files(meta: Mapping[str, Any], case_id: str, csv: Path) -> tuple[list[Path], Path | None]:
+    """(the HLO texts, the trace or None) kept for a case: its folder under the run's trace root (kept.py;
+    the first repeat's, when several ran). One HLO text per program the step ran: one for a JAX step, its
+    compiled graphs' for a torch_tpu step."""
     root = trace_root(meta, csv)
     hint = ("`xlabench compile --explain`" if csv.name.endswith(results.COMPILE_SUFFIX)
             else "`xlabench run --explain` (or --trace DIR)")
@@ -125,9 +126,9 @@ def case_files(meta: Mapping[str, Any], case_id: str, csv: Path) -> tuple[Path, 
     hlos = sorted(folder.rglob("*" + HLO_SUFFIX)) if folder.is_dir() else []
     if not hlos:
         raise ExplainError(f"{csv}: case {case_id} has no HLO text under {folder}: run it with {hint}")
-    hlo = hlos[0]
-    traces = sorted(hlo.parent.rglob("*.xplane.pb"))
-    return hlo, (traces[-1] if traces else None)
+    first = [h for h in hlos if h.parent == hlos[0].parent]
+    traces = sorted(hlos[0].parent.rglob("*.xplane.pb"))
+    return first, (traces[-1] if traces else None)
 
 
 def _extract(tar: tarfile.TarFile, dest: Path) -> None:
@@ -169,24 +170,29 @@ def why_not(row: Mapping[str, Any]) -> str | None:
     status = _value(row, "status")
     if status not in EXPLAINED:
         return f"status {status}" + (f" ({str(_value(row, 'error'))[:80]})" if _value(row, "error") else "")
-    if _value(row, "backend") not in (None, "jax"):
-        return f"backend {_value(row, 'backend')}: only JAX rows keep their trace and HLO text"
+    if _value(row, "backend") not in (None, "jax", "torch_tpu"):
+        return f"backend {_value(row, 'backend')}: only JAX and torch_tpu rows keep their trace and HLO text"
     return None
 
 
 def explain_row(row: Mapping[str, Any], meta: Mapping[str, Any], csv: Path,
                 load_planes: Callable[[Path], list[Any]]) -> bd.Breakdown:
     case_id = str(row["case_id"])
-    hlo_path, trace_path = case_files(meta, case_id, csv)
-    hlo = hlo_path.read_text()
+    hlo_paths, trace_path = case_files(meta, case_id, csv)
+    hlo: str | dict[str, str] = hlo_paths[0].read_text()
     devices = max(int(_number(row, "devices") or 1), 1)
     if _value(row, "status") == "compiled":
         return bd.estimated(case_id, hlo, roofs(row), attention_flops(row), devices)
     if trace_path is None:
-        raise ExplainError(f"{csv}: case {case_id} kept its HLO text but no trace (.xplane.pb) under {hlo_path.parent}")
-    module = hlo_path.name[: -len(HLO_SUFFIX)]
+        raise ExplainError(f"{csv}: case {case_id} kept its HLO text but no trace (.xplane.pb) under "
+                           f"{hlo_paths[0].parent}")
     try:
-        times = trace_lib.op_times(load_planes(trace_path), module)
+        if len(hlo_paths) == 1:
+            times = trace_lib.op_times(load_planes(trace_path), hlo_paths[0].name[: -len(HLO_SUFFIX)])
+        else:  # a step of several programs (torch_tpu): each execution matched to its program's HLO text
+            hlo = {p.name[: -len(HLO_SUFFIX)]: p.read_text() for p in hlo_paths}
+            times = trace_lib.program_times(load_planes(trace_path),
+                                            {label: set(bd.program_info(text)) for label, text in hlo.items()})
     except trace_lib.TraceError as e:
         raise ExplainError(f"{trace_path}: {e}") from None
     wall = _number(row, "wall_median_s") or (_number(row, "median_s") if _value(row, "clock") == "wall" else None)

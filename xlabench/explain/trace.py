@@ -173,3 +173,49 @@ def op_times(planes: Iterable[Any], module: str) -> OpTimes:
     for events, keep in kept:
         _add(out, events, keep)
     return out
+
+
+MATCH = 0.9  # the share of an execution's op names one program's HLO must hold to be that program
+
+
+def program_times(planes: Iterable[Any], programs: dict[str, set[str]]) -> OpTimes:
+    """The per-op self times of a step run as several programs (a torch.compile'd step: forward, backward,
+    the optimizer's update), each ``programs[label]`` the instruction names of one program's HLO text. Every
+    execution on the first device plane is matched to a program whose HLO names at least MATCH of its ops, the
+    one its ops fill most (program names are not unique: TorchTPU gives every compiled graph the same one);
+    its ops are keyed
+    ``label/op``. A step is one execution of the program that ran least often; the device seconds of a step
+    are all matched executions' over the steps. TraceError when no execution matches."""
+    plane = min((p for p in planes if p.name.startswith("/device:")), key=lambda p: _device_number(p.name),
+                default=None)
+    lines = {line.name: _events(line) for line in plane.lines} if plane is not None else {}
+    ops = lines.get("XLA Ops", [])
+    runs: dict[str, list[tuple[float, float]]] = {label: [] for label in programs}
+    keep: dict[str, list[bool]] = {label: [False] * len(ops) for label in programs}
+    for m in lines.get("XLA Modules", []):
+        inside = [i for i, e in enumerate(ops) if m.start <= e.start < m.start + m.dur]
+        names = {instruction_name(ops[i].stats.get("hlo_op") or ops[i].name) for i in inside}
+        # of the programs that hold its ops, the one they fill most (two programs may share op names)
+        fits = [(len(names & held) / len(names | held), lb) for lb, held in programs.items()
+                if names and len(names & held) >= MATCH * len(names)]
+        if fits:
+            label = max(fits)[1]
+            runs[label].append((m.start, m.start + m.dur))
+            for i in inside:
+                keep[label][i] = True
+    ran = {label: spans for label, spans in runs.items() if spans}
+    if not ran:
+        raise TraceError(f"no program execution in the trace matches the HLO texts ({', '.join(sorted(programs))}; "
+                         f"planes: {', '.join(sorted(p.name for p in planes)) or 'none'})")
+    steps = min(len(spans) for spans in ran.values())
+    total = sum(hi - lo for spans in ran.values() for lo, hi in spans)
+    out = OpTimes("+".join(sorted(ran)), f"device plane {plane.name}, {len(ran)} programs", steps,
+                  [ns_to_s(total / steps)] * steps)
+    for label in ran:
+        part = OpTimes(label, "", 0, [])
+        _add(part, ops, keep[label])
+        for name, ns in part.self_ns.items():
+            out.self_ns[f"{label}/{name}"] = ns
+            out.calls[f"{label}/{name}"] = part.calls[name]
+            out.stats[f"{label}/{name}"] = part.stats[name]
+    return out

@@ -136,15 +136,24 @@ def worker_variant(backend: str, workload: str, params: dict[str, Any]) -> str:
     return ""
 
 
-def worker_environ(backend: str, devices: int, env: dict[str, str], variant: str = "") -> dict[str, str]:
+# A torch_tpu worker's compiled programs (TorchTPU names each torch.compile'd graph tt_jit_export_...) dumped as
+# optimized HLO text where a run keeps traces: a case keeps its step's programs beside its trace (xlabench explain)
+TORCH_TPU_HLO_DUMP = ("--xla_dump_hlo_as_text", "--xla_dump_hlo_module_re=tt_jit_export.*")
+
+
+def worker_environ(backend: str, devices: int, env: dict[str, str], variant: str = "",
+                   hlo_dump: Optional[str] = None) -> dict[str, str]:
     """Framework-specific variables of a worker: virtual CPU device counts, torch_xla's PJRT device
-    and SPMD mode."""
+    and SPMD mode; ``hlo_dump``: where a torch_tpu worker's libtpu dumps its compiled programs' HLO text
+    (XLA_FLAGS: libtpu reads it when TorchTPU starts it, and refuses --xla_dump_to in LIBTPU_INIT_ARGS)."""
     env = dict(env)
     env.pop(TORCH_XLA_SPMD_VAR, None)
     if variant:
         env[TORCH_XLA_SPMD_VAR] = variant
     flags = [f for f in env.get("XLA_FLAGS", "").split() if "xla_force_host_platform_device_count" not in f]
     flags.append(f"--xla_force_host_platform_device_count={devices}")  # JAX on CPU; no-op elsewhere
+    if backend == "torch_tpu" and hlo_dump:
+        flags += [f"--xla_dump_to={hlo_dump}", *TORCH_TPU_HLO_DUMP]
     env["XLA_FLAGS"] = " ".join(flags)
     if backend == "jax" and variant == COMPILE_VARIANT:
         env.update(COMPILE_ENV)

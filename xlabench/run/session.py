@@ -85,6 +85,17 @@ class Tally:
         return counted
 
 
+HLO_DUMP_DIR = ".hlo-dump"  # under the trace root: a torch_tpu worker's dumped programs, until a case keeps its own
+
+
+def trace_root(opts: Any, csv: Path) -> Optional[Path]:
+    """Where each case keeps its profile and HLO text: ``--trace DIR``, else ``<run-id>.explain/`` with
+    --explain, else nowhere."""
+    if opts.trace_dir is not None:
+        return Path(opts.trace_dir)
+    return explain_dir(csv) if opts.explain else None
+
+
 @dataclass
 class Session:
     """A run's or a compile's files, pools, meta and writer (``primary``: this process writes the files)."""
@@ -109,11 +120,7 @@ class Session:
         return self.pools
 
     def trace_root(self) -> Optional[Path]:
-        """Where each case keeps its profile and HLO text: ``--trace DIR``, else ``<run-id>.explain/`` with
-        --explain, else nowhere."""
-        if self.opts.trace_dir is not None:
-            return Path(self.opts.trace_dir)
-        return explain_dir(self.files.csv) if self.opts.explain else None
+        return trace_root(self.opts, self.files.csv)
 
     def write_meta(self, profile: str, ctx: Any, env: dict[str, Any], jobs: int, **more: Any) -> dict[str, Any]:
         """The meta JSON beside the CSV (primary only): the keys every run and compile has, then ``more``."""
@@ -182,6 +189,8 @@ def open_session(s: suite_lib.Suite, opts: RunOptions, warning: Callable[[str], 
     cache_dir, cache_warning = compile_cache_dir.resolve(opts, s)
     if cache_warning:
         warning(cache_warning)
+    root = trace_root(opts, files.csv)
     pool = WorkerPool(log, interpreters, dist=dist, local_devices=opts.local_devices,
-                      search_path=(str(Path(s.path).resolve().parent),), compile_cache=cache_dir)
+                      search_path=(str(Path(s.path).resolve().parent),), compile_cache=cache_dir,
+                      hlo_dump=str(root.resolve() / HLO_DUMP_DIR) if root is not None else None)
     return Session(s, opts, files, done, run_id, pool, primary)

@@ -36,13 +36,14 @@ class WorkerSpec:
     variant: str = ""  # process-global framework mode (torch_xla SPMD): one worker per variant
     search_path: tuple[str, ...] = ()  # where user impls are imported from (IMPL_PATH_VAR), besides the cwd
     compile_cache: Optional[str] = None  # the persistent compilation cache folder (xlabench/run/compile_cache_dir.py)
+    hlo_dump: Optional[str] = None  # where a torch_tpu worker dumps its programs' HLO text (a run keeping traces)
 
     @property
     def key(self) -> tuple[str, int, str, str]:
         return (self.backend, self.devices, self.python, self.variant)
 
     def environ(self) -> dict[str, str]:
-        env = worker_environ(self.backend, self.devices, dict(os.environ), self.variant)
+        env = worker_environ(self.backend, self.devices, dict(os.environ), self.variant, self.hlo_dump)
         if self.dist is not None:
             env.update(self.dist.worker_env())
         env["PYTHONUNBUFFERED"] = "1"
@@ -169,9 +170,11 @@ class WorkerPool:
 
     def __init__(self, log_path: Optional[Path], interpreters: Interpreters = Interpreters(),
                  dist: Optional[DistributedConfig] = None, local_devices: Optional[int] = None,
-                 search_path: tuple[str, ...] = (), compile_cache: Optional[str] = None):
+                 search_path: tuple[str, ...] = (), compile_cache: Optional[str] = None,
+                 hlo_dump: Optional[str] = None):
         self.log_path = log_path
         self.compile_cache = compile_cache
+        self.hlo_dump = hlo_dump
         self.search_path = search_path
         self.interpreters = interpreters
         self.dist = dist
@@ -182,7 +185,7 @@ class WorkerPool:
     def like(self) -> "WorkerPool":
         """A new, empty pool with this one's settings (``--jobs``: one pool per job)."""
         return WorkerPool(self.log_path, self.interpreters, self.dist, self.local_devices, self.search_path,
-                          self.compile_cache)
+                          self.compile_cache, self.hlo_dump)
 
     def missing(self, backend: str) -> Optional[str]:
         """Why ``backend`` cannot run here at all (its environment is absent), or None."""
@@ -199,7 +202,7 @@ class WorkerPool:
         elif self.local_devices:
             devices = self.local_devices
         spec = WorkerSpec(backend, devices, self.interpreters.python_for(backend), self.dist, variant,
-                          self.search_path, self.compile_cache)
+                          self.search_path, self.compile_cache, self.hlo_dump)
         if spec.key in self._start_failures:  # a worker that cannot start will not start next case either
             raise WorkerError(self._start_failures[spec.key])
         w = self._workers.get(spec.key)

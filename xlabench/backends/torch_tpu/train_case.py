@@ -6,6 +6,7 @@ is a skip (TorchTPU's SPMD is not wired here)."""
 
 from __future__ import annotations
 
+import os
 import time
 from typing import Any, Callable, Optional
 
@@ -17,6 +18,7 @@ from xlabench.backends.torch_shared.model import Transformer, checkpoint_layers,
 from xlabench.backends.torch_tpu.attention_case import TORCH_DTYPES, highest_precision, record, tuned_config
 from xlabench.backends.torch_tpu.common import TRACE_SOURCE, fresh_case, peak_memory, profiled_seconds, surface
 from xlabench.backends.torch_tpu import env
+from xlabench.explain.kept import dump_dir, keep_dumped
 from xlabench.measure.phases import Phases
 from xlabench.measure.timing import TimingPlan, time_calls, with_timer
 from xlabench.protocol.worker_messages import CaseResult, CaseSkipped
@@ -100,6 +102,7 @@ def run_train_case(params: dict[str, Any], impl: str, plan: TimingPlan, interpre
     p = TrainParams(**params)
     checks(p)
     fresh_case()
+    began = time.time()  # the programs compiled since then are this case's (kept beside its trace)
     tokens_np = make_tokens(p, TOKEN_SEED)
     phase, tuned = Phases(), {}
     try:
@@ -126,6 +129,8 @@ def run_train_case(params: dict[str, Any], impl: str, plan: TimingPlan, interpre
             traced = profiled_seconds(step, len(loops), plan.trace_dir) if plan.device_timed else ()
     except Exception as e:
         raise skip_for(e) from None
+    # the step's compiled programs' HLO text beside its trace, where the run keeps traces (xlabench explain)
+    keep_dumped(dump_dir(os.environ.get("XLA_FLAGS", "")), plan.trace_dir, began)
     samples = [t / n for t in loops]
     mem, mem_note = peak_memory()
     losses = [float(loss) for loss, _ in timed]
