@@ -444,3 +444,29 @@ def test_the_paged_charts_text_says_its_batch_axis_where_it_is_described():
             for name in ("README.md", "docs/plots.md")}
     for said in (*rows.values(), plots.KINDS["paged"].doc):
         assert "one context" in said and "the batch" in said, said
+
+
+def test_one_chips_mfu_of_both_frameworks_shares_a_panel_per_model(tmp_path) -> None:
+    """Issue 58: the gpt2 suite's MFU chart on a v5e drew JAX and torch_tpu in panels of their own, with y axes of
+    their own (0-60% beside 0-9%), titled 'TPU v5 lite' and 'TPU v5e' for one chip. One panel per chip and
+    model now holds both frameworks' lines (a dash per framework), under one chip name."""
+    rows = pd.DataFrame([{"workload": "train", "backend": be, "device_kind": kind, "model": "gpt2-124m", "impl": impl,
+                          "sharding": "fsdp", "global_batch": b, "mfu": m * b, "status": "ok", "correct": True}
+                         for be, kind, m in (("jax", "TPU v5 lite", 0.05), ("torch_tpu", "TPU v5e", 0.02))
+                         for impl in ("naive", "splash") for b in (4, 8)])
+    from xlabench import results
+
+    rows.reindex(columns=results.COLUMN_NAMES).assign(suite="gpt2", schema_version=results.SCHEMA_VERSION,
+                                                      case_id=[f"c{i}" for i in range(len(rows))]).to_csv(
+        tmp_path / "run.csv", index=False)
+    chart = plots.mfu_vs_batch(cd.load([tmp_path / "run.csv"]))
+    panels = {p for p, _ in chart.artists}
+    assert panels == {"TPU v5e · gpt2-124m"}, panels
+    lines = {lab: a for (_, lab), a in chart.artists.items()}
+    assert set(lines) == {"naive · jax", "splash · jax", "naive · torch_tpu", "splash · torch_tpu"}, set(lines)
+    assert lines["splash · jax"].get_linestyle() != lines["splash · torch_tpu"].get_linestyle()
+    assert lines["splash · jax"].get_color() == lines["splash · torch_tpu"].get_color()
+    assert same(lines["splash · torch_tpu"].get_ydata(), [8.0, 16.0])
+    # a lone point draws no dash: the second framework's markers are hollow
+    assert lines["splash · torch_tpu"].get_markerfacecolor() == "white"
+    assert lines["splash · jax"].get_markerfacecolor() == lines["splash · jax"].get_color()

@@ -36,6 +36,13 @@ class Encoding:
     values: dict[str, list[Any]]  # the values of the dash and marker keys, in series order
     dash_levels: list[Any] = field(default_factory=list)  # the dash key's values, in series order
     colour_levels: list[Any] = field(default_factory=list)  # the colour key's (its own marker when no dash key)
+    hollow_by: Optional[str] = None  # a key whose values after the first draw hollow markers (a lone point's dash)
+
+    def face(self, values: dict[str, Any], colour: Any) -> Any:
+        """The marker's fill: hollow (white) for the hollow key's values after the first."""
+        if self.hollow_by is None or self.hollow_by not in values:
+            return colour
+        return colour if cd.position(self.dash_levels, values[self.hollow_by]) == 0 else "white"
 
     def dash(self, values: dict[str, Any]) -> Any:
         if self.dash_by is None:
@@ -64,6 +71,8 @@ def _encoding(series: list[tuple[dict[str, Any], pd.DataFrame]], colour_by: str,
     marker = free.pop(0) if free else None
     values = {k: cd.levels(v[k] for v, _ in series) for k in (dash, marker) if k is not None and k in extras}
     dash_levels = cd.levels(v[dash] for v, _ in series) if dash is not None else []
+    if dash is not None and dash not in values and len({style(v).linestyle for v in dash_levels}) < len(dash_levels):
+        values[dash] = dash_levels  # values with no line style of their own (frameworks): a dash each, in order
     return Encoding(colour_by, dash, marker, free, values, dash_levels, cd.levels(v[colour_by] for v, _ in series))
 
 
@@ -92,9 +101,12 @@ def _key(enc: Encoding, series: list[tuple[dict[str, Any], pd.DataFrame]], band:
     if enc.dash_by and enc.dash_by != enc.colour_by:
         for value in cd.levels(v[enc.dash_by] for v, _ in series):
             if drawn(enc.dash_by, value):
+                hollow = enc.hollow_by == enc.dash_by
+                marker = "o" if hollow else None if enc.marker_by else enc.marker({enc.dash_by: value})
                 out.append(Line2D([], [], color="#555555", linestyle=enc.dash({enc.dash_by: value}),
-                                  marker=None if enc.marker_by else enc.marker({enc.dash_by: value}), markersize=5,
-                                  linewidth=1.6, label=entry(enc.dash_by, value, named=enc.dash_by in enc.values)))
+                                  marker=marker, markersize=5, linewidth=1.6,
+                                  markerfacecolor=enc.face({enc.dash_by: value}, "#555555") if hollow else None,
+                                  label=entry(enc.dash_by, value, named=enc.dash_by in enc.values)))
     if enc.marker_by:
         for value in enc.values[enc.marker_by]:
             out.append(Line2D([], [], color="#555555", linestyle="none", marker=enc.marker({enc.marker_by: value}),
@@ -156,7 +168,7 @@ def _line_chart(kind: str, rows: pd.DataFrame, *, x: str, y: pd.Series, panel_ke
                 xlabel: str, ylabel: str, what: str, x_values: Optional[pd.Series] = None,
                 util: Optional[tuple[str, str, str]] = None, hline: Optional[tuple[float, str, str]] = None,
                 x_labels: Optional[dict[float, str]] = None, gap_reason: str = "failed, skipped or wrong",
-                spread: bool = True, log_y: bool = False) -> Chart:
+                spread: bool = True, log_y: bool = False, hollow_by: Optional[str] = None) -> Chart:
     """The shared shape of the line charts: facets, one line per series, NaN gaps, markers, styles, the
     p10-p90 spread as a band (y must then be a rate: inversely proportional to the time), a key legend.
 
@@ -173,6 +185,7 @@ def _line_chart(kind: str, rows: pd.DataFrame, *, x: str, y: pd.Series, panel_ke
     gaps = 0
     empty: dict[str, list[tuple[str, pd.DataFrame]]] = {}  # colour value: its series with no usable point
     enc = _encoding(_series(rows, first, extras, orders), colour_by, dash_by, extras)
+    enc.hollow_by = hollow_by if hollow_by == enc.dash_by else None
     lo_all, hi_all = spread_band(rows, y) if spread else (y * np.nan, y * np.nan)
     banded = False
     for ax, (ptitle, p) in zip(axes, facets):
@@ -188,7 +201,7 @@ def _line_chart(kind: str, rows: pd.DataFrame, *, x: str, y: pd.Series, panel_ke
             gaps += int(np.isnan(ys).sum())
             colour = style(values[colour_by]).colour
             (line,) = ax.plot(xv, ys, label=lab, marker=enc.marker(values), markersize=5, linewidth=1.6,
-                              color=colour, linestyle=enc.dash(values))
+                              color=colour, linestyle=enc.dash(values), markerfacecolor=enc.face(values, colour))
             chart.artists[(ptitle, lab)] = line
             lo, hi = lo_all[s.index].to_numpy(dtype=float), hi_all[s.index].to_numpy(dtype=float)
             banded |= _draw_band(ax, xv, lo, hi, colour) is not None

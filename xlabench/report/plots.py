@@ -20,13 +20,14 @@ from matplotlib.axes import Axes
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
+from xlabench.hardware import chip_name
 from xlabench.report import chartdata as cd
 from xlabench.report import explain_chart, roofline_chart
 from xlabench.report.bar_labels import _place_bar_labels
 from xlabench.report.chart_parts import (  # noqa: F401 (grid: the charts' API for tests)
     grid, wrap_title, add_note,
     Chart, MARKERS, NoData, _drop_empty, _facets, _finish, _log2_x, _panels, _rows, _series,
-    _series_label, peak_note, style,
+    _series_label, peak_note, style, unusable_note,
 )
 from xlabench.report.line_chart import _line_chart, spread_band  # noqa: F401 (spread_band: for tests)
 from xlabench.protocol import status as st
@@ -39,15 +40,30 @@ from xlabench.workloads.record import FitChart
 
 def mfu_vs_batch(df: pd.DataFrame) -> Chart:
     """Train rows: MFU (%) vs global batch, a line per sharding mode (colour) and attention impl (dash); on
-    one device (one sharding mode: a slice of one chip runs every mode as one program) a line per impl."""
+    one device (one sharding mode: a slice of one chip runs every mode as one program) a line per impl, and the
+    frameworks side by side in one panel per chip and model (a dash per framework; the chip by one name
+    whichever framework named it)."""
     rows = _rows(df, "train", ["global_batch", "mfu"])
     y = cd.metric(rows, "mfu", 100)
     one_mode = cd.text(rows["sharding"]).nunique() <= 1
+    backend = cd.text(rows["backend"])
+    drawn = set(backend[y.notna()])
+    frameworks = one_mode and len(drawn) > 1
+    gone = sorted(set(backend) - drawn) if frameworks else []  # named by framework in the footer, no panel
+    if gone:
+        notes = [unusable_note(b, rows[backend == b]) for b in gone]
+        rows, y = rows[backend.isin(drawn)], y[backend.isin(drawn)]
+    if frameworks:  # one chip, one name: JAX's 'TPU v5 lite' and TorchTPU's 'TPU v5e' share a panel
+        rows = rows.assign(device_kind=rows["device_kind"].map(lambda k: chip_name(k) if isinstance(k, str) else k))
     chart = _line_chart("mfu_batch", rows, x="global_batch", y=y,
-                        panel_keys=["backend", "device_kind", "model"],
-                        first=["impl"] if one_mode else ["sharding", "impl"],
-                        colour_by="impl" if one_mode else "sharding", dash_by=None if one_mode else "impl",
+                        panel_keys=["device_kind", "model"] if frameworks else ["backend", "device_kind", "model"],
+                        first=["impl", "backend"] if frameworks else ["impl"] if one_mode else ["sharding", "impl"],
+                        colour_by="impl" if one_mode else "sharding",
+                        dash_by="backend" if frameworks else None if one_mode else "impl",
+                        hollow_by="backend" if frameworks else None,
                         ncols=2, xlabel="global batch (sequences)", ylabel="MFU (%)", what="MFU vs global batch")
+    for note in notes if gone else []:
+        add_note(chart, note)
     note = peak_note(rows)
     if note:
         add_note(chart, note)
