@@ -106,17 +106,14 @@ for arg in "$@"; do
     torch-tpu-train)  # GPT-2 355M on TorchTPU, splash, two batches (benchmarks/tpu/torch_tpu_train_v5e.yaml);
       # TRAIN_YAML=NAME runs benchmarks/tpu/NAME.yaml instead (torch_tpu_train_124m_v5e, jax_train_124m_v5e)
       run_in "$step" "benchmarks/tpu/${TRAIN_YAML:-torch_tpu_train_v5e}.yaml" "$limit" "${k[@]}" ;;
-    torch-tpu-explain)  # the torch_tpu train step (TRAIN_YAML, default torch_tpu_train_124m_v5e) with what explains it:
-      # each case's profiler trace kept (--explain) and every program's optimized HLO (XLA_FLAGS; this libtpu refuses
-      # --xla_dump_to in LIBTPU_INIT_ARGS), the compiled programs' text kept (benchmarks/hlo_by_op.py reads them)
-      XLA_FLAGS="${XLA_FLAGS:+$XLA_FLAGS }--xla_dump_to=$OUT/hlo-dump --xla_dump_hlo_as_text" RUN_ARGS="${RUN_ARGS:-} --explain" \
-        run_in "$step" "benchmarks/tpu/${TRAIN_YAML:-torch_tpu_train_124m_v5e}.yaml" "$limit" "${k[@]}"
-      mkdir -p "$OUT/results/hlo"
-      # the torch.compile'd programs (TorchTPU names them tt_jit_export_...; the rest are single eager ops)
-      for f in "$OUT"/hlo-dump/*tt_jit_export*after_optimizations.txt; do
-        [ -f "$f" ] && gzip -9 -c "$f" > "$OUT/results/hlo/$(basename "$f").gz"
-      done
-      rm -rf "$OUT/hlo-dump" ;;
+    torch-tpu-explain)  # the torch_tpu train step (TRAIN_YAML, default torch_tpu_train_124m_v5e) with what explains it
+      # (--explain): each case's profiler trace and its compiled programs' HLO text (the torch_tpu worker dumps them:
+      # run/envs.py), then `xlabench explain` on the run; all of it in the step's tar
+      RUN_ARGS="${RUN_ARGS:-} --explain" run_in "$step" "benchmarks/tpu/${TRAIN_YAML:-torch_tpu_train_124m_v5e}.yaml" \
+        "$limit" "${k[@]}"
+      for csv in "$OUT/results/$step"/*/*.csv; do
+        case $csv in *.samples.csv|*.compile.csv) ;; *) xb explain "$csv" 2>&1 | tee -a "$OUT/$step.log" ;; esac
+      done ;;
     torch-tpu-info) xb info --backend torch_tpu 2>&1 | tee "$OUT/info-torch-tpu.log" ;;
     torch-tpu-probe)  # how TorchTPU compiles the torch train step, three ways (benchmarks/tpu/torch_tpu_train_probe.py):
       # PROBES="variant:impl:batch[:model[:opt]] ..." (default below), each in its own process under the step's limit

@@ -485,3 +485,46 @@ def test_a_case_keeps_the_programs_dumped_since_it_began_and_clears_the_dump(tmp
     assert kept.keep_dumped(dump, str(case), since=1000.0) == ["module_0296.hlo.txt", "module_0386.hlo.txt"]
     assert (case / "module_0386.hlo.txt").read_text() == "HloModule m0386" and list(dump.iterdir()) == []
     assert kept.keep_dumped(dump, None, 0.0) == [] and kept.keep_dumped(None, str(case), 0.0) == []
+
+
+def test_a_torch_programs_ops_traced_in_the_optimizer_are_the_optimizers() -> None:
+    """A torch.compile'd program's HLO prints the Python stack each op was traced in (FunctionNames,
+    FileLocations, StackFrames; ops carry stack_frame_id): an op traced inside the function named
+    OPTIMIZER_SCOPE (torch_shared/optim.py's) is the optimizer's, as a JAX op in that named scope is."""
+    optim = Path(categories.__file__).parents[1] / "backends" / "torch_shared" / "optim.py"  # (torch: not here)
+    assert f"def {categories.OPTIMIZER_SCOPE}(" in optim.read_text()
+    text = """HloModule tt_jit_export, is_scheduled=true
+
+FileNames
+1 "/x/optim.py"
+FunctionNames
+1 "step"
+2 "xlabench_optimizer"
+3 "adamw_update"
+FileLocations
+1 {file_name_id=1 function_name_id=1 line=9 end_line=9 column=0 end_column=0}
+2 {file_name_id=1 function_name_id=2 line=10 end_line=10 column=0 end_column=0}
+3 {file_name_id=1 function_name_id=3 line=30 end_line=30 column=0 end_column=0}
+StackFrames
+1 {file_location_id=1 parent_frame_id=1}
+2 {file_location_id=2 parent_frame_id=1}
+3 {file_location_id=3 parent_frame_id=2}
+
+%fused_upd (p0: f32[128,256], p1: f32[128,256]) -> f32[128,256] {
+  %p0 = f32[128,256]{1,0} parameter(0)
+  %p1 = f32[128,256]{1,0} parameter(1)
+  ROOT %mul.1 = f32[128,256]{1,0} multiply(%p0, %p1), metadata={op_name="mul" stack_frame_id=3}
+}
+
+ENTRY %main (a: f32[128,256], b: f32[128,256]) -> (f32[128,256], f32[128,256]) {
+  %a = f32[128,256]{1,0} parameter(0)
+  %b = f32[128,256]{1,0} parameter(1)
+  %upd_fusion.1 = f32[128,256]{1,0} fusion(%a, %b), kind=kLoop, calls=%fused_upd
+  %add.2 = f32[128,256]{1,0} add(%a, %b), metadata={op_name="add" stack_frame_id=1}
+  ROOT %t = (f32[128,256], f32[128,256]) tuple(%upd_fusion.1, %add.2)
+}
+"""
+    assert categories.traced_in(text)[3] == {"adamw_update", "xlabench_optimizer", "step"}
+    got = categories.categorize(text)
+    assert got["upd_fusion.1"].category == "optimizer" and got["add.2"].category == "elementwise"
+    assert categories.traced_in(HLO) == {}

@@ -200,8 +200,46 @@ def kernel_name(instr: hlo_text.Instruction) -> str:
     return m.group(1) if m else re.sub(r"\.\d+$", "", instr.name)
 
 
-def classify(instr: hlo_text.Instruction, comps: dict[str, hlo_text.Computation]) -> tuple[str, str]:
-    """(category, kernel name) of one instruction (the rules of the module docstring, in order)."""
+_FRAME_ID = re.compile(r"stack_frame_id=(\d+)")
+_TABLE_ROW = re.compile(r'^(\d+) (?:"(.*)"|\{(.*)\})$')
+
+
+def traced_in(text: str) -> dict[int, frozenset[str]]:
+    """Stack frame id -> the names of the functions on its stack (itself and its parents), from the tables an HLO
+    module prints before its computations where its ops were traced from Python (a torch.compile'd graph:
+    FunctionNames, FileLocations, StackFrames); {} where it has none (JAX prints op_name scopes instead)."""
+    tables: dict[str, dict[int, str]] = {}
+    current = None
+    for line in text.splitlines():
+        if line in ("FileNames", "FunctionNames", "FileLocations", "StackFrames"):
+            current = tables.setdefault(line, {})
+        elif current is not None and (m := _TABLE_ROW.match(line)):
+            current[int(m.group(1))] = m.group(2) if m.group(2) is not None else m.group(3)
+        elif line.startswith(("HloModule", "%", "ENTRY")) or not line.strip():
+            current = None if line.strip() else current
+    fields = {k: {i: dict(f.split("=", 1) for f in v.split()) for i, v in rows.items()}
+              for k, rows in tables.items() if k in ("FileLocations", "StackFrames")}
+    names, locs, frames = tables.get("FunctionNames", {}), fields.get("FileLocations", {}), fields.get("StackFrames", {})
+    out: dict[int, frozenset[str]] = {}
+    for fid in frames:
+        seen, f, chain = set(), fid, []
+        while f in frames and f not in seen:
+            seen.add(f)
+            chain.append(names.get(int(locs.get(int(frames[f]["file_location_id"]), {}).get("function_name_id", 0)), ""))
+            f = int(frames[f].get("parent_frame_id", 0))
+        out[fid] = frozenset(chain)
+    return out
+
+
+def _traced_as_optimizer(instrs: list[hlo_text.Instruction], frames: dict[int, frozenset[str]]) -> bool:
+    """Whether an op was traced inside a function named OPTIMIZER_SCOPE (the torch step's update)."""
+    return any(OPTIMIZER_SCOPE in frames.get(int(m.group(1)), ()) for i in instrs if (m := _FRAME_ID.search(i.rest)))
+
+
+def classify(instr: hlo_text.Instruction, comps: dict[str, hlo_text.Computation],
+             frames: dict[int, frozenset[str]] | None = None) -> tuple[str, str]:
+    """(category, kernel name) of one instruction (the rules of the module docstring, in order); ``frames``: the
+    module's stack frames (traced_in), where its ops were traced from Python."""
     inner = _fused(instr, comps) if instr.opcode in ("fusion", "async-start", "async-done", "async-update") else []
     opcodes = {instr.opcode} | {i.opcode for i in inner}
     if opcodes & COLLECTIVE_OPCODES:
@@ -212,7 +250,7 @@ def classify(instr: hlo_text.Instruction, comps: dict[str, hlo_text.Computation]
     if opcodes & {"dot", "convolution"}:
         return "matmul", ""
     names = [op_name(instr)] + [op_name(i) for i in inner]
-    if any(OPTIMIZER_SCOPE in n for n in names):
+    if any(OPTIMIZER_SCOPE in n for n in names) or (frames and _traced_as_optimizer([instr, *inner], frames)):
         return "optimizer", ""
     if instr.opcode in _MOVES or (instr.opcode == "fusion" and inner
                                    and {i.opcode for i in inner} <= _MOVES | _PLUMBING):
@@ -229,10 +267,11 @@ def categorize(text: str, devices: int = 1) -> dict[str, OpInfo]:
     ``devices``: the program's devices (a collective's group, where its text names none)."""
     comps = hlo_text.parse_module(text)
     shapes = {i.name: i.shape for c in comps.values() for i in c.instructions}
+    frames = traced_in(text)
     out: dict[str, OpInfo] = {}
     for comp in comps.values():
         for instr in comp.instructions:
-            category, kernel = classify(instr, comps)
+            category, kernel = classify(instr, comps, frames)
             inner = _fused(instr, comps) if instr.opcode == "fusion" else []
             flops = sum(op_flops(i, shapes) for i in inner) if inner else op_flops(instr, shapes)
             out[instr.name] = OpInfo(instr.name, instr.opcode, category, flops, _io_bytes(instr, shapes), kernel,
