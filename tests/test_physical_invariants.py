@@ -402,3 +402,22 @@ def test_every_committed_run_that_planned_its_cases_says_when_it_ended_or_that_i
             assert meta.get("ended") or meta.get("interrupted"), path
             if meta.get("ended"):
                 assert meta["ended"] >= meta["started"], path
+
+
+def test_rederive_roofline_changes_only_the_stale_rows_and_keeps_the_files_line_endings(tmp_path: Path) -> None:
+    """benchmarks/rederive_roofline.py read a run file with read_text (universal newlines) and so wrote a
+    written file's \\r\\n back as \\n: every line of the file changed where a few rows' cells did."""
+    from benchmarks.rederive_roofline import rederive
+
+    lines = (ROOT / "tests" / "fixtures" / "run_attention_roofline_cpu.csv").read_bytes().decode().splitlines(True)
+    assert all(line.endswith("\r\n") for line in lines)
+    bound = next(r for r in audit_files.read_run(ROOT / "tests" / "fixtures" / "run_attention_roofline_cpu.csv")
+                 if r.get("bound_s"))["bound_s"]
+    at = next(i for i, line in enumerate(lines) if repr(bound) in line)
+    lines[at] = lines[at].replace(repr(bound), repr(bound * 3))  # one row's stored floor made stale
+    path = tmp_path / "run.csv"
+    path.write_bytes("".join(lines).encode())
+    text, changed = rederive(path)
+    after = text.splitlines(True)
+    assert len(after) == len(lines) and all(line.endswith("\r\n") for line in after)
+    assert sum(a != b for a, b in zip(after, lines)) == changed >= 1 and after[at] != lines[at]
