@@ -84,6 +84,19 @@ def test_item1_audit_compares_the_stored_roofline_columns_with_its_recomputation
     assert "roofline_frac 1.049 but" in why and "0.52" in why and "bound_s" in why
 
 
+def test_item1_the_recomputed_collective_floor_takes_the_rows_topology() -> None:
+    """The llama2-2b v4-8 compile rows were built on 'v4:2x2x1' (2 ICI axes, 90 GB/s per device): the audit's
+    recomputation (and benchmarks/rederive_roofline.py with it) took no topology, one axis at 45 GB/s, and
+    would have doubled the stored collective_s."""
+    from benchmarks.rederive_roofline import rederive
+
+    path = ROOT / "tests" / "fixtures" / "compile_llama_v4_8.compile.csv"
+    for row in audit_files.read_run(path):
+        assert row["topology"].startswith("v4:2x2x1 ") and row["ici_gbytes_per_s"] == 90
+        assert invariants._roof(row)["collective_s"] == pytest.approx(row["collective_s"], rel=1e-9)
+    assert rederive(path) == (path.read_bytes().decode(), 0)
+
+
 def test_item1_an_accelerator_row_may_beat_its_floor_only_by_its_timer_noise() -> None:
     """Exact on accelerator rows: roofline_frac <= 1 plus the timer's measured noise (the median's distance
     to its p10), stated; the old 5% slack let a 3% beat pass silently."""
