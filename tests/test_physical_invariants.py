@@ -434,3 +434,16 @@ def test_rederive_roofline_changes_only_the_stale_rows_and_keeps_the_files_line_
     after = text.splitlines(True)
     assert len(after) == len(lines) and all(line.endswith("\r\n") for line in after)
     assert sum(a != b for a, b in zip(after, lines)) == changed >= 1 and after[at] != lines[at]
+
+
+def test_every_committed_run_file_holds_the_roofline_its_inputs_give_today() -> None:
+    """The stored roofline columns of every committed run and compile file (docs/data and the test
+    fixtures the committed charts are made from) equal benchmarks/rederive_roofline.py's recomputation.
+    The roofline chart draws a compile point at today's FLOPs over the row's stored bound_s: fixtures
+    stored before the causal rule put the causal ceilings at half their roof, and nothing said so: the
+    fixtures were never audited, and the audit judges measured rows only, not compile rows."""
+    from benchmarks.rederive_roofline import rederive
+
+    stale = {str(p.relative_to(ROOT)): n for p in audit_files.run_files([ROOT / "docs" / "data", ROOT / "tests" / "fixtures"])
+             if (n := rederive(p)[1])}
+    assert stale == {}, f"re-derive with benchmarks/rederive_roofline.py: {stale}"
