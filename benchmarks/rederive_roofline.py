@@ -35,7 +35,7 @@ COLUMNS = (*ROOFLINE_NUMBERS, "bound_by", "roofline_source", "roofline_note")
 
 def rederive(path: Path) -> tuple[str, int]:
     """The file's text with its roofline columns re-derived, and how many rows changed."""
-    text = path.read_text(encoding="utf-8")
+    text = path.read_bytes().decode("utf-8")  # not read_text: it turns a written file's \r\n into \n
     raw = list(csv.DictReader(io.StringIO(text)))
     fields = list(csv.DictReader(io.StringIO(text)).fieldnames or [])
     typed = audit_files.read_run(path)
@@ -73,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
         stale += 1
         print(f"{path}: {changed} row(s) {'would change' if args.check else 're-derived'}")
         if not args.check:
-            path.write_text(text, encoding="utf-8")
+            path.write_bytes(text.encode("utf-8"))
     return 1 if (stale and args.check) else 0
 
 

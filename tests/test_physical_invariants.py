@@ -84,6 +84,19 @@ def test_item1_audit_compares_the_stored_roofline_columns_with_its_recomputation
     assert "roofline_frac 1.049 but" in why and "0.52" in why and "bound_s" in why
 
 
+def test_item1_the_recomputed_collective_floor_takes_the_rows_topology() -> None:
+    """The llama2-2b v4-8 compile rows were built on 'v4:2x2x1' (2 ICI axes, 90 GB/s per device): the audit's
+    recomputation (and benchmarks/rederive_roofline.py with it) took no topology, one axis at 45 GB/s, and
+    would have doubled the stored collective_s."""
+    from benchmarks.rederive_roofline import rederive
+
+    path = ROOT / "tests" / "fixtures" / "compile_llama_v4_8.compile.csv"
+    for row in audit_files.read_run(path):
+        assert row["topology"].startswith("v4:2x2x1 ") and row["ici_gbytes_per_s"] == 90
+        assert invariants._roof(row)["collective_s"] == pytest.approx(row["collective_s"], rel=1e-9)
+    assert rederive(path) == (path.read_bytes().decode(), 0)
+
+
 def test_item1_an_accelerator_row_may_beat_its_floor_only_by_its_timer_noise() -> None:
     """Exact on accelerator rows: roofline_frac <= 1 plus the timer's measured noise (the median's distance
     to its p10), stated; the old 5% slack let a 3% beat pass silently."""
@@ -402,3 +415,35 @@ def test_every_committed_run_that_planned_its_cases_says_when_it_ended_or_that_i
             assert meta.get("ended") or meta.get("interrupted"), path
             if meta.get("ended"):
                 assert meta["ended"] >= meta["started"], path
+
+
+def test_rederive_roofline_changes_only_the_stale_rows_and_keeps_the_files_line_endings(tmp_path: Path) -> None:
+    """benchmarks/rederive_roofline.py read a run file with read_text (universal newlines) and so wrote a
+    written file's \\r\\n back as \\n: every line of the file changed where a few rows' cells did."""
+    from benchmarks.rederive_roofline import rederive
+
+    lines = (ROOT / "tests" / "fixtures" / "run_attention_roofline_cpu.csv").read_bytes().decode().splitlines(True)
+    assert all(line.endswith("\r\n") for line in lines)
+    bound = next(r for r in audit_files.read_run(ROOT / "tests" / "fixtures" / "run_attention_roofline_cpu.csv")
+                 if r.get("bound_s"))["bound_s"]
+    at = next(i for i, line in enumerate(lines) if repr(bound) in line)
+    lines[at] = lines[at].replace(repr(bound), repr(bound * 3))  # one row's stored floor made stale
+    path = tmp_path / "run.csv"
+    path.write_bytes("".join(lines).encode())
+    text, changed = rederive(path)
+    after = text.splitlines(True)
+    assert len(after) == len(lines) and all(line.endswith("\r\n") for line in after)
+    assert sum(a != b for a, b in zip(after, lines)) == changed >= 1 and after[at] != lines[at]
+
+
+def test_every_committed_run_file_holds_the_roofline_its_inputs_give_today() -> None:
+    """The stored roofline columns of every committed run and compile file (docs/data and the test
+    fixtures the committed charts are made from) equal benchmarks/rederive_roofline.py's recomputation.
+    The roofline chart draws a compile point at today's FLOPs over the row's stored bound_s: fixtures
+    stored before the causal rule put the causal ceilings at half their roof, and nothing said so: the
+    fixtures were never audited, and the audit judges measured rows only, not compile rows."""
+    from benchmarks.rederive_roofline import rederive
+
+    stale = {str(p.relative_to(ROOT)): n for p in audit_files.run_files([ROOT / "docs" / "data", ROOT / "tests" / "fixtures"])
+             if (n := rederive(p)[1])}
+    assert stale == {}, f"re-derive with benchmarks/rederive_roofline.py: {stale}"

@@ -48,17 +48,23 @@ def test_roofline_tick_labels_never_overlap_near_the_ridge(attention_roofline, s
 
 
 def test_roofline_fill_key_is_in_no_impls_colour_and_points_above_the_roof_are_explained(attention_roofline):
-    chart = plots.roofline_chart.roofline(attention_roofline)
-    impl_colours = {style(i).colour.lower() for i in attention_roofline["impl"].unique()}
+    # the fixture's rows, re-derived, are all at or under their roof (a CPU row that beat its floor of XLA's
+    # bytes is held to the bytes it must move): two rows made to beat their floor 2x give the note its points
+    df = attention_roofline.copy()
+    beat = df.index[df["status"].eq("ok") & df["bound_s"].notna()][:2]
+    df.loc[beat, "median_s"] = df.loc[beat, "bound_s"] / 2
+    chart = plots.roofline_chart.roofline(df)
+    impl_colours = {style(i).colour.lower() for i in df["impl"].unique()}
     for h in chart.key:
-        if h.get_label() not in set(attention_roofline["impl"].astype(str)):
+        if h.get_label() not in set(df["impl"].astype(str)):
             assert str(h.get_color()).lower() not in impl_colours, h.get_label()
     assert "measured" not in _legend_labels(chart)  # measured rows only: the footer says filled = measured
-    pts = plots.roofline_chart.points(attention_roofline)
+    assert "above the roof" not in _footer(plots.roofline_chart.roofline(attention_roofline))
+    pts = plots.roofline_chart.points(df)
     peak_tf = float(pd.to_numeric(pts["peak_tflops"]).median())
     peak_gb = float(pd.to_numeric(pts["peak_gbytes_per_s"]).median())
     above = int((pts["y"] > np.minimum(peak_tf, pts["x"] * peak_gb / 1e3) * 1.05).sum())
-    assert above > 0
+    assert above == 2
     assert f"{above} of {len(pts)} measured point(s) above the roof" in _footer(chart)
     assert "against each other" in _footer(chart)
 

@@ -104,8 +104,11 @@ def peak_memory(row: Mapping[str, Any], host: Host = Host()) -> Optional[str]:
 
 
 def _roof(row: Mapping[str, Any]) -> dict[str, Any]:
-    """The row's roofline recomputed from its inputs (counts, peaks, case columns) by this xlabench."""
-    ici = interconnect(str(row.get("device_kind") or ""), None, num(row, "peak_gbytes_per_s")).gbytes_per_s
+    """The row's roofline recomputed from its inputs (counts, peaks, case columns) by this xlabench, on the
+    topology its builder used: a compile row's ``topology`` column is the target's name and then its
+    options ('v4:2x2x1 (chip_config_name=megacore)'); a run row has none."""
+    topology = str(row.get("topology") or "").split(" ")[0] or None
+    ici = interconnect(str(row.get("device_kind") or ""), topology, num(row, "peak_gbytes_per_s")).gbytes_per_s
     return roofline.roofline(row, ici)
 
 
