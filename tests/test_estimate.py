@@ -78,9 +78,9 @@ def test_over_the_limit_the_advice_names_the_choices_under_it_else_the_slowest_i
     assert est.advice(est.Estimate(599.0, SLICE, (RUN,)), alts) is None
 
 
-def _write_run(folder: Path, run_id: str, started: str, rows: list[dict]) -> None:
+def _write_run(folder: Path, run_id: str, started: str, rows: list[dict], kind: str = "TPU v5 lite") -> None:
     folder.mkdir(parents=True, exist_ok=True)
-    env = {"platform": "tpu", "device_kind": "TPU v5 lite", "device_count": 1}
+    env = {"platform": "tpu", "device_kind": kind, "device_count": 1}
     (folder / f"{run_id}.meta.json").write_text(json.dumps({"run_id": run_id, "suite": "s", "started": started,
                                                             "env": env}))
     cols = ["case_id", "workload", "backend", "impl", "status", "timestamp", "tune_s", "tuned", "batch"]
@@ -104,6 +104,22 @@ def test_recorded_cases_take_the_time_since_the_row_before_from_the_metas_start(
                                                                              ("b", 15.0, 0.0, "none")]
     assert run.cases[0].params == {"batch": "1"}
     assert recorded_runs("s", "gpu", root=tmp_path) == []
+
+
+def test_a_torch_tpu_run_of_the_same_chip_is_a_record_of_its_slice(tmp_path):
+    """TorchTPU names the v5e 'TPU v5e', JAX 'TPU v5 lite': the torch_tpu train rows measured on the chip were
+    no record of a run whose first worker (JAX) names the slice 'TPU v5 lite x1'."""
+    from xlabench.run.recorded import recorded_runs
+
+    row = dict(case_id="t", workload="train", backend="torch_tpu", impl="splash", status="ok", batch=8,
+               timestamp="2026-12-08T03:02:30+00:00", tune_s=37.0, tuned="search")
+    _write_run(tmp_path / "t", "20261208-030030-71d7", "2026-12-08T03:00:00Z", [row], kind="TPU v5e")
+    _write_run(tmp_path / "j", "20261207-100000-aaaa", "2026-12-07T10:00:00Z",
+               [dict(row, case_id="j", backend="jax", timestamp="2026-12-07T10:01:00+00:00")])
+    runs = recorded_runs("s", "tpu", SLICE, root=tmp_path)
+    assert [r.run_id for r in runs] == ["20261208-030030-71d7", "20261207-100000-aaaa"]
+    assert [r.run_id for r in recorded_runs("s", "tpu", "TPU v5e x1", root=tmp_path)] == [r.run_id for r in runs]
+    assert recorded_runs("s", "tpu", "TPU v6 lite x1", root=tmp_path) == []
 
 
 ROOT = Path(__file__).resolve().parent.parent

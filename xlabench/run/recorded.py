@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, Iterator, Optional
 
 from xlabench import results
+from xlabench.hardware import chip_name
 from xlabench.run.envs import ROOT
 from xlabench.run.estimate import RecordedCase, RecordedRun, tune_way
 
@@ -22,6 +23,13 @@ GROUP = ("workload", "backend", "impl")  # a recorded case's own fields, not its
 def slice_label(env: dict[str, Any]) -> str:
     """'TPU v5 lite x1': a worker's device kind and count (a run's meta ``env``)."""
     return f"{env.get('device_kind') or env.get('platform') or '?'} x{int(env.get('device_count') or 1)}"
+
+
+def same_slice(a: str, b: str) -> bool:
+    """Whether two slice labels name one slice: the same count of one chip, whichever framework named the chip
+    (JAX's 'TPU v5 lite x1', TorchTPU's 'TPU v5e x1')."""
+    (ka, _, na), (kb, _, nb) = a.rpartition(" x"), b.rpartition(" x")
+    return a == b or (na == nb and chip_name(ka) == chip_name(kb))
 
 
 def _when(text: Any) -> Optional[dt.datetime]:
@@ -83,6 +91,6 @@ def recorded_runs(suite: str, platform: str, slice: Optional[str] = None,
     if slice is None:
         own = [r for r in runs if r.suite == suite]
         slice = (own or runs)[0].slice if runs else None
-    runs = [r for r in runs if r.slice == slice]
+    runs = [r for r in runs if same_slice(r.slice, slice)]
     return [r for r in runs if r.suite == suite] + [r for r in runs if r.suite != suite]
 
