@@ -1,5 +1,5 @@
-"""One tuning story: `xlabench best`'s picks go into the tuning cache (written by tune.cache.store_measured) that `run --tune` reads
-(xlabench/tune/cache.py), under the key and the candidate space the JAX worker computes for the same case,
+"""One tuning story: `xlabench best`'s picks go into the tuning store's cache layer (tune/store.py: TuneStore.store_measured)
+that `run --tune` reads, under the key (a TuneKey) and the candidate space the JAX worker computes for the same case,
 so a later run on that device and those versions finds them current; the `tuned:` file is an export of
 the entries so written (and of the picks the cache cannot hold, each named in a note).
 
@@ -18,7 +18,7 @@ from xlabench import tune
 from xlabench.impls.workload_rules import search_space
 from xlabench.report.best_config import Pick
 from xlabench.suite.tuned import TunedConfig
-from xlabench.tune.cache import store_measured
+from xlabench.tune.store import TuneKey, TuneStore
 from xlabench.workloads import PARAMS, TUNE_KEY_FIELDS
 
 TUNING_BACKEND = "jax"  # the backend whose workers tune (backends/jax/tune_case.py)
@@ -49,8 +49,8 @@ def _entry(p: Pick, envs: Mapping[str, Mapping[str, Any]]) -> tuple[Optional[tup
     measured = dict(blocks=blocks, best_s=float(c.median_s or 0.0), default_s=default_s,
                     configurations=int(p.source.get("configurations", 0)), clock=str(p.source.get("clock") or "wall"),
                     check=f"xlabench best: {p.verdict}")
-    key = tune.cache_key(str(p.source.get("device_kind")), c.backend, c.impl, TUNE_KEY_FIELDS[c.workload](params),
-                         versions[0])
+    key = TuneKey.of(str(p.source.get("device_kind")), c.backend, c.impl, TUNE_KEY_FIELDS[c.workload](params),
+                     versions[0])
     return (key, candidates, measured), ""
 
 
@@ -61,6 +61,7 @@ def store(picks: Sequence[Pick], envs: Mapping[str, Mapping[str, Any]], cache: t
     holds them; a kept default stays unset, so a later --tune may still search it), then those the cache
     cannot hold, as picked; and a note per pick not cached."""
     configs, uncached, notes = [], [], []
+    into = TuneStore(cache)
     for p in picks:
         if p.config is None:
             continue
@@ -70,7 +71,7 @@ def store(picks: Sequence[Pick], envs: Mapping[str, Mapping[str, Any]], cache: t
             uncached.append(p.config)
             continue
         key, candidates, measured = entry
-        blocks = store_measured(cache, key, candidates, **measured)  # the export reads what the cache now holds
+        blocks = into.store_measured(key, candidates, **measured)  # the export reads what the cache now holds
         kept = all(v is None for v in p.config.params.values())
         params = dict(p.config.params) if kept else {k: blocks[k] for k in p.config.params if k in blocks}
         configs.append(replace(p.config, params=params))

@@ -1,5 +1,6 @@
-"""Which blocks a case runs at, framework-free: the user's tuning cache, else the shipped table's entry, else a
-search (tune.search), each winner stored in the cache. A backend supplies what compiles and times a
+"""Which blocks a case runs at, framework-free: the first layer of the tuning store (tune/store.py: the user's
+tuning cache, else the shipped table's entry; a suite-pinned case was answered before, at the suite's expansion)
+that answers, else a search (tune.search), each winner stored in the cache. A backend supplies what compiles and times a
 candidate (tune.search's CompileMany and TimeMany).
 
 A table entry is checked once, on this machine. Where the case's row times the kernel alone (an attention
@@ -18,10 +19,11 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Optional, Sequence
 
 from xlabench.tune import table
-from xlabench.tune.cache import Lookup, TuneCache, in_space, space_fingerprint
+from xlabench.tune.cache import Lookup, space_fingerprint
 from xlabench.tune.search import (CHECK_TOL, CompileMany, NoCandidate, Stage, TimeMany, TuneOutcome, checked_search,
                                   verify)
 from xlabench.tune.space import near
+from xlabench.tune.store import CACHE, SEARCH, TABLE, TuneKey, TuneStore, as_key
 from xlabench.units import to_ms
 
 # tune_check of a table entry the row's own timing held within CHECK_TOL of its record: default_s and
@@ -65,13 +67,13 @@ def row_times(wall: Sequence[float], device: Any = ()) -> dict[str, float]:
 @dataclass(frozen=True)
 class _Decision:
     """One case's decision in progress: the search's stages (seeded), its key, the backend's compile and
-    clock, the cache and the candidate space's fingerprint, when it started and what the cache said."""
+    clock, the store and the candidate space's fingerprint, when it started and what the cache said."""
 
     stages: list[Stage]
-    key: dict
+    key: TuneKey
     compile_many: CompileMany
     time_many: TimeMany
-    cache: TuneCache
+    store: TuneStore
     space: str
     started: float
     found: Lookup
@@ -83,14 +85,14 @@ class _Decision:
         """The search's winner (stored in the cache); Unsearchable when no candidate runs."""
         try:
             out = checked_search(self.stages, self.compile_many, self.time_many,
-                                 log=lambda line: print(f"tune {self.key['impl']}: {line}", file=sys.stderr, flush=True))
+                                 log=lambda line: print(f"tune {self.key.impl}: {line}", file=sys.stderr, flush=True))
         except NoCandidate as e:
             raise Unsearchable(f"tuning: {e}") from None
-        self.cache.store(self.key, self.space, out)
+        self.store.store(self.key, self.space, out)
         found = self.found
         note = f"tune cache: {found.status} entry tuned again ({found.why})" if found.status in ("damaged", "stale") else ""
         checked = "" if out.check in ("ok", "searched twice") else f"tuning: {out.check}"
-        return Tuned(dict(out.blocks), {"tuned": "search", "tune_s": self.elapsed(), "tune_tried": out.tried,
+        return Tuned(dict(out.blocks), {"tuned": SEARCH, "tune_s": self.elapsed(), "tune_tried": out.tried,
                                         "tune_dropped": out.dropped_text(), "default_s": out.default_s,
                                         "tune_best_s": out.best_s, "tune_clock": out.clock, "tune_check": out.check},
                      "; ".join(n for n in (note, table_note, checked) if n))
@@ -102,9 +104,9 @@ class _Decision:
                           self.time_many)
         if out is None:
             return None, why
-        self.cache.store(self.key, self.space, out, source=f"tune table {hit.note()}")
+        self.store.store(self.key, self.space, out, source=f"tune table {hit.note()}")
         return Tuned(dict(out.blocks), {
-            "tuned": "table", "tune_s": self.elapsed(), "tune_tried": 0, "default_s": out.default_s,
+            "tuned": TABLE, "tune_s": self.elapsed(), "tune_tried": 0, "default_s": out.default_s,
             "tune_best_s": out.best_s, "tune_clock": out.clock, "tune_check": out.check},
             f"tune table {hit.note()}: verified here at {_ms(out.best_s)} (recorded {_ms(hit.entry.best_s * hit.scale)}), "
             f"default {_ms(out.default_s)}{why_here}"), ""
@@ -141,7 +143,7 @@ class RowCheck:
         if abs(t / rec.best_s - 1) > self.tol:
             return self._searched(d, f"the row timed it at {_ms(t)} on the {clock} clock, more than {self.tol:.0%} off "
                                   f"its record {_ms(rec.best_s)}")
-        d.cache.store(d.key, d.space, dataclasses.replace(rec, check=ROW_OK),
+        d.store.store(d.key, d.space, dataclasses.replace(rec, check=ROW_OK),
                       source=f"tune table {hit.note()}, checked by a row's timing")
         scaled = "" if hit.exact else ", scaled by the batch"
         return _from_record(rec, hit, ROW_OK, f"checked by the row's timing: {_ms(t)} on the {clock} clock against "
@@ -163,40 +165,38 @@ class RowCheck:
 def _from_record(rec: TuneOutcome, hit: table.Hit, check: str, note: str, tune_s: float,
                  pending: Optional[RowCheck] = None) -> Tuned:
     """The row's tuning at a table entry's blocks and recorded figures."""
-    return Tuned(dict(rec.blocks), {"tuned": "table", "tune_s": tune_s, "tune_tried": 0, "default_s": rec.default_s,
+    return Tuned(dict(rec.blocks), {"tuned": TABLE, "tune_s": tune_s, "tune_tried": 0, "default_s": rec.default_s,
                                     "tune_best_s": rec.best_s, "tune_clock": rec.clock, "tune_check": check},
                  f"tune table {hit.note()}: {note}", pending)
 
 
-def tuned_blocks(stages: list[Stage], key: dict, compile_many: CompileMany, time_many: TimeMany, tune_dir: str,
-                 hints: Sequence[dict] = (), table_backends: Sequence[str] = (), row_check: bool = False) -> Tuned:
-    """The winner of ``stages`` for the case ``key`` names: from the user's cache, else the shipped table's
-    entry (checked by the row's timing where ``row_check``, else verified here first: the module's doc), else
-    searched; a table's or a search's winner is stored in the cache.
+def tuned_blocks(stages: list[Stage], key: "TuneKey | Mapping[str, Any]", compile_many: CompileMany,
+                 time_many: TimeMany, tune_dir: str, hints: Sequence["TuneKey | Mapping[str, Any]"] = (),
+                 table_backends: Sequence[str] = (), row_check: bool = False) -> Tuned:
+    """The winner of ``stages`` for the case ``key`` names (a TuneKey, or the cache key's dict): the tuning
+    store's first answer (tune/store.py: the user's cache, else the shipped table's entry, checked by the row's
+    timing where ``row_check``, else verified here first: the module's doc), else searched; a table's or a
+    search's winner is stored in the cache.
     ``hints``: the keys of related cases (a fwd_bwd case's fwd one); the first cached winner among them
     seeds the first stage's descent in place of its own seeds (space.near: it and its smaller neighbours).
     ``compile_many``/``time_many``: the backend's (tune.search's contract); ``table_backends``: backends whose
     table entry for the same kernel may stand in where the key's backend has none (the same Pallas kernel
     called from another framework)."""
     started = time.perf_counter()
-    cache = TuneCache(tune_dir)
-    for hint in hints:
-        seeds = near(cache.winner(hint) or {}, stages[0].candidates) if stages and stages[0].seeds else ()
-        if seeds:
-            stages = [dataclasses.replace(stages[0], seeds=seeds), *stages[1:]]
-            break
+    key, store = as_key(key), TuneStore(tune_dir, table_backends)
+    stages = _seeded(stages, store, hints)
     candidates = [c for st in stages for c in st.candidates]
     space = space_fingerprint(candidates)
-    found = cache.load(key, space, candidates)
-    if found.status == "hit":
-        e = found.entry
-        return Tuned(e["blocks"], {"tuned": "cache", "tune_s": time.perf_counter() - started, "tune_tried": 0,
-                                   "default_s": e["default_s"], "tune_best_s": e["best_s"], "tune_clock": e["clock"],
-                                   "tune_check": e.get("check", "")},
+    found = store.lookup(key, space, candidates if stages else None)
+    if found.layer == CACHE:
+        e = found.cached.entry
+        return Tuned(found.blocks, {"tuned": CACHE, "tune_s": time.perf_counter() - started, "tune_tried": 0,
+                                    "default_s": e["default_s"], "tune_best_s": e["best_s"], "tune_clock": e["clock"],
+                                    "tune_check": e.get("check", "")},
                      f"tune cache: verified from the {e['source']}" if e.get("source") else "")
-    d = _Decision(stages, key, compile_many, time_many, cache, space, started, found)
-    hit, why = table_hit(stages, key, candidates, table_backends)
-    if hit is not None and not why:
+    d = _Decision(stages, key, compile_many, time_many, store, space, started, found.cached)
+    hit, why = found.hit, found.why
+    if found.layer == TABLE:
         if row_check:
             rec = d.recorded(hit)
             return _from_record(rec, hit, "", f"its record {_ms(rec.best_s)} (default {_ms(rec.default_s)}), "
@@ -207,21 +207,14 @@ def tuned_blocks(stages: list[Stage], key: dict, compile_many: CompileMany, time
     return d.searched(f"tune table {hit.note()} not used ({why}): searched" if hit is not None else "")
 
 
+def _seeded(stages: list[Stage], store: TuneStore, hints: Sequence["TuneKey | Mapping[str, Any]"]) -> list[Stage]:
+    """``stages`` with the first stage seeded from the first hint the cache holds a winner for (none: as given)."""
+    for hint in hints:
+        seeds = near(store.winner(as_key(hint)) or {}, stages[0].candidates) if stages and stages[0].seeds else ()
+        if seeds:
+            return [dataclasses.replace(stages[0], seeds=seeds), *stages[1:]]
+    return stages
+
+
 def _ms(s: Optional[float]) -> str:
     return "-" if s is None else f"{to_ms(s):.4g} ms"
-
-
-def table_hit(stages: list[Stage], key: dict, candidates: Sequence[dict], table_backends: Sequence[str] = ()
-              ) -> tuple[Optional[table.Hit], str]:
-    """The shipped table's entry for ``key``: (the hit, "") when its blocks are a candidate of this search;
-    (the hit, why not) when not; (None, "") when the device kind has no table (or a damaged one: the run
-    warned once), the table no entry for the case, or the kernel no search."""
-    shipped, _ = table.for_device(str(key["device_kind"]))
-    hit = None
-    for backend in (str(key["backend"]), *table_backends):
-        hit = hit or (shipped.find(backend, str(key["impl"]), dict(key["case"])) if shipped is not None else None)
-    if hit is None or not stages:
-        return None, ""
-    if not in_space(hit.entry.blocks, candidates):
-        return hit, "its blocks are not a candidate of this kernel's search"
-    return hit, ""

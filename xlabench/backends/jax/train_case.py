@@ -145,30 +145,26 @@ def _cached_blocks(acfg: Any, impl: str, device_kind: str, case: AttentionParams
     """``acfg`` at the blocks the tuning cache holds for ``case`` on ``device_kind`` (any jax/libtpu version:
     the newest), else the shipped tune table's entry (tune/table.py: exact bucket, else the nearest), saying in ``tuned['notes']`` which blocks the compile used and where they came from."""
     from xlabench import tune
-    from xlabench.tune import table
     from xlabench.tune.space import blocks_text
+    from xlabench.tune.store import CACHE, TABLE, TuneKey, TuneStore
     from xlabench.workloads.attention import tune_key_fields
 
-    key = tune.cache_key(device_kind, "jax", impl, tune_key_fields(case), {})
     folder = Path(cache_dir) if cache_dir else tune.default_dir()
-    entry = tune.TuneCache(folder).latest(key)
-    shape = rules.shape_text(case)
-    shipped, _ = table.for_device(device_kind) if entry is None else (None, "")
-    hit = shipped.find("jax", impl, tune_key_fields(case)) if shipped is not None else None
-    if hit is not None:
-        blocks = dict(hit.entry.blocks)
+    found = TuneStore(folder).latest(TuneKey.of(device_kind, "jax", impl, tune_key_fields(case)))
+    shape, blocks = rules.shape_text(case), found.blocks
+    if found.layer == TABLE:
         acfg = acfg.with_blocks(blocks)
         note = (f"attention at the blocks the shipped tune table holds for its per-shard shape {shape} (fwd_bwd) "
-                f"on {device_kind}: {blocks_text(blocks)} ({hit.note()}; unverified: no chip here)")
-    elif entry is None:
-        note = (f"attention at the kernel's default blocks: the tuning cache ({folder}) holds no winner "
-                f"for its per-shard shape {shape} (fwd_bwd) on {device_kind}; a run on the chip tunes it")
-    else:
-        blocks = {str(k): int(v) for k, v in dict(entry["blocks"]).items()}
+                f"on {device_kind}: {blocks_text(blocks)} ({found.hit.note()}; unverified: no chip here)")
+    elif found.layer == CACHE:
+        entry = found.cached.entry
         acfg = acfg.with_blocks(blocks)
         note = (f"attention at the tuned blocks the cache holds for its per-shard shape {shape} (fwd_bwd) on "
                 f"{device_kind}: {blocks_text(blocks)} (searched {entry.get('created', '?')}, "
                 f"jax {dict(entry['key'].get('versions', {})).get('jax', '?')})")
+    else:
+        note = (f"attention at the kernel's default blocks: the tuning cache ({folder}) holds no winner "
+                f"for its per-shard shape {shape} (fwd_bwd) on {device_kind}; a run on the chip tunes it")
     if tuned is not None:
         tuned["notes"] = note
     return acfg

@@ -26,13 +26,13 @@ from typing import Any, Callable, Optional, Sequence
 
 import jax
 
-from xlabench import tune
 from xlabench.backends.jax import trace_timer
 from xlabench.backends.jax.common import check_fits
 from xlabench.protocol.worker_messages import CaseSkipped
 from xlabench.stats.summary import median
 from xlabench.tune import decide as decide_mod
 from xlabench.tune.search import drop_kind, Dropped, Stage
+from xlabench.tune.store import TuneKey
 
 # Build(program, blocks) -> (the function of one iteration, its arguments); raises Dropped to prune.
 Build = Callable[[str, dict[str, int]], tuple[Callable, Sequence[Any]]]
@@ -156,8 +156,8 @@ def time_many(handles: list[Handle], iters: int) -> tuple[list[float], str]:
 Tuned = decide_mod.Tuned
 
 
-def tuned_blocks(stages: list[Stage], key: dict, build: Build, tune_dir: str,
-                 hints: Sequence[dict] = (), row_check: bool = False) -> Tuned:
+def tuned_blocks(stages: list[Stage], key: TuneKey | dict, build: Build, tune_dir: str,
+                 hints: Sequence[TuneKey | dict] = (), row_check: bool = False) -> Tuned:
     """tune.decide.tuned_blocks on this backend's compile_many and time_many (read when called); no candidate
     that compiles and runs is a skipped case. ``row_check``: a table entry is checked by the row's timing."""
     try:
@@ -183,6 +183,6 @@ def decide(plan: Any, space: Optional[Callable[[], list[Stage]]], impl: str, key
     if not plan.tune_dir:
         raise ValueError("a tuning search needs the plan's tune_dir (the parent names the cache folder)")
     kind, ver = jax.devices()[0].device_kind, versions()
-    key = tune.cache_key(kind, "jax", impl, key_fields, ver)
-    return tuned_blocks(space(), key, build, plan.tune_dir, [tune.cache_key(kind, "jax", impl, h, ver) for h in hints],
+    key = TuneKey.of(kind, "jax", impl, key_fields, ver)
+    return tuned_blocks(space(), key, build, plan.tune_dir, [TuneKey.of(kind, "jax", impl, h, ver) for h in hints],
                         row_check)

@@ -13,13 +13,13 @@ from typing import Any, Callable, Optional, Sequence
 
 import torch
 
-from xlabench import tune
 from xlabench.backends.torch_tpu.common import profiled_seconds, surface
 from xlabench.backends.torch_tpu import env
 from xlabench.protocol.worker_messages import CaseSkipped
 from xlabench.stats.summary import median
 from xlabench.tune import decide as decide_mod
 from xlabench.tune.search import drop_kind, Dropped, Stage
+from xlabench.tune.store import TuneKey
 
 # Build(program, blocks) -> the call of one iteration at those blocks; raises Dropped to prune.
 Build = Callable[[str, dict[str, int]], Callable[[], Any]]
@@ -96,11 +96,11 @@ def decide(plan: Any, space: Optional[Callable[[], list[Stage]]], impl: str, key
     if not plan.tune_dir:
         raise ValueError("a tuning search needs the plan's tune_dir (the parent names the cache folder)")
     kind, ver = env.device_kind(), versions()
-    key = tune.cache_key(kind, "torch_tpu", impl, key_fields, ver)
+    key = TuneKey.of(kind, "torch_tpu", impl, key_fields, ver)
     try:
         return decide_mod.tuned_blocks(space(), key, lambda program, cands: compile_many(build, program, cands),
                                        time_many, plan.tune_dir,
-                                       [tune.cache_key(kind, "torch_tpu", impl, h, ver) for h in hints], TABLE_BACKENDS,
+                                       [TuneKey.of(kind, "torch_tpu", impl, h, ver) for h in hints], TABLE_BACKENDS,
                                        row_check=row_check)
     except decide_mod.Unsearchable as e:
         raise CaseSkipped(str(e)) from None
