@@ -36,6 +36,7 @@ FIT_INTRO = ("`xlabench compile` rows: per-device memory from XLA's memory_analy
              "the target (oom: what libtpu said the program needs), against the device's HBM. Compile-only: "
              "nothing ran, so there are no timings.")
 _REASON_CHARS = 300
+_CLOCK_COLUMNS = ["clock", "median_s", "workload"]  # what results.clock_note reads of a row
 
 
 def _cell(v: Any) -> str:
@@ -131,7 +132,15 @@ def _peaks(run: pd.DataFrame) -> str:
 def shape_columns(rows: pd.DataFrame) -> list[str]:
     """The case columns that vary among these rows, impl aside: what a 'shape' is in this summary."""
     cols = [c for c in cd.DESCRIBING if c != "impl" and c in rows]
-    return results.varying(rows[cols].to_dict("records"), cols)  # those columns' records: the whole row's cost 20x
+    return results.varying_columns({c: rows[c].tolist() for c in cols})  # by column: no per-row records
+
+
+def _positions(keys: Sequence[Any]) -> list[np.ndarray]:
+    """The positions of each key's rows, keys in first-seen order (groupby(sort=False)'s groups)."""
+    at: dict[Any, list[int]] = {}
+    for i, k in enumerate(keys):
+        at.setdefault(k, []).append(i)
+    return [np.array(v) for v in at.values()]
 
 
 def summary(rows: pd.DataFrame, samples: cd.Samples | None = None) -> str:
@@ -142,19 +151,19 @@ def summary(rows: pd.DataFrame, samples: cd.Samples | None = None) -> str:
     figures = WORKLOADS[workload].figures if workload in WORKLOADS else _DEFAULT_FIGURES
     shape = shape_columns(rows)
     base_s = cd.baseline_seconds(rows, samples)  # one naive time per shape, whatever its block columns
-    median = cd.metric(rows, "median_s")
-    speed = base_s / median
+    median = cd.metric(rows, "median_s").to_numpy()
+    base = base_s.to_numpy()
+    usable = cd.usable(rows).to_numpy()
     out = []
-    groups = rows.groupby(cd.key(rows, shape), sort=False) if shape else [("", rows)]
-    for _, g in groups:
-        naive = fmt_number(base_s[g.index[0]], ".4g", MS_PER_S)
-        counts = f"{int(cd.usable(g).sum())}/{len(g)}"
-        head = [cd.fmt_value(c, g[c].iloc[0]) for c in shape]
-        if median[g.index].notna().any():
-            best = g.loc[median[g.index].idxmin()]
+    for at in _positions(cd.key(rows, shape).tolist() if shape else [""] * len(rows)):
+        naive = fmt_number(base[at[0]], ".4g", MS_PER_S)
+        counts = f"{int(usable[at].sum())}/{len(at)}"
+        head = [cd.fmt_value(c, rows[c].iloc[at[0]]) for c in shape]
+        if not np.isnan(median[at]).all():
+            best = rows.loc[at[np.nanargmin(median[at])]]  # the first fastest, as idxmin
             vals = [_impl(best), fmt_number(best["median_s"], ".4g", MS_PER_S)]
             vals += [fmt_number(best[f.column], f.spec, f.scale) for f in figures]
-            sp = speed[best.name]
+            sp = base[best.name] / median[best.name]
             vals += [naive, f"{sp:.2f}x" if np.isfinite(sp) else ""]
         else:
             vals = ["(none usable)", "", *[""] * len(figures), naive, ""]
@@ -336,7 +345,7 @@ def build(df: pd.DataFrame, sources: Sequence[Path], charts: dict[str, list[Path
             md += [f"## {suite}" + (f" ({workload})" if workload != suite else ""), "",
                    f"Best impl per shape: the fastest row that ran and matched its reference; speedup = "
                    f"{cd.BASELINE_IMPL} median / best median for the same shape"
-                   + (f"; {clock}." if (clock := clock_note(rows.to_dict("records"))) else "."), "", summary(rows, samples), ""]
+                   + (f"; {clock}." if (clock := clock_note(rows[_CLOCK_COLUMNS].to_dict("records"))) else "."), "", summary(rows, samples), ""]
     picks = best_lib.best_configs(runs, samples)
     if picks:
         headers, rows = best_lib.table_rows(picks)

@@ -12,7 +12,7 @@ different suites concatenate and the reader never guesses.
 Its modules: README.md, Layout. The names imported here are the package's interface.
 """
 
-from xlabench.results.display import LABEL_KEYS, case_labels, fmt_number, varying
+from xlabench.results.display import LABEL_KEYS, case_labels, fmt_number, varying, varying_columns
 from xlabench.results.files import (
     COMPILE_SUFFIX, SAMPLES_SUFFIX, NullWriter, OutputPathError, ResultsFileError, RowWriter, RunFiles, _cell, check_header,
     check_records, finish_meta, make_dir, phase_fields, passed_over, read_meta, read_prior, read_rows, read_samples, read_text, samples_note, update_rows, write_meta,
@@ -24,7 +24,7 @@ from xlabench.results.schema import (
 )
 
 __all__ = [
-    "LABEL_KEYS", "case_labels", "fmt_number", "varying",
+    "LABEL_KEYS", "case_labels", "fmt_number", "varying", "varying_columns",
     "COMPILE_SUFFIX", "SAMPLES_SUFFIX", "NullWriter", "OutputPathError", "ResultsFileError", "RowWriter", "RunFiles", "_cell", "check_header", "check_records", "read_meta", "read_prior", "read_rows",
     "finish_meta", "phase_fields", "make_dir", "passed_over", "read_samples", "read_text", "samples_note", "update_rows", "write_meta",
     "RunProgress", "incomplete_note", "record_interruption", "run_progress",
