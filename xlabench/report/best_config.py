@@ -82,7 +82,8 @@ class _Group:
 
     def samples(self, key: tuple, samples: Samples) -> np.ndarray:
         """The configuration's samples, pooled over its rows (several runs of it)."""
-        got = [samples.get((str(r["run_id"]), str(r["case_id"]))) for _, r in self.by_config[key].iterrows()]
+        rows = self.by_config[key]
+        got = [samples.get((str(run), str(case))) for run, case in zip(rows["run_id"], rows["case_id"])]
         return np.concatenate([g for g in got if g is not None]) if any(g is not None for g in got) else np.array([])
 
     @property
@@ -103,18 +104,26 @@ def _groups(df: pd.DataFrame) -> list[_Group]:
         rows = runs[(runs["workload"] == workload)].reset_index(drop=True)
         tuned, shape = list(TUNED_PARAMS[workload]), _shape_columns(rows, workload)
         median = cd.metric(rows, "median_s")
-        keys = cd.text(rows[["backend", "impl", *shape]]).apply(tuple, axis=1)
-        for _, g in rows.groupby(keys, sort=False):
-            ok = g[median[g.index].notna()]
-            taken = [t for t in tuned if t in _takes(str(g["backend"].iloc[0]), str(g["impl"].iloc[0]), tuned)]
+        measured = median.notna().to_numpy()
+        cells = {c: cd.text(rows[c]).tolist() for c in dict.fromkeys(["backend", "impl", *shape, *tuned])}
+        for at in cd.positions(list(zip(*(cells[c] for c in ["backend", "impl", *shape])))):
+            ok = at[measured[at]]
+            taken = [t for t in tuned if t in _takes(cells["backend"][at[0]], cells["impl"][at[0]], tuned)]
             if not taken:
                 continue
-            configs = cd.text(ok[taken]).apply(tuple, axis=1)
-            if configs.nunique() < 2:
+            configs = [tuple(cells[t][i] for t in taken) for i in ok]
+            if len(set(configs)) < 2:
                 continue
-            by_config = {k: ok[configs == k] for k in dict.fromkeys(configs)}
-            out.append(_Group(workload, ok.iloc[0], shape, taken, by_config, median, cd.interpreted(ok)))
+            by_config = {k: rows.iloc[v] for k, v in zip(*_configs(ok, configs))}
+            out.append(_Group(workload, rows.iloc[ok[0]], shape, taken, by_config, median,
+                              cd.interpreted(rows.iloc[ok])))
     return out
+
+
+def _configs(ok: np.ndarray, configs: list[tuple]) -> tuple[list[tuple], list[np.ndarray]]:
+    """The configurations in first-seen order, and the positions (of ``ok``) of each one's rows."""
+    at = cd.positions(configs)
+    return [configs[a[0]] for a in at], [ok[a] for a in at]
 
 
 def _takes(backend: str, impl: str, tuned: Sequence[str]) -> tuple[str, ...]:

@@ -255,6 +255,15 @@ def key(df: pd.DataFrame, columns: Sequence[str]) -> pd.Series:
     return pd.Series(["|".join(t) for t in zip(*cols)], index=df.index, dtype="str")
 
 
+def positions(keys: Sequence[Any]) -> list[np.ndarray]:
+    """The positions of each key's rows, keys in first-seen order: groupby(keys, sort=False)'s groups without
+    a frame each (keys never NaN: cd.key's, tuples of cd.text)."""
+    at: dict[Any, list[int]] = {}
+    for i, k in enumerate(keys):
+        at.setdefault(k, []).append(i)
+    return [np.array(v) for v in at.values()]
+
+
 def match_columns(df: pd.DataFrame) -> list[str]:
     """Columns that identify a shape across impls: every describing column but impl and tuning knobs."""
     return [c for c in DESCRIBING if c in df and c != "impl" and c not in TUNING]

@@ -135,14 +135,6 @@ def shape_columns(rows: pd.DataFrame) -> list[str]:
     return results.varying_columns({c: rows[c].tolist() for c in cols})  # by column: no per-row records
 
 
-def _positions(keys: Sequence[Any]) -> list[np.ndarray]:
-    """The positions of each key's rows, keys in first-seen order (groupby(sort=False)'s groups)."""
-    at: dict[Any, list[int]] = {}
-    for i, k in enumerate(keys):
-        at.setdefault(k, []).append(i)
-    return [np.array(v) for v in at.values()]
-
-
 def summary(rows: pd.DataFrame, samples: cd.Samples | None = None) -> str:
     """Best impl per shape (fastest usable row), its figures, and its speedup over the naive baseline
     (cd.baseline_seconds; ``samples``: the rows' samples, default read from their files)."""
@@ -155,7 +147,7 @@ def summary(rows: pd.DataFrame, samples: cd.Samples | None = None) -> str:
     base = base_s.to_numpy()
     usable = cd.usable(rows).to_numpy()
     out = []
-    for at in _positions(cd.key(rows, shape).tolist() if shape else [""] * len(rows)):
+    for at in cd.positions(cd.key(rows, shape).tolist() if shape else [""] * len(rows)):
         naive = fmt_number(base[at[0]], ".4g", MS_PER_S)
         counts = f"{int(usable[at].sum())}/{len(at)}"
         head = [cd.fmt_value(c, rows[c].iloc[at[0]]) for c in shape]
