@@ -172,9 +172,9 @@ def program_info(hlo: str | Mapping[str, str], devices: int = 1) -> dict[str, An
 
 def measured(case_id: str, times: OpTimes, hlo: str | Mapping[str, str], roofs: Roofs, wall_s: float | None = None,
              attention_flops: float | None = None, interpret: bool = False, devices: int = 1,
-             platform: str = "") -> Breakdown:
+             platform: str = "", info: Mapping[str, Any] | None = None) -> Breakdown:
     """The breakdown of a traced row: ``times`` of its executable, ``hlo`` its optimized HLO text (or its step's
-    programs' texts by label: trace.program_times);
+    programs' texts by label: trace.program_times; ``info``: program_info of it, where the caller has it);
     ``attention_flops``: the analytic FLOPs of its attention per device per step.
 
     A byte rate is held against the HBM roof only from bytes that reach HBM: each op's operands and
@@ -182,7 +182,7 @@ def measured(case_id: str, times: OpTimes, hlo: str | Mapping[str, str], roofs: 
     every access inside a fusion, VMEM included). Where an op's count is not known (async halves, control
     flow, a fusion that slices), its time is shown without a rate. On an accelerator a rate above its roof
     cannot be (exact peaks, exact op times): the rate is withheld and a note gives the figure."""
-    per_op, unknown = _per_op(times, program_info(hlo, devices))
+    per_op, unknown = _per_op(times, program_info(hlo, devices) if info is None else info)
     step_s = times.device_s_per_step
     cats, notes = _assemble(per_op, step_s, roofs, attention_flops)
     b = Breakdown(case_id, False, f"trace ({times.source}, {times.executions} steps)", step_s, cats, wall_s, notes)

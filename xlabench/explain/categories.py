@@ -215,8 +215,8 @@ def traced_in(text: str) -> dict[int, frozenset[str]]:
             current = tables.setdefault(line, {})
         elif current is not None and (m := _TABLE_ROW.match(line)):
             current[int(m.group(1))] = m.group(2) if m.group(2) is not None else m.group(3)
-        elif line.startswith(("HloModule", "%", "ENTRY")) or not line.strip():
-            current = None if line.strip() else current
+        elif line.startswith(("HloModule", "%", "ENTRY")):  # the tables end where the module's text begins
+            current = None
     fields = {k: {i: dict(f.split("=", 1) for f in v.split()) for i, v in rows.items()}
               for k, rows in tables.items() if k in ("FileLocations", "StackFrames")}
     names, locs, frames = tables.get("FunctionNames", {}), fields.get("FileLocations", {}), fields.get("StackFrames", {})

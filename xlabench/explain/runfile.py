@@ -186,18 +186,23 @@ def explain_row(row: Mapping[str, Any], meta: Mapping[str, Any], csv: Path,
     if trace_path is None:
         raise ExplainError(f"{csv}: case {case_id} kept its HLO text but no trace (.xplane.pb) under "
                            f"{hlo_paths[0].parent}")
+    info = None
     try:
         if len(hlo_paths) == 1:
             times = trace_lib.op_times(load_planes(trace_path), hlo_paths[0].name[: -len(HLO_SUFFIX)])
         else:  # a step of several programs (torch_tpu): each execution matched to its program's HLO text
             hlo = {p.name[: -len(HLO_SUFFIX)]: p.read_text() for p in hlo_paths}
-            times = trace_lib.program_times(load_planes(trace_path),
-                                            {label: set(bd.program_info(text)) for label, text in hlo.items()})
+            info = bd.program_info(hlo, devices)  # keyed label/op: each program's op names, and the categories
+            programs: dict[str, set[str]] = {label: set() for label in hlo}
+            for key in info:
+                label, name = key.split("/", 1)
+                programs[label].add(name)
+            times = trace_lib.program_times(load_planes(trace_path), programs)
     except trace_lib.TraceError as e:
         raise ExplainError(f"{trace_path}: {e}") from None
     wall = _number(row, "wall_median_s") or (_number(row, "median_s") if _value(row, "clock") == "wall" else None)
     return bd.measured(case_id, times, hlo, roofs(row), wall, attention_flops(row),
-                       bool(_value(row, "interpret")), devices, str(_value(row, "platform") or ""))
+                       bool(_value(row, "interpret")), devices, str(_value(row, "platform") or ""), info)
 
 
 def explain_run(csv: Path, where: Iterable[tuple[str, str]], load_planes: Callable[[Path], list[Any]]) -> Explained:

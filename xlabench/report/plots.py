@@ -50,8 +50,8 @@ def mfu_vs_batch(df: pd.DataFrame) -> Chart:
     drawn = set(backend[y.notna()])
     frameworks = one_mode and len(drawn) > 1
     gone = sorted(set(backend) - drawn) if frameworks else []  # named by framework in the footer, no panel
+    notes = [unusable_note(b, rows[backend == b]) for b in gone]
     if gone:
-        notes = [unusable_note(b, rows[backend == b]) for b in gone]
         rows, y = rows[backend.isin(drawn)], y[backend.isin(drawn)]
     if frameworks:  # one chip, one name: JAX's 'TPU v5 lite' and TorchTPU's 'TPU v5e' share a panel
         rows = rows.assign(device_kind=rows["device_kind"].map(lambda k: chip_name(k) if isinstance(k, str) else k))
@@ -62,7 +62,7 @@ def mfu_vs_batch(df: pd.DataFrame) -> Chart:
                         dash_by="backend" if frameworks else None if one_mode else "impl",
                         hollow_by="backend" if frameworks else None,
                         ncols=2, xlabel="global batch (sequences)", ylabel="MFU (%)", what="MFU vs global batch")
-    for note in notes if gone else []:
+    for note in notes:
         add_note(chart, note)
     note = peak_note(rows)
     if note:

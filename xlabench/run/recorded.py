@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import Any, Iterator, Optional
 
 from xlabench import results
-from xlabench.hardware import chip_name
 from xlabench.run.envs import ROOT
 from xlabench.run.estimate import RecordedCase, RecordedRun, tune_way
+from xlabench.tune.table import same_chip
 
 RECORDS = ROOT / "docs" / "data"
 GROUP = ("workload", "backend", "impl")  # a recorded case's own fields, not its parameters
@@ -29,7 +29,7 @@ def same_slice(a: str, b: str) -> bool:
     """Whether two slice labels name one slice: the same count of one chip, whichever framework named the chip
     (JAX's 'TPU v5 lite x1', TorchTPU's 'TPU v5e x1')."""
     (ka, _, na), (kb, _, nb) = a.rpartition(" x"), b.rpartition(" x")
-    return a == b or (na == nb and chip_name(ka) == chip_name(kb))
+    return a == b or (na == nb and same_chip(ka, kb))
 
 
 def _when(text: Any) -> Optional[dt.datetime]:

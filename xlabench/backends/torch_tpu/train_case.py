@@ -1,8 +1,7 @@
 """Run one train case on TorchTPU: the shared torch GPT-2 / LLaMA model (torch_shared.model), its loss
-compiled by ``torch.compile`` (forward and backward), AdamW over one flat buffer with its update compiled
-(torch_shared.optim), bf16; the
-same presets, FLOP rule, tokens and float32 reference as the JAX rows. One chip: a case of more devices
-is a skip (TorchTPU's SPMD is not wired here)."""
+compiled by ``torch.compile`` (forward and backward), AdamW as one compiled update over the concatenated
+parameters (torch_shared.optim), bf16; the same presets, FLOP rule, tokens and float32 reference as the JAX
+rows. One chip: a case of more devices is a skip (TorchTPU's SPMD is not wired here)."""
 
 from __future__ import annotations
 
@@ -13,8 +12,8 @@ from typing import Any, Callable, Optional
 import torch
 
 from xlabench.backends.torch_shared.attention import to_layout
-from xlabench.backends.torch_shared.optim import FlatAdamW
 from xlabench.backends.torch_shared.model import Transformer, checkpoint_layers, reference_losses, unsupported_step
+from xlabench.backends.torch_shared.optim import FlatAdamW
 from xlabench.backends.torch_tpu.attention_case import TORCH_DTYPES, highest_precision, record, tuned_config
 from xlabench.backends.torch_tpu.common import TRACE_SOURCE, fresh_case, peak_memory, profiled_seconds, surface
 from xlabench.backends.torch_tpu import env
